@@ -1,0 +1,5 @@
+//! upgrade-gate: keeps OLM from upgrading a stateful operator while its
+//! database upgrade runs.
+//!
+//! Modules, one per concern (each says what it owns in its own comment):
+//! see the list below.
