@@ -3,3 +3,4 @@
 //!
 //! Modules, one per concern (each says what it owns in its own comment):
 //! see the list below.
+pub mod telemetry;
