@@ -1,0 +1,226 @@
+//! `app-db-upgrade`: the database upgrade Job's entry point. Parses the
+//! command line, calls `upgrade_gate::db_upgrade`, prints the result and maps
+//! errors to the documented exit codes. No logic of its own.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use upgrade_gate::db_config::{ConnectionArgs, ConnectionSettings};
+use upgrade_gate::db_upgrade::backup::{self, PgTools};
+use upgrade_gate::db_upgrade::outcome::{self, Failure};
+use upgrade_gate::db_upgrade::{
+    self, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, one_line, refusal_exit_code,
+};
+use upgrade_gate::migrations::Release;
+use upgrade_gate::telemetry::{CommonArgs, LogFormat, init_logging};
+
+#[derive(Debug, Parser)]
+#[command(name = "app-db-upgrade", version, about = "Upgrades the application's PostgreSQL schema, safely", after_help = EXIT_CODES)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    /// Directory holding pg_dump and pg_restore (default: found on PATH).
+    #[arg(long, env = "UPGRADE_GATE_PG_BIN_DIR", global = true)]
+    pg_bin_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+enum Output {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the current schema, the release's target and the pending migrations.
+    Plan {
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Lock, back up, apply the pending migrations one transaction each, verify.
+    Run(RunArgs),
+    /// Add N realistic sample rows at the database's current release.
+    Seed {
+        #[arg(long)]
+        rows: u64,
+    },
+    /// Put a backup back (after a failed upgrade).
+    Restore {
+        /// The backup archive (pg_dump custom format).
+        #[arg(long)]
+        from: PathBuf,
+        /// Drop schema public (and everything in it) first if the database is not empty.
+        #[arg(long)]
+        clean: bool,
+    },
+    /// List the backup directory: release, migration, time, size.
+    Backups {
+        #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR")]
+        backup_dir: PathBuf,
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("backup").required(true).multiple(false)))]
+struct RunArgs {
+    /// Directory for the pre-upgrade backup (pg_dump custom format).
+    #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR", group = "backup")]
+    backup_dir: Option<PathBuf>,
+    /// Migrate without a backup. Must be explicit.
+    #[arg(long, group = "backup")]
+    no_backup: bool,
+    /// How long to wait for another upgrade's lock, in seconds.
+    #[arg(long, env = "UPGRADE_GATE_LOCK_TIMEOUT", default_value_t = 120)]
+    lock_timeout: u64,
+    #[arg(long, short, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// Where the outcome JSON goes for the operator (written only if the file
+    /// exists, as the kubelet creates it).
+    #[arg(
+        long,
+        env = "UPGRADE_GATE_TERMINATION_LOG",
+        default_value = "/dev/termination-log"
+    )]
+    termination_log: PathBuf,
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    // Serializing these plain structs cannot fail; an empty line would show it.
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+fn termination_message(path: &std::path::Path, json: &str) {
+    if !path.exists() {
+        tracing::warn!(path = %path.display(), "termination log does not exist; outcome not written there");
+        return;
+    }
+    if let Err(error) = outcome::write_termination_message(path, json) {
+        tracing::warn!(path = %path.display(), error = %error, "cannot write the termination log");
+    }
+}
+
+async fn execute(cli: Cli, release: Release) -> Result<ExitCode, DbUpgradeError> {
+    let tools = PgTools {
+        bin_dir: cli.pg_bin_dir.clone(),
+    };
+    let connection = cli.connection;
+    let settings = || ConnectionSettings::resolve(&connection, &|key| std::env::var(key).ok());
+    match cli.command {
+        Command::Backups { backup_dir, output } => {
+            let entries = backup::list_backups(&backup_dir).map_err(DbUpgradeError::Backup)?;
+            match output {
+                Output::Json => print_json(&entries),
+                Output::Text => {
+                    println!(
+                        "{:<8} {:<5} {:<26} {:>14}  FILE",
+                        "RELEASE", "MIGR", "TAKEN AT", "BYTES"
+                    );
+                    for e in entries {
+                        println!(
+                            "{:<8} v{:<4} {:<26} {:>14}  {}",
+                            e.release, e.migration, e.taken_at, e.size_bytes, e.file
+                        );
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plan { output } => {
+            let report = db_upgrade::plan_for(&settings()?, &release).await?;
+            match output {
+                Output::Json => print_json(&report),
+                Output::Text => print!("{}", report.to_text()),
+            }
+            Ok(report
+                .refusal
+                .as_ref()
+                .map_or(ExitCode::SUCCESS, |r| ExitCode::from(refusal_exit_code(r))))
+        }
+        Command::Run(args) => {
+            let settings = settings()?;
+            let options = RunOptions {
+                release: release.clone(),
+                backup: match args.backup_dir {
+                    Some(dir) if !args.no_backup => BackupPolicy::ToDirectory(dir),
+                    _ => BackupPolicy::Disabled,
+                },
+                lock_timeout: Duration::from_secs(args.lock_timeout),
+                tools,
+            };
+            match db_upgrade::run_upgrade(&settings, &options).await {
+                Ok(outcome) => {
+                    let json = serde_json::to_string(&outcome).unwrap_or_default();
+                    termination_message(&args.termination_log, &json);
+                    match args.output {
+                        Output::Json => print_json(&outcome),
+                        Output::Text => println!("{}", outcome.to_text()),
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => {
+                    let failure = Failure {
+                        release: release.to_string(),
+                        exit_code: error.exit_code(),
+                        error: one_line(&error),
+                    };
+                    let json = serde_json::to_string(&failure).unwrap_or_default();
+                    termination_message(&args.termination_log, &json);
+                    Err(error)
+                }
+            }
+        }
+        Command::Seed { rows } => {
+            let seeded = db_upgrade::seed_database(&settings()?, rows).await?;
+            println!(
+                "seeded {} executions at {} in {} ms",
+                seeded.rows,
+                seeded.at,
+                seeded.duration.as_millis()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Restore { from, clean } => {
+            let settings = settings()?;
+            db_upgrade::restore(&settings, &tools, &from, clean).await?;
+            println!("restored {} into {}", from.display(), settings);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let log_format = cli.common.log_format;
+    init_logging(log_format);
+    let release: Release = match cli.common.release.parse() {
+        Ok(release) => release,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    match execute(cli, release).await {
+        Ok(code) => code,
+        Err(error) => {
+            let message = one_line(&error);
+            match log_format {
+                LogFormat::Json => tracing::error!(exit_code = error.exit_code(), "{message}"),
+                LogFormat::Text => eprintln!("error: {message}"),
+            }
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

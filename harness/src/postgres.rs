@@ -1,0 +1,494 @@
+//! A throwaway PostgreSQL: `initdb` into a temporary directory, the
+//! postmaster started as user `postgres` through the harness's process runner
+//! (optionally inside a network namespace, listening on the node IP), stopped
+//! and removed on [`Drop`] — also when a test panics.
+//!
+//! Owns: the cluster's data directory, its configuration (listen address,
+//! port, `pg_hba.conf` lines, a superuser password) and its postmaster.
+//! Must not touch: any other PostgreSQL on the machine, or application schema
+//! (that belongs to the code under test).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), harness::postgres::PostgresError> {
+//! let pg = harness::postgres::TempPostgres::builder().start().await?;
+//! let url = pg.create_database("app_test")?;
+//! # drop(url); Ok(()) }
+//! ```
+
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nix::unistd::{Uid, User, chown};
+
+use crate::process::{ProcessError, ProcessRecord, ProcessSpec, StopSignal};
+
+/// Where Debian's PostgreSQL 15 server binaries are; `UPGRADE_GATE_PG_BIN_DIR`
+/// overrides it.
+pub const DEFAULT_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+const READY_DEADLINE: Duration = Duration::from_secs(30);
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum PostgresError {
+    #[error(
+        "PostgreSQL server binaries not found in {0} (need initdb, postgres, pg_isready, psql): \
+         install postgresql-15 (apt-get install postgresql-15) or set UPGRADE_GATE_PG_BIN_DIR"
+    )]
+    BinariesMissing(PathBuf),
+    #[error("no system user `postgres` to run the server as (apt-get install postgresql-15 creates it)")]
+    NoPostgresUser,
+    #[error("the throwaway PostgreSQL must be started as root (it runs the server as `postgres`)")]
+    NotRoot,
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} failed: {output}")]
+    CommandFailed { what: String, output: String },
+    #[error("invalid database name {0:?}: use letters, digits and _")]
+    InvalidDatabaseName(String),
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+}
+
+/// How to start a [`TempPostgres`].
+#[derive(Debug, Clone)]
+pub struct TempPostgresBuilder {
+    listen_address: IpAddr,
+    port: Option<u16>,
+    netns: Option<String>,
+    hba_lines: Vec<String>,
+    superuser_password: String,
+    bin_dir: PathBuf,
+    settings: Vec<(String, String)>,
+    base_dir: Option<PathBuf>,
+}
+
+impl Default for TempPostgresBuilder {
+    fn default() -> Self {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        TempPostgresBuilder {
+            listen_address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: None,
+            netns: None,
+            hba_lines: Vec::new(),
+            superuser_password: format!("pw{}x{nanos}", std::process::id()),
+            bin_dir: std::env::var_os("UPGRADE_GATE_PG_BIN_DIR")
+                .map_or_else(|| PathBuf::from(DEFAULT_BIN_DIR), PathBuf::from),
+            settings: Vec::new(),
+            base_dir: None,
+        }
+    }
+}
+
+impl TempPostgresBuilder {
+    /// The address the server listens on (default 127.0.0.1).
+    pub fn listen_address(mut self, address: IpAddr) -> Self {
+        self.listen_address = address;
+        self
+    }
+
+    /// The TCP port (default: a free loopback port; 5432 inside a netns).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
+        self
+    }
+
+    /// Run the server inside `/run/netns/<name>`.
+    pub fn netns(mut self, name: impl Into<String>) -> Self {
+        self.netns = Some(name.into());
+        self
+    }
+
+    /// An extra `pg_hba.conf` line, e.g. `host all all 10.232.0.0/24 scram-sha-256`.
+    pub fn hba_line(mut self, line: impl Into<String>) -> Self {
+        self.hba_lines.push(line.into());
+        self
+    }
+
+    /// The password of the superuser `postgres` (TCP connections use
+    /// scram-sha-256; the Unix socket trusts local users).
+    pub fn superuser_password(mut self, password: impl Into<String>) -> Self {
+        self.superuser_password = password.into();
+        self
+    }
+
+    pub fn bin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.bin_dir = dir.into();
+        self
+    }
+
+    /// A server setting (`-c name=value`), e.g. `fsync=off` for tests.
+    pub fn setting(mut self, name: &str, value: &str) -> Self {
+        self.settings.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Create the instance's directory under `dir` (default: the system
+    /// temporary directory).
+    pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.base_dir = Some(dir.into());
+        self
+    }
+
+    /// `initdb`, configure, start, and wait until the server accepts
+    /// connections.
+    pub async fn start(self) -> Result<TempPostgres, PostgresError> {
+        for tool in ["initdb", "postgres", "pg_isready", "psql"] {
+            if !self.bin_dir.join(tool).is_file() {
+                return Err(PostgresError::BinariesMissing(self.bin_dir.clone()));
+            }
+        }
+        if !Uid::effective().is_root() {
+            return Err(PostgresError::NotRoot);
+        }
+        let user = User::from_name("postgres")
+            .ok()
+            .flatten()
+            .ok_or(PostgresError::NoPostgresUser)?;
+        let port = match (self.port, &self.netns) {
+            (Some(port), _) => port,
+            (None, Some(_)) => 5432,
+            (None, None) => free_port(self.listen_address)?,
+        };
+
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("upgrade-gate-pg-");
+        let dir = match &self.base_dir {
+            Some(base) => {
+                std::fs::create_dir_all(base).map_err(io("creating the base directory"))?;
+                builder.tempdir_in(base)
+            }
+            None => builder.tempdir(),
+        }
+        .map_err(io("creating the temporary directory"))?;
+        let root = dir.path().to_owned();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+            .map_err(io("restricting the temporary directory"))?;
+        chown(&root, Some(user.uid), Some(user.gid)).map_err(|e| PostgresError::Io {
+            what: "handing the temporary directory to postgres".into(),
+            source: e.into(),
+        })?;
+
+        // From here on the directory is owned by the (not yet running) instance,
+        // so every early return removes it.
+        let mut instance = TempPostgres {
+            dir: Some(dir),
+            record: None,
+            address: self.listen_address,
+            port,
+            password: self.superuser_password.clone(),
+            bin_dir: self.bin_dir.clone(),
+        };
+        let data = instance.data_dir();
+        let password_file = root.join("superuser-password");
+        std::fs::write(&password_file, &self.superuser_password)
+            .map_err(io("writing the password file"))?;
+        chown(&password_file, Some(user.uid), Some(user.gid)).map_err(|e| PostgresError::Io {
+            what: "handing the password file to postgres".into(),
+            source: e.into(),
+        })?;
+        let mut initdb = Command::new(self.bin_dir.join("initdb"));
+        initdb
+            .arg("--pgdata")
+            .arg(&data)
+            .args(["--username=postgres", "--encoding=UTF8", "--locale=C"])
+            .args(["--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"])
+            .arg(format!("--pwfile={}", password_file.display()))
+            .current_dir(&root)
+            .uid(user.uid.as_raw())
+            .gid(user.gid.as_raw());
+        run("initdb", &mut initdb)?;
+        std::fs::remove_file(&password_file).map_err(io("removing the password file"))?;
+        if !self.hba_lines.is_empty() {
+            let hba = data.join("pg_hba.conf");
+            let mut text = std::fs::read_to_string(&hba).map_err(io("reading pg_hba.conf"))?;
+            for line in &self.hba_lines {
+                text.push_str(line);
+                text.push('\n');
+            }
+            std::fs::write(&hba, text).map_err(io("writing pg_hba.conf"))?;
+        }
+
+        let mut args: Vec<OsString> = vec![
+            format!("--reuid={}", user.uid).into(),
+            format!("--regid={}", user.gid).into(),
+            "--clear-groups".into(),
+            self.bin_dir.join("postgres").into(),
+            "-D".into(),
+            data.into(),
+            "-p".into(),
+            port.to_string().into(),
+            "-c".into(),
+            format!("listen_addresses={}", self.listen_address).into(),
+            "-c".into(),
+            format!("unix_socket_directories={}", root.display()).into(),
+        ];
+        for (name, value) in &self.settings {
+            args.push("-c".into());
+            args.push(format!("{name}={value}").into());
+        }
+        // setpriv execs the server, so the recorded PID is the postmaster's.
+        let mut spec = ProcessSpec::new("postgres", "setpriv", root.join("postgres.log")).args(args);
+        spec.stop_signal = StopSignal::Int;
+        if let Some(netns) = &self.netns {
+            spec = spec.in_netns(format!("/run/netns/{netns}"));
+        }
+        let record = spec.start()?;
+        instance.record = Some(record.clone());
+        let pg_isready = self.bin_dir.join("pg_isready");
+        record
+            .wait_ready(READY_DEADLINE, || {
+                let mut check = tokio::process::Command::new(&pg_isready);
+                check
+                    .arg("--host")
+                    .arg(&root)
+                    .arg("--port")
+                    .arg(port.to_string())
+                    .arg("--username=postgres");
+                async move {
+                    let output = check.output().await.map_err(|e| e.to_string())?;
+                    if output.status.success() {
+                        Ok(())
+                    } else {
+                        Err(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+                    }
+                }
+            })
+            .await?;
+        Ok(instance)
+    }
+}
+
+/// A running throwaway PostgreSQL. Dropping it stops the server and removes
+/// its directory.
+#[derive(Debug)]
+pub struct TempPostgres {
+    dir: Option<tempfile::TempDir>,
+    record: Option<ProcessRecord>,
+    address: IpAddr,
+    port: u16,
+    password: String,
+    bin_dir: PathBuf,
+}
+
+/// A server handed over to someone else's teardown (the cluster CLI): it
+/// keeps running and its directory stays.
+#[derive(Debug, Clone)]
+pub struct DetachedPostgres {
+    pub record: ProcessRecord,
+    pub admin_url: String,
+    pub dir: PathBuf,
+}
+
+impl TempPostgres {
+    pub fn builder() -> TempPostgresBuilder {
+        TempPostgresBuilder::default()
+    }
+
+    /// The instance's directory (data, socket, log).
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().map_or(Path::new(""), |d| d.path())
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir().join("data")
+    }
+
+    pub fn address(&self) -> IpAddr {
+        self.address
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn superuser_password(&self) -> &str {
+        &self.password
+    }
+
+    /// The postmaster's log.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir().join("postgres.log")
+    }
+
+    /// `postgres://postgres:<password>@<address>:<port>/<database>`.
+    pub fn url_for(&self, database: &str) -> String {
+        let host = match self.address {
+            IpAddr::V4(v4) => v4.to_string(),
+            IpAddr::V6(v6) => format!("[{v6}]"),
+        };
+        format!(
+            "postgres://postgres:{}@{host}:{}/{database}",
+            self.password, self.port
+        )
+    }
+
+    /// The superuser's URL for the `postgres` database.
+    pub fn admin_url(&self) -> String {
+        self.url_for("postgres")
+    }
+
+    /// Runs SQL as the superuser through the Unix socket; returns psql's
+    /// unaligned, tuples-only output.
+    pub fn psql(&self, database: &str, sql: &str) -> Result<String, PostgresError> {
+        let mut psql = Command::new(self.bin_dir.join("psql"));
+        psql.arg("--host")
+            .arg(self.dir())
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--username=postgres", "--no-psqlrc", "--quiet", "--tuples-only"])
+            .args(["--no-align", "--set=ON_ERROR_STOP=1"])
+            .arg(format!("--dbname={database}"))
+            .arg("--command")
+            .arg(sql);
+        run("psql", &mut psql)
+    }
+
+    /// Creates a database and returns its superuser URL.
+    pub fn create_database(&self, name: &str) -> Result<String, PostgresError> {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(PostgresError::InvalidDatabaseName(name.to_owned()));
+        }
+        self.psql("postgres", &format!("CREATE DATABASE \"{name}\""))?;
+        Ok(self.url_for(name))
+    }
+
+    /// Stops the server (fast shutdown, then SIGKILL after a grace period)
+    /// and removes its directory.
+    pub fn stop(mut self) {
+        self.shut_down();
+    }
+
+    /// Leaves the server running and its directory in place for another
+    /// owner's teardown.
+    pub fn detach(mut self) -> Option<DetachedPostgres> {
+        let record = self.record.take()?;
+        let admin_url = self.admin_url();
+        let dir = self.dir.take()?.keep();
+        Some(DetachedPostgres {
+            record,
+            admin_url,
+            dir,
+        })
+    }
+
+    fn shut_down(&mut self) {
+        if let Some(record) = self.record.take() {
+            record.stop(STOP_GRACE);
+        }
+        if let Some(dir) = self.dir.take() {
+            // Best effort in Drop; a leftover temp dir is reported by the OS tools.
+            let _ = dir.close();
+        }
+    }
+}
+
+impl Drop for TempPostgres {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> PostgresError {
+    move |source| PostgresError::Io {
+        what: what.to_owned(),
+        source,
+    }
+}
+
+fn run(what: &str, command: &mut Command) -> Result<String, PostgresError> {
+    let output = command.output().map_err(|source| PostgresError::Io {
+        what: format!("running {what}"),
+        source,
+    })?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(PostgresError::CommandFailed {
+            what: what.to_owned(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            )
+            .trim()
+            .to_owned(),
+        })
+    }
+}
+
+fn free_port(address: IpAddr) -> Result<u16, PostgresError> {
+    TcpListener::bind((address, 0))
+        .and_then(|listener| listener.local_addr())
+        .map(|a| a.port())
+        .map_err(io("finding a free port"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn starts_accepts_sql_and_leaves_nothing_behind() {
+        let pg = TempPostgres::builder()
+            .setting("fsync", "off")
+            .start()
+            .await
+            .expect("throwaway PostgreSQL (needs root and postgresql-15)");
+        let dir = pg.dir().to_owned();
+        let pid = pg.record.as_ref().map(|r| r.pid).expect("record");
+        let url = pg.create_database("fixture_check").expect("create database");
+        assert!(url.ends_with("/fixture_check"), "{url}");
+        assert_eq!(pg.psql("fixture_check", "SELECT 40 + 2").expect("psql").trim(), "42");
+        assert!(dir.join("data").is_dir());
+        drop(pg);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists()
+                || crate::process::read_stat(pid).is_none_or(|s| s.state == 'Z'),
+            "postmaster {pid} still running"
+        );
+    }
+
+    #[test]
+    fn invalid_database_names_are_refused_before_sql() {
+        let pg = TempPostgres {
+            dir: None,
+            record: None,
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 1,
+            password: "pw".into(),
+            bin_dir: PathBuf::from("/nonexistent"),
+        };
+        for name in ["", "a\"b", "x; DROP", "a-b"] {
+            assert!(matches!(
+                pg.create_database(name),
+                Err(PostgresError::InvalidDatabaseName(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn urls_bracket_ipv6() {
+        let pg = TempPostgres {
+            dir: None,
+            record: None,
+            address: "::1".parse().expect("v6"),
+            port: 5433,
+            password: "pw".into(),
+            bin_dir: PathBuf::new(),
+        };
+        assert_eq!(pg.url_for("db"), "postgres://postgres:pw@[::1]:5433/db");
+    }
+}
