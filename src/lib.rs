@@ -3,4 +3,5 @@
 //!
 //! Modules, one per concern (each says what it owns in its own comment):
 //! see the list below.
+pub mod operator_condition;
 pub mod telemetry;

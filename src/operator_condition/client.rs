@@ -1,0 +1,610 @@
+//! Talking to the API server about one `OperatorCondition`: read it, set its
+//! `Upgradeable` entry, wait until OLM has copied that into status.
+//!
+//! Owns: requests, retries (capped exponential backoff with jitter via
+//! `backon`, bounded by a caller's deadline), and the classification of
+//! failures into [`Obstacle`]s. Must not touch: any other object, the
+//! `/status` subresource (OLM's), or any entry but `Upgradeable`; it offers
+//! no way to delete anything.
+
+use std::fmt;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, PostParams};
+use tokio::time::Instant;
+
+use super::olm::{Confirmation, CopyState, confirmation};
+use super::resource::{GROUP, OperatorCondition, PLURAL, VERSION};
+use super::upsert::{GateState, UpgradeableEntry, upsert_upgradeable};
+
+/// Longest a single request may take before it counts as timed out and is retried.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What stood in the way of one request.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Obstacle {
+    /// 404: the object (or the API) does not exist (yet).
+    #[error("not found (404): {0}")]
+    NotFound(String),
+    /// 403: the identity may not do this (yet: OLM binds its Role asynchronously).
+    #[error("forbidden (403): {0}")]
+    Forbidden(String),
+    /// 409: the object changed since it was read.
+    #[error("conflict (409): {0}")]
+    Conflict(String),
+    /// 429: the API server asks to slow down.
+    #[error("too many requests (429): {0}")]
+    TooManyRequests(String),
+    /// 5xx: the API server failed.
+    #[error("server error ({code}): {message}")]
+    ServerError { code: u16, message: String },
+    /// No answer: connection refused, reset, DNS or TLS failure.
+    #[error("API server unreachable: {0}")]
+    Unreachable(String),
+    /// The request got no answer in time.
+    #[error("request timed out")]
+    Timeout,
+    /// Any other 4xx: the request itself is wrong; retrying will not help.
+    #[error("rejected ({code}): {message}")]
+    Rejected { code: u16, message: String },
+    /// A response that could not be understood, or a client-side failure.
+    #[error("unexpected failure: {0}")]
+    Unexpected(String),
+}
+
+impl Obstacle {
+    /// Classifies a client error.
+    pub fn of(error: &kube::Error) -> Obstacle {
+        match error {
+            kube::Error::Api(status) => {
+                let message = status.message.clone();
+                match status.code {
+                    404 => Obstacle::NotFound(message),
+                    403 => Obstacle::Forbidden(message),
+                    409 => Obstacle::Conflict(message),
+                    429 => Obstacle::TooManyRequests(message),
+                    code @ 500..=599 => Obstacle::ServerError { code, message },
+                    code => Obstacle::Rejected { code, message },
+                }
+            }
+            kube::Error::HyperError(_) | kube::Error::Service(_) => {
+                Obstacle::Unreachable(error_chain(error))
+            }
+            other => Obstacle::Unexpected(error_chain(other)),
+        }
+    }
+
+    /// Whether waiting and trying again can help. NotFound and Forbidden are
+    /// transient here: OLM creates the object and binds its Role
+    /// asynchronously, possibly after the pod started.
+    pub fn is_transient(&self) -> bool {
+        !matches!(self, Obstacle::Rejected { .. } | Obstacle::Unexpected(_))
+    }
+}
+
+/// The error and all its sources on one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut line = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        source = cause.source();
+    }
+    line
+}
+
+/// Why an operation on an `OperatorCondition` did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A transient obstacle persisted until the deadline.
+    #[error("deadline reached while {action}; last: {last}")]
+    DeadlineReached {
+        action: &'static str,
+        last: Obstacle,
+    },
+    /// The API server refused in a way retrying cannot fix.
+    #[error("{action} failed: {obstacle}")]
+    Failed {
+        action: &'static str,
+        obstacle: Obstacle,
+    },
+    /// The write is in spec, but OLM's status copy did not show it in time.
+    #[error("deadline reached waiting for OLM to confirm Upgradeable={}: {pending}", .state.condition_status())]
+    NotConfirmed {
+        state: GateState,
+        pending: CopyState,
+    },
+    /// While waiting, someone else changed spec's `Upgradeable` entry.
+    #[error("while waiting for OLM to confirm Upgradeable={}, spec's Upgradeable entry was changed by someone else (now {})", .wanted.condition_status(), .spec_status.as_deref().unwrap_or("absent"))]
+    Superseded {
+        wanted: GateState,
+        spec_status: Option<String>,
+    },
+}
+
+impl fmt::Display for CopyState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CopyState::NothingInSpec => write!(f, "spec has no Upgradeable entry"),
+            CopyState::Copied => write!(
+                f,
+                "status shows spec's Upgradeable at the current generation"
+            ),
+            CopyState::NotCopied => write!(f, "status has no Upgradeable entry yet"),
+            CopyState::Outdated {
+                observed_generation,
+                generation,
+            } => write!(
+                f,
+                "status was copied at generation {observed_generation}, the object is at {generation}"
+            ),
+            CopyState::Differs {
+                spec_status,
+                status_status,
+            } => write!(
+                f,
+                "status says {status_status} at the current generation, spec says {spec_status}"
+            ),
+        }
+    }
+}
+
+/// Proof that OLM's status shows a state at the object's current
+/// generation. Only [`OperatorConditionClient::wait_for_olm`] makes one, so
+/// "the gate is closed" cannot be reported before OLM confirmed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Confirmed {
+    state: GateState,
+    generation: i64,
+    reason: String,
+    message: String,
+}
+
+impl Confirmed {
+    /// The state OLM confirmed.
+    pub fn state(&self) -> GateState {
+        self.state
+    }
+    /// The object's generation at which OLM confirmed it.
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+    /// The reason in OLM's status entry.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+    /// The message in OLM's status entry.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// The outcome of a set: spec now says `state` (written by this call, or
+/// already so). Pass it to [`OperatorConditionClient::wait_for_olm`].
+#[derive(Clone, Debug)]
+#[must_use = "a written state counts only once OLM confirmed it: pass it to wait_for_olm"]
+pub struct Written {
+    state: GateState,
+    changed: bool,
+    object: OperatorCondition,
+}
+
+impl Written {
+    /// The state spec now says.
+    pub fn state(&self) -> GateState {
+        self.state
+    }
+    /// Whether this call wrote (false: spec already said it).
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+    /// The object as last seen (the update's response, or the read).
+    pub fn object(&self) -> &OperatorCondition {
+        &self.object
+    }
+}
+
+/// Whether the cluster serves `operators.coreos.com/v2` `operatorconditions`,
+/// i.e. whether OLM (v0.18 or newer) is installed. Asks discovery, which every
+/// authenticated identity may read: a 403 on the object itself does not
+/// tell "no OLM" from "not allowed", discovery does. Transient failures are
+/// retried until `deadline`; an unreachable API server is an error, never
+/// "not served".
+pub async fn operator_conditions_served(
+    client: &kube::Client,
+    deadline: Instant,
+) -> Result<bool, Error> {
+    let group_version = format!("{GROUP}/{VERSION}");
+    let lookup = || async {
+        match client.list_api_group_resources(&group_version).await {
+            Ok(list) => Ok(list.resources.iter().any(|r| r.name == PLURAL)),
+            Err(error) => match Obstacle::of(&error) {
+                Obstacle::NotFound(_) => Ok(false),
+                obstacle => Err(obstacle),
+            },
+        }
+    };
+    with_retries(
+        deadline,
+        "asking discovery whether OperatorConditions are served",
+        lookup,
+    )
+    .await
+}
+
+/// One `OperatorCondition`, addressed by namespace and name.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use upgrade_gate::operator_condition::{OperatorConditionClient, Reason, UpgradeableEntry};
+///
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = kube::Client::try_default().await?;
+/// let name = std::env::var("OPERATOR_CONDITION_NAME")?;
+/// let condition = OperatorConditionClient::new(client, "apps", &name);
+/// let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+///
+/// // The upgrade is done: let OLM move on. Opening means True, never removal.
+/// let entry = UpgradeableEntry::open(
+///     Reason::new("UpgradeComplete")?,
+///     "App shop is at schema 7.10.1; OLM may upgrade the operator",
+/// )?;
+/// let written = condition.set(&entry, deadline).await?;
+/// let confirmed = condition.wait_for_olm(written, deadline).await?;
+/// println!("OLM shows Upgradeable=True at generation {}", confirmed.generation());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct OperatorConditionClient {
+    api: Api<OperatorCondition>,
+    namespace: String,
+    name: String,
+}
+
+impl OperatorConditionClient {
+    /// Addresses `namespace/name` (the CSV's namespace and name).
+    pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
+        OperatorConditionClient {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The object's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The object's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Reads the object; `None` when it does not exist (no retry on 404).
+    /// Other transient failures are retried until `deadline`.
+    pub async fn get(&self, deadline: Instant) -> Result<Option<OperatorCondition>, Error> {
+        let read = || async {
+            match self.api.get(&self.name).await {
+                Ok(object) => Ok(Some(object)),
+                Err(error) => match Obstacle::of(&error) {
+                    Obstacle::NotFound(_) => Ok(None),
+                    obstacle => Err(obstacle),
+                },
+            }
+        };
+        with_retries(deadline, "reading the OperatorCondition", read).await
+    }
+
+    /// Sets spec's `Upgradeable` entry to `entry`, keeping every other entry
+    /// as it is. Writes nothing when spec already says exactly that.
+    ///
+    /// Waits for the object to exist and for access to it (404 and 403 are
+    /// retried), and re-reads and retries when the update conflicts, all
+    /// until `deadline`.
+    pub async fn set(&self, entry: &UpgradeableEntry, deadline: Instant) -> Result<Written, Error> {
+        self.write(deadline, |_| entry.clone()).await
+    }
+
+    /// Closes the gate unless spec already says `Upgradeable=False`: then the
+    /// reason and message there stay (the operator may have written a more
+    /// precise one than `entry`'s) and nothing is written.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use upgrade_gate::operator_condition::{OperatorConditionClient, Reason, UpgradeableEntry};
+    ///
+    /// # async fn example(condition: OperatorConditionClient) -> Result<(), Box<dyn std::error::Error>> {
+    /// let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    /// let entry = UpgradeableEntry::closed(
+    ///     Reason::new("UpgradeInProgress")?,
+    ///     "release 7.10.1 is starting; its operator opens the gate when its upgrade is complete",
+    /// )?;
+    /// let written = condition.close_unless_closed(&entry, deadline).await?;
+    /// let confirmed = condition.wait_for_olm(written, deadline).await?;
+    /// assert_eq!(confirmed.state(), upgrade_gate::operator_condition::GateState::Closed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn close_unless_closed(
+        &self,
+        entry: &UpgradeableEntry,
+        deadline: Instant,
+    ) -> Result<Written, Error> {
+        let closed = entry.state() == GateState::Closed;
+        self.write(deadline, |object| {
+            let existing_closed = object
+                .upgradeable_in_spec()
+                .filter(|e| e.status() == "False")
+                .and_then(|e| {
+                    let reason = super::upsert::Reason::new(e.reason()).ok()?;
+                    UpgradeableEntry::closed(reason, e.message()).ok()
+                });
+            match existing_closed {
+                Some(existing) if closed => existing,
+                _ => entry.clone(),
+            }
+        })
+        .await
+    }
+
+    async fn write(
+        &self,
+        deadline: Instant,
+        choose: impl Fn(&OperatorCondition) -> UpgradeableEntry,
+    ) -> Result<Written, Error> {
+        let attempt = || async {
+            let mut object = self
+                .api
+                .get(&self.name)
+                .await
+                .map_err(|e| Obstacle::of(&e))?;
+            let entry = choose(&object);
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            let current = object.spec.conditions.as_deref().unwrap_or_default();
+            let Some(conditions) = upsert_upgradeable(current, &entry, &now) else {
+                tracing::debug!(name = %self.name, "spec already says Upgradeable={}", entry.state().condition_status());
+                return Ok(Written {
+                    state: entry.state(),
+                    changed: false,
+                    object,
+                });
+            };
+            object.spec.conditions = Some(conditions);
+            let updated = self
+                .api
+                .replace(&self.name, &PostParams::default(), &object)
+                .await
+                .map_err(|e| Obstacle::of(&e))?;
+            tracing::info!(
+                name = %self.name, namespace = %self.namespace,
+                status = entry.state().condition_status(), reason = entry.reason().as_str(),
+                generation = updated.generation(), "wrote Upgradeable to spec.conditions"
+            );
+            Ok(Written {
+                state: entry.state(),
+                changed: true,
+                object: updated,
+            })
+        };
+        with_retries(deadline, "setting Upgradeable in spec.conditions", attempt).await
+    }
+
+    /// Waits until OLM's `status.conditions[Upgradeable]` shows the written
+    /// state at the object's current generation (`observedGeneration ==
+    /// metadata.generation`), polling with capped backoff until `deadline`.
+    /// Fails early when spec's entry is changed by someone else meanwhile.
+    pub async fn wait_for_olm(
+        &self,
+        written: Written,
+        deadline: Instant,
+    ) -> Result<Confirmed, Error> {
+        let wanted = written.state;
+        let mut object = written.object;
+        let mut polls = poll_backoff().build();
+        loop {
+            match confirmation(&object, wanted) {
+                Confirmation::Confirmed => {
+                    let entry = object.upgradeable_in_status();
+                    return Ok(Confirmed {
+                        state: wanted,
+                        generation: object.generation(),
+                        reason: entry.map(|e| e.reason().to_owned()).unwrap_or_default(),
+                        message: entry.map(|e| e.message().to_owned()).unwrap_or_default(),
+                    });
+                }
+                Confirmation::Superseded { spec_status } => {
+                    return Err(Error::Superseded {
+                        wanted,
+                        spec_status,
+                    });
+                }
+                Confirmation::Pending(pending) => {
+                    let pause = polls.next().unwrap_or(MAX_POLL_INTERVAL);
+                    if Instant::now() + pause >= deadline {
+                        return Err(Error::NotConfirmed {
+                            state: wanted,
+                            pending,
+                        });
+                    }
+                    tracing::debug!(name = %self.name, %pending, "waiting for OLM's status copy");
+                    tokio::time::sleep(pause).await;
+                    object = self.get_existing(deadline).await?;
+                }
+            }
+        }
+    }
+
+    async fn get_existing(&self, deadline: Instant) -> Result<OperatorCondition, Error> {
+        let read = || async { self.api.get(&self.name).await.map_err(|e| Obstacle::of(&e)) };
+        with_retries(deadline, "reading the OperatorCondition", read).await
+    }
+}
+
+const MAX_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Status copies take OLM well under a second: poll fast at first.
+fn poll_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(MAX_POLL_INTERVAL)
+        .with_jitter()
+        .without_max_times()
+}
+
+/// Between failed requests: 200 ms doubling to 5 s, with jitter.
+fn retry_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times()
+}
+
+/// Runs `attempt` until it succeeds, fails for good, or the next try would
+/// start after `deadline`. Each try is cut off after [`ATTEMPT_TIMEOUT`] or
+/// at the deadline, whichever is first.
+pub(crate) async fn with_retries<T, F, Fut>(
+    deadline: Instant,
+    action: &'static str,
+    mut attempt: F,
+) -> Result<T, Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Obstacle>>,
+{
+    let timed = || {
+        let cutoff = deadline.min(Instant::now() + ATTEMPT_TIMEOUT);
+        let attempt = attempt();
+        async move {
+            tokio::time::timeout_at(cutoff, attempt)
+                .await
+                .unwrap_or(Err(Obstacle::Timeout))
+        }
+    };
+    timed
+        .retry(retry_backoff())
+        .when(Obstacle::is_transient)
+        .adjust(|_, pause| pause.filter(|pause| Instant::now() + *pause < deadline))
+        .notify(|obstacle, pause| {
+            tracing::warn!(%obstacle, retry_in = ?pause, "{action}: retrying");
+        })
+        .await
+        .map_err(|last| {
+            if last.is_transient() {
+                Error::DeadlineReached { action, last }
+            } else {
+                Error::Failed {
+                    action,
+                    obstacle: last,
+                }
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Status::failure("boom", "Reason").with_code(code).boxed())
+    }
+
+    #[test]
+    fn classification_table() {
+        let cases = [
+            (404, "NotFound", true),
+            (403, "Forbidden", true),
+            (409, "Conflict", true),
+            (429, "TooManyRequests", true),
+            (500, "ServerError", true),
+            (503, "ServerError", true),
+            (400, "Rejected", false),
+            (401, "Rejected", false),
+            (422, "Rejected", false),
+        ];
+        for (code, kind, transient) in cases {
+            let obstacle = Obstacle::of(&api_error(code));
+            assert!(
+                format!("{obstacle:?}").starts_with(kind),
+                "{code}: {obstacle:?}"
+            );
+            assert_eq!(obstacle.is_transient(), transient, "{code}");
+        }
+        let unreadable = serde_json::from_str::<u8>("x").expect_err("not a number");
+        let obstacle = Obstacle::of(&kube::Error::SerdeError(unreadable));
+        assert!(matches!(obstacle, Obstacle::Unexpected(_)));
+        assert!(!obstacle.is_transient());
+        assert!(Obstacle::Timeout.is_transient());
+        assert!(Obstacle::Unreachable("refused".into()).is_transient());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_stop_before_the_deadline_with_the_last_obstacle() {
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(30);
+        let mut tries = 0;
+        let result: Result<(), Error> = with_retries(deadline, "testing", || {
+            tries += 1;
+            async { Err(Obstacle::NotFound("gone".into())) }
+        })
+        .await;
+        assert!(matches!(
+            result,
+            Err(Error::DeadlineReached {
+                last: Obstacle::NotFound(_),
+                ..
+            })
+        ));
+        assert!(Instant::now() < deadline);
+        assert!(
+            Instant::now() > start + Duration::from_secs(20),
+            "retried for most of the time"
+        );
+        assert!(tries > 5, "retried with backoff, tries: {tries}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn permanent_failures_are_not_retried() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut tries = 0;
+        let result: Result<(), Error> = with_retries(deadline, "testing", || {
+            tries += 1;
+            async {
+                Err(Obstacle::Rejected {
+                    code: 422,
+                    message: "invalid".into(),
+                })
+            }
+        })
+        .await;
+        assert!(matches!(result, Err(Error::Failed { .. })));
+        assert_eq!(tries, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hanging_request_times_out_and_is_retried() {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut tries = 0;
+        let result = with_retries(deadline, "testing", || {
+            tries += 1;
+            let hang = tries == 1;
+            async move {
+                if hang {
+                    std::future::pending::<()>().await;
+                }
+                Ok(tries)
+            }
+        })
+        .await;
+        assert_eq!(result.ok(), Some(2));
+    }
+}
