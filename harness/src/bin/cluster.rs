@@ -1,0 +1,170 @@
+//! `cluster`: the local single-node Kubernetes with OLM, for people and the
+//! justfile. `up` starts it and returns while it keeps running (its
+//! components are daemons; the state file is the source of truth for the
+//! other subcommands), `env` prints the variables for `eval`, `load` imports
+//! image archives, `down` tears it down, `leftovers` checks nothing is left.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use harness::cluster::{Cluster, ClusterConfig};
+use harness::layout::{ClusterName, MachineNames};
+use harness::processes::{ClusterMarks, cluster_processes, rss_bytes};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cluster",
+    about = "A local single-node Kubernetes with OLM for upgrade-gate"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start cluster NAME (clearing what a dead one of that name left) and
+    /// print how long each step took.
+    Up {
+        #[arg(default_value = "dev")]
+        name: ClusterName,
+        /// The directory `tools/bin-dir.sh` prints (bin/ and crds/).
+        #[arg(long, env = "UPGRADE_GATE_TOOLS")]
+        tools: PathBuf,
+        /// OCI archive of localhost/pause:3.10.
+        #[arg(long, env = "UPGRADE_GATE_PAUSE_ARCHIVE")]
+        pause_archive: PathBuf,
+        /// More OCI image archives to import once the node runs.
+        #[arg(long = "image")]
+        images: Vec<PathBuf>,
+    },
+    /// Print `export` lines for KUBECONFIG, DATABASE_URL and
+    /// UPGRADE_GATE_TEST_CLUSTER, for `eval`.
+    Env {
+        #[arg(default_value = "dev")]
+        name: ClusterName,
+    },
+    /// Import OCI image archives into the node's containerd.
+    Load {
+        #[arg(default_value = "dev")]
+        name: ClusterName,
+        #[arg(required = true)]
+        archives: Vec<PathBuf>,
+    },
+    /// Tear cluster NAME down and check that nothing is left.
+    Down {
+        #[arg(default_value = "dev")]
+        name: ClusterName,
+    },
+    /// List what cluster NAME left on the machine; exits 1 if anything.
+    Leftovers {
+        #[arg(default_value = "dev")]
+        name: ClusterName,
+    },
+    /// Print the resident memory of all the cluster's processes, in MiB.
+    Memory {
+        #[arg(default_value = "dev")]
+        name: ClusterName,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    match run(Cli::parse().command).await {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> Result<ExitCode, String> {
+    match command {
+        Command::Up {
+            name,
+            tools,
+            pause_archive,
+            images,
+        } => {
+            eprintln!("Creating cluster {name} ...");
+            let config = ClusterConfig {
+                name: name.clone(),
+                tools,
+                pause_archive,
+                images,
+                quiet: false,
+            };
+            let cluster = Cluster::up(config).await.map_err(|e| e.to_string())?;
+            if let Some(progress) = cluster.progress() {
+                let summary: Vec<String> = progress
+                    .milestones
+                    .iter()
+                    .map(|(what, at)| format!("{what} {:.2}s", at.as_secs_f64()))
+                    .collect();
+                eprintln!("Cluster {name} is up: {}", summary.join(", "));
+            }
+            cluster.detach();
+            eprintln!("Use it with: eval \"$(just cluster-env {name})\"");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Env { name } => {
+            let cluster = Cluster::attach(&name).map_err(|e| e.to_string())?;
+            println!(
+                "export KUBECONFIG={}",
+                shell_quote(&cluster.admin_kubeconfig().display().to_string())
+            );
+            if let Some(url) = cluster.database_url() {
+                println!("export DATABASE_URL={}", shell_quote(url));
+            }
+            println!("export UPGRADE_GATE_TEST_CLUSTER={name}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Load { name, archives } => {
+            let cluster = Cluster::attach(&name).map_err(|e| e.to_string())?;
+            cluster
+                .load_images(&archives)
+                .await
+                .map_err(|e| e.to_string())?;
+            for archive in &archives {
+                eprintln!("loaded {} into cluster {name}", archive.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Down { name } => {
+            eprintln!("Deleting cluster {name} ...");
+            let progress = harness::teardown::teardown(&name, false);
+            let left = harness::leftovers::leftovers(&name);
+            println!("{left}");
+            if progress.failures().is_empty() && left.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                Ok(ExitCode::FAILURE)
+            }
+        }
+        Command::Leftovers { name } => {
+            let left = harness::leftovers::leftovers(&name);
+            println!("{left}");
+            Ok(if left.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Command::Memory { name } => {
+            let marks = ClusterMarks::of(&MachineNames::of(&name));
+            let bytes: u64 = cluster_processes(&marks)
+                .iter()
+                .filter_map(|process| rss_bytes(process.pid))
+                .sum();
+            println!("{}", bytes / (1024 * 1024));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Single-quotes `text` for a POSIX shell.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}

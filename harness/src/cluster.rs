@@ -1,0 +1,604 @@
+//! Creating a cluster as an ordered list of named actions, each reporting its
+//! own status and time (the way kind does), and the handle to a running
+//! cluster: tears it down on `down`, on `Drop` and so when a test panics —
+//! unless it was detached for the CLI, whose `down` then works from the
+//! state file.
+//!
+//! Owns the starting order and the deadlines; what each component runs and
+//! how it is checked lives in `components`, how things are removed in
+//! `teardown`.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+
+use crate::api::{self, ApiError, FIELD_MANAGER};
+use crate::components::{
+    Catalog, ClusterContext, ComponentError, Containerd, ControllerManager, Etcd, HealthProbe,
+    KubeApiserver, KubeProxy, Kubelet, Olm, OpmServe, ProbeError, Scheduler,
+};
+use crate::layout::{ClusterName, Layout, POSTGRES_PORT, free_index};
+use crate::machine::{self, MachineError};
+use crate::pki::{Pki, PkiError, PkiSubjects};
+use crate::postgres::{PostgresError, TempPostgres};
+use crate::process::{ProcessError, ProcessRecord, ProcessSpec};
+use crate::progress::{Progress, StepStatus};
+use crate::state::{ClusterState, StateError, taken_indexes};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cluster {0} is already running; `cluster down {0}` first")]
+    AlreadyRunning(ClusterName),
+    #[error("no free cluster index: every one of 10.231.1-250.0/30 is taken")]
+    NoFreeIndex,
+    #[error("no cluster named {0} (no state file)")]
+    NotFound(ClusterName),
+    #[error("{step}: {source}")]
+    Process {
+        step: String,
+        source: Box<ProcessError>,
+    },
+    #[error(transparent)]
+    Component(#[from] ComponentError),
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("{0}")]
+    Probe(#[from] ProbeError),
+    #[error("PostgreSQL: {0}")]
+    Postgres(#[from] PostgresError),
+    #[error("PostgreSQL started but could not be handed over to the cluster's teardown")]
+    PostgresDetach,
+    #[error("importing {archive}: {detail}")]
+    Import { archive: PathBuf, detail: String },
+    #[error("leftovers of an earlier cluster {name} could not be cleared:\n{details}")]
+    Leftovers { name: ClusterName, details: String },
+}
+
+/// What `up` needs.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub name: ClusterName,
+    /// The directory `tools/bin-dir.sh` prints.
+    pub tools: PathBuf,
+    /// The OCI archive of `localhost/pause:3.10`.
+    pub pause_archive: PathBuf,
+    /// More OCI archives to import once the node runs.
+    pub images: Vec<PathBuf>,
+    /// Print each step to stderr as it finishes.
+    pub quiet: bool,
+}
+
+/// Deadlines of the readiness checks; generous, as a loaded 2-core machine
+/// is slower than the figures in local-cluster.md.
+const ETCD_READY: Duration = Duration::from_secs(30);
+const APISERVER_READY: Duration = Duration::from_secs(90);
+const CONTROLLERS_READY: Duration = Duration::from_secs(60);
+const CONTAINERD_READY: Duration = Duration::from_secs(30);
+const NODE_READY: Duration = Duration::from_secs(90);
+const OLM_READY: Duration = Duration::from_secs(60);
+const CRDS_ESTABLISHED: Duration = Duration::from_secs(60);
+
+/// Namespaces OLM's own manifests create.
+const OLM_NAMESPACES: [&str; 2] = ["olm", "operators"];
+
+/// A cluster this process started or found running; tears it down on drop
+/// unless detached.
+#[derive(Debug)]
+pub struct Cluster {
+    state: ClusterState,
+    progress: Option<Progress>,
+    teardown_on_drop: bool,
+}
+
+impl Cluster {
+    /// Starts cluster `config.name`, clearing first what a dead cluster of
+    /// the same name left. On failure everything started is torn down (logs
+    /// stay in the log dir) and the error names the failing component.
+    pub async fn up(config: ClusterConfig) -> Result<Self, ClusterError> {
+        let mut progress = Progress::new(config.quiet);
+        let mut cluster = Self {
+            state: clear_previous(&config, &mut progress)?,
+            progress: None,
+            teardown_on_drop: true,
+        };
+        match cluster.start_all(&config, &mut progress).await {
+            Ok(()) => {
+                cluster.progress = Some(progress);
+                Ok(cluster)
+            }
+            Err(error) => {
+                if !config.quiet {
+                    eprintln!("cluster {} failed; tearing it down", config.name);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// A handle to a running cluster, from its state file; dropping it does
+    /// not tear the cluster down.
+    pub fn attach(name: &ClusterName) -> Result<Self, ClusterError> {
+        let state =
+            ClusterState::load(name)?.ok_or_else(|| ClusterError::NotFound(name.clone()))?;
+        Ok(Self {
+            state,
+            progress: None,
+            teardown_on_drop: false,
+        })
+    }
+
+    /// Leaves the cluster running after this handle is gone (the CLI's `up`).
+    pub fn detach(mut self) -> ClusterState {
+        self.teardown_on_drop = false;
+        self.state.clone()
+    }
+
+    /// Tears the cluster down now.
+    pub fn down(mut self) -> Progress {
+        self.teardown_on_drop = false;
+        crate::teardown::teardown(&self.state.layout.name, false)
+    }
+
+    pub fn name(&self) -> &ClusterName {
+        &self.state.layout.name
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.state.layout
+    }
+
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    /// The steps and milestones of `up`, if this handle started the cluster.
+    pub fn progress(&self) -> Option<&Progress> {
+        self.progress.as_ref()
+    }
+
+    pub fn context(&self) -> ClusterContext {
+        ClusterContext::new(self.state.layout.clone(), self.state.tools.clone())
+    }
+
+    pub fn admin_kubeconfig(&self) -> PathBuf {
+        self.context().admin_kubeconfig()
+    }
+
+    pub fn database_url(&self) -> Option<&str> {
+        self.state.database_url.as_deref()
+    }
+
+    pub async fn admin_client(&self) -> Result<Client, ClusterError> {
+        Ok(api::client_from_kubeconfig(&self.admin_kubeconfig()).await?)
+    }
+
+    /// Imports OCI image archives into the node's containerd (`k8s.io` namespace).
+    pub async fn load_images(&self, archives: &[PathBuf]) -> Result<(), ClusterError> {
+        for archive in archives {
+            import_image(&self.state.layout, archive).await?;
+        }
+        Ok(())
+    }
+
+    /// Starts `opm serve` for a file-based catalog on `port` in the cluster's
+    /// netns and records it, so teardown stops it.
+    pub async fn serve_catalog(
+        &mut self,
+        catalog_dir: &Path,
+        port: u16,
+    ) -> Result<(ProcessRecord, String), ClusterError> {
+        let context = self.context();
+        let opm = OpmServe {
+            cluster: &context,
+            catalog_dir: catalog_dir.to_path_buf(),
+            port,
+        };
+        let record =
+            start_and_wait(&opm.spec(), &opm.component(), OLM_READY, || opm.ready()).await?;
+        self.state.record(record.clone())?;
+        Ok((record, opm.address()))
+    }
+
+    async fn start_all(
+        &mut self,
+        config: &ClusterConfig,
+        progress: &mut Progress,
+    ) -> Result<(), ClusterError> {
+        let context = self.context();
+        let layout = context.layout.clone();
+
+        step(
+            progress,
+            "Writing certificates and configuration",
+            || async { write_files(&context) },
+        )
+        .await?;
+        step(
+            progress,
+            &format!(
+                "Creating network namespace {} (node IP {})",
+                layout.machine().netns,
+                layout.node_ip()
+            ),
+            || async { Ok(machine::create_network(&layout)?) },
+        )
+        .await?;
+        step(
+            progress,
+            &format!("Creating cgroupRoot {}", layout.machine().cgroup_root),
+            || async { Ok(machine::create_cgroup_root(&layout.machine())?) },
+        )
+        .await?;
+        let probe = HealthProbe::new(&context.pki.ca())?;
+
+        let etcd = Etcd { cluster: &context };
+        self.start(progress, "Starting etcd", &etcd.spec(), ETCD_READY, || {
+            etcd.ready(&probe)
+        })
+        .await?;
+
+        let client = api::client_from_kubeconfig(&context.admin_kubeconfig()).await?;
+        let apiserver = KubeApiserver { cluster: &context };
+        self.start(
+            progress,
+            "Starting kube-apiserver",
+            &apiserver.spec(),
+            APISERVER_READY,
+            || KubeApiserver::ready(&client),
+        )
+        .await?;
+
+        let scheduler = Scheduler { cluster: &context };
+        let controller_manager = ControllerManager { cluster: &context };
+        self.start(
+            progress,
+            "Starting kube-scheduler",
+            &scheduler.spec(),
+            CONTROLLERS_READY,
+            || scheduler.ready(&probe),
+        )
+        .await?;
+        self.start(
+            progress,
+            "Starting kube-controller-manager",
+            &controller_manager.spec(),
+            CONTROLLERS_READY,
+            || ControllerManager::ready(&client),
+        )
+        .await?;
+        progress.milestone("cluster ready");
+
+        let containerd = Containerd { cluster: &context };
+        self.start(
+            progress,
+            "Starting containerd",
+            &containerd.spec(),
+            CONTAINERD_READY,
+            || containerd.ready(),
+        )
+        .await?;
+        step(progress, "Importing the pause image", || {
+            import_image(&layout, &config.pause_archive)
+        })
+        .await?;
+
+        let kubelet = Kubelet { cluster: &context };
+        self.start(
+            progress,
+            "Starting kubelet (until the node is Ready)",
+            &kubelet.spec(),
+            NODE_READY,
+            || kubelet.ready(&client),
+        )
+        .await?;
+        progress.milestone("node Ready");
+
+        let kube_proxy = KubeProxy { cluster: &context };
+        self.start(
+            progress,
+            "Starting kube-proxy",
+            &kube_proxy.spec(),
+            CONTROLLERS_READY,
+            || kube_proxy.ready(&probe),
+        )
+        .await?;
+
+        let since = Instant::now();
+        let postgres = start_postgres(&layout).await;
+        match postgres {
+            Ok((record, url)) => {
+                self.state.database_url = Some(url);
+                self.state.record(record)?;
+                progress.finish("Starting PostgreSQL", since, StepStatus::Done);
+            }
+            Err(error) => {
+                progress.finish(
+                    "Starting PostgreSQL",
+                    since,
+                    StepStatus::Failed(error.to_string()),
+                );
+                return Err(error);
+            }
+        }
+
+        let crds_dir = context.crds_dir();
+        step(
+            progress,
+            "Installing OLM's CRDs (until established)",
+            || install_olm_crds(&client, &crds_dir),
+        )
+        .await?;
+        let olm = Olm { cluster: &context };
+        let catalog = Catalog { cluster: &context };
+        self.start(progress, "Starting olm", &olm.spec(), OLM_READY, || {
+            olm.ready(&probe)
+        })
+        .await?;
+        self.start(
+            progress,
+            "Starting catalog",
+            &catalog.spec(),
+            OLM_READY,
+            || catalog.ready(&probe),
+        )
+        .await?;
+        progress.milestone("OLM ready");
+
+        if !config.images.is_empty() {
+            step(progress, "Loading images", || {
+                self.load_images(&config.images)
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Starts one component, records its PID in the state file before
+    /// waiting, so a failure or a kill still finds it, then waits for it.
+    async fn start<F, Fut>(
+        &mut self,
+        progress: &mut Progress,
+        name: &str,
+        spec: &ProcessSpec,
+        deadline: Duration,
+        check: F,
+    ) -> Result<(), ClusterError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), ProbeError>>,
+    {
+        let since = Instant::now();
+        let outcome = async {
+            let record = spec.start().map_err(|source| ClusterError::Process {
+                step: name.to_owned(),
+                source: Box::new(source),
+            })?;
+            self.state.record(record.clone())?;
+            record
+                .wait_ready(deadline, check)
+                .await
+                .map_err(|source| ClusterError::Process {
+                    step: name.to_owned(),
+                    source: Box::new(source),
+                })
+        }
+        .await;
+        report(progress, name, since, outcome.map(drop))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.teardown_on_drop {
+            let progress = crate::teardown::teardown(&self.state.layout.name, true);
+            for failure in progress.failures() {
+                eprintln!("teardown of cluster {}: {failure}", self.state.layout.name);
+            }
+        }
+    }
+}
+
+async fn step<F, Fut>(progress: &mut Progress, name: &str, action: F) -> Result<(), ClusterError>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(), ClusterError>>,
+{
+    let since = Instant::now();
+    let outcome = action().await;
+    report(progress, name, since, outcome)
+}
+
+fn report(
+    progress: &mut Progress,
+    name: &str,
+    since: Instant,
+    outcome: Result<(), ClusterError>,
+) -> Result<(), ClusterError> {
+    let status = match &outcome {
+        Ok(()) => StepStatus::Done,
+        Err(error) => StepStatus::Failed(error.to_string()),
+    };
+    progress.finish(name, since, status);
+    outcome
+}
+
+async fn start_and_wait<F, Fut>(
+    spec: &ProcessSpec,
+    step: &str,
+    deadline: Duration,
+    check: F,
+) -> Result<ProcessRecord, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), ProbeError>>,
+{
+    let wrap = |source| ClusterError::Process {
+        step: step.to_owned(),
+        source: Box::new(source),
+    };
+    let record = spec.start().map_err(wrap)?;
+    if let Err(error) = record.wait_ready(deadline, check).await {
+        record.stop(Duration::from_secs(3));
+        return Err(wrap(error));
+    }
+    Ok(record)
+}
+
+/// Refuses a running cluster of the same name, clears what a dead one left,
+/// picks an index and writes the first state file.
+fn clear_previous(
+    config: &ClusterConfig,
+    progress: &mut Progress,
+) -> Result<ClusterState, ClusterError> {
+    let since = Instant::now();
+    if let Some(previous) = ClusterState::load(&config.name).ok().flatten()
+        && previous.all_running()
+    {
+        return Err(ClusterError::AlreadyRunning(config.name.clone()));
+    }
+    let found = crate::leftovers::leftovers(&config.name);
+    if found.is_empty() {
+        progress.finish(
+            &format!("Clearing what an earlier cluster {} left", config.name),
+            since,
+            StepStatus::Skipped("nothing left".into()),
+        );
+    } else {
+        crate::teardown::teardown(&config.name, true);
+        let still = crate::leftovers::leftovers(&config.name);
+        if !still.is_empty() {
+            return Err(ClusterError::Leftovers {
+                name: config.name.clone(),
+                details: still.to_string(),
+            });
+        }
+        progress.finish(
+            &format!("Clearing what an earlier cluster {} left", config.name),
+            since,
+            StepStatus::Done,
+        );
+    }
+    let index = free_index(&taken_indexes()).ok_or(ClusterError::NoFreeIndex)?;
+    let layout = Layout::new(config.name.clone(), index);
+    let log_dir = layout.machine().log_dir;
+    if log_dir.exists() {
+        std::fs::remove_dir_all(&log_dir).map_err(|source| ComponentError::Write {
+            path: log_dir.clone(),
+            source,
+        })?;
+    }
+    let state = ClusterState::new(layout, config.tools.clone());
+    state.save()?;
+    Ok(state)
+}
+
+fn write_files(context: &ClusterContext) -> Result<(), ClusterError> {
+    context.check_tools()?;
+    let layout = &context.layout;
+    let subjects = PkiSubjects {
+        node_name: layout.node_name(),
+        node_ip: layout.node_ip(),
+        api_service_ip: layout.api_service_ip(),
+    };
+    let pki = Pki::generate(&context.pki.dir, &subjects)?;
+    pki.write_kubeconfig(&context.admin_kubeconfig(), &layout.api_url(), "admin")?;
+    pki.write_kubeconfig(&context.node_kubeconfig(), &layout.api_url(), "node")?;
+    Containerd { cluster: context }.write_config()?;
+    Kubelet { cluster: context }.write_config()?;
+    Ok(())
+}
+
+async fn import_image(layout: &Layout, archive: &Path) -> Result<(), ClusterError> {
+    let output = tokio::process::Command::new("ctr")
+        .arg("--address")
+        .arg(layout.containerd_socket())
+        .args(["--namespace", "k8s.io", "images", "import"])
+        .arg(archive)
+        .output()
+        .await
+        .map_err(|error| ClusterError::Import {
+            archive: archive.to_path_buf(),
+            detail: error.to_string(),
+        })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(ClusterError::Import {
+            archive: archive.to_path_buf(),
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        })
+    }
+}
+
+async fn install_olm_crds(client: &Client, crds_dir: &Path) -> Result<(), ClusterError> {
+    let crds = api::read_crds(crds_dir)?;
+    api::apply_crds(client, &crds).await?;
+    let names: Vec<String> = crds
+        .iter()
+        .filter_map(|crd| crd.metadata.name.clone())
+        .collect();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for name in OLM_NAMESPACES {
+        let namespace = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        namespaces
+            .patch(name, &params, &Patch::Apply(&namespace))
+            .await
+            .map_err(ProbeError::from)?;
+    }
+    let since = Instant::now();
+    loop {
+        let pending = api::not_established(client, &names)
+            .await
+            .map_err(ProbeError::from)?;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        if since.elapsed() > CRDS_ESTABLISHED {
+            return Err(ProbeError::NotYet(format!(
+                "CRDs not established after {CRDS_ESTABLISHED:?}: {}",
+                pending.join(", ")
+            ))
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Starts the cluster's PostgreSQL in its netns on the node IP, reachable
+/// from the host (through the veth) and from pods (through the bridge);
+/// its directory is under the state dir, so teardown finds the postmaster by
+/// its command line. Returns the postmaster and the admin URL.
+async fn start_postgres(layout: &Layout) -> Result<(ProcessRecord, String), ClusterError> {
+    let postgres = TempPostgres::builder()
+        .netns(layout.machine().netns)
+        .listen_address(IpAddr::V4(layout.node_ip()))
+        .port(POSTGRES_PORT)
+        .hba_line(format!("host all all {} scram-sha-256", layout.pod_cidr()))
+        .hba_line(format!(
+            "host all all {}/32 scram-sha-256",
+            layout.host_ip()
+        ))
+        .setting("fsync", "off")
+        .base_dir(layout.path("postgres"))
+        .start()
+        .await?;
+    let detached = postgres.detach().ok_or(ClusterError::PostgresDetach)?;
+    Ok((detached.record, detached.admin_url))
+}

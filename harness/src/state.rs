@@ -1,0 +1,151 @@
+//! The state file of a running cluster (`<state dir>/state.json`): its
+//! layout, the tools it was started from, every process the harness started
+//! (PID and start time) and its database URL. Written after every step of
+//! `up`, so `down` — or the next `up` of the same name — finds what a killed
+//! run left. The source of truth for `down` and `env`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::layout::{ClusterName, Layout, MachineNames, STATE_ROOT};
+use crate::process::ProcessRecord;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path} is not a cluster state file: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterState {
+    pub layout: Layout,
+    pub tools: PathBuf,
+    /// In start order; stopped in reverse.
+    pub processes: Vec<ProcessRecord>,
+    pub database_url: Option<String>,
+}
+
+impl ClusterState {
+    pub fn new(layout: Layout, tools: PathBuf) -> Self {
+        Self {
+            layout,
+            tools,
+            processes: Vec::new(),
+            database_url: None,
+        }
+    }
+
+    pub fn path(names: &MachineNames) -> PathBuf {
+        names.state_dir.join("state.json")
+    }
+
+    pub fn load(name: &ClusterName) -> Result<Option<Self>, StateError> {
+        Self::load_from(&Self::path(&MachineNames::of(name)))
+    }
+
+    pub fn load_from(path: &Path) -> Result<Option<Self>, StateError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(StateError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| StateError::Parse {
+                path: path.to_path_buf(),
+                source,
+            })
+    }
+
+    /// Writes the file atomically (temp file + rename).
+    pub fn save(&self) -> Result<(), StateError> {
+        let path = Self::path(&self.layout.machine());
+        let fail = |source| StateError::Write {
+            path: path.clone(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(fail)?;
+        }
+        let text = serde_json::to_string_pretty(self).unwrap_or_default();
+        let partial = path.with_extension("json.partial");
+        std::fs::write(&partial, text).map_err(fail)?;
+        std::fs::rename(&partial, &path).map_err(fail)
+    }
+
+    pub fn record(&mut self, process: ProcessRecord) -> Result<(), StateError> {
+        self.processes.push(process);
+        self.save()
+    }
+
+    /// Whether every recorded process still runs.
+    pub fn all_running(&self) -> bool {
+        !self.processes.is_empty() && self.processes.iter().all(ProcessRecord::is_running)
+    }
+}
+
+/// The indexes held by every cluster with a state file.
+pub fn taken_indexes() -> Vec<u8> {
+    let Ok(entries) = std::fs::read_dir(STATE_ROOT) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| ClusterState::load_from(&entry.path().join("state.json")).ok()?)
+        .map(|state| state.layout.index)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_round_trips_through_json() {
+        let mut state = ClusterState::new(
+            Layout::new("dev".parse().expect("name"), 9),
+            "/cache/tools/current-x".into(),
+        );
+        state.processes.push(ProcessRecord {
+            component: "etcd".into(),
+            pid: 4711,
+            start_ticks: 99,
+            log: "/var/log/upgrade-gate/dev/etcd.log".into(),
+            stop_signal: crate::process::StopSignal::Term,
+        });
+        state.database_url = Some("postgres://postgres:pw@10.231.9.2:5432/postgres".into());
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, serde_json::to_string(&state).expect("json")).expect("write");
+        assert_eq!(ClusterState::load_from(&path).expect("load"), Some(state));
+        assert_eq!(
+            ClusterState::load_from(&dir.path().join("missing.json")).expect("load"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_state_without_processes_is_not_running() {
+        let state = ClusterState::new(Layout::new("dev".parse().expect("name"), 1), "/t".into());
+        assert!(!state.all_running());
+    }
+}

@@ -1,0 +1,292 @@
+//! Test support on the shared cluster of a test run: the cluster comes from
+//! the environment `just` exports (`UPGRADE_GATE_TEST_CLUSTER`, `KUBECONFIG`,
+//! `DATABASE_URL`, `UPGRADE_GATE_IMAGE`) and a test PANICS when it is missing
+//! — never skips. Each test gets a fresh namespace (deleted by a guard, also
+//! when the test panics) and ServiceAccount identities with exactly the
+//! rights under test, with tokens from the TokenRequest API.
+//!
+//! Creates only namespaced objects in the test's namespace (and the
+//! namespace itself); never tears the shared cluster down.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::config::AuthInfo;
+use kube::{Api, Client};
+
+use crate::layout::ClusterName;
+use crate::process::ProcessRecord;
+
+/// How to get a cluster, quoted by every panic about a missing one.
+pub const HOW_TO_START: &str = "start one with `just cluster-up test && eval \"$(just cluster-env test)\"` (and `export UPGRADE_GATE_IMAGE=localhost/upgrade-gate:<version>`), or run `just test`";
+
+/// The shared cluster of this test run, as the environment describes it.
+#[derive(Debug, Clone)]
+pub struct TestCluster {
+    pub name: ClusterName,
+    pub kubeconfig: PathBuf,
+    pub database_url: String,
+    /// The project's image, e.g. `localhost/upgrade-gate:7.10.1`, loaded on the node.
+    pub image: String,
+}
+
+fn required(var: &str) -> String {
+    match std::env::var(var) {
+        Ok(value) if !value.is_empty() => value,
+        _ => panic!("this test needs a cluster, but {var} is not set: {HOW_TO_START}"),
+    }
+}
+
+impl TestCluster {
+    /// Reads the cluster from the environment; panics with how to start one.
+    pub fn from_env() -> Self {
+        let name = required("UPGRADE_GATE_TEST_CLUSTER");
+        let name: ClusterName = name
+            .parse()
+            .unwrap_or_else(|error| panic!("UPGRADE_GATE_TEST_CLUSTER: {error}"));
+        let kubeconfig = PathBuf::from(required("KUBECONFIG"));
+        assert!(
+            kubeconfig.is_file(),
+            "KUBECONFIG={} does not exist; is cluster {name} up? {HOW_TO_START}",
+            kubeconfig.display()
+        );
+        Self {
+            name,
+            kubeconfig,
+            database_url: required("DATABASE_URL"),
+            image: required("UPGRADE_GATE_IMAGE"),
+        }
+    }
+
+    /// An admin (system:masters) client.
+    pub async fn admin_client(&self) -> Client {
+        crate::api::client_from_kubeconfig(&self.kubeconfig)
+            .await
+            .unwrap_or_else(|error| panic!("cluster {}: {error}; {HOW_TO_START}", self.name))
+    }
+
+    /// Creates a fresh namespace `<prefix>-<random>` deleted when the guard drops.
+    pub async fn namespace(&self, prefix: &str) -> TestNamespace {
+        let client = self.admin_client().await;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                generate_name: Some(format!("{prefix}-")),
+                labels: Some([("upgrade-gate.test/run".to_owned(), "true".to_owned())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let created = namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|error| panic!("creating a test namespace: {error}"));
+        let name = created
+            .metadata
+            .name
+            .unwrap_or_else(|| panic!("the API server returned a namespace without a name"));
+        TestNamespace {
+            name,
+            client,
+            kubeconfig: self.kubeconfig.clone(),
+        }
+    }
+
+    /// Starts `opm serve` for a file-based catalog in the cluster's network
+    /// namespace; the guard stops it (teardown also ends it, as a process in
+    /// the cluster's netns). Returns the address for a CatalogSource's
+    /// `spec.address`.
+    pub async fn serve_catalog(&self, catalog_dir: &Path, port: u16) -> ServedCatalog {
+        let mut cluster = crate::cluster::Cluster::attach(&self.name)
+            .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"));
+        let (record, address) = cluster
+            .serve_catalog(catalog_dir, port)
+            .await
+            .unwrap_or_else(|error| panic!("serving {}: {error}", catalog_dir.display()));
+        ServedCatalog { record, address }
+    }
+}
+
+/// A running `opm serve`; stopped on drop.
+#[derive(Debug)]
+pub struct ServedCatalog {
+    record: ProcessRecord,
+    pub address: String,
+}
+
+impl Drop for ServedCatalog {
+    fn drop(&mut self) {
+        self.record.stop(Duration::from_secs(3));
+    }
+}
+
+/// A namespace for one test, deleted on drop (also when the test panics).
+pub struct TestNamespace {
+    pub name: String,
+    client: Client,
+    kubeconfig: PathBuf,
+}
+
+impl TestNamespace {
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.name)
+    }
+
+    /// A ServiceAccount `name` bound to a Role with exactly `rules` in this
+    /// namespace, and a client authenticated with a token from the
+    /// TokenRequest API.
+    pub async fn service_account(&self, name: &str, rules: Vec<PolicyRule>) -> Identity {
+        let metadata = |name: &str| ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(self.name.clone()),
+            ..ObjectMeta::default()
+        };
+        let accounts: Api<ServiceAccount> = self.api();
+        let account = ServiceAccount {
+            metadata: metadata(name),
+            ..ServiceAccount::default()
+        };
+        accounts
+            .create(&PostParams::default(), &account)
+            .await
+            .unwrap_or_else(|error| panic!("creating ServiceAccount {name}: {error}"));
+        let role = Role {
+            metadata: metadata(name),
+            rules: Some(rules),
+        };
+        self.api::<Role>()
+            .create(&PostParams::default(), &role)
+            .await
+            .unwrap_or_else(|error| panic!("creating Role {name}: {error}"));
+        let binding = RoleBinding {
+            metadata: metadata(name),
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "Role".into(),
+                name: name.to_owned(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: name.to_owned(),
+                namespace: Some(self.name.clone()),
+                ..Subject::default()
+            }]),
+        };
+        self.api::<RoleBinding>()
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap_or_else(|error| panic!("creating RoleBinding {name}: {error}"));
+        self.token_identity(name).await
+    }
+
+    /// A client for the existing ServiceAccount `name` with a fresh token
+    /// from the TokenRequest API, and a kubeconfig file holding that token.
+    pub async fn token_identity(&self, name: &str) -> Identity {
+        let accounts: Api<ServiceAccount> = self.api();
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(3600),
+                ..TokenRequestSpec::default()
+            }),
+            ..TokenRequest::default()
+        };
+        let token = accounts
+            .create_token_request(name, &PostParams::default(), &request)
+            .await
+            .unwrap_or_else(|error| panic!("TokenRequest for ServiceAccount {name}: {error}"))
+            .status
+            .and_then(|status| status.token)
+            .unwrap_or_else(|| panic!("TokenRequest for {name} returned no token"));
+        let admin = kube::config::Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|error| panic!("reading {}: {error}", self.kubeconfig.display()));
+        let cluster = admin
+            .clusters
+            .first()
+            .and_then(|named| named.cluster.clone())
+            .unwrap_or_else(|| panic!("{} names no cluster", self.kubeconfig.display()));
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
+        let kubeconfig = dir.path().join(format!("{name}.kubeconfig"));
+        let user = AuthInfo {
+            token: Some(token.clone().into()),
+            ..AuthInfo::default()
+        };
+        let ca = cluster
+            .certificate_authority
+            .clone()
+            .unwrap_or_else(|| panic!("{} has no CA path", self.kubeconfig.display()));
+        crate::pki::write_kubeconfig(
+            &kubeconfig,
+            cluster.server.as_deref().unwrap_or_default(),
+            Path::new(&ca),
+            name,
+            user,
+        )
+        .unwrap_or_else(|error| panic!("{error}"));
+        let client = crate::api::client_from_kubeconfig(&kubeconfig)
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        Identity {
+            service_account: name.to_owned(),
+            namespace: self.name.clone(),
+            token,
+            kubeconfig,
+            client,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for TestNamespace {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let kubeconfig = self.kubeconfig.clone();
+        // Drop may run inside the test's runtime, which must not be blocked
+        // on: delete from a thread with a runtime of its own.
+        let outcome = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| error.to_string())?;
+            runtime.block_on(async {
+                let client = crate::api::client_from_kubeconfig(&kubeconfig)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                let namespaces: Api<Namespace> = Api::all(client);
+                namespaces
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                    .map(drop)
+                    .map_err(|error| error.to_string())
+            })
+        })
+        .join();
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => eprintln!("deleting test namespace {}: {error}", self.name),
+            Err(_) => eprintln!("deleting test namespace {}: the thread panicked", self.name),
+        }
+    }
+}
+
+/// A ServiceAccount's identity: its token, a kubeconfig file with it (kept
+/// while this value lives) and a client.
+pub struct Identity {
+    pub service_account: String,
+    pub namespace: String,
+    pub token: String,
+    pub kubeconfig: PathBuf,
+    pub client: Client,
+    _dir: tempfile::TempDir,
+}
