@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Builds the container images of the local cluster with podman, and saves each
+# as an OCI archive the cluster harness imports with `ctr -n k8s.io images import`.
+#
+#   tools/image.sh pause                 localhost/pause:3.10
+#   tools/image.sh base                  localhost/upgrade-gate-base:<hash of its package spec>
+#   tools/image.sh app                   localhost/upgrade-gate:<crate version>, from the
+#                                        root package's [[bin]]s built by cargo on the host
+#
+# Archives: $UPGRADE_GATE_CACHE/images/<name>-<tag>.oci.tar. Prints the archive
+# path (pause, app) or the image reference (base) on stdout.
+# Owns: tools/pause/, the root Containerfile's build; writes only to the
+# cache, to podman's storage and to target/image-bins/ (the prebuilt context).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+repo_root=$(cd "$tools_src/.." && pwd)
+images_dir="$cache_root/images"
+
+pause_tag=localhost/pause:3.10
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+# The base root file system: Debian packages only, no package manager. Every
+# input is in base_args, so their hash names the image and a change rebuilds it.
+# The project's binaries need glibc and libgcc_s (both in --variant=essential);
+# the upgrade Job needs the PostgreSQL 15 client tools; TLS needs ca-certificates.
+# shellcheck disable=SC2054 # the commas belong to --include's value
+base_args=(
+  --variant=essential
+  --include=ca-certificates,postgresql-client-15
+  --dpkgopt='path-exclude=/usr/share/doc/*'
+  --dpkgopt='path-exclude=/usr/share/man/*'
+  --dpkgopt='path-exclude=/usr/share/locale/*'
+  --dpkgopt='path-exclude=/usr/share/info/*'
+  bookworm
+)
+base_mirror=http://deb.debian.org/debian
+
+image_exists() { podman image exists "$1"; }
+
+image_label() {
+  podman image inspect --format "{{index .Labels \"$2\"}}" "$1" 2>/dev/null || true
+}
+
+# Saves an image as an OCI archive, atomically.
+save_archive() {
+  local reference=$1 archive=$2
+  local start
+  start=$(date +%s.%N)
+  mkdir -p "$images_dir"
+  rm -f "$archive.partial"
+  podman save --quiet --format oci-archive -o "$archive.partial" "$reference"
+  mv "$archive.partial" "$archive"
+  log "saved $reference to $archive ($(du -h "$archive" | cut -f1)) in $(elapsed_since "$start") s"
+}
+
+build_pause() {
+  ensure_debian_packages podman gcc libc6-dev
+  local source_hash archive="$images_dir/pause-3.10.oci.tar"
+  source_hash=$(cat "$tools_src/pause/pause.c" "$tools_src/pause/Containerfile" | short_hash)
+  if [[ $(image_label "$pause_tag" org.upgrade-gate.source-hash) == "$source_hash" && -f $archive ]]; then
+    log "$pause_tag is up to date (source $source_hash)"
+    printf '%s\n' "$archive"
+    return
+  fi
+  local start context="$scratch/pause-context"
+  start=$(date +%s.%N)
+  mkdir -p "$context"
+  gcc -static -O2 -s -Wall -Wextra -Werror -o "$context/pause" "$tools_src/pause/pause.c"
+  podman build --quiet --label "org.upgrade-gate.source-hash=$source_hash" \
+    -f "$tools_src/pause/Containerfile" -t "$pause_tag" "$context" >/dev/null
+  log "built $pause_tag in $(elapsed_since "$start") s"
+  save_archive "$pause_tag" "$archive"
+  printf '%s\n' "$archive"
+}
+
+base_tag() {
+  printf 'localhost/upgrade-gate-base:%s\n' "$(printf '%s\n' "${base_args[@]}" "$base_mirror" | short_hash)"
+}
+
+build_base() {
+  local tag
+  tag=$(base_tag)
+  if image_exists "$tag"; then
+    log "$tag exists"
+    printf '%s\n' "$tag"
+    return
+  fi
+  ensure_debian_packages podman mmdebstrap uidmap
+  local start work="$scratch"
+  start=$(date +%s.%N)
+  mmdebstrap --quiet "${base_args[@]}" "$work/rootfs.tar" "$base_mirror"
+  log "mmdebstrap root file system in $(elapsed_since "$start") s"
+  podman import --quiet \
+    --change 'LABEL org.upgrade-gate.base-spec-hash='"${tag##*:}" \
+    "$work/rootfs.tar" "$tag" >/dev/null
+  log "imported $tag in $(elapsed_since "$start") s"
+  printf '%s\n' "$tag"
+}
+
+# Builds the root package's [[bin]] targets with cargo on the host (release),
+# stages exactly those in target/image-bins/ and builds the image from them.
+build_app() {
+  ensure_debian_packages podman jq
+  local metadata package name version target_dir
+  metadata=$(cd "$repo_root" && cargo metadata --no-deps --format-version 1)
+  package=$(jq -c --arg manifest "$repo_root/Cargo.toml" \
+    '.packages[] | select(.manifest_path == $manifest)' <<<"$metadata")
+  name=$(jq -r .name <<<"$package")
+  version=$(jq -r .version <<<"$package")
+  target_dir=$(jq -r .target_directory <<<"$metadata")
+  local binaries=()
+  mapfile -t binaries < <(jq -r '.targets[] | select(.kind | index("bin")) | .name' <<<"$package")
+  if ((${#binaries[@]} == 0)); then
+    log "package $name declares no [[bin]] target: nothing to put in the image"
+    return 1
+  fi
+  local start
+  start=$(date +%s.%N)
+  log "cargo build --release of $name: ${binaries[*]}"
+  (cd "$repo_root" && cargo build --release --bins -p "$name")
+  log "cargo build in $(elapsed_since "$start") s"
+
+  local base tag="localhost/upgrade-gate:$version"
+  base=$(build_base)
+  local staged="$repo_root/target/image-bins" binary
+  rm -rf "$staged"
+  mkdir -p "$staged"
+  for binary in "${binaries[@]}"; do
+    cp -p "$target_dir/release/$binary" "$staged/"
+  done
+  start=$(date +%s.%N)
+  podman build --quiet --target runtime-prebuilt \
+    --build-arg "RUNTIME_BASE=$base" --build-arg "VERSION=$version" \
+    -f "$repo_root/Containerfile" -t "$tag" "$repo_root" >/dev/null
+  log "built $tag ($(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si) uncompressed) in $(elapsed_since "$start") s"
+  save_archive "$tag" "$images_dir/upgrade-gate-$version.oci.tar"
+  printf '%s\n' "$images_dir/upgrade-gate-$version.oci.tar"
+}
+
+case ${1:-} in
+  pause) build_pause ;;
+  base) build_base ;;
+  app) build_app ;;
+  *)
+    echo "usage: $0 pause | base | app" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,79 @@
+# shellcheck shell=bash
+# Shared by tools/build.sh, tools/bin-dir.sh and tools/image.sh (sourced, not run).
+# Owns: the cache layout for built tools and images, the list of wrapper
+# modules, and installing missing Debian packages. Touches nothing in the
+# work tree except reading the wrapper modules' go.sum files.
+
+tools_src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache_root=${UPGRADE_GATE_CACHE:-$HOME/.cache/upgrade-gate}
+
+# The wrapper Go modules, each a folder of tools/ with go.mod, go.sum, tools.go.
+wrapper_modules=(kubernetes etcd olm lint)
+
+# Every binary the cluster harness expects in "$(tools/bin-dir.sh)/bin".
+# shellcheck disable=SC2034 # used by the scripts that source this file
+expected_binaries=(
+  etcd
+  kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
+  olm catalog opm operator-verify validate-bundle
+  actionlint
+)
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# First 12 hex digits of the sha256 of stdin.
+short_hash() { sha256sum | cut -c1-12; }
+
+# Where one wrapper module's build output lives: tools/<module>-<hash>, the hash
+# of its go.sum, followed by the module's own commands (cmd/**/*.go) if it has
+# any, so an edit to those rebuilds them too.
+module_dir() {
+  local module=$1
+  local hash
+  hash=$(
+    cd "$tools_src/$module" || exit 1
+    {
+      cat go.sum
+      if [[ -d cmd ]]; then
+        find cmd -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0 -r cat
+      fi
+    } | short_hash
+  )
+  printf '%s/tools/%s-%s\n' "$cache_root" "$module" "$hash"
+}
+
+# The directory handed to the harness (UPGRADE_GATE_TOOLS): bin/ links every
+# binary of every module, crds/ holds OLM's CRDs. Keyed by all modules' dirs,
+# so a bump of any go.sum gives a new directory and old ones stay valid.
+current_dir() {
+  local module
+  local key=""
+  for module in "${wrapper_modules[@]}"; do
+    key+="$(basename "$(module_dir "$module")")"$'\n'
+  done
+  printf '%s/tools/current-%s\n' "$cache_root" "$(printf '%s' "$key" | short_hash)"
+}
+
+# Seconds since $1 (a `date +%s.%N` value), one decimal.
+elapsed_since() { printf '%.1f' "$(echo "$(date +%s.%N) - $1" | bc)"; }
+
+# Installs the given Debian packages that are not installed yet; runs
+# `apt-get update` once, and only when something is missing.
+ensure_debian_packages() {
+  local package status
+  local missing=()
+  for package in "$@"; do
+    status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+    [[ $status == "install ok installed" ]] || missing+=("$package")
+  done
+  if ((${#missing[@]} == 0)); then
+    log "debian packages present: $*"
+    return
+  fi
+  local start
+  start=$(date +%s.%N)
+  log "installing debian packages: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  log "installed ${missing[*]} in $(elapsed_since "$start") s"
+}
