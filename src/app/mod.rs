@@ -12,6 +12,6 @@ mod crd;
 
 pub use crd::{
     App, AppCondition, AppSpec, AppStatus, ConditionStatus, DatabaseConnection,
-    DatabaseSchemaStatus, SecretKeys, SecretReference, ServerSpec, SslMode, UpgradePhase, UpgradeSpec,
-    UpgradeStatus, condition_type, crd_yaml,
+    DatabaseSchemaStatus, SecretKeys, SecretReference, ServerSpec, SslMode, UpgradePhase,
+    UpgradeSpec, UpgradeStatus, condition_type, crd_yaml,
 };

@@ -63,9 +63,7 @@ impl Blocker {
     fn advice(self) -> &'static str {
         match self {
             Blocker::SecretNotFound => "create the Secret or fix spec.database.secretRef.name",
-            Blocker::SecretInvalid => {
-                "fix the Secret's keys or spec.database.secretRef.keys"
-            }
+            Blocker::SecretInvalid => "fix the Secret's keys or spec.database.secretRef.keys",
             Blocker::DatabaseUnreachable => {
                 "check that the database is up and the Secret's address and credentials are right; the operator retries"
             }
@@ -231,9 +229,11 @@ pub fn job_name(app: &str, release: &str, attempt: i32) -> String {
     format!("{app}-db-{}-{attempt}", release.replace('.', "-"))
 }
 
-/// Where the Job writes its backup.
-pub fn backup_location(claim: &str, job: &str) -> String {
-    format!("pvc/{claim}/{job}")
+/// Where the Job writes its backup: the root of the backup claim (the
+/// archive's file name, with release and time, is in the Job's log and
+/// termination message).
+pub fn backup_location(claim: &str) -> String {
+    format!("pvc/{claim}")
 }
 
 /// Release label of a schema point for messages ("empty" when nothing is applied).
@@ -258,14 +258,22 @@ pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
     match (phase, &observed.job, &observed.database) {
         // No upgrade in flight.
         (None, _, Db::Blocked { blocker, detail }) => report_blocked(observed, *blocker, detail),
-        (None, Job::Active, Db::Behind { current }) => record_intent(observed, target, current, 1, UpgradePhase::Running),
+        (None, Job::Active, Db::Behind { current }) => {
+            record_intent(observed, target, current, 1, UpgradePhase::Running)
+        }
         (None, _, Db::Behind { current }) => begin_attempt(observed, target, current, 1),
         (None, _, Db::AtTarget) => mark_ready(observed, target),
 
         // Intent recorded or Job running.
-        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Absent, _) => start_job(observed),
-        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Active, _) => wait_for_job(observed),
-        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Succeeded, _) => verify(observed),
+        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Absent, _) => {
+            start_job(observed)
+        }
+        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Active, _) => {
+            wait_for_job(observed)
+        }
+        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Succeeded, _) => {
+            verify(observed)
+        }
         (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Failed { detail }, _) => {
             attempt_failed(observed, "DatabaseUpgradeFailed", detail)
         }
@@ -284,16 +292,32 @@ pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
                 current.migration.as_deref().unwrap_or("none")
             ),
         ),
-        (Some(UpgradePhase::Verifying), _, Db::Blocked { blocker: Blocker::DatabaseUnreachable | Blocker::SecretNotFound | Blocker::SecretInvalid, .. }) => wait_for_verification(observed),
-        (Some(UpgradePhase::Verifying), _, Db::Blocked { blocker, detail }) => give_up(observed, blocker.reason(), detail),
+        (
+            Some(UpgradePhase::Verifying),
+            _,
+            Db::Blocked {
+                blocker:
+                    Blocker::DatabaseUnreachable | Blocker::SecretNotFound | Blocker::SecretInvalid,
+                ..
+            },
+        ) => wait_for_verification(observed),
+        (Some(UpgradePhase::Verifying), _, Db::Blocked { blocker, detail }) => {
+            give_up(observed, blocker.reason(), detail)
+        }
 
         // A failed attempt or a given-up upgrade: a database fixed by other
         // means is accepted as it is read.
-        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::AtTarget) => mark_ready(observed, target),
-        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Behind { current }) if foreign => {
+        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::AtTarget) => {
+            mark_ready(observed, target)
+        }
+        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Behind { current })
+            if foreign =>
+        {
             begin_attempt(observed, target, current, 1)
         }
-        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Behind { current }) if !limit_reached => {
+        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Behind { current })
+            if !limit_reached =>
+        {
             match backoff_remaining(observed) {
                 Some(remaining) => wait_for_retry(observed, remaining),
                 None => begin_attempt(observed, target, current, attempts + 1),
@@ -304,13 +328,23 @@ pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
             give_up(observed, "RetryLimitReached", &detail)
         }
         (Some(UpgradePhase::GaveUp), _, Db::Behind { .. }) => stay_given_up(observed),
-        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Blocked { .. }) => stay_given_up(observed),
+        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Blocked { .. }) => {
+            stay_given_up(observed)
+        }
     }
 }
 
 /// A new attempt: the server is stopped first, then the intent recorded.
-fn begin_attempt(observed: &Observed, target: &SchemaTarget, current: &DatabaseSchemaStatus, attempt: i32) -> Decision {
-    if observed.server_replicas.is_some_and(|replicas| replicas > 0) {
+fn begin_attempt(
+    observed: &Observed,
+    target: &SchemaTarget,
+    current: &DatabaseSchemaStatus,
+    attempt: i32,
+) -> Decision {
+    if observed
+        .server_replicas
+        .is_some_and(|replicas| replicas > 0)
+    {
         scale_server_down(observed, target)
     } else {
         record_intent(observed, target, current, attempt, UpgradePhase::Pending)
@@ -320,7 +354,9 @@ fn begin_attempt(observed: &Observed, target: &SchemaTarget, current: &DatabaseS
 fn backoff_remaining(observed: &Observed) -> Option<Duration> {
     let upgrade = observed.status.upgrade.as_ref()?;
     let failed_at = upgrade.last_failure_time.as_ref()?.0;
-    let due = failed_at.checked_add(SignedDuration::try_from(retry_backoff(upgrade.attempts)).ok()?).ok()?;
+    let due = failed_at
+        .checked_add(SignedDuration::try_from(retry_backoff(upgrade.attempts)).ok()?)
+        .ok()?;
     let remaining = observed.now.duration_until(due);
     if remaining.is_positive() {
         Duration::try_from(remaining).ok()
@@ -343,8 +379,19 @@ impl<'a> StatusBuilder<'a> {
         StatusBuilder { observed, status }
     }
 
-    fn condition(mut self, type_: &str, status: ConditionStatus, reason: &str, message: String) -> Self {
-        let previous = self.observed.status.conditions.iter().find(|c| c.type_ == type_);
+    fn condition(
+        mut self,
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: String,
+    ) -> Self {
+        let previous = self
+            .observed
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_);
         let last_transition_time = match previous {
             Some(previous) if previous.status == status => previous.last_transition_time.clone(),
             _ => Time(self.observed.now),
@@ -385,56 +432,131 @@ impl<'a> StatusBuilder<'a> {
     }
 }
 
-fn decision(step: Step, status: AppStatus, server: ServerGoal, event: Option<PhaseEvent>, requeue: Duration) -> Decision {
-    Decision { step, status, server, event, requeue }
+fn decision(
+    step: Step,
+    status: AppStatus,
+    server: ServerGoal,
+    event: Option<PhaseEvent>,
+    requeue: Duration,
+) -> Decision {
+    Decision {
+        step,
+        status,
+        server,
+        event,
+        requeue,
+    }
 }
 
 fn normal(reason: &'static str, note: String) -> Option<PhaseEvent> {
-    Some(PhaseEvent { kind: EventKind::Normal, reason, note })
+    Some(PhaseEvent {
+        kind: EventKind::Normal,
+        reason,
+        note,
+    })
 }
 
 fn warning(reason: &'static str, note: String) -> Option<PhaseEvent> {
-    Some(PhaseEvent { kind: EventKind::Warning, reason, note })
+    Some(PhaseEvent {
+        kind: EventKind::Warning,
+        reason,
+        note,
+    })
 }
 
 fn in_flight(observed: &Observed) -> UpgradeStatus {
     // Only called in rows where status.upgrade is Some; the fallback keeps
     // the function total.
-    observed.status.upgrade.clone().unwrap_or_else(|| UpgradeStatus {
-        from: "none".to_owned(),
-        to: String::new(),
-        job: String::new(),
-        phase: UpgradePhase::Pending,
-        attempts: 0,
-        start_time: Time(observed.now),
-        last_failure_time: None,
-        backup_location: String::new(),
-    })
+    observed
+        .status
+        .upgrade
+        .clone()
+        .unwrap_or_else(|| UpgradeStatus {
+            from: "none".to_owned(),
+            to: String::new(),
+            job: String::new(),
+            phase: UpgradePhase::Pending,
+            attempts: 0,
+            start_time: Time(observed.now),
+            last_failure_time: None,
+            backup_location: String::new(),
+        })
 }
 
 fn report_blocked(observed: &Observed, blocker: Blocker, detail: &str) -> Decision {
     let message = format!("App {}: {detail}; {}", observed.name, blocker.advice());
     let status = StatusBuilder::new(observed)
         .phase("Degraded")
-        .condition(condition_type::READY, ConditionStatus::False, blocker.reason(), message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::False, blocker.reason(), "no upgrade runs while the database is blocked".to_owned())
-        .condition(condition_type::DEGRADED, ConditionStatus::True, blocker.reason(), message.clone())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            blocker.reason(),
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::False,
+            blocker.reason(),
+            "no upgrade runs while the database is blocked".to_owned(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::True,
+            blocker.reason(),
+            message.clone(),
+        )
         .build();
-    decision(Step::ReportBlocked, status, ServerGoal::Keep, warning(blocker.reason(), message), REQUEUE_BLOCKED)
+    decision(
+        Step::ReportBlocked,
+        status,
+        ServerGoal::Keep,
+        warning(blocker.reason(), message),
+        REQUEUE_BLOCKED,
+    )
 }
 
 fn scale_server_down(observed: &Observed, target: &SchemaTarget) -> Decision {
-    let message = format!("stopping the server of App {} before its database is upgraded to release {}", observed.name, target.release);
+    let message = format!(
+        "stopping the server of App {} before its database is upgraded to release {}",
+        observed.name, target.release
+    );
     let status = StatusBuilder::new(observed)
         .phase("Upgrading")
-        .condition(condition_type::READY, ConditionStatus::False, "UpgradeInProgress", message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::True, "ScalingServerDown", message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::False, "AsExpected", String::new())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            "UpgradeInProgress",
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::True,
+            "ScalingServerDown",
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::False,
+            "AsExpected",
+            String::new(),
+        )
         .build();
-    decision(Step::ScaleServerDown, status, ServerGoal::Stopped, normal("ScalingServerDown", message), REQUEUE_NEXT_STEP)
+    decision(
+        Step::ScaleServerDown,
+        status,
+        ServerGoal::Stopped,
+        normal("ScalingServerDown", message),
+        REQUEUE_NEXT_STEP,
+    )
 }
 
-fn record_intent(observed: &Observed, target: &SchemaTarget, current: &DatabaseSchemaStatus, attempt: i32, phase: UpgradePhase) -> Decision {
+fn record_intent(
+    observed: &Observed,
+    target: &SchemaTarget,
+    current: &DatabaseSchemaStatus,
+    attempt: i32,
+    phase: UpgradePhase,
+) -> Decision {
     let job = job_name(&observed.name, &target.release, attempt);
     let start_time = match observed.status.upgrade.as_ref() {
         Some(previous) if attempt > 1 => previous.start_time.clone(),
@@ -448,7 +570,7 @@ fn record_intent(observed: &Observed, target: &SchemaTarget, current: &DatabaseS
         attempts: attempt,
         start_time,
         last_failure_time: None,
-        backup_location: backup_location(&observed.backup_volume_claim, &job),
+        backup_location: backup_location(&observed.backup_volume_claim),
     };
     let message = format!(
         "upgrading the database of App {} from release {} to {} with Job {job} (attempt {attempt} of {})",
@@ -462,11 +584,32 @@ fn record_intent(observed: &Observed, target: &SchemaTarget, current: &DatabaseS
         .phase("Upgrading")
         .database(Some(current.clone()))
         .upgrade(Some(upgrade))
-        .condition(condition_type::READY, ConditionStatus::False, "UpgradeInProgress", message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::True, reason, message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::False, "AsExpected", String::new())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            "UpgradeInProgress",
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::True,
+            reason,
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::False,
+            "AsExpected",
+            String::new(),
+        )
         .build();
-    decision(step, status, ServerGoal::Stopped, normal(event_reason, message), REQUEUE_NEXT_STEP)
+    decision(
+        step,
+        status,
+        ServerGoal::Stopped,
+        normal(event_reason, message),
+        REQUEUE_NEXT_STEP,
+    )
 }
 
 fn start_job(observed: &Observed) -> Decision {
@@ -479,11 +622,32 @@ fn start_job(observed: &Observed) -> Decision {
     let status = StatusBuilder::new(observed)
         .phase("Upgrading")
         .upgrade(Some(upgrade))
-        .condition(condition_type::READY, ConditionStatus::False, "UpgradeInProgress", message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::True, "UpgradeJobRunning", message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::False, "AsExpected", String::new())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            "UpgradeInProgress",
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::True,
+            "UpgradeJobRunning",
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::False,
+            "AsExpected",
+            String::new(),
+        )
         .build();
-    decision(Step::StartJob, status, ServerGoal::Stopped, normal("UpgradeJobCreated", message), REQUEUE_WAITING)
+    decision(
+        Step::StartJob,
+        status,
+        ServerGoal::Stopped,
+        normal("UpgradeJobCreated", message),
+        REQUEUE_WAITING,
+    )
 }
 
 fn wait_for_job(observed: &Observed) -> Decision {
@@ -496,11 +660,32 @@ fn wait_for_job(observed: &Observed) -> Decision {
     let status = StatusBuilder::new(observed)
         .phase("Upgrading")
         .upgrade(Some(upgrade))
-        .condition(condition_type::READY, ConditionStatus::False, "UpgradeInProgress", message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::True, "UpgradeJobRunning", message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::False, "AsExpected", String::new())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            "UpgradeInProgress",
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::True,
+            "UpgradeJobRunning",
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::False,
+            "AsExpected",
+            String::new(),
+        )
         .build();
-    decision(Step::Wait, status, ServerGoal::Stopped, normal("UpgradeJobRunning", message), REQUEUE_WAITING)
+    decision(
+        Step::Wait,
+        status,
+        ServerGoal::Stopped,
+        normal("UpgradeJobRunning", message),
+        REQUEUE_WAITING,
+    )
 }
 
 fn verify(observed: &Observed) -> Decision {
@@ -513,11 +698,32 @@ fn verify(observed: &Observed) -> Decision {
     let status = StatusBuilder::new(observed)
         .phase("Upgrading")
         .upgrade(Some(upgrade))
-        .condition(condition_type::READY, ConditionStatus::False, "UpgradeInProgress", message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::True, "VerifyingSchema", message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::False, "AsExpected", String::new())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            "UpgradeInProgress",
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::True,
+            "VerifyingSchema",
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::False,
+            "AsExpected",
+            String::new(),
+        )
         .build();
-    decision(Step::Verify, status, ServerGoal::Stopped, normal("VerifyingSchema", message), REQUEUE_NEXT_STEP)
+    decision(
+        Step::Verify,
+        status,
+        ServerGoal::Stopped,
+        normal("VerifyingSchema", message),
+        REQUEUE_NEXT_STEP,
+    )
 }
 
 fn wait_for_verification(observed: &Observed) -> Decision {
@@ -528,11 +734,32 @@ fn wait_for_verification(observed: &Observed) -> Decision {
     );
     let status = StatusBuilder::new(observed)
         .phase("Upgrading")
-        .condition(condition_type::READY, ConditionStatus::False, "UpgradeInProgress", message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::True, "VerifyingSchema", message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::False, "AsExpected", String::new())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            "UpgradeInProgress",
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::True,
+            "VerifyingSchema",
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::False,
+            "AsExpected",
+            String::new(),
+        )
         .build();
-    decision(Step::Wait, status, ServerGoal::Stopped, None, REQUEUE_BLOCKED)
+    decision(
+        Step::Wait,
+        status,
+        ServerGoal::Stopped,
+        None,
+        REQUEUE_BLOCKED,
+    )
 }
 
 fn mark_ready(observed: &Observed, target: &SchemaTarget) -> Decision {
@@ -548,13 +775,42 @@ fn mark_ready(observed: &Observed, target: &SchemaTarget) -> Decision {
         .phase("Ready")
         .database(Some(target.schema.clone()))
         .upgrade(None)
-        .condition(condition_type::READY, ConditionStatus::True, "DatabaseAtTarget", message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::False, "UpgradeComplete", message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::False, "AsExpected", String::new())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::True,
+            "DatabaseAtTarget",
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::False,
+            "UpgradeComplete",
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::False,
+            "AsExpected",
+            String::new(),
+        )
         .build();
-    let step = if status == observed.status { Step::NothingToDo } else { Step::MarkReady };
-    let event = if was_upgrading { normal("UpgradeComplete", message) } else { normal("DatabaseAtTarget", message) };
-    decision(step, status, ServerGoal::RunningThisRelease, event, REQUEUE_SETTLED)
+    let step = if status == observed.status {
+        Step::NothingToDo
+    } else {
+        Step::MarkReady
+    };
+    let event = if was_upgrading {
+        normal("UpgradeComplete", message)
+    } else {
+        normal("DatabaseAtTarget", message)
+    };
+    decision(
+        step,
+        status,
+        ServerGoal::RunningThisRelease,
+        event,
+        REQUEUE_SETTLED,
+    )
 }
 
 fn attempt_failed(observed: &Observed, reason: &'static str, detail: &str) -> Decision {
@@ -565,17 +821,49 @@ fn attempt_failed(observed: &Observed, reason: &'static str, detail: &str) -> De
     let backoff = retry_backoff(upgrade.attempts);
     let message = format!(
         "Job {} failed to upgrade the database of App {} from release {} to {} (attempt {} of {}): {detail}; see kubectl logs job/{}; retrying in {}s",
-        upgrade.job, observed.name, upgrade.from, upgrade.to, upgrade.attempts, observed.retry_limit, upgrade.job, backoff.as_secs()
+        upgrade.job,
+        observed.name,
+        upgrade.from,
+        upgrade.to,
+        upgrade.attempts,
+        observed.retry_limit,
+        upgrade.job,
+        backoff.as_secs()
     );
-    let failed = UpgradeStatus { phase: UpgradePhase::Failed, last_failure_time: Some(Time(observed.now)), ..upgrade };
+    let failed = UpgradeStatus {
+        phase: UpgradePhase::Failed,
+        last_failure_time: Some(Time(observed.now)),
+        ..upgrade
+    };
     let status = StatusBuilder::new(observed)
         .phase("Degraded")
         .upgrade(Some(failed))
-        .condition(condition_type::READY, ConditionStatus::False, reason, message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::True, "RetryScheduled", message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::True, reason, message.clone())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            reason,
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::True,
+            "RetryScheduled",
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::True,
+            reason,
+            message.clone(),
+        )
         .build();
-    decision(Step::RetryWithBackoff, status, ServerGoal::Stopped, warning("UpgradeFailed", message), backoff)
+    decision(
+        Step::RetryWithBackoff,
+        status,
+        ServerGoal::Stopped,
+        warning("UpgradeFailed", message),
+        backoff,
+    )
 }
 
 fn wait_for_retry(observed: &Observed, remaining: Duration) -> Decision {
@@ -591,22 +879,54 @@ fn give_up(observed: &Observed, reason: &'static str, detail: &str) -> Decision 
     );
     let given_up = UpgradeStatus {
         phase: UpgradePhase::GaveUp,
-        last_failure_time: Some(upgrade.last_failure_time.clone().unwrap_or(Time(observed.now))),
+        last_failure_time: Some(
+            upgrade
+                .last_failure_time
+                .clone()
+                .unwrap_or(Time(observed.now)),
+        ),
         ..upgrade
     };
     let status = StatusBuilder::new(observed)
         .phase("Degraded")
         .upgrade(Some(given_up))
-        .condition(condition_type::READY, ConditionStatus::False, "DatabaseUpgradeFailed", message.clone())
-        .condition(condition_type::PROGRESSING, ConditionStatus::False, "RetryLimitReached", message.clone())
-        .condition(condition_type::DEGRADED, ConditionStatus::True, reason, message.clone())
+        .condition(
+            condition_type::READY,
+            ConditionStatus::False,
+            "DatabaseUpgradeFailed",
+            message.clone(),
+        )
+        .condition(
+            condition_type::PROGRESSING,
+            ConditionStatus::False,
+            "RetryLimitReached",
+            message.clone(),
+        )
+        .condition(
+            condition_type::DEGRADED,
+            ConditionStatus::True,
+            reason,
+            message.clone(),
+        )
         .build();
-    decision(Step::GiveUp, status, ServerGoal::Stopped, warning("RetryLimitReached", message), REQUEUE_SETTLED)
+    decision(
+        Step::GiveUp,
+        status,
+        ServerGoal::Stopped,
+        warning("RetryLimitReached", message),
+        REQUEUE_SETTLED,
+    )
 }
 
 fn stay_given_up(observed: &Observed) -> Decision {
     let status = StatusBuilder::new(observed).build();
-    decision(Step::NothingToDo, status, ServerGoal::Stopped, None, REQUEUE_SETTLED)
+    decision(
+        Step::NothingToDo,
+        status,
+        ServerGoal::Stopped,
+        None,
+        REQUEUE_SETTLED,
+    )
 }
 
 #[cfg(test)]

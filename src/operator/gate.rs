@@ -75,8 +75,8 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
             let current = status.observed_generation.is_some()
                 && status.observed_generation == app.metadata.generation;
             let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
-            let ready = condition(condition_type::READY)
-                .is_some_and(|c| c.status == ConditionStatus::True);
+            let ready =
+                condition(condition_type::READY).is_some_and(|c| c.status == ConditionStatus::True);
             match (&status.upgrade, condition(condition_type::DEGRADED)) {
                 (Some(u), _) if matches!(u.phase, UpgradePhase::Failed | UpgradePhase::GaveUp) => {
                     Standing::UpgradeFailed {
@@ -99,7 +99,9 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
                         message: degraded.message.clone(),
                     }
                 }
-                (None, _) if current && ready && status.database.as_ref() == Some(&target.schema) => {
+                (None, _)
+                    if current && ready && status.database.as_ref() == Some(&target.schema) =>
+                {
                     Standing::AtTarget
                 }
                 (None, _) => Standing::NotYetChecked,
@@ -124,7 +126,12 @@ pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision 
         .collect();
     let in_progress: Vec<&AppGateView> = apps
         .iter()
-        .filter(|a| matches!(a.standing, Standing::Upgrading { .. } | Standing::NotYetChecked))
+        .filter(|a| {
+            matches!(
+                a.standing,
+                Standing::Upgrading { .. } | Standing::NotYetChecked
+            )
+        })
         .collect();
     let waiting = failed.len() + blocked.len() + in_progress.len();
     let release = &target.release;
@@ -139,7 +146,10 @@ pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision 
             ),
         };
     }
-    let header = format!("{waiting} of {} App(s) not at release {release}'s database schema", apps.len());
+    let header = format!(
+        "{waiting} of {} App(s) not at release {release}'s database schema",
+        apps.len()
+    );
     let (reason, what_to_do, first) = if !failed.is_empty() {
         (
             "DatabaseUpgradeFailed",
@@ -183,14 +193,29 @@ fn describe(app: &AppGateView) -> String {
     match &app.standing {
         Standing::AtTarget => format!("App {name} is at target"),
         Standing::NotYetChecked => format!("App {name} not yet checked by this release"),
-        Standing::Upgrading { from, to, job, phase } => {
+        Standing::Upgrading {
+            from,
+            to,
+            job,
+            phase,
+        } => {
             format!("App {name} upgrading from release {from} to {to}, Job {job} ({phase:?})")
         }
-        Standing::UpgradeFailed { from, to, job, attempts, gave_up } => {
+        Standing::UpgradeFailed {
+            from,
+            to,
+            job,
+            attempts,
+            gave_up,
+        } => {
             let state = if *gave_up { "gave up" } else { "retrying" };
-            format!("App {name} failed to upgrade from release {from} to {to}, Job {job}, {attempts} attempt(s), {state}")
+            format!(
+                "App {name} failed to upgrade from release {from} to {to}, Job {job}, {attempts} attempt(s), {state}"
+            )
         }
-        Standing::Blocked { reason, message } => format!("App {name} blocked ({reason}): {message}"),
+        Standing::Blocked { reason, message } => {
+            format!("App {name} blocked ({reason}): {message}")
+        }
     }
 }
 
@@ -210,30 +235,45 @@ mod tests {
     }
 
     fn view(name: &str, standing: Standing) -> AppGateView {
-        AppGateView { app: format!("ns/{name}"), standing }
+        AppGateView {
+            app: format!("ns/{name}"),
+            standing,
+        }
     }
 
     fn upgrading(name: &str) -> AppGateView {
-        view(name, Standing::Upgrading {
-            from: "7.9.3".into(),
-            to: "7.10.1".into(),
-            job: format!("{name}-db-7-10-1-1"),
-            phase: UpgradePhase::Running,
-        })
+        view(
+            name,
+            Standing::Upgrading {
+                from: "7.9.3".into(),
+                to: "7.10.1".into(),
+                job: format!("{name}-db-7-10-1-1"),
+                phase: UpgradePhase::Running,
+            },
+        )
     }
 
     fn failed(name: &str) -> AppGateView {
-        view(name, Standing::UpgradeFailed {
-            from: "7.9.3".into(),
-            to: "7.10.1".into(),
-            job: format!("{name}-db-7-10-1-3"),
-            attempts: 3,
-            gave_up: true,
-        })
+        view(
+            name,
+            Standing::UpgradeFailed {
+                from: "7.9.3".into(),
+                to: "7.10.1".into(),
+                job: format!("{name}-db-7-10-1-3"),
+                attempts: 3,
+                gave_up: true,
+            },
+        )
     }
 
     fn blocked(name: &str) -> AppGateView {
-        view(name, Standing::Blocked { reason: "DatabaseUnreachable".into(), message: "cannot connect".into() })
+        view(
+            name,
+            Standing::Blocked {
+                reason: "DatabaseUnreachable".into(),
+                message: "cannot connect".into(),
+            },
+        )
     }
 
     #[test]
@@ -249,11 +289,19 @@ mod tests {
             (vec![at("a"), blocked("b")], false, "DatabaseBlocked"),
             (vec![upgrading("a"), blocked("b")], false, "DatabaseBlocked"),
             (vec![at("a"), failed("b")], false, "DatabaseUpgradeFailed"),
-            (vec![upgrading("a"), failed("b"), blocked("c")], false, "DatabaseUpgradeFailed"),
+            (
+                vec![upgrading("a"), failed("b"), blocked("c")],
+                false,
+                "DatabaseUpgradeFailed",
+            ),
         ];
         for (apps, upgradeable, reason) in cases {
             let decision = decide_gate(&apps, &target());
-            assert_eq!((decision.upgradeable, decision.reason), (upgradeable, reason), "{apps:?}");
+            assert_eq!(
+                (decision.upgradeable, decision.reason),
+                (upgradeable, reason),
+                "{apps:?}"
+            );
         }
     }
 
@@ -261,8 +309,19 @@ mod tests {
     fn the_message_names_apps_releases_jobs_and_the_fix() {
         let decision = decide_gate(&[upgrading("ok"), failed("shop")], &target());
         let m = &decision.message;
-        assert!(m.starts_with("2 of 2 App(s) not at release 7.10.1's database schema: App ns/shop failed"), "{m}");
-        for needle in ["from release 7.9.3 to 7.10.1", "Job shop-db-7-10-1-3", "App ns/ok upgrading", "kubectl logs job/", "spec.overrides"] {
+        assert!(
+            m.starts_with(
+                "2 of 2 App(s) not at release 7.10.1's database schema: App ns/shop failed"
+            ),
+            "{m}"
+        );
+        for needle in [
+            "from release 7.9.3 to 7.10.1",
+            "Job shop-db-7-10-1-3",
+            "App ns/ok upgrading",
+            "kubectl logs job/",
+            "spec.overrides",
+        ] {
             assert!(m.contains(needle), "{needle:?} missing in {m}");
         }
     }
@@ -271,7 +330,11 @@ mod tests {
     fn long_lists_are_cut() {
         let apps: Vec<AppGateView> = (0..8).map(|i| upgrading(&format!("a{i}"))).collect();
         let decision = decide_gate(&apps, &target());
-        assert!(decision.message.contains("and 3 more"), "{}", decision.message);
+        assert!(
+            decision.message.contains("and 3 more"),
+            "{}",
+            decision.message
+        );
         assert!(!decision.message.contains("ns/a5"), "{}", decision.message);
     }
 
@@ -293,18 +356,35 @@ mod tests {
             "conditions": [{"type": "Ready", "status": "True", "reason": "DatabaseAtTarget", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
             "database": {"release": "7.10.1", "migration": "V5__index_executions_for_activity_page"}
         });
-        assert_eq!(view_of(&app_with(ready.clone(), 2), &target()).standing, Standing::AtTarget);
+        assert_eq!(
+            view_of(&app_with(ready.clone(), 2), &target()).standing,
+            Standing::AtTarget
+        );
         // A spec change not yet reconciled is not "at target".
-        assert_eq!(view_of(&app_with(ready.clone(), 3), &target()).standing, Standing::NotYetChecked);
+        assert_eq!(
+            view_of(&app_with(ready.clone(), 3), &target()).standing,
+            Standing::NotYetChecked
+        );
         // Ready at an older release's target is not this release's.
         let mut older = ready.clone();
-        older["database"] = serde_json::json!({"release": "7.10.0", "migration": "V4__reshape_executions"});
-        assert_eq!(view_of(&app_with(older, 2), &target()).standing, Standing::NotYetChecked);
+        older["database"] =
+            serde_json::json!({"release": "7.10.0", "migration": "V4__reshape_executions"});
+        assert_eq!(
+            view_of(&app_with(older, 2), &target()).standing,
+            Standing::NotYetChecked
+        );
         let failing = serde_json::json!({
             "observedGeneration": 2,
             "upgrade": {"from": "7.9.3", "to": "7.10.1", "job": "shop-db-7-10-1-2", "phase": "Failed", "attempts": 2,
                         "startTime": "2026-01-01T00:00:00Z", "backupLocation": "pvc/b/shop-db-7-10-1-2"}
         });
-        assert!(matches!(view_of(&app_with(failing, 2), &target()).standing, Standing::UpgradeFailed { attempts: 2, gave_up: false, .. }));
+        assert!(matches!(
+            view_of(&app_with(failing, 2), &target()).standing,
+            Standing::UpgradeFailed {
+                attempts: 2,
+                gave_up: false,
+                ..
+            }
+        ));
     }
 }
