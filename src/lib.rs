@@ -3,5 +3,8 @@
 //!
 //! Modules, one per concern (each says what it owns in its own comment):
 //! see the list below.
+pub mod app;
+pub mod operator;
 pub mod operator_condition;
+pub mod server;
 pub mod telemetry;
