@@ -17,11 +17,7 @@ test: lint test-fast
 
 # Unit tests and mocked-API tests only (seconds, no real components).
 test-fast:
-    cargo test --workspace --lib --bins --test operator_mock
-
-# Regenerate the App CRD yaml from the Rust types (a unit test diffs it).
-crd:
-    cargo run --quiet --bin app-operator -- crd --output manifests/crd/apps.upgrade-gate.dev.yaml
+    cargo test --workspace --lib --bins --test gate_mock
 
 # Formatting and clippy with warnings as errors.
 lint:

@@ -4,6 +4,7 @@
 //! Modules, one per concern (each says what it owns in its own comment):
 //! see the list below.
 pub mod app;
+pub mod gate;
 pub mod operator;
 pub mod operator_condition;
 pub mod server;

@@ -14,6 +14,8 @@
 //! tracing::info!(release = "7.10.1", "starting");
 //! ```
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 /// How log events are rendered on stderr. A clap `ValueEnum`, so binaries
@@ -36,7 +38,8 @@ pub fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     // `try_init` fails only when a global subscriber is already installed,
     // which keeps the first one: exactly the documented behaviour.
     let _already_installed = match format {

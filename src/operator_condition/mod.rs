@@ -52,6 +52,7 @@ mod olm;
 mod resource;
 mod upsert;
 
+pub(crate) use client::with_retries;
 pub use client::{
     Confirmed, Error, Obstacle, OperatorConditionClient, Written, operator_conditions_served,
 };

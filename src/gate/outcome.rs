@@ -1,0 +1,255 @@
+//! How a gate command ended, and the process exit code for each ending.
+//!
+//! Owns: the exit-code table (one documented code per outcome, also printed
+//! by `--help`) and the pure mapping to it. Must not touch: I/O.
+
+use std::fmt;
+
+use crate::operator_condition::{Confirmed, Error as ConditionError, Obstacle};
+
+use super::report::StatusReport;
+
+/// Why the gate did nothing and succeeded: OLM is not in play.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OutsideOlm {
+    /// The cluster answers but does not serve `operators.coreos.com/v2`
+    /// `operatorconditions`.
+    ApiNotServed,
+    /// Neither `--name`, `OPERATOR_CONDITION_NAME` nor `--deployment` is set.
+    NoNameConfigured,
+    /// The named Deployment is not owned by a ClusterServiceVersion.
+    DeploymentNotFromCsv { deployment: String },
+}
+
+impl fmt::Display for OutsideOlm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OutsideOlm::ApiNotServed => write!(
+                f,
+                "the cluster does not serve operators.coreos.com/v2 operatorconditions: not installed by OLM, nothing to gate"
+            ),
+            OutsideOlm::NoNameConfigured => write!(
+                f,
+                "no OperatorCondition name configured (--name, OPERATOR_CONDITION_NAME, --deployment): not installed by OLM, nothing to gate"
+            ),
+            OutsideOlm::DeploymentNotFromCsv { deployment } => write!(
+                f,
+                "Deployment {deployment} has neither an olm.owner label nor a ClusterServiceVersion owner: not installed by OLM, nothing to gate"
+            ),
+        }
+    }
+}
+
+/// A successful ending.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// `hold`: OLM confirmed `Upgradeable=False`. `wrote` is false when spec
+    /// already said False (its reason and message were kept).
+    Held { confirmed: Confirmed, wrote: bool },
+    /// `release`: spec says `Upgradeable=True`; `confirmed` when `--wait`.
+    Released {
+        wrote: bool,
+        confirmed: Option<Confirmed>,
+    },
+    /// `status`: what OLM will decide.
+    Reported(Box<StatusReport>),
+    /// Nothing to do: OLM is not in play.
+    OutsideOlm(OutsideOlm),
+}
+
+/// An unsuccessful ending.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// Flags, environment or the namespace file are unusable.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// No kubeconfig and no in-cluster configuration.
+    #[error("no cluster configuration: {0}")]
+    NoClusterConfig(String),
+    /// Talking to the API server or waiting for OLM failed.
+    #[error(transparent)]
+    Condition(#[from] ConditionError),
+}
+
+/// The exit codes, documented once: used by [`exit_code`], `--help` and
+/// docs/gate.md.
+pub const EXIT_CODES: &[(u8, &str)] = &[
+    (
+        0,
+        "done: hold confirmed by OLM, release written (and confirmed with --wait), status printed, or outside OLM (nothing to gate)",
+    ),
+    (
+        2,
+        "invalid input: a flag, environment variable or the namespace file is unusable",
+    ),
+    (
+        3,
+        "API server unreachable until --timeout (connection refused, DNS, TLS, timeouts); fails closed",
+    ),
+    (
+        4,
+        "forbidden until --timeout: RBAC does not allow get/update on the OperatorCondition (or get on the Deployment)",
+    ),
+    (
+        5,
+        "not found until --timeout: the OperatorCondition (or the --deployment) never appeared",
+    ),
+    (
+        6,
+        "deadline reached: OLM did not copy the written Upgradeable into status at the current generation",
+    ),
+    (
+        7,
+        "the API server kept failing until --timeout (409 conflicts, 429, 5xx)",
+    ),
+    (
+        8,
+        "the API server rejected a request (another 4xx) or answered something unreadable",
+    ),
+    (
+        9,
+        "superseded: someone else changed spec's Upgradeable entry while waiting for OLM",
+    ),
+    (
+        10,
+        "no cluster configuration: neither in-cluster service account nor kubeconfig",
+    ),
+];
+
+/// The process exit code for a command's result (see [`EXIT_CODES`]).
+pub fn exit_code(result: &Result<Outcome, GateError>) -> u8 {
+    let Err(error) = result else { return 0 };
+    match error {
+        GateError::InvalidInput(_) => 2,
+        GateError::NoClusterConfig(_) => 10,
+        GateError::Condition(error) => match error {
+            ConditionError::DeadlineReached { last, .. } => match last {
+                Obstacle::Unreachable(_) | Obstacle::Timeout => 3,
+                Obstacle::Forbidden(_) => 4,
+                Obstacle::NotFound(_) => 5,
+                Obstacle::Conflict(_)
+                | Obstacle::TooManyRequests(_)
+                | Obstacle::ServerError { .. } => 7,
+                Obstacle::Rejected { .. } | Obstacle::Unexpected(_) => 8,
+            },
+            ConditionError::NotConfirmed { .. } => 6,
+            ConditionError::Failed { .. } => 8,
+            ConditionError::Superseded { .. } => 9,
+        },
+    }
+}
+
+/// The exit-code table as text, for `--help`.
+pub fn exit_code_table() -> String {
+    EXIT_CODES
+        .iter()
+        .map(|(code, meaning)| format!("  {code:>3}  {meaning}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator_condition::{CopyState, GateState};
+
+    fn deadline(last: Obstacle) -> Result<Outcome, GateError> {
+        Err(GateError::Condition(ConditionError::DeadlineReached {
+            action: "testing",
+            last,
+        }))
+    }
+
+    #[test]
+    fn exit_code_table_maps_every_ending() {
+        let cases: Vec<(&str, Result<Outcome, GateError>, u8)> = vec![
+            (
+                "outside OLM",
+                Ok(Outcome::OutsideOlm(OutsideOlm::ApiNotServed)),
+                0,
+            ),
+            (
+                "released",
+                Ok(Outcome::Released {
+                    wrote: true,
+                    confirmed: None,
+                }),
+                0,
+            ),
+            ("invalid input", Err(GateError::InvalidInput("x".into())), 2),
+            (
+                "unreachable",
+                deadline(Obstacle::Unreachable("refused".into())),
+                3,
+            ),
+            ("timed out", deadline(Obstacle::Timeout), 3),
+            ("forbidden", deadline(Obstacle::Forbidden("no".into())), 4),
+            ("not found", deadline(Obstacle::NotFound("gone".into())), 5),
+            (
+                "not confirmed",
+                Err(GateError::Condition(ConditionError::NotConfirmed {
+                    state: GateState::Closed,
+                    pending: CopyState::NotCopied,
+                })),
+                6,
+            ),
+            (
+                "conflicts",
+                deadline(Obstacle::Conflict("changed".into())),
+                7,
+            ),
+            ("429", deadline(Obstacle::TooManyRequests("slow".into())), 7),
+            (
+                "5xx",
+                deadline(Obstacle::ServerError {
+                    code: 503,
+                    message: "down".into(),
+                }),
+                7,
+            ),
+            (
+                "rejected",
+                Err(GateError::Condition(ConditionError::Failed {
+                    action: "testing",
+                    obstacle: Obstacle::Rejected {
+                        code: 422,
+                        message: "invalid".into(),
+                    },
+                })),
+                8,
+            ),
+            (
+                "superseded",
+                Err(GateError::Condition(ConditionError::Superseded {
+                    wanted: GateState::Closed,
+                    spec_status: Some("True".into()),
+                })),
+                9,
+            ),
+            (
+                "no cluster config",
+                Err(GateError::NoClusterConfig("none".into())),
+                10,
+            ),
+        ];
+        for (case, result, code) in &cases {
+            assert_eq!(exit_code(result), *code, "case: {case}");
+            assert!(
+                EXIT_CODES.iter().any(|(documented, _)| documented == code),
+                "case {case}: code {code} is documented"
+            );
+        }
+        let mut documented: Vec<u8> = EXIT_CODES.iter().map(|(code, _)| *code).collect();
+        documented.dedup();
+        assert_eq!(documented.len(), EXIT_CODES.len(), "codes are distinct");
+        for (code, _) in EXIT_CODES {
+            assert!(
+                cases
+                    .iter()
+                    .any(|(_, result, c)| exit_code(result) == *code && c == code),
+                "documented code {code} is reachable"
+            );
+        }
+        assert!(exit_code_table().contains("  6  deadline reached"));
+    }
+}
