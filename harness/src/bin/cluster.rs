@@ -45,11 +45,11 @@ enum Command {
         #[arg(default_value = "dev")]
         name: ClusterName,
     },
-    /// Import OCI image archives into the node's containerd.
+    /// Import OCI image archives into the node's containerd (default: the
+    /// archive in UPGRADE_GATE_IMAGE_ARCHIVE).
     Load {
         #[arg(default_value = "dev")]
         name: ClusterName,
-        #[arg(required = true)]
         archives: Vec<PathBuf>,
     },
     /// Tear cluster NAME down and check that nothing is left.
@@ -122,6 +122,13 @@ async fn run(command: Command) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Load { name, archives } => {
+            let archives = if archives.is_empty() {
+                let archive = std::env::var_os("UPGRADE_GATE_IMAGE_ARCHIVE")
+                    .ok_or("no image archive given and UPGRADE_GATE_IMAGE_ARCHIVE is not set")?;
+                vec![PathBuf::from(archive)]
+            } else {
+                archives
+            };
             let cluster = Cluster::attach(&name).map_err(|e| e.to_string())?;
             cluster
                 .load_images(&archives)
@@ -167,4 +174,32 @@ async fn run(command: Command) -> Result<ExitCode, String> {
 /// Single-quotes `text` for a POSIX shell.
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn load_takes_an_optional_name_and_archives() {
+        let cli =
+            Cli::try_parse_from(["cluster", "load", "test-1", "/a.tar", "/b.tar"]).expect("parses");
+        let Command::Load { name, archives } = cli.command else {
+            panic!("not load");
+        };
+        assert_eq!(name.as_str(), "test-1");
+        assert_eq!(archives.len(), 2);
+    }
+
+    #[test]
+    fn env_values_are_quoted_for_the_shell() {
+        assert_eq!(shell_quote("postgres://a@b/c"), "'postgres://a@b/c'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
 }
