@@ -87,7 +87,12 @@ pub fn remove_network(names: &MachineNames) -> Result<(), MachineError> {
     if names.netns_path().exists() {
         ip(&["netns", "delete", &names.netns])?;
     }
-    if link_exists(&names.host_link) {
+    // The kernel destroys the pair asynchronously once the netns is gone.
+    let gone = crate::process::wait_until(
+        || !link_exists(&names.host_link),
+        std::time::Duration::from_secs(3),
+    );
+    if !gone {
         ip(&["link", "delete", &names.host_link])?;
     }
     Ok(())
