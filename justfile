@@ -13,7 +13,7 @@ default:
     @just --list
 
 # Everything: lint, unit + mocked tests, then the real-component tests.
-test: lint test-fast
+test: lint validate test-fast
 
 # Unit tests and mocked-API tests only (seconds, no real components).
 test-fast:
@@ -27,3 +27,26 @@ crd:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+
+# ---- OLM packaging (release-tools/, docs/olm.md) ----
+release := "cargo run --quiet --package upgrade-gate-release-tools --bin release --"
+
+# Render bundle/RELEASE/ (CSV, CRD, metadata, bundle.Dockerfile) from manifests/.
+bundle RELEASE:
+    {{release}} bundle {{RELEASE}}
+
+# Render the bundle of every release (7.9.3, 7.10.0, 7.10.1).
+bundles:
+    {{release}} bundles
+
+# Render catalog/ (bundle images in REGISTRY) and catalog-local/ (inline bundles).
+catalog REGISTRY="ghcr.io/upgrade-gate":
+    {{release}} --registry {{REGISTRY}} catalog
+
+# Generated files up to date, bundle validators, opm validate, actionlint.
+validate: cluster-bins
+    release-tools/validate.sh
+
+# The upgrade chain on a kind cluster (needs docker, kind, kubectl, operator-sdk or curl).
+e2e-kind:
+    tools/e2e-kind/run.sh

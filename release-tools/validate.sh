@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `just validate`: what a publisher checks before shipping a release.
+#   1. the generated bundles and catalogs in the repository are what
+#      release-tools renders from manifests/ now (regenerated into a temp dir
+#      and diffed);
+#   2. each bundle passes operator-framework/api's validators (default suite
+#      + operatorhub + good-practices: tools/olm/cmd/validate-bundle, the
+#      stand-in for `operator-sdk bundle validate --select-optional
+#      suite=operatorframework`);
+#   3. both catalogs pass `opm validate`;
+#   4. the GitHub workflows pass actionlint.
+# Needs the tools directory (`just cluster-bins`). Reads the work tree only.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+tools=$(tools/bin-dir.sh)
+generated=(bundle catalog catalog-local)
+failed=0
+step() { printf '== %s\n' "$*"; }
+
+step "generated files up to date"
+rendered=$(mktemp -d)
+trap 'rm -rf "$rendered"' EXIT
+release=(cargo run --quiet --package upgrade-gate-release-tools --bin release -- --out "$rendered")
+# The repository's catalog uses the default registry; ignore a caller's override.
+env -u UPGRADE_GATE_REGISTRY "${release[@]}" bundles >/dev/null
+env -u UPGRADE_GATE_REGISTRY "${release[@]}" catalog >/dev/null
+for dir in "${generated[@]}"; do
+  if diff -r "$rendered/$dir" "$dir" >"$rendered/$dir.diff"; then
+    echo "ok    $dir/"
+  else
+    echo "STALE $dir/ differs from what release-tools renders: run \`just bundles catalog\` and commit"
+    head -n 40 "$rendered/$dir.diff"
+    failed=1
+  fi
+done
+
+step "bundle validators (operator-framework/api: default, operatorhub, good-practices)"
+for bundle in bundle/*/; do
+  if ! "$tools/bin/validate-bundle" "${bundle%/}"; then
+    failed=1
+  fi
+done
+
+step "opm validate"
+for catalog in catalog catalog-local; do
+  if "$tools/bin/opm" validate "$catalog"; then
+    echo "ok    $catalog/"
+  else
+    echo "FAIL  opm validate $catalog/"
+    failed=1
+  fi
+done
+
+step "actionlint"
+shopt -s nullglob
+workflows=(.github/workflows/*.yml)
+if ((${#workflows[@]} == 0)); then
+  echo "FAIL  no workflows in .github/workflows"
+  failed=1
+elif "$tools/bin/actionlint" "${workflows[@]}"; then
+  echo "ok    ${workflows[*]}"
+else
+  failed=1
+fi
+
+if ((failed)); then
+  echo "validation FAILED"
+  exit 1
+fi
+echo "validation passed"
