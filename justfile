@@ -50,3 +50,33 @@ validate: cluster-bins
 # The upgrade chain on a kind cluster (needs docker, kind, kubectl, operator-sdk or curl).
 e2e-kind:
     tools/e2e-kind/run.sh
+
+# ---- Local cluster tools and images (tools/, docs/local-cluster-tools.md) ----
+# Tools are built from the wrapper Go modules tools/*/go.{mod,sum} into the cache,
+# keyed by each go.sum; `tools-dir` is what the harness reads as UPGRADE_GATE_TOOLS
+# (bin/ with every binary, crds/ with OLM's CRDs). Images are built with podman and
+# saved as OCI archives in {{cache}}/images for `ctr -n k8s.io images import`.
+
+# Build all cluster tools (skips built ones) + Debian node packages; prints the tools dir.
+cluster-bins:
+    UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh
+
+# Print the tools directory (fails if `just cluster-bins` has not built it).
+tools-dir:
+    @UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh
+
+# Build the pod sandbox image localhost/pause:3.10 and its OCI archive.
+pause-image:
+    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh pause
+
+# Build the runtime base image from Debian packages (mmdebstrap), cached by package list.
+base-image:
+    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh base
+
+# Build localhost/upgrade-gate:<version> from host-built release binaries + OCI archive.
+image:
+    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh app
+
+# Print the path of the image's OCI archive (written by `just image`).
+image-archive:
+    @echo "{{cache}}/images/upgrade-gate-{{version}}.oci.tar"
