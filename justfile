@@ -13,11 +13,19 @@ default:
     @just --list
 
 # Everything: lint, unit + mocked tests, then the real-component tests.
-test: lint validate test-fast
+test: lint validate test-fast test-postgres
 
 # Unit tests and mocked-API tests only (seconds, no real components).
 test-fast:
     cargo test --workspace --lib --bins --test operator_mock --test gate_mock
+
+# The database upgrade against throwaway PostgreSQL 15 servers (root; docs/database-upgrade.md).
+test-postgres:
+    cargo test --package upgrade-gate --test db_upgrade
+
+# Benchmark: backup + upgrade 7.9.3 -> 7.10.1 of a ~1 GiB sample database vs plain pg_dump -Fc.
+bench-db ROWS="2000000" RUNS="3":
+    BENCH_DB_RUNS={{RUNS}} tools/bench-db.sh {{ROWS}}
 
 # Regenerate the App CRD yaml from the Rust types (a unit test diffs it).
 crd:

@@ -40,7 +40,9 @@ pub enum PostgresError {
          install postgresql-15 (apt-get install postgresql-15) or set UPGRADE_GATE_PG_BIN_DIR"
     )]
     BinariesMissing(PathBuf),
-    #[error("no system user `postgres` to run the server as (apt-get install postgresql-15 creates it)")]
+    #[error(
+        "no system user `postgres` to run the server as (apt-get install postgresql-15 creates it)"
+    )]
     NoPostgresUser,
     #[error("the throwaway PostgreSQL must be started as root (it runs the server as `postgres`)")]
     NotRoot,
@@ -203,7 +205,11 @@ impl TempPostgresBuilder {
             .arg("--pgdata")
             .arg(&data)
             .args(["--username=postgres", "--encoding=UTF8", "--locale=C"])
-            .args(["--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync"])
+            .args([
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "--no-sync",
+            ])
             .arg(format!("--pwfile={}", password_file.display()))
             .current_dir(&root)
             .uid(user.uid.as_raw())
@@ -239,7 +245,8 @@ impl TempPostgresBuilder {
             args.push(format!("{name}={value}").into());
         }
         // setpriv execs the server, so the recorded PID is the postmaster's.
-        let mut spec = ProcessSpec::new("postgres", "setpriv", root.join("postgres.log")).args(args);
+        let mut spec =
+            ProcessSpec::new("postgres", "setpriv", root.join("postgres.log")).args(args);
         spec.stop_signal = StopSignal::Int;
         if let Some(netns) = &self.netns {
             spec = spec.in_netns(format!("/run/netns/{netns}"));
@@ -347,7 +354,12 @@ impl TempPostgres {
             .arg(self.dir())
             .arg("--port")
             .arg(self.port.to_string())
-            .args(["--username=postgres", "--no-psqlrc", "--quiet", "--tuples-only"])
+            .args([
+                "--username=postgres",
+                "--no-psqlrc",
+                "--quiet",
+                "--tuples-only",
+            ])
             .args(["--no-align", "--set=ON_ERROR_STOP=1"])
             .arg(format!("--dbname={database}"))
             .arg("--command")
@@ -448,9 +460,16 @@ mod tests {
             .expect("throwaway PostgreSQL (needs root and postgresql-15)");
         let dir = pg.dir().to_owned();
         let pid = pg.record.as_ref().map(|r| r.pid).expect("record");
-        let url = pg.create_database("fixture_check").expect("create database");
+        let url = pg
+            .create_database("fixture_check")
+            .expect("create database");
         assert!(url.ends_with("/fixture_check"), "{url}");
-        assert_eq!(pg.psql("fixture_check", "SELECT 40 + 2").expect("psql").trim(), "42");
+        assert_eq!(
+            pg.psql("fixture_check", "SELECT 40 + 2")
+                .expect("psql")
+                .trim(),
+            "42"
+        );
         assert!(dir.join("data").is_dir());
         drop(pg);
         assert!(!dir.exists(), "{} left behind", dir.display());
