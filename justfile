@@ -55,7 +55,7 @@ catalog REGISTRY="ghcr.io/upgrade-gate":
 validate: cluster-bins
     release-tools/validate.sh
 
-# The upgrade chain on a kind cluster (needs docker, kind, kubectl, operator-sdk or curl).
+# The upgrade chain on a kind cluster (needs kind, kubectl, jq, docker or E2E_CONTAINER_TOOL=podman).
 e2e-kind:
     tools/e2e-kind/run.sh
 
