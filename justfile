@@ -13,7 +13,7 @@ default:
     @just --list
 
 # Everything: lint, unit + mocked tests, then the real-component tests.
-test: lint validate test-fast test-postgres
+test: lint validate test-fast test-postgres test-cluster
 
 # Unit tests and mocked-API tests only (seconds, no real components).
 test-fast:
@@ -88,3 +88,68 @@ image:
 # Print the path of the image's OCI archive (written by `just image`).
 image-archive:
     @echo "{{cache}}/images/upgrade-gate-{{version}}.oci.tar"
+
+# ---- Local cluster harness (harness/, docs/harness.md) ----
+# `cluster` is the harness CLI; the cluster's components outlive it (daemons),
+# and its state file /run/upgrade-gate/<NAME>/state.json is what env/load/down read.
+cluster := "cargo run --quiet --package upgrade-gate-harness --bin cluster --"
+pause_archive := cache / "images/pause-3.10.oci.tar"
+
+# Cargo test targets that need the shared cluster, as <package>:<test target>.
+# Add yours here; `just test-cluster` runs them all against one fresh cluster.
+cluster_tests := "upgrade-gate-harness:cluster_smoke upgrade-gate-harness:cluster_teardown"
+
+# Start local cluster NAME (builds the tools and images first) and load our image.
+cluster-up NAME="dev": cluster-bins pause-image image
+    UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)" \
+    UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}" \
+      {{cluster}} up {{NAME}} --image "$(just image-archive)"
+
+# Print `export` lines (KUBECONFIG, DATABASE_URL, ...) for: eval "$(just cluster-env NAME)"
+cluster-env NAME="dev":
+    @{{cluster}} env {{NAME}}
+    @echo "export UPGRADE_GATE_IMAGE=localhost/upgrade-gate:{{version}}"
+
+# (Re)build our image and import it into cluster NAME's containerd.
+cluster-load NAME="dev": image
+    {{cluster}} load {{NAME}} "$(just image-archive)"
+
+# Tear cluster NAME down; fails if anything of it is left.
+cluster-down NAME="dev":
+    {{cluster}} down {{NAME}}
+
+# List what cluster NAME left on the machine (processes, mounts, netns, links, cgroups).
+cluster-leftovers NAME="dev":
+    {{cluster}} leftovers {{NAME}}
+
+# Run cluster test targets on a fresh cluster; always tears it down and checks leftovers.
+test-cluster TARGETS=cluster_tests: cluster-bins pause-image image
+    #!/usr/bin/env bash
+    set -euo pipefail
+    started=$(date +%s.%N)
+    cargo build --quiet --package upgrade-gate-harness --bin cluster
+    cluster_bin=target/debug/cluster
+    name="test-$$"
+    samples=$(mktemp)
+    sampler=""
+    finish() {
+      local status=$?
+      if [[ -n $sampler ]]; then kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; fi
+      "$cluster_bin" down "$name" || status=1
+      echo "peak cluster memory (sum of RSS, sampled every second): $(sort -n "$samples" | tail -n1) MiB"
+      echo "cluster test run: $(printf '%.1f' "$(echo "$(date +%s.%N) - $started" | bc)") s"
+      rm -f "$samples"
+      exit "$status"
+    }
+    trap finish EXIT
+    export UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)"
+    export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
+    "$cluster_bin" up "$name" --image "$(just image-archive)"
+    ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
+    sampler=$!
+    eval "$("$cluster_bin" env "$name")"
+    export UPGRADE_GATE_IMAGE="localhost/upgrade-gate:{{version}}"
+    for target in {{TARGETS}}; do
+      echo "== cargo test --package ${target%%:*} --test ${target#*:}"
+      cargo test --package "${target%%:*}" --test "${target#*:}" -- --nocapture
+    done
