@@ -1,8 +1,21 @@
 //! upgrade-gate: keeps OLM from upgrading a stateful operator while its
 //! database upgrade runs.
 //!
-//! Modules, one per concern (each says what it owns in its own comment):
-//! see the list below.
+//! The modules, one per concern (each says in its own comment what it owns
+//! and what it must not touch):
+//!
+//! | module | concern |
+//! | --- | --- |
+//! | [`operator_condition`] | OLM's v2 `OperatorCondition`: the `Upgradeable` entry, OLM's verdict, writes that wait for OLM |
+//! | [`gate`] | `upgrade-gate hold` / `release` / `status`: the init container's steps and exit codes |
+//! | [`app`] | the `App` custom resource and its CRD |
+//! | [`operator`] | `app-operator`: observe → decide → act per App, and the operator-wide gate |
+//! | [`migrations`] | the schema migrations embedded per release |
+//! | [`schema`] | where a database stands and what a release must do (pure plan) |
+//! | [`db_config`] | how a database is reached (URL, libpq variables, Secret files, TLS) |
+//! | [`db_upgrade`] | `app-db-upgrade`: lock, back up, migrate, report |
+//! | [`server`] | `app-server`, the sample application |
+//! | [`telemetry`] | logging set-up shared by every binary |
 pub mod app;
 pub mod db_config;
 pub mod db_upgrade;
