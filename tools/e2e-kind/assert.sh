@@ -66,7 +66,7 @@ blocked_while_job_runs() {
     [[ $job == "$job_prefix"* ]] || continue
     active=$(jsonpath "$ns" job "$job" '{.status.active}')
     if [[ ${active:-0} -ge 1 ]]; then
-      log "observed: CSV $to_csv Pending (OperatorConditionNotUpgradeable: $(jsonpath "$ns" csv "$to_csv" '{.status.message}')) while Job $job runs"
+      log "observed: CSV $to_csv Pending (OperatorConditionNotUpgradeable: $(jsonpath "$ns" csv "$to_csv" '{.status.message}')) while Job $job runs" 2>&3
       return 0
     fi
   done

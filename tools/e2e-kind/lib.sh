@@ -14,7 +14,7 @@ OLM_VERSION=${OLM_VERSION:-v0.46.0}
 E2E_NAMESPACE=${E2E_NAMESPACE:-upgrade-gate-e2e}
 E2E_DB_NAMESPACE=${E2E_DB_NAMESPACE:-upgrade-gate-e2e-db}
 E2E_APP=${E2E_APP:-shop}
-E2E_SEED_ROWS=${E2E_SEED_ROWS:-20000}
+E2E_SEED_ROWS=${E2E_SEED_ROWS:-200000}
 E2E_ARTIFACTS=${E2E_ARTIFACTS:-$repo_root/target/e2e-kind}
 CATALOG_SOURCE=upgrade-gate-catalog
 CATALOG_NAMESPACE=olm
@@ -36,7 +36,9 @@ wait_until() {
   local timeout=$1 description=$2
   shift 2
   local deadline=$((SECONDS + timeout))
-  until "$@" >/dev/null 2>&1; do
+  # The command's own output is noise while it polls; what it means to
+  # report it writes to fd 3.
+  until "$@" 3>&2 >/dev/null 2>&1; do
     if ((SECONDS >= deadline)); then
       fail "timed out after ${timeout}s waiting for: $description"
     fi
