@@ -24,7 +24,7 @@ build_binary() {
   fi
   mkdir -p "$out"
   local start
-  start=$(date +%s.%N)
+  start=$(now)
   log "$module: building $name ($package${tags:+, tags $tags})"
   (
     cd "$tools_src/$module"
@@ -43,7 +43,7 @@ required_version() {
 # Downloads a wrapper module's dependencies (a no-op when they are cached).
 download_modules() {
   local module=$1 start
-  start=$(date +%s.%N)
+  start=$(now)
   (cd "$tools_src/$module" && go mod download)
   log "$module: modules downloaded/verified in $(elapsed_since "$start") s"
 }
@@ -150,7 +150,8 @@ assemble_current() {
 
 main() {
   local start
-  start=$(date +%s.%N)
+  start=$(now)
+  hold_lock tools
   ensure_debian_packages containerd runc containernetworking-plugins iptables podman mmdebstrap uidmap
   build_kubernetes
   build_etcd

@@ -44,20 +44,29 @@ image_label() {
   podman image inspect --format "{{index .Labels \"$2\"}}" "$1" 2>/dev/null || true
 }
 
-# Saves an image as an OCI archive, atomically.
+# Saves an image as an OCI archive, atomically; skipped when the archive
+# already holds this image (its ID is kept next to it in <archive>.id).
 save_archive() {
   local reference=$1 archive=$2
+  local id
+  id=$(podman image inspect --format '{{.Id}}' "$reference")
+  if [[ -f $archive && -f $archive.id && $(<"$archive.id") == "$id" ]]; then
+    log "$archive holds $reference already"
+    return
+  fi
   local start
-  start=$(date +%s.%N)
+  start=$(now)
   mkdir -p "$images_dir"
-  rm -f "$archive.partial"
+  rm -f "$archive.partial" "$archive.id"
   podman save --quiet --format oci-archive -o "$archive.partial" "$reference"
   mv "$archive.partial" "$archive"
+  printf '%s\n' "$id" >"$archive.id"
   log "saved $reference to $archive ($(du -h "$archive" | cut -f1)) in $(elapsed_since "$start") s"
 }
 
 build_pause() {
   ensure_debian_packages podman gcc libc6-dev
+  hold_lock images
   local source_hash archive="$images_dir/pause-3.10.oci.tar"
   source_hash=$(cat "$tools_src/pause/pause.c" "$tools_src/pause/Containerfile" | short_hash)
   if [[ $(image_label "$pause_tag" org.upgrade-gate.source-hash) == "$source_hash" && -f $archive ]]; then
@@ -66,7 +75,7 @@ build_pause() {
     return
   fi
   local start context="$scratch/pause-context"
-  start=$(date +%s.%N)
+  start=$(now)
   mkdir -p "$context"
   gcc -static -O2 -s -Wall -Wextra -Werror -o "$context/pause" "$tools_src/pause/pause.c"
   podman build --quiet --label "org.upgrade-gate.source-hash=$source_hash" \
@@ -81,6 +90,7 @@ base_tag() {
 }
 
 build_base() {
+  hold_lock images
   local tag
   tag=$(base_tag)
   if image_exists "$tag"; then
@@ -90,7 +100,7 @@ build_base() {
   fi
   ensure_debian_packages podman mmdebstrap uidmap
   local start work="$scratch"
-  start=$(date +%s.%N)
+  start=$(now)
   mmdebstrap --quiet "${base_args[@]}" "$work/rootfs.tar" "$base_mirror"
   log "mmdebstrap root file system in $(elapsed_since "$start") s"
   podman import --quiet \
@@ -118,11 +128,13 @@ build_app() {
     return 1
   fi
   local start
-  start=$(date +%s.%N)
+  start=$(now)
   log "cargo build --release of $name: ${binaries[*]}"
   (cd "$repo_root" && cargo build --release --bins -p "$name")
   log "cargo build in $(elapsed_since "$start") s"
 
+  # Cargo has its own lock; the image lock is taken only for the podman steps.
+  hold_lock images
   local base tag="localhost/upgrade-gate:$version"
   base=$(build_base)
   local staged="$repo_root/target/image-bins" binary
@@ -131,7 +143,7 @@ build_app() {
   for binary in "${binaries[@]}"; do
     cp -p "$target_dir/release/$binary" "$staged/"
   done
-  start=$(date +%s.%N)
+  start=$(now)
   podman build --quiet --target runtime-prebuilt \
     --build-arg "RUNTIME_BASE=$base" --build-arg "VERSION=$version" \
     -f "$repo_root/Containerfile" -t "$tag" "$repo_root" >/dev/null

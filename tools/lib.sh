@@ -54,8 +54,29 @@ current_dir() {
   printf '%s/tools/current-%s\n' "$cache_root" "$(printf '%s' "$key" | short_hash)"
 }
 
-# Seconds since $1 (a `date +%s.%N` value), one decimal.
-elapsed_since() { printf '%.1f' "$(echo "$(date +%s.%N) - $1" | bc)"; }
+# A timestamp in nanoseconds, for elapsed_since.
+now() { date +%s%N; }
+
+# Seconds since $1 (a `now` value), one decimal.
+elapsed_since() {
+  local tenths=$((($(now) - $1) / 100000000))
+  printf '%d.%d' $((tenths / 10)) $((tenths % 10))
+}
+
+# Holds an exclusive lock named $1 (under the cache) until the script exits,
+# so concurrent runs (two terminals, a test run) never build into the same paths.
+declare -A held_locks=()
+hold_lock() {
+  [[ -z ${held_locks[$1]:-} ]] || return 0
+  held_locks[$1]=1
+  local lock_file="$cache_root/.$1.lock" fd
+  mkdir -p "$cache_root"
+  exec {fd}>"$lock_file"
+  if ! flock --nonblock "$fd"; then
+    log "waiting for another run holding $lock_file"
+    flock "$fd"
+  fi
+}
 
 # Installs the given Debian packages that are not installed yet; runs
 # `apt-get update` once, and only when something is missing.
@@ -71,7 +92,7 @@ ensure_debian_packages() {
     return
   fi
   local start
-  start=$(date +%s.%N)
+  start=$(now)
   log "installing debian packages: ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
