@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # Shared by tools/build.sh, tools/bin-dir.sh and tools/image.sh (sourced, not run).
 # Owns: the cache layout for built tools and images, the list of wrapper
-# modules, and installing missing Debian packages. Touches nothing in the
-# work tree except reading the wrapper modules' go.sum files.
+# modules, the build locks, and installing missing Debian packages. Only reads
+# the work tree (the wrapper modules' go.sum files and cmd/ sources).
 
 tools_src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${UPGRADE_GATE_CACHE:-$HOME/.cache/upgrade-gate}
