@@ -480,10 +480,41 @@ async fn release_7_9_3_installs_through_olm_with_its_gate_confirmed() {
     drop(installed);
 }
 
-/// Rows `app-db-upgrade seed` adds before the channel switch: enough that
-/// 7.10.0's reshape of the activity log outlasts OLM's few seconds between
-/// 7.10.0 succeeding and 7.10.1's CSV appearing.
+/// Rows `app-db-upgrade seed` adds before the channel switch, so the
+/// upgrades move real data.
 const SEED_ROWS: &str = "200000";
+
+/// Holds `app-db-upgrade`'s advisory lock on a database from a session of its
+/// own, so an upgrade Job started meanwhile waits (observably `active`) until
+/// [`UpgradeLockHeld::release`]. This makes "7.10.0's upgrade is still
+/// running when 7.10.1's CSV appears" certain instead of a race against the
+/// machine's speed; the Job's own bounded lock wait (120 s) is the deadline.
+struct UpgradeLockHeld {
+    client: tokio_postgres::Client,
+    connection: tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>,
+}
+
+impl UpgradeLockHeld {
+    async fn take(url: &str) -> Self {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|error| panic!("connecting to hold the upgrade lock: {error}"));
+        let connection = tokio::spawn(connection);
+        client
+            .execute(
+                "SELECT pg_advisory_lock($1)",
+                &[&upgrade_gate::db_upgrade::lock::UPGRADE_LOCK_KEY],
+            )
+            .await
+            .unwrap_or_else(|error| panic!("taking the upgrade lock: {error}"));
+        Self { client, connection }
+    }
+
+    async fn release(self) {
+        drop(self.client);
+        let _closed = self.connection.await;
+    }
+}
 
 /// What the upgrades must keep: row counts and the sum of execution ids.
 async fn data_fingerprint(url: &str) -> Vec<i64> {
@@ -508,7 +539,8 @@ async fn data_fingerprint(url: &str) -> Vec<i64> {
 /// Subscription switched to `7.10.x`. 7.10.1 must wait (Pending,
 /// OperatorConditionNotUpgradeable) while 7.10.0's database upgrade Job runs;
 /// then the chain completes with the data intact. The assertions are
-/// `assert.sh chain`, the ones the kind workflow runs.
+/// `assert.sh blocked` and `completed` (the kind workflow runs `chain`,
+/// both in one), with the upgrade lock held across the switch.
 #[tokio::test]
 async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     let cluster = TestCluster::from_env();
@@ -527,6 +559,7 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     );
     let before = data_fingerprint(&installed.database.url).await;
 
+    let lock = UpgradeLockHeld::take(&installed.database.url).await;
     let switched = Instant::now();
     let subscriptions = olm_api(
         &namespace.client(),
@@ -546,11 +579,21 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     shared_assertion(
         &cluster,
         &[
-            "chain",
+            "blocked",
+            &namespace.name,
+            &installed.app_name,
+            "7.10.0",
+            "7.10.1",
+        ],
+    );
+    lock.release().await;
+    shared_assertion(
+        &cluster,
+        &[
+            "completed",
             &namespace.name,
             &installed.app_name,
             "7.9.3",
-            "7.10.0",
             "7.10.1",
         ],
     );

@@ -94,7 +94,8 @@ ensure_debian_packages() {
   local start
   start=$(now)
   log "installing debian packages: ${missing[*]}"
+  # With their recommended packages: the set podman's builds were tried with here.
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
   log "installed ${missing[*]} in $(elapsed_since "$start") s"
 }

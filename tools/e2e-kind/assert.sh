@@ -14,7 +14,9 @@
 #   assert.sh chain NAMESPACE APP FROM MIDDLE TO
 #       After a channel switch from FROM: while MIDDLE's upgrade Job runs,
 #       TO's CSV is Pending with reason OperatorConditionNotUpgradeable; then
-#       TO Succeeded and the App Ready at TO.
+#       TO Succeeded and the App Ready at TO. The same in two halves:
+#   assert.sh blocked NAMESPACE APP MIDDLE TO
+#   assert.sh completed NAMESPACE APP FROM TO
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -73,10 +75,14 @@ blocked_while_job_runs() {
   return 1
 }
 
-chain() {
-  local ns=$1 app=$2 from=$3 middle=$4 to=$5
+blocked() {
+  local ns=$1 app=$2 middle=$3 to=$4
   wait_until 300 "CSV $(csv_name "$to") Pending (OperatorConditionNotUpgradeable) while $middle's upgrade Job runs" \
     blocked_while_job_runs "$ns" "$app" "$middle" "$to"
+}
+
+completed() {
+  local ns=$1 app=$2 from=$3 to=$4
   [[ "$(jsonpath "$ns" csv "$(csv_name "$from")" '{.metadata.name}')" == "" ]] ||
     log "note: CSV $(csv_name "$from") still present (being replaced)"
   wait_until 600 "CSV $(csv_name "$to") Succeeded" field_is "$ns" csv "$(csv_name "$to")" '{.status.phase}' Succeeded
@@ -85,9 +91,17 @@ chain() {
     operator_condition_current "$ns" "$(csv_name "$to")" True UpgradeComplete
 }
 
+chain() {
+  local ns=$1 app=$2 from=$3 middle=$4 to=$5
+  blocked "$ns" "$app" "$middle" "$to"
+  completed "$ns" "$app" "$from" "$to"
+}
+
 case ${1:-} in
   installed) [[ $# == 3 ]] || fail "usage: $0 installed NAMESPACE RELEASE"; installed "$2" "$3" ;;
   app-ready) [[ $# == 4 ]] || fail "usage: $0 app-ready NAMESPACE APP RELEASE"; app_ready "$2" "$3" "$4" ;;
+  blocked) [[ $# == 5 ]] || fail "usage: $0 blocked NAMESPACE APP MIDDLE TO"; blocked "$2" "$3" "$4" "$5" ;;
+  completed) [[ $# == 5 ]] || fail "usage: $0 completed NAMESPACE APP FROM TO"; completed "$2" "$3" "$4" "$5" ;;
   chain) [[ $# == 6 ]] || fail "usage: $0 chain NAMESPACE APP FROM MIDDLE TO"; chain "$2" "$3" "$4" "$5" "$6" ;;
-  *) fail "usage: $0 installed|app-ready|chain ..." ;;
+  *) fail "usage: $0 installed|app-ready|blocked|completed|chain ..." ;;
 esac
