@@ -1,0 +1,92 @@
+//! The backup claim an App's upgrade Job mounts: a PersistentVolumeClaim in
+//! the test's namespace, pre-bound to a static hostPath PersistentVolume of
+//! its own (the local cluster has no provisioner), whose directory belongs
+//! to the Job's UID. The guard deletes the (cluster-scoped) volume and the
+//! directory; the claim goes with the namespace.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+/// The UID the operator's Job pods run as.
+const JOB_UID: u32 = 65532;
+
+pub struct BackupVolume {
+    kubeconfig: PathBuf,
+    name: String,
+    _dir: tempfile::TempDir,
+}
+
+impl BackupVolume {
+    /// Creates claim `claim` in `namespace` and the volume bound to it.
+    pub async fn create(client: Client, kubeconfig: PathBuf, namespace: &str, claim: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
+        std::os::unix::fs::chown(dir.path(), Some(JOB_UID), Some(JOB_UID))
+            .unwrap_or_else(|error| panic!("chown {}: {error}", dir.path().display()));
+        let name = format!("{namespace}-{claim}");
+        let volume: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": dir.path(), "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": claim}
+            }
+        }))
+        .unwrap_or_else(|error| panic!("PersistentVolume: {error}"));
+        Api::<PersistentVolume>::all(client.clone())
+            .create(&PostParams::default(), &volume)
+            .await
+            .unwrap_or_else(|error| panic!("creating PersistentVolume {name}: {error}"));
+        let claim_object: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": claim},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "volumeName": name,
+                "storageClassName": "",
+                "resources": {"requests": {"storage": "1Gi"}}
+            }
+        }))
+        .unwrap_or_else(|error| panic!("PersistentVolumeClaim: {error}"));
+        Api::<PersistentVolumeClaim>::namespaced(client, namespace)
+            .create(&PostParams::default(), &claim_object)
+            .await
+            .unwrap_or_else(|error| panic!("creating PersistentVolumeClaim {claim}: {error}"));
+        Self {
+            kubeconfig,
+            name,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for BackupVolume {
+    fn drop(&mut self) {
+        let kubeconfig = self.kubeconfig.clone();
+        let name = self.name.clone();
+        let outcome = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| error.to_string())?;
+            runtime.block_on(async {
+                let client = harness::api::client_from_kubeconfig(&kubeconfig)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                Api::<PersistentVolume>::all(client)
+                    .delete(&name, &DeleteParams::background())
+                    .await
+                    .map(drop)
+                    .map_err(|error| error.to_string())
+            })
+        })
+        .join();
+        if !matches!(outcome, Ok(Ok(()))) {
+            eprintln!("deleting PersistentVolume {}: {outcome:?}", self.name);
+        }
+    }
+}
