@@ -97,7 +97,7 @@ pause_archive := cache / "images/pause-3.10.oci.tar"
 
 # Cargo test targets that need the shared cluster, as <package>:<test target>.
 # Add yours here; `just test-cluster` runs them all against one fresh cluster.
-cluster_tests := "upgrade-gate-harness:cluster_smoke upgrade-gate-harness:cluster_teardown upgrade-gate:cluster_manifests upgrade-gate:cluster_olm_install"
+cluster_tests := "upgrade-gate-harness:cluster_smoke upgrade-gate-harness:cluster_teardown upgrade-gate:cluster_manifests upgrade-gate:cluster_olm_install upgrade-gate:cluster_operator"
 
 # Start local cluster NAME (builds the tools and images first) and load our image.
 cluster-up NAME="dev": cluster-bins pause-image image

@@ -360,7 +360,16 @@ pub fn stopped(
     }
 }
 
-/// Recomputes the gate after every reconcile and writes it when it changed.
+/// Pause before writing the gate again after a failed write.
+const GATE_WRITE_RETRY: Duration = Duration::from_secs(5);
+/// How often the gate is recomputed from the in-memory App stores besides
+/// the wake-up after each reconcile: a deleted App is never reconciled, so
+/// only this notices that it is gone. No request is made unless the
+/// decision changed.
+const GATE_RECHECK: Duration = Duration::from_secs(1);
+
+/// Recomputes the gate after every reconcile (and every [`GATE_RECHECK`])
+/// and writes it when it changed.
 async fn gate_loop(
     stores: Vec<Store<App>>,
     ctx: Arc<Context>,
@@ -402,9 +411,9 @@ async fn gate_loop(
             readiness.set_ready();
         }
         let pause = if retry {
-            Duration::from_secs(5)
+            GATE_WRITE_RETRY
         } else {
-            Duration::from_secs(60)
+            GATE_RECHECK
         };
         tokio::select! {
             _ = ctx.gate_wakeup.notified() => {}
