@@ -1,0 +1,245 @@
+//! The test operator `gate-probe` and a file-based catalog with its bundles
+//! inline (`olm.bundle.object`, `image: ""`), built as JSON for `opm serve`.
+//!
+//! Owns: the shape of the test operator — a CSV without CRDs whose
+//! Deployment runs `upgrade-gate hold` from our image as its init container
+//! (with `OPERATOR_CONDITION_NAME` written literally, as OLM won't inject it
+//! into init containers) and a main container from the same image that first
+//! prints what `upgrade-gate status` says OLM will decide, then sleeps.
+//! Must not touch: the cluster (pure JSON, plus writing the catalog file).
+
+use std::path::Path;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+/// The package name in the catalog.
+pub const PACKAGE: &str = "gate-probe";
+/// The operator's Deployment (the same name in every version, as usual).
+pub const DEPLOYMENT: &str = "gate-probe";
+/// The operator's ServiceAccount.
+pub const SERVICE_ACCOUNT: &str = "gate-probe";
+/// The pod label selecting the operator's pods.
+pub const POD_LABEL: (&str, &str) = ("app", "gate-probe");
+/// The init container running `upgrade-gate hold`.
+pub const GATE_CONTAINER: &str = "upgrade-gate";
+/// The operator's main container.
+pub const MAIN_CONTAINER: &str = "probe";
+
+/// The channel that ends at `version`: every version up to it, each
+/// replacing the one before. A Subscription moved from one such channel to
+/// the next sees exactly one new version, after the current one installed.
+pub fn channel_until(version: &str) -> String {
+    format!("until-{version}")
+}
+
+/// The CSV (and OperatorCondition) name of `version`.
+pub fn csv_name(version: &str) -> String {
+    format!("{PACKAGE}.v{version}")
+}
+
+/// The CSV of `version`, replacing `replaces` (a CSV name) if given.
+pub fn cluster_service_version(image: &str, version: &str, replaces: Option<&str>) -> Value {
+    let name = csv_name(version);
+    let (label, value) = POD_LABEL;
+    let mut spec = json!({
+        "displayName": "gate-probe",
+        "description": "Test operator: its init container closes the upgrade gate before the main container starts",
+        "version": version,
+        "maturity": "alpha",
+        "provider": {"name": "upgrade-gate tests"},
+        "installModes": [
+            {"type": "OwnNamespace", "supported": true},
+            {"type": "SingleNamespace", "supported": true},
+            {"type": "MultiNamespace", "supported": false},
+            {"type": "AllNamespaces", "supported": false}
+        ],
+        "install": {
+            "strategy": "deployment",
+            "spec": {
+                // OLM binds its own Role for the OperatorCondition
+                // asynchronously; the CSV's permissions exist before the
+                // Deployment does.
+                "permissions": [{
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "rules": [{
+                        "apiGroups": ["operators.coreos.com"],
+                        "resources": ["operatorconditions"],
+                        "resourceNames": [name],
+                        "verbs": ["get", "update", "patch"]
+                    }]
+                }],
+                "deployments": [{
+                    "name": DEPLOYMENT,
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {label: value}},
+                        "strategy": {"type": "Recreate"},
+                        "template": {
+                            "metadata": {"labels": {label: value, "gate-probe/version": version}},
+                            "spec": pod_spec(image, version, &name)
+                        }
+                    }
+                }]
+            }
+        }
+    });
+    if let Some(replaced) = replaces {
+        spec["replaces"] = json!(replaced);
+    }
+    json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {
+            "name": name,
+            "annotations": {"capabilities": "Seamless Upgrades"}
+        },
+        "spec": spec
+    })
+}
+
+/// The operator pod: `upgrade-gate hold` as init container; the main
+/// container records OLM's verdict at its own start (`upgrade-gate status`,
+/// with the name OLM injects into main containers), then sleeps. `sleep` as
+/// PID 1 ignores SIGTERM, hence the short grace period.
+fn pod_spec(image: &str, version: &str, csv: &str) -> Value {
+    let restricted = json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "capabilities": {"drop": ["ALL"]}
+    });
+    json!({
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "terminationGracePeriodSeconds": 1,
+        "initContainers": [{
+            "name": GATE_CONTAINER,
+            "image": image,
+            "imagePullPolicy": "Never",
+            "command": ["upgrade-gate", "hold"],
+            "env": [
+                {"name": "OPERATOR_CONDITION_NAME", "value": csv},
+                {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "UPGRADE_GATE_RELEASE", "value": version},
+                {"name": "UPGRADE_GATE_TIMEOUT", "value": "90s"}
+            ],
+            "securityContext": restricted
+        }],
+        "containers": [{
+            "name": MAIN_CONTAINER,
+            "image": image,
+            "imagePullPolicy": "Never",
+            "command": ["sh", "-c", "upgrade-gate status && exec sleep infinity"],
+            "securityContext": restricted
+        }]
+    })
+}
+
+/// The catalog's documents: the package, one channel per version
+/// ([`channel_until`]; the default is the last one) and one inline bundle
+/// per version, each replacing the one before.
+pub fn catalog(image: &str, versions: &[&str]) -> Vec<Value> {
+    let mut entries = Vec::new();
+    let mut channels = Vec::new();
+    let mut bundles = Vec::new();
+    let mut previous: Option<String> = None;
+    for version in versions {
+        let name = csv_name(version);
+        let csv = cluster_service_version(image, version, previous.as_deref());
+        let mut entry = json!({"name": name});
+        if let Some(replaced) = &previous {
+            entry["replaces"] = json!(replaced);
+        }
+        entries.push(entry);
+        channels.push(json!({
+            "schema": "olm.channel",
+            "package": PACKAGE,
+            "name": channel_until(version),
+            "entries": entries
+        }));
+        let data = base64::engine::general_purpose::STANDARD.encode(csv.to_string());
+        bundles.push(json!({
+            "schema": "olm.bundle",
+            "name": name,
+            "package": PACKAGE,
+            "image": "",
+            "properties": [
+                {"type": "olm.package", "value": {"packageName": PACKAGE, "version": version}},
+                {"type": "olm.bundle.object", "value": {"data": data}}
+            ]
+        }));
+        previous = Some(name);
+    }
+    let default_channel = versions
+        .last()
+        .map(|v| channel_until(v))
+        .unwrap_or_default();
+    let mut documents =
+        vec![json!({"schema": "olm.package", "name": PACKAGE, "defaultChannel": default_channel})];
+    documents.extend(channels);
+    documents.extend(bundles);
+    documents
+}
+
+/// Writes [`catalog`] to `dir/gate-probe/catalog.json` (the layout `opm serve` reads).
+pub fn write_catalog(dir: &Path, image: &str, versions: &[&str]) {
+    let package_dir = dir.join(PACKAGE);
+    std::fs::create_dir_all(&package_dir)
+        .unwrap_or_else(|error| panic!("creating {}: {error}", package_dir.display()));
+    let text: String = catalog(image, versions)
+        .iter()
+        .map(|document| format!("{document}\n"))
+        .collect();
+    let file = package_dir.join("catalog.json");
+    std::fs::write(&file, text)
+        .unwrap_or_else(|error| panic!("writing {}: {error}", file.display()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle_csv(bundle: &Value) -> Value {
+        let data = bundle["properties"]
+            .as_array()
+            .and_then(|properties| properties.iter().find(|p| p["type"] == "olm.bundle.object"))
+            .and_then(|p| p["value"]["data"].as_str())
+            .expect("every bundle carries its CSV inline");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .expect("base64");
+        serde_json::from_slice(&bytes).expect("JSON")
+    }
+
+    #[test]
+    fn each_channel_ends_one_version_later_and_each_version_replaces_the_one_before() {
+        let documents = catalog("img", &["0.1.0", "0.2.0", "0.3.0"]);
+        assert_eq!(documents[0]["schema"], "olm.package");
+        assert_eq!(documents[0]["defaultChannel"], "until-0.3.0");
+        assert_eq!(documents[1]["name"], "until-0.1.0");
+        assert_eq!(
+            documents[1]["entries"],
+            json!([{"name": "gate-probe.v0.1.0"}])
+        );
+        let last = &documents[3]["entries"];
+        assert_eq!(last.as_array().map(Vec::len), Some(3));
+        assert_eq!(last[2]["replaces"], "gate-probe.v0.2.0");
+        let csvs: Vec<Value> = documents[4..].iter().map(bundle_csv).collect();
+        assert_eq!(csvs.len(), 3);
+        assert!(csvs[0]["spec"].get("replaces").is_none());
+        assert_eq!(csvs[1]["spec"]["replaces"], "gate-probe.v0.1.0");
+        assert_eq!(documents[4]["image"], "");
+    }
+
+    #[test]
+    fn the_init_container_names_its_own_operator_condition_literally() {
+        let csv = cluster_service_version("img", "0.2.0", None);
+        let deployment = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"];
+        let init = &deployment["template"]["spec"]["initContainers"][0];
+        assert_eq!(init["command"], json!(["upgrade-gate", "hold"]));
+        assert_eq!(init["env"][0]["value"], "gate-probe.v0.2.0");
+        assert_eq!(deployment["strategy"]["type"], "Recreate");
+        let rule = &csv["spec"]["install"]["spec"]["permissions"][0]["rules"][0];
+        assert_eq!(rule["resourceNames"], json!(["gate-probe.v0.2.0"]));
+    }
+}
