@@ -2,7 +2,9 @@
 //! justfile. `up` starts it and returns while it keeps running (its
 //! components are daemons; the state file is the source of truth for the
 //! other subcommands), `env` prints the variables for `eval`, `load` imports
-//! image archives, `down` tears it down, `leftovers` checks nothing is left.
+//! image archives, `serve-catalog` starts `opm serve` (recorded in the state
+//! file, so `down` stops it), `down` tears it down, `leftovers` checks
+//! nothing is left.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +53,15 @@ enum Command {
         #[arg(default_value = "dev")]
         name: ClusterName,
         archives: Vec<PathBuf>,
+    },
+    /// Serve a file-based catalog directory with `opm serve` on the node IP
+    /// (recorded in the state file: `down` stops it) and print the address
+    /// for a CatalogSource's `spec.address`.
+    ServeCatalog {
+        name: ClusterName,
+        catalog_dir: PathBuf,
+        #[arg(long, default_value_t = 50051)]
+        port: u16,
     },
     /// Tear cluster NAME down and check that nothing is left.
     Down {
@@ -139,6 +150,23 @@ async fn run(command: Command) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::ServeCatalog {
+            name,
+            catalog_dir,
+            port,
+        } => {
+            // opm runs as a daemon with a working directory of its own.
+            let catalog_dir = catalog_dir
+                .canonicalize()
+                .map_err(|e| format!("catalog directory {}: {e}", catalog_dir.display()))?;
+            let mut cluster = Cluster::attach(&name).map_err(|e| e.to_string())?;
+            let (_record, address) = cluster
+                .serve_catalog(&catalog_dir, port)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("{address}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Down { name } => {
             eprintln!("Deleting cluster {name} ...");
             let progress = harness::teardown::teardown(&name, false);
@@ -195,6 +223,23 @@ mod tests {
         };
         assert_eq!(name.as_str(), "test-1");
         assert_eq!(archives.len(), 2);
+    }
+
+    #[test]
+    fn serve_catalog_takes_a_name_a_directory_and_a_default_port() {
+        let cli = Cli::try_parse_from(["cluster", "serve-catalog", "demo", "catalog-local"])
+            .expect("parses");
+        let Command::ServeCatalog {
+            name,
+            catalog_dir,
+            port,
+        } = cli.command
+        else {
+            panic!("not serve-catalog");
+        };
+        assert_eq!(name.as_str(), "demo");
+        assert_eq!(catalog_dir, PathBuf::from("catalog-local"));
+        assert_eq!(port, 50051);
     }
 
     #[test]
