@@ -122,6 +122,14 @@ cluster-down NAME="dev":
 cluster-leftovers NAME="dev":
     {{cluster}} leftovers {{NAME}}
 
+# DEMO_ROWS=N seeds N rows (1000000); KEEP=1 keeps the cluster (docs/demo.md).
+# The main job: 7.9.3 -> 7.10.0 -> 7.10.1 through OLM on local cluster `demo`, narrated.
+demo: cluster-bins pause-image image
+    UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)" \
+    UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}" \
+    DEMO_IMAGE_ARCHIVE="$(just image-archive)" \
+      tools/demo/run.sh
+
 # Run cluster test targets on a fresh cluster; always tears it down and checks leftovers.
 test-cluster TARGETS=cluster_tests: cluster-bins pause-image image
     #!/usr/bin/env bash
