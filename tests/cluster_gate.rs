@@ -252,6 +252,8 @@ struct GateRun {
     pod: String,
     /// The OperatorCondition's generation OLM's status confirmed.
     generation: i64,
+    /// containerd: the pod's sandbox started (the pod's start on the node).
+    pod_started: Timestamp,
     /// containerd: the init container's task started / exited.
     gate_started: Timestamp,
     gate_exited: Timestamp,
@@ -268,6 +270,11 @@ impl GateRun {
     /// The measured figure: init container start → OLM's status shows the gate closed.
     fn gate_seconds(&self) -> f64 {
         seconds_between(self.gate_started, self.confirmed)
+    }
+
+    /// The same from the pod's start (sandbox included).
+    fn pod_seconds(&self) -> f64 {
+        seconds_between(self.pod_started, self.confirmed)
     }
 
     /// The gate's order, from three independent records.
@@ -292,10 +299,11 @@ impl GateRun {
 
     fn describe(&self) -> String {
         format!(
-            "pod {}: gate start -> OLM status False at generation {}: {:.3} s; hold exited {:.3} s after its start; main container started {:.3} s after the status",
+            "pod {}: gate start -> OLM status False at generation {}: {:.3} s (pod start -> status: {:.3} s); hold exited {:.3} s after its start; main container started {:.3} s after the status",
             self.pod,
             self.generation,
             self.gate_seconds(),
+            self.pod_seconds(),
             seconds_between(self.gate_started, self.gate_exited),
             seconds_between(self.confirmed, self.main_started),
         )
@@ -380,6 +388,9 @@ async fn gate_run(
         "pod {}: `upgrade-gate hold` must succeed at its first try",
         pod.name_any()
     );
+    let pod_started = containers
+        .sandbox_started(&pod.uid().unwrap_or_default(), OLM_STEP)
+        .await;
     let gate = containers.wait_for(&gate_id, true, OLM_STEP).await;
     let main = containers.wait_for(&main_id, false, OLM_STEP).await;
     let (confirmed, generation) = conditions
@@ -404,6 +415,7 @@ async fn gate_run(
     GateRun {
         pod: pod.name_any(),
         generation,
+        pod_started,
         gate_started: known(gate.started),
         gate_exited: known(gate.exited),
         confirmed,
@@ -564,15 +576,30 @@ async fn olm_starts_the_operator_only_after_its_status_shows_the_gate_closed() {
         assert_main_container_saw_the_gate_closed(&namespace, &run.pod).await;
         runs.push(run);
     }
-    let samples: Vec<f64> = runs.iter().map(GateRun::gate_seconds).collect();
-    let figure = median(&samples);
-    eprintln!(
-        "MEASURED gate init container start -> Upgradeable=False confirmed in OLM's status: median {figure:.3} s over {} pod starts (samples {:?} s; goal <= {GATE_GOAL_SECONDS} s)",
-        samples.len(),
+    let gate_samples: Vec<f64> = runs.iter().map(GateRun::gate_seconds).collect();
+    let pod_samples: Vec<f64> = runs.iter().map(GateRun::pod_seconds).collect();
+    let listed = |samples: &[f64]| {
         samples
             .iter()
             .map(|s| format!("{s:.3}"))
             .collect::<Vec<_>>()
+            .join(", ")
+    };
+    eprintln!(
+        "MEASURED gate init container start -> Upgradeable=False confirmed in OLM's status: median {:.3} s over {} pod starts (samples {} s; goal <= {GATE_GOAL_SECONDS} s)",
+        median(&gate_samples),
+        gate_samples.len(),
+        listed(&gate_samples)
+    );
+    eprintln!(
+        "MEASURED pod sandbox start -> Upgradeable=False confirmed in OLM's status: median {:.3} s over {} pod starts (samples {} s)",
+        median(&pod_samples),
+        pod_samples.len(),
+        listed(&pod_samples)
+    );
+    assert!(
+        median(&gate_samples) <= GATE_GOAL_SECONDS,
+        "the gate took longer than its goal of {GATE_GOAL_SECONDS} s (median)"
     );
     drop(namespace);
     drop(served);

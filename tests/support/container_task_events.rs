@@ -31,6 +31,8 @@ pub enum TaskEvent {
     Started { container: String, at: Timestamp },
     /// A container's task exited (`exited_at` of the event).
     Exited { container: String, at: Timestamp },
+    /// The CRI plugin labelled a pod sandbox (pause) container with its pod's UID.
+    Sandbox { container: String, pod_uid: String },
     /// A containerd namespace was created (used as a subscription marker).
     NamespaceCreated { name: String },
 }
@@ -68,6 +70,14 @@ pub fn parse_event_line(line: &str) -> Option<TaskEvent> {
             };
             Some(TaskEvent::Exited { container, at })
         }
+        "/containers/update" => {
+            let labels = &body["labels"];
+            (labels["io.cri-containerd.kind"] == "sandbox").then_some(())?;
+            Some(TaskEvent::Sandbox {
+                container: text("id")?,
+                pod_uid: labels["io.kubernetes.pod.uid"].as_str()?.to_owned(),
+            })
+        }
         "/namespaces/create" => Some(TaskEvent::NamespaceCreated {
             name: text("name")?,
         }),
@@ -91,9 +101,17 @@ pub struct TaskTimes {
     pub exited: Option<Timestamp>,
 }
 
+/// What the subscription has seen: task times by container id, and the
+/// sandbox container id of each pod UID.
+#[derive(Debug, Default)]
+struct Seen {
+    times: HashMap<String, TaskTimes>,
+    sandboxes: HashMap<String, String>,
+}
+
 /// A running `ctr events` subscription and what it has seen.
 pub struct ContainerTaskEvents {
-    times: watch::Receiver<HashMap<String, TaskTimes>>,
+    seen: watch::Receiver<Seen>,
     child: tokio::process::Child,
     reader: tokio::task::JoinHandle<()>,
 }
@@ -119,17 +137,20 @@ impl ContainerTaskEvents {
             .stdout
             .take()
             .unwrap_or_else(|| panic!("`{CTR} events` has no stdout pipe"));
-        let (sender, times) = watch::channel(HashMap::<String, TaskTimes>::new());
+        let (sender, seen) = watch::channel(Seen::default());
         let (marker_sender, mut markers) = watch::channel(Vec::<String>::new());
         let reader = tokio::spawn(async move {
             let mut lines = BufReader::new(stdout).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 match parse_event_line(&line) {
-                    Some(TaskEvent::Started { container, at }) => sender.send_modify(|times| {
-                        times.entry(container).or_default().started = Some(at);
+                    Some(TaskEvent::Started { container, at }) => sender.send_modify(|seen| {
+                        seen.times.entry(container).or_default().started = Some(at);
                     }),
-                    Some(TaskEvent::Exited { container, at }) => sender.send_modify(|times| {
-                        times.entry(container).or_default().exited = Some(at);
+                    Some(TaskEvent::Exited { container, at }) => sender.send_modify(|seen| {
+                        seen.times.entry(container).or_default().exited = Some(at);
+                    }),
+                    Some(TaskEvent::Sandbox { container, pod_uid }) => sender.send_modify(|seen| {
+                        seen.sandboxes.insert(pod_uid, container);
                     }),
                     Some(TaskEvent::NamespaceCreated { name }) => {
                         marker_sender.send_modify(|names| names.push(name));
@@ -167,7 +188,7 @@ impl ContainerTaskEvents {
             );
         }
         Self {
-            times,
+            seen,
             child,
             reader,
         }
@@ -176,22 +197,39 @@ impl ContainerTaskEvents {
     /// The task times of `container` (a containerID without `containerd://`)
     /// once its start — and, with `exited`, its exit — was seen.
     pub async fn wait_for(&self, container: &str, exited: bool, timeout: Duration) -> TaskTimes {
-        let mut receiver = self.times.clone();
-        let outcome = tokio::time::timeout(
-            timeout,
-            receiver.wait_for(|times| {
-                times
-                    .get(container)
-                    .is_some_and(|t| t.started.is_some() && (t.exited.is_some() || !exited))
-            }),
-        )
-        .await;
-        match outcome {
-            Ok(Ok(times)) => times.get(container).copied().unwrap_or_default(),
-            _ => panic!(
+        let done = |seen: &Seen| {
+            seen.times
+                .get(container)
+                .filter(|t| t.started.is_some() && (t.exited.is_some() || !exited))
+                .copied()
+        };
+        self.wait(timeout, done).await.unwrap_or_else(|| {
+            panic!(
                 "containerd reported no {} of container {container} within {timeout:?}",
                 if exited { "start and exit" } else { "start" }
-            ),
+            )
+        })
+    }
+
+    /// When the pod sandbox of the pod with `pod_uid` started: the pod's
+    /// start as the node saw it.
+    pub async fn sandbox_started(&self, pod_uid: &str, timeout: Duration) -> Timestamp {
+        let done = |seen: &Seen| {
+            let sandbox = seen.sandboxes.get(pod_uid)?;
+            seen.times.get(sandbox)?.started
+        };
+        self.wait(timeout, done).await.unwrap_or_else(|| {
+            panic!("containerd reported no started sandbox of pod {pod_uid} within {timeout:?}")
+        })
+    }
+
+    async fn wait<T>(&self, timeout: Duration, done: impl Fn(&Seen) -> Option<T>) -> Option<T> {
+        let mut receiver = self.seen.clone();
+        let outcome =
+            tokio::time::timeout(timeout, receiver.wait_for(|seen| done(seen).is_some())).await;
+        match outcome {
+            Ok(Ok(seen)) => done(&seen),
+            _ => None,
         }
     }
 }
@@ -260,6 +298,16 @@ mod tests {
                 at: "2026-11-29T19:25:08Z".parse().expect("valid")
             })
         );
+        let sandbox = r#"2026-11-29 19:25:08.1 +0000 UTC k8s.io /containers/update {"id":"s","image":"localhost/pause:3.10","labels":{"io.cri-containerd.kind":"sandbox","io.kubernetes.pod.uid":"u"}}"#;
+        assert_eq!(
+            parse_event_line(sandbox),
+            Some(TaskEvent::Sandbox {
+                container: "s".into(),
+                pod_uid: "u".into()
+            })
+        );
+        let container = r#"2026-11-29 19:25:08.1 +0000 UTC k8s.io /containers/update {"id":"c","labels":{"io.cri-containerd.kind":"container","io.kubernetes.pod.uid":"u"}}"#;
+        assert_eq!(parse_event_line(container), None);
         let other = r#"2026-11-29 19:25:08.1 +0000 UTC k8s.io /containers/create {"id":"x"}"#;
         assert_eq!(parse_event_line(other), None);
         assert_eq!(parse_event_line("garbage"), None);
