@@ -174,13 +174,20 @@ upgrade_job_succeeded() {
   [[ -n $job ]] && job_succeeded "$job"
 }
 job_succeeded() { [[ "$(jsonpath "$ns" job "$1" '{.status.succeeded}')" -ge 1 ]]; }
+server_pod() {
+  kubectl -n "$ns" get pods -l "app.kubernetes.io/component=server,upgrade-gate.dev/app=$app" \
+    -o jsonpath='{.items[?(@.status.phase=="Running")].metadata.name}' | awk '{print $1}'
+}
+# GET PATH from app-server's pod through the API server's pod proxy.
+server_get() {
+  kubectl get --raw "/api/v1/namespaces/$ns/pods/$(server_pod):8080/proxy/$1"
+}
 server_serves() {
   local pod
-  pod=$(kubectl -n "$ns" get pods -l "app.kubernetes.io/component=server,upgrade-gate.dev/app=$app" \
-    -o jsonpath='{.items[?(@.status.phase=="Running")].metadata.name}' | awk '{print $1}')
+  pod=$(server_pod)
   [[ -n $pod ]] || return 1
   [[ "$(jsonpath "$ns" pod "$pod" '{.spec.containers[0].args[1]}')" == "$to" ]] || return 1
-  kubectl get --raw "/api/v1/namespaces/$ns/pods/$pod:8080/proxy/healthz" | grep -qx "ok: release $to"
+  server_get healthz | grep -qx "ok: release $to"
 }
 
 # The Upgradeable condition of a release's OperatorCondition, from describe.
@@ -347,7 +354,9 @@ after=$(tail -n1 "$E2E_ARTIFACTS/fingerprint-after")
   fail "data changed across the upgrade: before $(fingerprint_text "$before"); after $(fingerprint_text "$after")"
 say "data intact: $(fingerprint_text "$after") (before and after)"
 await 120 "app-server of $to serving /healthz" server_serves
-say "app-server: $(kubectl -n "$ns" get deployment "$app-server" -o jsonpath='{.status.readyReplicas}/{.spec.replicas} ready') at release $to, /healthz answers \"ok: release $to\""
+integrations=$(server_get integrations | jq -r 'length as $n | "\($n) integrations listed (with \(map(.steps) | add) steps)"') ||
+  fail "app-server of $to does not serve /integrations"
+say "app-server $(server_pod) (release $to): /healthz \"ok: release $to\"; /integrations: $integrations"
 step_done "Schema at $to's target, data intact, server serving"
 
 summary() {
