@@ -345,7 +345,6 @@ async fn fresh_app_becomes_ready_and_opens_the_gate(cluster: TestCluster) {
             .map(String::as_str),
         Some(RELEASE)
     );
-    drop(database);
 }
 
 /// A database at 7.9.3: the gate stays closed while the Job runs and until
