@@ -28,7 +28,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
@@ -242,6 +242,11 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// Reconciles running at once per watched scope. Each one opens a database
+/// connection: unbounded, 500 Apps on one PostgreSQL server exhausted its
+/// `max_connections` (100) and were reported `DatabaseUnreachable`.
+pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
+
 /// How the operator runs.
 pub struct OperatorConfig {
     /// Namespaces to watch; empty = all.
@@ -321,6 +326,7 @@ pub async fn run(
             ),
         };
         let controller = Controller::new(apps, watcher::Config::default())
+            .with_config(controller::Config::default().concurrency(MAX_CONCURRENT_RECONCILES))
             .owns(jobs, owned.clone())
             .owns(deployments, owned.clone())
             .graceful_shutdown_on(stopped(shutdown.clone()));
