@@ -71,6 +71,26 @@ pub struct TempPostgresBuilder {
     bin_dir: PathBuf,
     settings: Vec<(String, String)>,
     base_dir: Option<PathBuf>,
+    tls: Option<ServerTls>,
+}
+
+/// The server's TLS identity (PEM), written into the data directory as
+/// `server.crt`/`server.key` (owner `postgres`, mode 0600) with `ssl = on`.
+#[derive(Clone)]
+pub struct ServerTls {
+    pub cert_pem: String,
+    pub key_pem: String,
+    /// Refuse TCP connections without TLS (`hostnossl all all all reject`
+    /// ahead of every other `pg_hba.conf` line).
+    pub required: bool,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("required", &self.required)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for TempPostgresBuilder {
@@ -89,6 +109,7 @@ impl Default for TempPostgresBuilder {
                 .map_or_else(|| PathBuf::from(DEFAULT_BIN_DIR), PathBuf::from),
             settings: Vec::new(),
             base_dir: None,
+            tls: None,
         }
     }
 }
@@ -140,6 +161,12 @@ impl TempPostgresBuilder {
     /// temporary directory).
     pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.base_dir = Some(dir.into());
+        self
+    }
+
+    /// Serve TLS with this certificate and key.
+    pub fn tls(mut self, tls: ServerTls) -> Self {
+        self.tls = Some(tls);
         self
     }
 
@@ -216,14 +243,32 @@ impl TempPostgresBuilder {
             .gid(user.gid.as_raw());
         run("initdb", &mut initdb)?;
         std::fs::remove_file(&password_file).map_err(io("removing the password file"))?;
-        if !self.hba_lines.is_empty() {
+        let tls_required = self.tls.as_ref().is_some_and(|tls| tls.required);
+        if !self.hba_lines.is_empty() || tls_required {
             let hba = data.join("pg_hba.conf");
-            let mut text = std::fs::read_to_string(&hba).map_err(io("reading pg_hba.conf"))?;
+            let initial = std::fs::read_to_string(&hba).map_err(io("reading pg_hba.conf"))?;
+            let mut text = String::new();
+            if tls_required {
+                text.push_str("hostnossl all all all reject\n");
+            }
+            text.push_str(&initial);
             for line in &self.hba_lines {
                 text.push_str(line);
                 text.push('\n');
             }
             std::fs::write(&hba, text).map_err(io("writing pg_hba.conf"))?;
+        }
+        if let Some(tls) = &self.tls {
+            for (file, pem) in [("server.crt", &tls.cert_pem), ("server.key", &tls.key_pem)] {
+                let path = data.join(file);
+                std::fs::write(&path, pem).map_err(io("writing the server's TLS files"))?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(io("restricting the server's TLS files"))?;
+                chown(&path, Some(user.uid), Some(user.gid)).map_err(|e| PostgresError::Io {
+                    what: "handing the server's TLS files to postgres".into(),
+                    source: e.into(),
+                })?;
+            }
         }
 
         let mut args: Vec<OsString> = vec![
@@ -240,6 +285,9 @@ impl TempPostgresBuilder {
             "-c".into(),
             format!("unix_socket_directories={}", root.display()).into(),
         ];
+        if self.tls.is_some() {
+            args.extend(["-c".into(), "ssl=on".into()]);
+        }
         for (name, value) in &self.settings {
             args.push("-c".into());
             args.push(format!("{name}={value}").into());
