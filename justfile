@@ -17,7 +17,7 @@ test: lint validate test-fast test-postgres test-cluster
 
 # Unit tests and mocked-API tests only (seconds, no real components).
 test-fast:
-    cargo test --workspace --lib --bins --test operator_mock --test gate_mock
+    cargo test --workspace --lib --bins --test operator_mock --test gate_mock --test gate_signals
     cargo test --workspace --doc
 
 # The database upgrade against throwaway PostgreSQL 15 servers (root; docs/database-upgrade.md).

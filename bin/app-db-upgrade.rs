@@ -14,6 +14,7 @@ use upgrade_gate::db_upgrade::{
     self, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, one_line, refusal_exit_code,
 };
 use upgrade_gate::migrations::Release;
+use upgrade_gate::shutdown::{self, StopSignals};
 use upgrade_gate::telemetry::{CommonArgs, LogFormat, init_logging};
 
 #[derive(Debug, Parser)]
@@ -111,7 +112,24 @@ fn termination_message(path: &std::path::Path, json: &str) {
     }
 }
 
-async fn execute(cli: Cli, release: Release) -> Result<ExitCode, DbUpgradeError> {
+/// Runs `work` unless SIGTERM or SIGINT comes first. Dropping it mid-way is
+/// safe: the process exits, its connection closes and the server rolls back
+/// the transaction in flight (`client_connection_check_interval`).
+async fn unless_stopped<T>(
+    stop: &mut StopSignals,
+    work: impl Future<Output = Result<T, DbUpgradeError>>,
+) -> Result<T, DbUpgradeError> {
+    match stop.unless_stopped(work).await {
+        Ok(result) => result,
+        Err(signal) => Err(DbUpgradeError::Stopped(signal)),
+    }
+}
+
+async fn execute(
+    cli: Cli,
+    release: Release,
+    stop: &mut StopSignals,
+) -> Result<ExitCode, DbUpgradeError> {
     let tools = PgTools {
         bin_dir: cli.pg_bin_dir.clone(),
     };
@@ -138,7 +156,7 @@ async fn execute(cli: Cli, release: Release) -> Result<ExitCode, DbUpgradeError>
             Ok(ExitCode::SUCCESS)
         }
         Command::Plan { output } => {
-            let report = db_upgrade::plan_for(&settings()?, &release).await?;
+            let report = unless_stopped(stop, db_upgrade::plan_for(&settings()?, &release)).await?;
             match output {
                 Output::Json => print_json(&report),
                 Output::Text => print!("{}", report.to_text()),
@@ -159,7 +177,7 @@ async fn execute(cli: Cli, release: Release) -> Result<ExitCode, DbUpgradeError>
                 lock_timeout: Duration::from_secs(args.lock_timeout),
                 tools,
             };
-            match db_upgrade::run_upgrade(&settings, &options).await {
+            match unless_stopped(stop, db_upgrade::run_upgrade(&settings, &options)).await {
                 Ok(outcome) => {
                     let json = serde_json::to_string(&outcome).unwrap_or_default();
                     termination_message(&args.termination_log, &json);
@@ -182,7 +200,8 @@ async fn execute(cli: Cli, release: Release) -> Result<ExitCode, DbUpgradeError>
             }
         }
         Command::Seed { rows } => {
-            let seeded = db_upgrade::seed_database(&settings()?, rows).await?;
+            let seeded =
+                unless_stopped(stop, db_upgrade::seed_database(&settings()?, rows)).await?;
             println!(
                 "seeded {} executions at {} in {} ms",
                 seeded.rows,
@@ -193,7 +212,7 @@ async fn execute(cli: Cli, release: Release) -> Result<ExitCode, DbUpgradeError>
         }
         Command::Restore { from, clean } => {
             let settings = settings()?;
-            db_upgrade::restore(&settings, &tools, &from, clean).await?;
+            unless_stopped(stop, db_upgrade::restore(&settings, &tools, &from, clean)).await?;
             println!("restored {} into {}", from.display(), settings);
             Ok(ExitCode::SUCCESS)
         }
@@ -205,6 +224,8 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let log_format = cli.common.log_format;
     init_logging(log_format);
+    // Installed before anything else: as PID 1 an unhandled SIGTERM is ignored.
+    let mut stop = shutdown::listen();
     let release: Release = match cli.common.release.parse() {
         Ok(release) => release,
         Err(error) => {
@@ -212,7 +233,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    match execute(cli, release).await {
+    match execute(cli, release, &mut stop).await {
         Ok(code) => code,
         Err(error) => {
             let message = one_line(&error);

@@ -17,6 +17,7 @@ use upgrade_gate::operator::metrics::Metrics;
 use upgrade_gate::operator::observe::PostgresSchemaReader;
 use upgrade_gate::operator::resources::PodSettings;
 use upgrade_gate::operator::{Context, OperatorConfig};
+use upgrade_gate::shutdown::{self, StopSignals};
 use upgrade_gate::telemetry::{CommonArgs, init_logging};
 
 /// How long in-flight reconciles may take after SIGTERM before the process
@@ -78,6 +79,8 @@ const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/servicea
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.common.log_format);
+    // Installed before anything else: as PID 1 an unhandled SIGTERM is ignored.
+    let stop = shutdown::listen();
     match cli.command {
         Command::Crd { output } => write_crd(&output),
         Command::Run {
@@ -129,18 +132,18 @@ async fn main() -> ExitCode {
                 pod_namespace,
                 listen,
             };
-            run(ctx, config).await
+            run(ctx, config, stop).await
         }
     }
 }
 
-async fn run(ctx: Arc<Context>, config: OperatorConfig) -> ExitCode {
+async fn run(ctx: Arc<Context>, config: OperatorConfig, mut stop: StopSignals) -> ExitCode {
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let operator = upgrade_gate::operator::run(ctx, config, shutdown_rx);
     tokio::pin!(operator);
     tokio::select! {
         result = &mut operator => return match result { Ok(()) => ExitCode::SUCCESS, Err(error) => fail(&error) },
-        signal = termination() => tracing::info!(signal, "stopping"),
+        signal = stop.recv() => tracing::info!(%signal, "stopping"),
     }
     let _receivers_gone = shutdown_tx.send(true);
     match tokio::time::timeout(SHUTDOWN_GRACE, &mut operator).await {
@@ -153,22 +156,6 @@ async fn run(ctx: Arc<Context>, config: OperatorConfig) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-    }
-}
-
-/// SIGTERM or SIGINT.
-async fn termination() -> &'static str {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGTERM; only SIGINT stops the operator");
-            let _interrupted = tokio::signal::ctrl_c().await;
-            return "SIGINT";
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = tokio::signal::ctrl_c() => "SIGINT",
     }
 }
 

@@ -12,6 +12,7 @@ use upgrade_gate::db_config::{ConnectionArgs, ConnectionSettings};
 use upgrade_gate::migrations::Release;
 use upgrade_gate::schema::read_schema_state;
 use upgrade_gate::server::{check_schema, router};
+use upgrade_gate::shutdown::{self, StopSignal};
 use upgrade_gate::telemetry::{CommonArgs, init_logging};
 
 #[derive(Debug, Parser)]
@@ -34,33 +35,23 @@ struct Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.common.log_format);
+    // Installed before connecting: as PID 1 an unhandled SIGTERM is ignored,
+    // and connecting may wait for PGCONNECT_TIMEOUT.
+    let mut stop = shutdown::listen();
     let release: Release = match cli.common.release.parse() {
         Ok(release) => release,
         Err(error) => return fail(&error, 2),
     };
-    let settings =
-        match ConnectionSettings::resolve(&cli.connection, &|name| std::env::var(name).ok()) {
-            Ok(settings) => settings,
-            Err(error) => return fail(&error, 1),
-        };
-    let client = match settings.connect("app-server").await {
-        Ok(client) => client,
-        Err(error) => return fail(&error, 1),
+    let ready = match stop.unless_stopped(start(&cli, &release)).await {
+        Ok(Ok(ready)) => ready,
+        Ok(Err(code)) => return code,
+        Err(signal) => return stopped(signal),
     };
-    let state = match read_schema_state(&client).await {
-        Ok(state) => state,
-        Err(error) => return fail(&error, 1),
-    };
-    if let Err(error) = check_schema(&state, &release) {
-        return fail(&error, 3);
-    }
-    let listener = match tokio::net::TcpListener::bind(&cli.listen).await {
-        Ok(listener) => listener,
-        Err(error) => return fail(&error, 1),
-    };
-    tracing::info!(release = %release, listen = %cli.listen, database = %settings, "app-server serving");
-    let served = axum::serve(listener, router(client, release))
-        .with_graceful_shutdown(termination())
+    let served = axum::serve(ready.listener, router(ready.client, release))
+        .with_graceful_shutdown(async move {
+            let signal = stop.recv().await;
+            tracing::info!(%signal, "stopping");
+        })
         .await;
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -68,18 +59,38 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn termination() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _interrupted = tokio::signal::ctrl_c().await;
-        }
-    }
+/// A server ready to serve: its database client and its bound socket.
+struct Ready {
+    client: tokio_postgres::Client,
+    listener: tokio::net::TcpListener,
+}
+
+/// Connects, checks the schema and binds; the exit code on failure.
+async fn start(cli: &Cli, release: &Release) -> Result<Ready, ExitCode> {
+    let settings =
+        match ConnectionSettings::resolve(&cli.connection, &|name| std::env::var(name).ok()) {
+            Ok(settings) => settings,
+            Err(error) => return Err(fail(&error, 1)),
+        };
+    let client = settings
+        .connect("app-server")
+        .await
+        .map_err(|error| fail(&error, 1))?;
+    let state = read_schema_state(&client)
+        .await
+        .map_err(|error| fail(&error, 1))?;
+    check_schema(&state, release).map_err(|error| fail(&error, 3))?;
+    let listener = tokio::net::TcpListener::bind(&cli.listen)
+        .await
+        .map_err(|error| fail(&error, 1))?;
+    tracing::info!(release = %release, listen = %cli.listen, database = %settings, "app-server serving");
+    Ok(Ready { client, listener })
+}
+
+/// Stopped before serving: nothing to finish, so it is a normal stop.
+fn stopped(signal: StopSignal) -> ExitCode {
+    tracing::info!(%signal, "stopped before serving");
+    ExitCode::SUCCESS
 }
 
 fn fail(error: &dyn std::error::Error, code: u8) -> ExitCode {

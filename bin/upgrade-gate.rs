@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::time::Instant;
 use upgrade_gate::gate::{self, GateError, Outcome, Target};
+use upgrade_gate::shutdown;
 use upgrade_gate::telemetry::{CommonArgs, init_logging};
 
 const ABOUT: &str =
@@ -153,7 +154,13 @@ fn main() -> ExitCode {
         }
     };
     let release = cli.common.release.clone();
-    let result = runtime.block_on(run(cli.command, &release));
+    let result = runtime.block_on(async {
+        // Installed before any request: as PID 1 an unhandled SIGTERM is ignored.
+        let mut stop = shutdown::listen();
+        stop.unless_stopped(run(cli.command, &release))
+            .await
+            .unwrap_or_else(|signal| Err(GateError::Stopped(signal)))
+    });
     let code = gate::exit_code(&result);
     match &result {
         Ok(outcome) => report(outcome),

@@ -16,6 +16,7 @@
 //! | [`db_upgrade`] | `app-db-upgrade`: lock, back up, migrate, report |
 //! | [`server`] | `app-server`, the sample application |
 //! | [`telemetry`] | logging set-up shared by every binary |
+//! | [`shutdown`] | the SIGTERM / SIGINT stop request every binary honours (PID 1 in a container) |
 pub mod app;
 pub mod db_config;
 pub mod db_upgrade;
@@ -25,4 +26,5 @@ pub mod operator;
 pub mod operator_condition;
 pub mod schema;
 pub mod server;
+pub mod shutdown;
 pub mod telemetry;

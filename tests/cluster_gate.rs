@@ -29,6 +29,8 @@ mod apiserver_without_olm;
 mod container_task_events;
 #[path = "support/gate_probe_catalog.rs"]
 mod gate_probe_catalog;
+// `terminate` is for tests/gate_signals.rs.
+#[allow(dead_code)]
 #[path = "support/gate_process.rs"]
 mod gate_process;
 #[path = "support/object_history.rs"]

@@ -15,6 +15,7 @@ use harness::postgres::TempPostgres;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio_postgres::{Client, NoTls};
+use upgrade_gate::db_upgrade::lock::UPGRADE_LOCK_KEY;
 
 const BIN: &str = env!("CARGO_BIN_EXE_app-db-upgrade");
 const DB: &str = "app";
@@ -393,70 +394,216 @@ async fn step_by_step_and_one_go_give_the_same_schema_and_data() {
     assert!(stepped.contains_key("integration_steps"), "{stepped:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn sigkill_during_the_data_migration_leaves_the_previous_boundary_and_a_rerun_completes() {
-    let f = fixture().await;
+/// The 7.10.0 reshape (V4) of a seeded 7.9.3 database, caught waiting at
+/// `DROP TABLE executions`, for a test to stop its run there.
+struct ReshapeInFlight {
+    observer: Client,
+    blocker: Client,
+    /// The run's backend pid.
+    backend: i32,
+    executions_before: String,
+}
+
+const RESHAPE_ROWS: i64 = 20_000;
+
+/// Starts `app-db-upgrade RUN_ARGS` and returns once it waits inside V4.
+async fn reshape_in_flight(f: &Fixture, run_args: &[&str]) -> (ReshapeInFlight, Child) {
     f.upgrade_to("7.9.3").await;
-    f.seed(20_000).await;
+    f.seed(RESHAPE_ROWS as u64).await;
     let observer = f.client(DB).await;
     let executions_before = content_digest(&observer).await["executions"].clone();
-
     let blocker = f.client(DB).await;
     block_reshape_at_drop(&blocker).await;
-    let mut upgrade = f.spawn(&["run", "--no-backup"]);
+    let upgrade = f.spawn(run_args);
     let backend = eventually("the reshape waits at DROP TABLE executions", || {
         upgrade_backend_waiting(&observer, "relation", RESHAPE_MARKER)
     })
     .await;
-    upgrade.kill().await.expect("SIGKILL app-db-upgrade");
+    let reshape = ReshapeInFlight {
+        observer,
+        blocker,
+        backend,
+        executions_before,
+    };
+    (reshape, upgrade)
+}
 
-    // The server notices the dead client while the statement still waits
-    // (client_connection_check_interval) and rolls the migration back.
-    eventually("the killed run's backend is gone", || async {
+impl ReshapeInFlight {
+    /// After the run was stopped: the server rolled V4 back (the database is
+    /// at the boundary before it, nothing half-done), and a rerun completes.
+    async fn assert_rolled_back_and_rerun_completes(self, f: &Fixture) {
+        let observer = &self.observer;
+        // The server notices the dead client while the statement still waits
+        // (client_connection_check_interval) and rolls the migration back.
+        backend_gone(observer, self.backend, "the stopped run's backend is gone").await;
+        self.blocker
+            .batch_execute("ROLLBACK")
+            .await
+            .expect("release blocker");
+
+        assert_eq!(
+            history(observer).await,
+            [1, 2, 3],
+            "at the boundary before V4"
+        );
+        let leftovers = observer
+            .query_one(
+                "SELECT to_regclass('executions_reshaped') IS NULL, to_regtype('execution_status') IS NULL, \
+                 EXISTS (SELECT 1 FROM information_schema.columns \
+                         WHERE table_name = 'executions' AND column_name = 'report')",
+                &[],
+            )
+            .await
+            .expect("leftovers");
+        assert!(leftovers.get::<_, bool>(0), "partial table left behind");
+        assert!(leftovers.get::<_, bool>(1), "partial type left behind");
+        assert!(leftovers.get::<_, bool>(2), "executions lost its old shape");
+        assert_eq!(
+            content_digest(observer).await["executions"],
+            self.executions_before
+        );
+
+        let rerun = json(&f.cli(&["run", "--no-backup", "--output", "json"]).await);
+        assert_eq!(versions(&rerun["applied"]), [4, 5]);
+        assert_eq!(rerun["from"]["version"], 3);
+        assert_eq!(history(observer).await, [1, 2, 3, 4, 5]);
+        let count: i64 = observer
+            .query_one("SELECT count(*) FROM executions", &[])
+            .await
+            .expect("count")
+            .get(0);
+        assert_eq!(count, RESHAPE_ROWS);
+    }
+}
+
+/// Waits until the backend `pid` has left `pg_stat_activity`.
+async fn backend_gone(observer: &Client, pid: i32, what: &str) {
+    eventually(what, || async {
         let alive = observer
-            .query_opt("SELECT 1 FROM pg_stat_activity WHERE pid = $1", &[&backend])
+            .query_opt("SELECT 1 FROM pg_stat_activity WHERE pid = $1", &[&pid])
             .await
             .expect("pg_stat_activity");
         alive.is_none().then_some(())
     })
     .await;
-    blocker
-        .batch_execute("ROLLBACK")
-        .await
-        .expect("release blocker");
+}
 
-    assert_eq!(
-        history(&observer).await,
-        [1, 2, 3],
-        "at the boundary before V4"
-    );
-    let leftovers = observer
-        .query_one(
-            "SELECT to_regclass('executions_reshaped') IS NULL, to_regtype('execution_status') IS NULL, \
-             EXISTS (SELECT 1 FROM information_schema.columns \
-                     WHERE table_name = 'executions' AND column_name = 'report')",
-            &[],
-        )
-        .await
-        .expect("leftovers");
-    assert!(leftovers.get::<_, bool>(0), "partial table left behind");
-    assert!(leftovers.get::<_, bool>(1), "partial type left behind");
-    assert!(leftovers.get::<_, bool>(2), "executions lost its old shape");
-    assert_eq!(
-        content_digest(&observer).await["executions"],
-        executions_before
-    );
+/// Sends SIGTERM, as the kubelet does when the Job's pod is deleted.
+fn terminate(child: &Child) {
+    let pid = child.id().expect("the run has not been reaped yet");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("run kill(1)");
+    assert!(status.success(), "kill -TERM {pid} failed");
+}
 
-    let rerun = json(&f.cli(&["run", "--no-backup", "--output", "json"]).await);
-    assert_eq!(versions(&rerun["applied"]), [4, 5]);
-    assert_eq!(rerun["from"]["version"], 3);
-    assert_eq!(history(&observer).await, [1, 2, 3, 4, 5]);
-    let count: i64 = observer
-        .query_one("SELECT count(*) FROM executions", &[])
+/// The documented exit code of a run stopped by SIGTERM or SIGINT.
+const STOPPED_EXIT: i32 = 14;
+
+/// Stops `run` with SIGTERM and waits for its exit (a correctness deadline
+/// of 10 s, far below the pod's 30 s grace period).
+async fn terminate_and_wait(f: &Fixture, upgrade: Child) -> Output {
+    let signalled = std::time::Instant::now();
+    terminate(&upgrade);
+    let output = tokio::time::timeout(Duration::from_secs(10), upgrade.wait_with_output())
         .await
-        .expect("count")
-        .get(0);
-    assert_eq!(count, 20_000);
+        .expect("app-db-upgrade exits within 10 s of SIGTERM")
+        .expect("wait for app-db-upgrade");
+    println!(
+        "app-db-upgrade exited {:?} after SIGTERM",
+        signalled.elapsed()
+    );
+    f.assert_no_secret(&output);
+    assert_exit(&output, STOPPED_EXIT);
+    let message = error_line(&output);
+    assert!(message.contains("stopped by SIGTERM"), "{message}");
+    output
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_during_the_data_migration_leaves_the_previous_boundary_and_a_rerun_completes() {
+    let f = fixture().await;
+    let (reshape, mut upgrade) = reshape_in_flight(&f, &["run", "--no-backup"]).await;
+    upgrade.kill().await.expect("SIGKILL app-db-upgrade");
+    reshape.assert_rolled_back_and_rerun_completes(&f).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_during_the_data_migration_exits_14_at_the_previous_boundary() {
+    let f = fixture().await;
+    let termination_log = f.scratch.path().join("termination-log");
+    std::fs::write(&termination_log, "").expect("termination log");
+    let log_arg = termination_log.to_string_lossy().into_owned();
+    let (reshape, upgrade) =
+        reshape_in_flight(&f, &["run", "--no-backup", "--termination-log", &log_arg]).await;
+    terminate_and_wait(&f, upgrade).await;
+    let failure: Value = serde_json::from_str(
+        &std::fs::read_to_string(&termination_log).expect("read the termination log"),
+    )
+    .expect("the termination log holds JSON");
+    assert_eq!(failure["exit_code"], STOPPED_EXIT);
+    reshape.assert_rolled_back_and_rerun_completes(&f).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_while_waiting_for_the_lock_exits_14_and_changes_nothing() {
+    let f = fixture().await;
+    f.upgrade_to("7.9.3").await;
+    f.seed(1_000).await;
+    let observer = f.client(DB).await;
+    let before = content_digest(&observer).await;
+    let holder = f.client(DB).await;
+    holder
+        .execute("SELECT pg_advisory_lock($1)", &[&UPGRADE_LOCK_KEY])
+        .await
+        .expect("hold the upgrade lock");
+    let termination_log = f.scratch.path().join("termination-log");
+    std::fs::write(&termination_log, "").expect("termination log");
+    let backup_dir = f.scratch.path().join("backups");
+
+    let upgrade = f.spawn(&[
+        "run",
+        "--backup-dir",
+        &backup_dir.to_string_lossy(),
+        "--lock-timeout",
+        "600",
+        "--termination-log",
+        &termination_log.to_string_lossy(),
+    ]);
+    let backend = eventually("the run waits for the advisory lock", || {
+        upgrade_backend_waiting(&observer, "advisory", "pg_advisory_lock")
+    })
+    .await;
+    let output = terminate_and_wait(&f, upgrade).await;
+
+    let failure: Value = serde_json::from_str(
+        &std::fs::read_to_string(&termination_log).expect("read the termination log"),
+    )
+    .expect("the termination log holds JSON");
+    assert_eq!(failure["exit_code"], STOPPED_EXIT, "{failure}");
+    assert_eq!(failure["release"], "7.10.1", "{failure}");
+    assert!(
+        failure["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("stopped by SIGTERM")),
+        "{failure}"
+    );
+    backend_gone(&observer, backend, "the stopped run's backend is gone").await;
+    assert_eq!(
+        content_digest(&observer).await,
+        before,
+        "the database changed"
+    );
+    assert!(
+        !backup_dir.exists()
+            || std::fs::read_dir(&backup_dir)
+                .expect("backup dir")
+                .next()
+                .is_none(),
+        "a backup was started before the lock was held; stderr: {}",
+        stderr(&output)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

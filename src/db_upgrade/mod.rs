@@ -26,6 +26,7 @@ use tokio_postgres::Client;
 use crate::db_config::{ConnectError, ConnectionSettings, DbConfigError};
 use crate::migrations::{self, Release};
 use crate::schema::{self, MigrationRef, Refusal, SchemaReadError, UpgradePlan};
+use crate::shutdown::StopSignal;
 use backup::{Backup, BackupError, BackupName, PgTools, millis};
 use lock::LockError;
 use outcome::{AppliedStep, Durations, Outcome};
@@ -49,7 +50,8 @@ Exit codes:
   10  restore refused: the database is not empty (use --clean)
   11  restore failed
   12  a database query failed
-  13  seed refused: the database is not at a release boundary";
+  13  seed refused: the database is not at a release boundary
+  14  stopped by SIGTERM or SIGINT (the transaction in flight is rolled back; the database is at a migration boundary)";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbUpgradeError {
@@ -87,6 +89,12 @@ pub enum DbUpgradeError {
         #[source]
         source: tokio_postgres::Error,
     },
+    /// The process exits at once and its connection closes; the server rolls
+    /// back the transaction in flight and frees the upgrade lock.
+    #[error(
+        "stopped by {0}: the server rolls back the transaction in flight, so the database stays at a migration boundary; run again to finish"
+    )]
+    Stopped(StopSignal),
 }
 
 impl DbUpgradeError {
@@ -101,6 +109,7 @@ impl DbUpgradeError {
             DbUpgradeError::RestoreRefused { .. } => 10,
             DbUpgradeError::Restore(_) => 11,
             DbUpgradeError::Seed(SeedError::NoSchema | SeedError::NotAtReleaseBoundary(_)) => 13,
+            DbUpgradeError::Stopped(_) => 14,
             DbUpgradeError::Lock(LockError::Query(_))
             | DbUpgradeError::Schema(_)
             | DbUpgradeError::Seed(_)
@@ -512,13 +521,22 @@ mod tests {
 
     #[test]
     fn every_exit_code_is_documented() {
-        for code in [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13] {
+        for code in [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14] {
             assert!(
                 EXIT_CODES
                     .lines()
                     .any(|l| l.trim_start().starts_with(&format!("{code} "))),
                 "{code}"
             );
+        }
+    }
+
+    #[test]
+    fn a_stop_signal_has_its_own_exit_code() {
+        for signal in [StopSignal::Terminate, StopSignal::Interrupt] {
+            let error = DbUpgradeError::Stopped(signal);
+            assert_eq!(error.exit_code(), 14);
+            assert!(one_line(&error).starts_with(&format!("stopped by {signal}:")));
         }
     }
 

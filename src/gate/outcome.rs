@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::operator_condition::{Confirmed, Error as ConditionError, Obstacle};
+use crate::shutdown::StopSignal;
 
 use super::report::StatusReport;
 
@@ -69,6 +70,11 @@ pub enum GateError {
     /// Talking to the API server or waiting for OLM failed.
     #[error(transparent)]
     Condition(#[from] ConditionError),
+    /// SIGTERM or SIGINT came before the command finished.
+    #[error(
+        "stopped by {0} before the command finished: the gate was not confirmed (an entry may already be written to spec)"
+    )]
+    Stopped(StopSignal),
 }
 
 /// The exit codes, documented once: used by [`exit_code`], `--help` and
@@ -114,6 +120,10 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
         10,
         "no cluster configuration: neither in-cluster service account nor kubeconfig",
     ),
+    (
+        11,
+        "stopped by SIGTERM or SIGINT before the command finished: the gate was not confirmed",
+    ),
 ];
 
 /// The process exit code for a command's result (see [`EXIT_CODES`]).
@@ -122,6 +132,7 @@ pub fn exit_code(result: &Result<Outcome, GateError>) -> u8 {
     match error {
         GateError::InvalidInput(_) => 2,
         GateError::NoClusterConfig(_) => 10,
+        GateError::Stopped(_) => 11,
         GateError::Condition(error) => match error {
             ConditionError::DeadlineReached { last, .. } => match last {
                 Obstacle::Unreachable(_) | Obstacle::Timeout => 3,
@@ -231,6 +242,12 @@ mod tests {
                 Err(GateError::NoClusterConfig("none".into())),
                 10,
             ),
+            (
+                "SIGTERM",
+                Err(GateError::Stopped(StopSignal::Terminate)),
+                11,
+            ),
+            ("SIGINT", Err(GateError::Stopped(StopSignal::Interrupt)), 11),
         ];
         for (case, result, code) in &cases {
             assert_eq!(exit_code(result), *code, "case: {case}");

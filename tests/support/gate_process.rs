@@ -110,6 +110,19 @@ impl GateProcess {
         )
     }
 
+    /// Sends SIGTERM, as the kubelet does when the pod is deleted.
+    pub fn terminate(&self) {
+        let pid = self
+            .child
+            .id()
+            .unwrap_or_else(|| panic!("`{}` has already been reaped", self.command_line));
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap_or_else(|error| panic!("running kill(1): {error}"));
+        assert!(status.success(), "kill -TERM {pid} failed");
+    }
+
     /// Waits for the process to exit (killing it after `timeout`, then
     /// panicking) and returns its exit code and output.
     pub async fn finish(mut self, timeout: Duration) -> Finished {
