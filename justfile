@@ -22,7 +22,7 @@ test-fast:
 
 # The database upgrade against throwaway PostgreSQL 15 servers (root; docs/database-upgrade.md).
 test-postgres:
-    cargo test --package upgrade-gate --test db_upgrade --test db_tls
+    cargo test --package upgrade-gate --test db_upgrade --test db_tls --test db_run_options
 
 # Benchmark: backup + upgrade 7.9.3 -> 7.10.1 of a ~1 GiB sample database vs plain pg_dump -Fc.
 bench-db ROWS="2000000" RUNS="3":

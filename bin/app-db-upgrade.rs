@@ -6,12 +6,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use upgrade_gate::db_config::{ConnectionArgs, ConnectionSettings};
 use upgrade_gate::db_upgrade::backup::{self, PgTools};
-use upgrade_gate::db_upgrade::outcome::{self, Failure};
+use upgrade_gate::db_upgrade::outcome::{self, Failure, TerminationLog, Written};
 use upgrade_gate::db_upgrade::{
-    self, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, one_line, refusal_exit_code,
+    self, BackupChoice, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, one_line,
+    refusal_exit_code,
 };
 use upgrade_gate::migrations::Release;
 use upgrade_gate::shutdown::{self, StopSignals};
@@ -71,12 +74,15 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("backup").required(true).multiple(false)))]
+#[command(group(clap::ArgGroup::new("backup").required(true).multiple(true)))]
 struct RunArgs {
     /// Directory for the pre-upgrade backup (pg_dump custom format).
     #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR", group = "backup")]
     backup_dir: Option<PathBuf>,
-    /// Migrate without a backup. Must be explicit.
+    #[arg(skip)]
+    backup_dir_source: Option<ValueSource>,
+    /// Migrate without a backup. Must be explicit; wins over
+    /// UPGRADE_GATE_BACKUP_DIR, not over --backup-dir.
     #[arg(long, group = "backup")]
     no_backup: bool,
     /// How long to wait for another upgrade's lock, in seconds.
@@ -84,14 +90,58 @@ struct RunArgs {
     lock_timeout: u64,
     #[arg(long, short, value_enum, default_value_t = Output::Text)]
     output: Output,
-    /// Where the outcome JSON goes for the operator (written only if the file
-    /// exists, as the kubelet creates it).
+    /// Where the outcome JSON goes for the operator. A given path is created;
+    /// the default only written if it exists, as the kubelet creates it.
     #[arg(
         long,
         env = "UPGRADE_GATE_TERMINATION_LOG",
         default_value = "/dev/termination-log"
     )]
     termination_log: PathBuf,
+    #[arg(skip)]
+    termination_log_source: Option<ValueSource>,
+}
+
+/// Parses the command line. clap's derive forgets where a value came from;
+/// `run` needs it for the backup directory and the termination log.
+fn parse_command_line() -> Cli {
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    if let (Command::Run(args), Some(run)) = (&mut cli.command, matches.subcommand_matches("run")) {
+        args.backup_dir_source = run.value_source("backup_dir");
+        args.termination_log_source = run.value_source("termination_log");
+    }
+    cli
+}
+
+/// The backup policy of `run`; exits 2 on a command-line conflict.
+fn backup_policy(args: &RunArgs) -> BackupPolicy {
+    let directory = args
+        .backup_dir
+        .clone()
+        .map(|dir| (dir, args.backup_dir_source));
+    match BackupChoice::new(args.no_backup, directory) {
+        BackupChoice::Policy(policy) => policy,
+        BackupChoice::NoBackupOverridesEnvironment(dir) => {
+            tracing::warn!(
+                ignored = %dir.display(),
+                "--no-backup given: ignoring the backup directory from UPGRADE_GATE_BACKUP_DIR"
+            );
+            BackupPolicy::Disabled
+        }
+        BackupChoice::Conflict => Cli::command()
+            .error(
+                ErrorKind::ArgumentConflict,
+                "give either --backup-dir or --no-backup, not both",
+            )
+            .exit(),
+        BackupChoice::Missing => Cli::command()
+            .error(
+                ErrorKind::MissingRequiredArgument,
+                "run needs --backup-dir DIR (or UPGRADE_GATE_BACKUP_DIR) or --no-backup",
+            )
+            .exit(),
+    }
 }
 
 fn print_json(value: &impl serde::Serialize) {
@@ -102,13 +152,16 @@ fn print_json(value: &impl serde::Serialize) {
     );
 }
 
-fn termination_message(path: &std::path::Path, json: &str) {
-    if !path.exists() {
-        tracing::warn!(path = %path.display(), "termination log does not exist; outcome not written there");
-        return;
-    }
-    if let Err(error) = outcome::write_termination_message(path, json) {
-        tracing::warn!(path = %path.display(), error = %error, "cannot write the termination log");
+fn termination_message(log: &TerminationLog, json: &str) {
+    let path = log.path().display();
+    match outcome::write_termination_message(log, json) {
+        Ok(Written::Written) => {}
+        Ok(Written::NoFile) => {
+            tracing::debug!(%path, "no termination log (not in a container); outcome not written there");
+        }
+        Err(error) => {
+            tracing::warn!(%path, error = %error, "cannot write the termination log");
+        }
     }
 }
 
@@ -167,20 +220,20 @@ async fn execute(
                 .map_or(ExitCode::SUCCESS, |r| ExitCode::from(refusal_exit_code(r))))
         }
         Command::Run(args) => {
+            let backup = backup_policy(&args);
+            let termination_log =
+                TerminationLog::new(args.termination_log, args.termination_log_source);
             let settings = settings()?;
             let options = RunOptions {
                 release: release.clone(),
-                backup: match args.backup_dir {
-                    Some(dir) if !args.no_backup => BackupPolicy::ToDirectory(dir),
-                    _ => BackupPolicy::Disabled,
-                },
+                backup,
                 lock_timeout: Duration::from_secs(args.lock_timeout),
                 tools,
             };
             match unless_stopped(stop, db_upgrade::run_upgrade(&settings, &options)).await {
                 Ok(outcome) => {
                     let json = serde_json::to_string(&outcome).unwrap_or_default();
-                    termination_message(&args.termination_log, &json);
+                    termination_message(&termination_log, &json);
                     match args.output {
                         Output::Json => print_json(&outcome),
                         Output::Text => println!("{}", outcome.to_text()),
@@ -194,7 +247,7 @@ async fn execute(
                         error: one_line(&error),
                     };
                     let json = serde_json::to_string(&failure).unwrap_or_default();
-                    termination_message(&args.termination_log, &json);
+                    termination_message(&termination_log, &json);
                     Err(error)
                 }
             }
@@ -221,7 +274,7 @@ async fn execute(
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     let log_format = cli.common.log_format;
     init_logging(log_format);
     // Installed before anything else: as PID 1 an unhandled SIGTERM is ignored.

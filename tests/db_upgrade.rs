@@ -6,6 +6,7 @@
 //! or `UPGRADE_GATE_PG_BIN_DIR`); without them the tests fail and say so.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -63,14 +64,15 @@ impl Fixture {
         command
     }
 
-    /// Runs the binary to completion; nothing it prints may hold the password.
+    /// Runs the binary to completion; first thing after it exits, nothing
+    /// it printed may hold a secret.
     async fn cli_at(&self, url: &str, args: &[&str]) -> Output {
         let output = self
             .command(url, args)
             .output()
             .await
             .expect("run app-db-upgrade");
-        self.assert_no_secret(&output);
+        self.assert_no_secret(url, &output);
         output
     }
 
@@ -84,13 +86,37 @@ impl Fixture {
             .expect("spawn app-db-upgrade")
     }
 
-    fn assert_no_secret(&self, output: &Output) {
-        let password = self.pg.superuser_password();
+    /// Waits for a [`Self::spawn`]ed run; first thing after it exits,
+    /// nothing it printed may hold a secret.
+    async fn finish(&self, child: Child) -> Output {
+        let output = child
+            .wait_with_output()
+            .await
+            .expect("wait for app-db-upgrade");
+        self.assert_no_secret(&self.url, &output);
+        output
+    }
+
+    /// Neither stream may hold the server's password, the URL the run was
+    /// given, or that URL's password. The message does not show the output,
+    /// so a leak does not spread into the test log.
+    fn assert_no_secret(&self, url: &str, output: &Output) {
+        let url_password = url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.password().map(str::to_owned));
+        let secrets = [
+            Some(self.pg.superuser_password()),
+            Some(url),
+            url_password.as_deref(),
+        ];
         for stream in [&output.stdout, &output.stderr] {
-            assert!(
-                !String::from_utf8_lossy(stream).contains(password),
-                "the password appears in the output"
-            );
+            let text = String::from_utf8_lossy(stream);
+            for (index, secret) in secrets.iter().flatten().enumerate() {
+                assert!(
+                    !text.contains(secret),
+                    "secret #{index} (0: password, 1: URL, 2: the URL's password) appears in the output"
+                );
+            }
         }
     }
 
@@ -514,7 +540,7 @@ async fn terminate_and_wait(f: &Fixture, upgrade: Child) -> Output {
         "app-db-upgrade exited {:?} after SIGTERM",
         signalled.elapsed()
     );
-    f.assert_no_secret(&output);
+    f.assert_no_secret(&f.url, &output);
     assert_exit(&output, STOPPED_EXIT);
     let message = error_line(&output);
     assert!(message.contains("stopped by SIGTERM"), "{message}");
@@ -525,7 +551,9 @@ async fn terminate_and_wait(f: &Fixture, upgrade: Child) -> Output {
 async fn sigkill_during_the_data_migration_leaves_the_previous_boundary_and_a_rerun_completes() {
     let f = fixture().await;
     let (reshape, mut upgrade) = reshape_in_flight(&f, &["run", "--no-backup"]).await;
-    upgrade.kill().await.expect("SIGKILL app-db-upgrade");
+    upgrade.start_kill().expect("SIGKILL app-db-upgrade");
+    let killed = f.finish(upgrade).await;
+    assert_eq!(killed.status.signal(), Some(9), "{:?}", killed.status);
     reshape.assert_rolled_back_and_rerun_completes(&f).await;
 }
 
@@ -652,10 +680,8 @@ async fn concurrent_runs_never_both_migrate() {
         .await
         .expect("release blocker");
 
-    let first = first.wait_with_output().await.expect("first run");
-    let patient = patient.wait_with_output().await.expect("second run");
-    f.assert_no_secret(&first);
-    f.assert_no_secret(&patient);
+    let first = f.finish(first).await;
+    let patient = f.finish(patient).await;
     assert_success(&first);
     assert_success(&patient);
     assert_eq!(versions(&json(&first)["applied"]), [3, 4, 5]);

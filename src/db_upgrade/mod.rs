@@ -20,6 +20,7 @@ pub mod seed;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use clap::parser::ValueSource;
 use serde::Serialize;
 use tokio_postgres::Client;
 
@@ -146,6 +147,35 @@ pub fn one_line(error: &dyn std::error::Error) -> String {
 pub enum BackupPolicy {
     ToDirectory(PathBuf),
     Disabled,
+}
+
+/// What `run`'s backup options amount to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackupChoice {
+    Policy(BackupPolicy),
+    /// `--no-backup` given while `UPGRADE_GATE_BACKUP_DIR` names this
+    /// directory: the explicit flag wins, the environment is ignored.
+    NoBackupOverridesEnvironment(PathBuf),
+    /// `--no-backup` and `--backup-dir` both on the command line.
+    Conflict,
+    /// Neither (the command line parser already refuses that).
+    Missing,
+}
+
+impl BackupChoice {
+    /// Decides from `--no-backup` and the backup directory with where it
+    /// came from (`--backup-dir` or `UPGRADE_GATE_BACKUP_DIR`).
+    pub fn new(no_backup: bool, directory: Option<(PathBuf, Option<ValueSource>)>) -> Self {
+        match (no_backup, directory) {
+            (false, Some((dir, _))) => BackupChoice::Policy(BackupPolicy::ToDirectory(dir)),
+            (false, None) => BackupChoice::Missing,
+            (true, None) => BackupChoice::Policy(BackupPolicy::Disabled),
+            (true, Some((dir, Some(ValueSource::EnvVariable)))) => {
+                BackupChoice::NoBackupOverridesEnvironment(dir)
+            }
+            (true, Some(_)) => BackupChoice::Conflict,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -537,6 +567,42 @@ mod tests {
             let error = DbUpgradeError::Stopped(signal);
             assert_eq!(error.exit_code(), 14);
             assert!(one_line(&error).starts_with(&format!("stopped by {signal}:")));
+        }
+    }
+
+    #[test]
+    fn an_explicit_no_backup_wins_only_over_the_environment() {
+        let dir = || PathBuf::from("/backups");
+        let cases = [
+            (
+                false,
+                Some((dir(), Some(ValueSource::CommandLine))),
+                BackupChoice::Policy(BackupPolicy::ToDirectory(dir())),
+            ),
+            (
+                false,
+                Some((dir(), Some(ValueSource::EnvVariable))),
+                BackupChoice::Policy(BackupPolicy::ToDirectory(dir())),
+            ),
+            (false, None, BackupChoice::Missing),
+            (true, None, BackupChoice::Policy(BackupPolicy::Disabled)),
+            (
+                true,
+                Some((dir(), Some(ValueSource::EnvVariable))),
+                BackupChoice::NoBackupOverridesEnvironment(dir()),
+            ),
+            (
+                true,
+                Some((dir(), Some(ValueSource::CommandLine))),
+                BackupChoice::Conflict,
+            ),
+        ];
+        for (no_backup, directory, expected) in cases {
+            assert_eq!(
+                BackupChoice::new(no_backup, directory.clone()),
+                expected,
+                "{no_backup} {directory:?}"
+            );
         }
     }
 

@@ -2,11 +2,13 @@
 //! with `--output json`, and the Job's termination message for the operator)
 //! and its one-paragraph text form.
 //!
-//! Owns: the outcome's JSON shape and writing the termination message. Must
-//! not touch: the database.
+//! Owns: the outcome's JSON shape, where the termination message goes
+//! ([`TerminationLog`]) and writing it. Must not touch: the database.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use clap::parser::ValueSource;
 
 use serde::Serialize;
 
@@ -87,14 +89,55 @@ impl Outcome {
     }
 }
 
-/// Writes the termination message when the file exists (the kubelet creates
-/// it in a container); elsewhere it is not created, and the caller warns.
-pub fn write_termination_message(path: &Path, json: &str) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)?;
-    file.write_all(json.as_bytes())
+/// Where the termination message goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TerminationLog {
+    /// The default `/dev/termination-log`: written only if it exists, as the
+    /// kubelet creates it in a container; on a host there is none.
+    IfPresent(PathBuf),
+    /// A path someone asked for (`--termination-log`, or the environment):
+    /// created if need be.
+    Create(PathBuf),
+}
+
+impl TerminationLog {
+    /// The default path only if it is the default; anything given is created.
+    pub fn new(path: PathBuf, source: Option<ValueSource>) -> Self {
+        match source {
+            None | Some(ValueSource::DefaultValue) => TerminationLog::IfPresent(path),
+            Some(_) => TerminationLog::Create(path),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        match self {
+            TerminationLog::IfPresent(path) | TerminationLog::Create(path) => path,
+        }
+    }
+}
+
+/// Whether the termination message was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    Written,
+    /// [`TerminationLog::IfPresent`] and there is no such file.
+    NoFile,
+}
+
+/// Writes the termination message, replacing what the file held.
+pub fn write_termination_message(log: &TerminationLog, json: &str) -> std::io::Result<Written> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).truncate(true);
+    match log {
+        TerminationLog::IfPresent(path) if !path.exists() => return Ok(Written::NoFile),
+        TerminationLog::IfPresent(_) => {}
+        TerminationLog::Create(_) => {
+            options.create(true);
+        }
+    }
+    let mut file = options.open(log.path())?;
+    file.write_all(json.as_bytes())?;
+    Ok(Written::Written)
 }
 
 #[cfg(test)]
@@ -145,10 +188,54 @@ mod tests {
     }
 
     #[test]
-    fn termination_message_is_not_created() {
-        let path =
-            std::env::temp_dir().join(format!("no-such-termination-log-{}", std::process::id()));
-        assert!(write_termination_message(&path, "{}").is_err());
-        assert!(!path.exists());
+    fn only_a_given_termination_log_is_created() {
+        let path = PathBuf::from("/dev/termination-log");
+        for (source, expected) in [
+            (None, TerminationLog::IfPresent(path.clone())),
+            (
+                Some(ValueSource::DefaultValue),
+                TerminationLog::IfPresent(path.clone()),
+            ),
+            (
+                Some(ValueSource::EnvVariable),
+                TerminationLog::Create(path.clone()),
+            ),
+            (
+                Some(ValueSource::CommandLine),
+                TerminationLog::Create(path.clone()),
+            ),
+        ] {
+            assert_eq!(TerminationLog::new(path.clone(), source), expected);
+        }
+    }
+
+    #[test]
+    fn termination_message_writing() {
+        let dir = std::env::temp_dir().join(format!("termination-log-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let absent = dir.join("absent");
+        assert_eq!(
+            write_termination_message(&TerminationLog::IfPresent(absent.clone()), "{}")
+                .expect("nothing to write"),
+            Written::NoFile
+        );
+        assert!(!absent.exists());
+
+        let asked_for = dir.join("asked-for");
+        for json in [r#"{"first":"a longer message"}"#, r#"{"second":1}"#] {
+            assert_eq!(
+                write_termination_message(&TerminationLog::Create(asked_for.clone()), json)
+                    .expect("created"),
+                Written::Written
+            );
+            assert_eq!(std::fs::read_to_string(&asked_for).expect("read"), json);
+        }
+        assert_eq!(
+            write_termination_message(&TerminationLog::IfPresent(asked_for.clone()), "{}")
+                .expect("present"),
+            Written::Written
+        );
+        assert_eq!(std::fs::read_to_string(&asked_for).expect("read"), "{}");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 }
