@@ -10,14 +10,24 @@
 //! panics without it. Creates a namespace, a database and a PersistentVolume
 //! of its own, removed by guards.
 
+// The support modules are shared with tests/cluster_operator.rs, which
+// uses the helpers this target does not (logins, lock waiters).
+#[path = "support/backup_volume.rs"]
+mod backup_volume;
+#[allow(dead_code)]
+#[path = "support/cluster_database.rs"]
+mod cluster_database;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use backon::{ConstantBuilder, Retryable};
+use backup_volume::BackupVolume;
+use cluster_database::TestDatabase;
 use harness::testing::{HOW_TO_START, ServedCatalog, TestCluster, TestNamespace};
-use k8s_openapi::api::core::v1::{PersistentVolume, Secret};
-use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -77,134 +87,6 @@ where
     )
     .await
     .unwrap_or_else(|()| panic!("timed out after {timeout:?} waiting for {what}"))
-}
-
-/// A database of the test's own on the cluster's PostgreSQL; dropped with
-/// the guard. Returns the URL pods use.
-struct TestDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl TestDatabase {
-    async fn create(admin_url: &str, namespace: &str) -> Self {
-        let name = namespace.replace('-', "_");
-        let (client, connection) = tokio_postgres::connect(admin_url, tokio_postgres::NoTls)
-            .await
-            .unwrap_or_else(|error| panic!("connecting to DATABASE_URL: {error}; {HOW_TO_START}"));
-        let connection = tokio::spawn(connection);
-        client
-            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
-            .await
-            .unwrap_or_else(|error| panic!("creating database {name}: {error}"));
-        drop(client);
-        let _finished = connection.await;
-        let mut url = url::Url::parse(admin_url)
-            .unwrap_or_else(|error| panic!("DATABASE_URL is not a URL: {error}"));
-        url.set_path(&name);
-        Self {
-            admin_url: admin_url.to_owned(),
-            url: url.to_string(),
-            name,
-        }
-    }
-}
-
-impl Drop for TestDatabase {
-    fn drop(&mut self) {
-        let admin_url = self.admin_url.clone();
-        let sql = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
-        let outcome = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|error| error.to_string())?;
-            runtime.block_on(async {
-                let (client, connection) =
-                    tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
-                        .await
-                        .map_err(|error| error.to_string())?;
-                let connection = tokio::spawn(connection);
-                let dropped = client
-                    .batch_execute(&sql)
-                    .await
-                    .map_err(|error| error.to_string());
-                drop(client);
-                let _finished = connection.await;
-                dropped
-            })
-        })
-        .join();
-        if !matches!(outcome, Ok(Ok(()))) {
-            eprintln!("dropping test database {}: {outcome:?}", self.name);
-        }
-    }
-}
-
-/// A static hostPath PersistentVolume bound to one claim (the cluster has no
-/// provisioner); deleted with the guard, its directory with the temp dir.
-struct BackupVolume {
-    kubeconfig: PathBuf,
-    name: String,
-    _dir: tempfile::TempDir,
-}
-
-impl BackupVolume {
-    async fn create(client: Client, kubeconfig: &Path, namespace: &str, claim: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
-        // The upgrade Job runs as UID 65532.
-        std::os::unix::fs::chown(dir.path(), Some(65532), Some(65532))
-            .unwrap_or_else(|error| panic!("chown {}: {error}", dir.path().display()));
-        let name = format!("{namespace}-{claim}");
-        let volume: PersistentVolume = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": dir.path(), "type": "Directory"},
-                "claimRef": {"namespace": namespace, "name": claim}
-            }
-        }))
-        .unwrap_or_else(|error| panic!("PersistentVolume: {error}"));
-        Api::<PersistentVolume>::all(client)
-            .create(&PostParams::default(), &volume)
-            .await
-            .unwrap_or_else(|error| panic!("creating PersistentVolume {name}: {error}"));
-        Self {
-            kubeconfig: kubeconfig.to_owned(),
-            name,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for BackupVolume {
-    fn drop(&mut self) {
-        let kubeconfig = self.kubeconfig.clone();
-        let name = self.name.clone();
-        let outcome = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|error| error.to_string())?;
-            runtime.block_on(async {
-                let client = harness::api::client_from_kubeconfig(&kubeconfig)
-                    .await
-                    .map_err(|error| error.to_string())?;
-                Api::<PersistentVolume>::all(client)
-                    .delete(&name, &DeleteParams::background())
-                    .await
-                    .map(drop)
-                    .map_err(|error| error.to_string())
-            })
-        })
-        .join();
-        if !matches!(outcome, Ok(Ok(()))) {
-            eprintln!("deleting PersistentVolume {}: {outcome:?}", self.name);
-        }
-    }
 }
 
 /// `tools/e2e-kind/assert.sh ARGS...` against this cluster, with its kubectl.
@@ -396,7 +278,8 @@ async fn install_7_9_3_with_app(
         .unwrap_or_default()
         .to_owned();
 
-    let database = TestDatabase::create(&cluster.database_url, &namespace.name).await;
+    let database =
+        TestDatabase::create(&cluster.database_url, &namespace.name.replace('-', "_")).await;
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": secret_name},
         "stringData": {"url": database.url}
@@ -407,21 +290,13 @@ async fn install_7_9_3_with_app(
         .create(&PostParams::default(), &secret)
         .await
         .unwrap_or_else(|error| panic!("creating Secret {secret_name}: {error}"));
-    let _volume =
-        BackupVolume::create(client.clone(), &cluster.kubeconfig, &namespace.name, &claim).await;
-    let claim_object = json!({
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": {"name": claim},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""}
-    });
-    namespace
-        .api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>()
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(claim_object).unwrap_or_else(|error| panic!("claim: {error}")),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating claim {claim}: {error}"));
+    let _volume = BackupVolume::create(
+        client.clone(),
+        cluster.kubeconfig.clone(),
+        &namespace.name,
+        &claim,
+    )
+    .await;
     let apps = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         &namespace.name,
@@ -484,38 +359,6 @@ async fn release_7_9_3_installs_through_olm_with_its_gate_confirmed() {
 /// upgrades move real data.
 const SEED_ROWS: &str = "200000";
 
-/// Holds `app-db-upgrade`'s advisory lock on a database from a session of its
-/// own, so an upgrade Job started meanwhile waits (observably `active`) until
-/// [`UpgradeLockHeld::release`]. This makes "7.10.0's upgrade is still
-/// running when 7.10.1's CSV appears" certain instead of a race against the
-/// machine's speed; the Job's own bounded lock wait (120 s) is the deadline.
-struct UpgradeLockHeld {
-    client: tokio_postgres::Client,
-    connection: tokio::task::JoinHandle<Result<(), tokio_postgres::Error>>,
-}
-
-impl UpgradeLockHeld {
-    async fn take(url: &str) -> Self {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap_or_else(|error| panic!("connecting to hold the upgrade lock: {error}"));
-        let connection = tokio::spawn(connection);
-        client
-            .execute(
-                "SELECT pg_advisory_lock($1)",
-                &[&upgrade_gate::db_upgrade::lock::UPGRADE_LOCK_KEY],
-            )
-            .await
-            .unwrap_or_else(|error| panic!("taking the upgrade lock: {error}"));
-        Self { client, connection }
-    }
-
-    async fn release(self) {
-        drop(self.client);
-        let _closed = self.connection.await;
-    }
-}
-
 /// What the upgrades must keep: row counts and the sum of execution ids.
 async fn data_fingerprint(url: &str) -> Vec<i64> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -547,19 +390,17 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     let installed = install_7_9_3_with_app(&cluster, "olm-chain", CATALOG_PORT + 1).await;
     let namespace = &installed.namespace;
 
-    let seeded = Command::new(env!("CARGO_BIN_EXE_app-db-upgrade"))
-        .args(["seed", "--rows", SEED_ROWS])
-        .env("DATABASE_URL", &installed.database.url)
-        .output()
-        .unwrap_or_else(|error| panic!("running app-db-upgrade seed: {error}"));
-    assert!(
-        seeded.status.success(),
-        "app-db-upgrade seed failed: {}",
-        String::from_utf8_lossy(&seeded.stderr)
-    );
+    installed
+        .database
+        .app_db_upgrade(&["seed", "--rows", SEED_ROWS]);
     let before = data_fingerprint(&installed.database.url).await;
 
-    let lock = UpgradeLockHeld::take(&installed.database.url).await;
+    // The upgrade lock, held across the switch: 7.10.0's Job then waits
+    // (observably `active`) until it is released, so "7.10.0's upgrade is
+    // still running when 7.10.1's CSV appears" is certain instead of a race
+    // against the machine's speed; the Job's own lock wait (120 s) is the
+    // deadline.
+    let lock = installed.database.hold_upgrade_lock().await;
     let switched = Instant::now();
     let subscriptions = olm_api(
         &namespace.client(),

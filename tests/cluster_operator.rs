@@ -535,7 +535,7 @@ async fn restarted_operator_adopts_the_running_job(cluster: TestCluster) {
         .unwrap_or_else(|| panic!("no gate in status"));
     assert_eq!(gate.status, "False", "{gate:?}");
 
-    lock.release();
+    lock.release().await;
     scenario
         .wait_for_app("shop", "Ready", JOB_DONE, ready)
         .await;
@@ -636,7 +636,7 @@ async fn deleted_app_leaves_no_orphans(cluster: TestCluster) {
     let job_gone = deleted.elapsed();
     // The Job's process ignores SIGTERM while it waits for the lock; let it
     // finish instead of waiting out the pod's grace period.
-    lock.release();
+    lock.release().await;
     wait::until("the Job's pods gone", POD_READY, || async {
         let pods = scenario.pods_of("shop").await;
         if pods.is_empty() {

@@ -250,34 +250,59 @@ impl TestNamespace {
 
 impl Drop for TestNamespace {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        let kubeconfig = self.kubeconfig.clone();
-        // Drop may run inside the test's runtime, which must not be blocked
-        // on: delete from a thread with a runtime of its own.
-        let outcome = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|error| error.to_string())?;
-            runtime.block_on(async {
-                let client = crate::api::client_from_kubeconfig(&kubeconfig)
-                    .await
-                    .map_err(|error| error.to_string())?;
-                let namespaces: Api<Namespace> = Api::all(client);
-                namespaces
-                    .delete(&name, &DeleteParams::background())
-                    .await
-                    .map(drop)
-                    .map_err(|error| error.to_string())
-            })
-        })
-        .join();
-        match outcome {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => eprintln!("deleting test namespace {}: {error}", self.name),
-            Err(_) => eprintln!("deleting test namespace {}: the thread panicked", self.name),
-        }
+        delete_on_drop::<Namespace>(&self.kubeconfig, &self.name);
     }
+}
+
+/// Runs a guard's asynchronous clean-up from its `Drop`, on a thread with a
+/// runtime of its own: a drop may run inside the test's runtime, which must
+/// not be blocked on. A failure is printed as `{what}: {error}`, never
+/// panicked on (the drop may run while a test panics).
+pub fn clean_up_on_drop<F, Fut>(what: &str, clean_up: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let outcome = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| error.to_string())?;
+        runtime.block_on(clean_up())
+    })
+    .join();
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => eprintln!("{what}: {error}"),
+        Err(_) => eprintln!("{what}: the clean-up thread panicked"),
+    }
+}
+
+/// Deletes the cluster-scoped object `name` of kind `K` (in the background)
+/// from a guard's `Drop`, with a client of its own from `kubeconfig`; see
+/// [`clean_up_on_drop`].
+pub fn delete_on_drop<K>(kubeconfig: &Path, name: &str)
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + 'static,
+    K::DynamicType: Default,
+{
+    let kubeconfig = kubeconfig.to_owned();
+    let name = name.to_owned();
+    let what = format!("deleting {} {name}", K::kind(&K::DynamicType::default()));
+    clean_up_on_drop(&what, move || async move {
+        let client = crate::api::client_from_kubeconfig(&kubeconfig)
+            .await
+            .map_err(|error| error.to_string())?;
+        Api::<K>::all(client)
+            .delete(&name, &DeleteParams::background())
+            .await
+            .map(drop)
+            .map_err(|error| error.to_string())
+    });
 }
 
 /// A ServiceAccount's identity: its token, a kubeconfig file with it (kept

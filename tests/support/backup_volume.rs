@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::json;
 
@@ -66,27 +66,6 @@ impl BackupVolume {
 
 impl Drop for BackupVolume {
     fn drop(&mut self) {
-        let kubeconfig = self.kubeconfig.clone();
-        let name = self.name.clone();
-        let outcome = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|error| error.to_string())?;
-            runtime.block_on(async {
-                let client = harness::api::client_from_kubeconfig(&kubeconfig)
-                    .await
-                    .map_err(|error| error.to_string())?;
-                Api::<PersistentVolume>::all(client)
-                    .delete(&name, &DeleteParams::background())
-                    .await
-                    .map(drop)
-                    .map_err(|error| error.to_string())
-            })
-        })
-        .join();
-        if !matches!(outcome, Ok(Ok(()))) {
-            eprintln!("deleting PersistentVolume {}: {outcome:?}", self.name);
-        }
+        harness::testing::delete_on_drop::<PersistentVolume>(&self.kubeconfig, &self.name);
     }
 }

@@ -153,33 +153,23 @@ impl Drop for TestDatabase {
                 .map(|role| format!("DROP ROLE IF EXISTS \"{role}\"")),
         )
         .collect();
-        // Drop may run inside the test's runtime: use a thread with its own.
-        let outcome = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
+        let what = format!("dropping test database {}", self.name);
+        harness::testing::clean_up_on_drop(&what, move || async move {
+            let (client, connection) = tokio_postgres::connect(&admin_url, NoTls)
+                .await
                 .map_err(|error| error.to_string())?;
-            runtime.block_on(async {
-                let (client, connection) = tokio_postgres::connect(&admin_url, NoTls)
-                    .await
-                    .map_err(|error| error.to_string())?;
-                let connection = tokio::spawn(connection);
-                let mut dropped = Ok(());
-                for statement in &statements {
-                    if let Err(error) = client.batch_execute(statement).await {
-                        dropped = Err(format!("{statement}: {error:?}"));
-                        break;
-                    }
+            let connection = tokio::spawn(connection);
+            let mut dropped = Ok(());
+            for statement in &statements {
+                if let Err(error) = client.batch_execute(statement).await {
+                    dropped = Err(format!("{statement}: {error:?}"));
+                    break;
                 }
-                drop(client);
-                let _finished = connection.await;
-                dropped
-            })
-        })
-        .join();
-        if !matches!(outcome, Ok(Ok(()))) {
-            eprintln!("dropping test database {}: {outcome:?}", self.name);
-        }
+            }
+            drop(client);
+            let _finished = connection.await;
+            dropped
+        });
     }
 }
 
@@ -189,8 +179,16 @@ pub struct HeldUpgradeLock {
 }
 
 impl HeldUpgradeLock {
-    /// Releases the lock by ending the session.
-    pub fn release(self) {
-        drop(self.session);
+    /// Releases the lock and returns once the server has: a test that blocks
+    /// its runtime next (a `std::process::Command`) cannot leave the release
+    /// to the session's connection task.
+    pub async fn release(self) {
+        let released: bool = self
+            .session
+            .query_one("SELECT pg_advisory_unlock($1)", &[&UPGRADE_LOCK_KEY])
+            .await
+            .unwrap_or_else(|error| panic!("releasing the upgrade lock: {error}"))
+            .get(0);
+        assert!(released, "the test's session did not hold the upgrade lock");
     }
 }
