@@ -13,12 +13,11 @@ use upgrade_gate::db_config::{ConnectionArgs, ConnectionSettings};
 use upgrade_gate::db_upgrade::backup::{self, PgTools};
 use upgrade_gate::db_upgrade::outcome::{self, Failure, TerminationLog, Written};
 use upgrade_gate::db_upgrade::{
-    self, BackupChoice, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, one_line,
-    refusal_exit_code,
+    self, BackupChoice, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, refusal_exit_code,
 };
 use upgrade_gate::migrations::Release;
 use upgrade_gate::shutdown::{self, StopSignals};
-use upgrade_gate::telemetry::{CommonArgs, LogFormat, init_logging};
+use upgrade_gate::telemetry::{CommonArgs, LogFormat, error_chain, init_logging};
 
 #[derive(Debug, Parser)]
 #[command(name = "app-db-upgrade", version, about = "Upgrades the application's PostgreSQL schema, safely", after_help = EXIT_CODES)]
@@ -244,7 +243,7 @@ async fn execute(
                     let failure = Failure {
                         release: release.to_string(),
                         exit_code: error.exit_code(),
-                        error: one_line(&error),
+                        error: error_chain(&error),
                     };
                     let json = serde_json::to_string(&failure).unwrap_or_default();
                     termination_message(&termination_log, &json);
@@ -289,7 +288,7 @@ async fn main() -> ExitCode {
     match execute(cli, release, &mut stop).await {
         Ok(code) => code,
         Err(error) => {
-            let message = one_line(&error);
+            let message = error_chain(&error);
             match log_format {
                 LogFormat::Json => tracing::error!(exit_code = error.exit_code(), "{message}"),
                 LogFormat::Text => eprintln!("error: {message}"),

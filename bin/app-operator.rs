@@ -18,7 +18,7 @@ use upgrade_gate::operator::observe::PostgresSchemaReader;
 use upgrade_gate::operator::resources::PodSettings;
 use upgrade_gate::operator::{Context, OperatorConfig};
 use upgrade_gate::shutdown::{self, StopSignals};
-use upgrade_gate::telemetry::{CommonArgs, init_logging};
+use upgrade_gate::telemetry::{CommonArgs, error_chain, init_logging};
 
 /// How long in-flight reconciles may take after SIGTERM before the process
 /// exits anyway: OLM stalls an upgrade while the old pod lingers.
@@ -178,13 +178,6 @@ fn write_crd(output: &std::path::Path) -> ExitCode {
 }
 
 fn fail(error: &dyn std::error::Error) -> ExitCode {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        line.push_str(": ");
-        line.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    eprintln!("app-operator: {line}");
+    eprintln!("app-operator: {}", error_chain(error));
     ExitCode::from(1)
 }

@@ -13,7 +13,7 @@ use upgrade_gate::migrations::Release;
 use upgrade_gate::schema::read_schema_state;
 use upgrade_gate::server::{check_schema, router};
 use upgrade_gate::shutdown::{self, StopSignal};
-use upgrade_gate::telemetry::{CommonArgs, init_logging};
+use upgrade_gate::telemetry::{CommonArgs, error_chain, init_logging};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -94,13 +94,6 @@ fn stopped(signal: StopSignal) -> ExitCode {
 }
 
 fn fail(error: &dyn std::error::Error, code: u8) -> ExitCode {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        line.push_str(": ");
-        line.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    eprintln!("app-server: {line}");
+    eprintln!("app-server: {}", error_chain(error));
     ExitCode::from(code)
 }

@@ -2,8 +2,9 @@
 //! `app-operator`, `app-db-upgrade`): `tracing` events go to **stderr**, as
 //! human-readable text or as one JSON object per line.
 //!
-//! Owns: the `--log-format` choice and the global `tracing` subscriber.
-//! Must not touch: stdout (it belongs to the binaries' own output, e.g.
+//! Owns: the `--log-format` choice, the global `tracing` subscriber, and
+//! how an error is written on one line ([`error_chain`]) in logs and on
+//! stderr. Must not touch: stdout (it belongs to the binaries' own output, e.g.
 //! `upgrade-gate status -o json`) or anything beyond logging.
 //!
 //! The level filter comes from `RUST_LOG` (default `info`).
@@ -48,6 +49,22 @@ pub fn init_logging(format: LogFormat) {
     };
 }
 
+/// An error and each of its causes on one line, `error: cause: cause`; a
+/// cause whose text an earlier part already contains (an error that prints
+/// its source itself) is left out, and line breaks become spaces.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !parts.iter().any(|part| part.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ").replace('\n', " ")
+}
+
 /// The `--log-format` and `--release` arguments every binary of the project
 /// takes, to `#[command(flatten)]` into a clap parser.
 #[derive(Clone, Debug, clap::Args)]
@@ -60,4 +77,68 @@ pub struct CommonArgs {
     /// in tests and catalogs). Defaults to the crate version.
     #[arg(long, env = "UPGRADE_GATE_RELEASE", default_value = env!("CARGO_PKG_VERSION"), global = true)]
     pub release: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error with an optional source, for building chains.
+    #[derive(Debug)]
+    struct Failure {
+        text: &'static str,
+        source: Option<Box<Failure>>,
+    }
+
+    impl std::fmt::Display for Failure {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.text)
+        }
+    }
+
+    impl std::error::Error for Failure {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.source
+                .as_deref()
+                .map(|source| source as &(dyn std::error::Error + 'static))
+        }
+    }
+
+    fn chain(texts: &[&'static str]) -> Failure {
+        texts
+            .iter()
+            .rev()
+            .fold(None, |source, text| {
+                Some(Failure {
+                    text,
+                    source: source.map(Box::new),
+                })
+            })
+            .expect("at least one error")
+    }
+
+    #[test]
+    fn error_chains_are_one_line_with_each_cause_once() {
+        let cases: &[(&str, &[&'static str], &str)] = &[
+            ("no cause", &["backup failed"], "backup failed"),
+            (
+                "causes in order",
+                &["backup failed", "pg_dump exited 1", "disk full"],
+                "backup failed: pg_dump exited 1: disk full",
+            ),
+            (
+                "a cause the error already prints",
+                &["cannot connect: refused", "refused"],
+                "cannot connect: refused",
+            ),
+            (
+                "line breaks",
+                &["query failed", "ERROR: x\nDETAIL: y"],
+                "query failed: ERROR: x DETAIL: y",
+            ),
+        ];
+        for (case, texts, expected) in cases {
+            assert_eq!(error_chain(&chain(texts)), *expected, "case: {case}");
+        }
+    }
 }

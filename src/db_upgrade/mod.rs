@@ -28,6 +28,7 @@ use crate::db_config::{ConnectError, ConnectionSettings, DbConfigError};
 use crate::migrations::{self, Release};
 use crate::schema::{self, MigrationRef, Refusal, SchemaReadError, UpgradePlan};
 use crate::shutdown::StopSignal;
+use crate::telemetry::error_chain;
 use backup::{Backup, BackupError, BackupName, PgTools, millis};
 use lock::LockError;
 use outcome::{AppliedStep, Durations, Outcome};
@@ -128,20 +129,6 @@ pub fn refusal_exit_code(refusal: &Refusal) -> u8 {
     }
 }
 
-/// The error and every cause on one line, each cause once.
-pub fn one_line(error: &dyn std::error::Error) -> String {
-    let mut parts = vec![error.to_string()];
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = cause.source();
-    }
-    parts.join(": ").replace('\n', " ")
-}
-
 /// Whether `run` backs up first. Skipping is never implicit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackupPolicy {
@@ -199,7 +186,7 @@ async fn detect_dead_client(client: &Client) {
         .await
     {
         tracing::warn!(
-            error = %one_line(&error),
+            error = %error_chain(&error),
             "the server cannot check for a dead client (PostgreSQL < 14?); a killed run may hold the lock until its statement ends"
         );
     }
@@ -566,7 +553,7 @@ mod tests {
         for signal in [StopSignal::Terminate, StopSignal::Interrupt] {
             let error = DbUpgradeError::Stopped(signal);
             assert_eq!(error.exit_code(), 14);
-            assert!(one_line(&error).starts_with(&format!("stopped by {signal}:")));
+            assert!(error_chain(&error).starts_with(&format!("stopped by {signal}:")));
         }
     }
 
@@ -613,7 +600,7 @@ mod tests {
             reason: "it is empty".into(),
         });
         assert_eq!(
-            one_line(&error),
+            error_chain(&error),
             "backup failed; nothing was migrated: the archive /b/x.dump is not usable: it is empty"
         );
     }

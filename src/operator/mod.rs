@@ -43,6 +43,7 @@ use crate::operator::gate_writer::GateSink;
 use crate::operator::metrics::Metrics;
 use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
 use crate::operator::resources::{MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
+use crate::telemetry::error_chain;
 
 /// A reconcile failed at one stage.
 #[derive(Debug, thiserror::Error)]
@@ -229,17 +230,6 @@ pub fn error_policy(app: Arc<App>, error: &ReconcileError, ctx: Arc<Context>) ->
     } else {
         Duration::from_secs(10)
     })
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Reconciles running at once per watched scope. Each one opens a database

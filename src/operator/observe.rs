@@ -27,6 +27,7 @@ use crate::operator::decide::{
 };
 use crate::operator::resources::server_name;
 use crate::schema::{self, SchemaState, UpgradePlan};
+use crate::telemetry::error_chain;
 
 /// How long the operator's own read of a database may take.
 pub const DATABASE_READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -70,18 +71,6 @@ impl SchemaReader for PostgresSchemaReader {
                 })
         })
     }
-}
-
-/// An error and its sources on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Reads failed; the reconcile is retried.

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::olm::{Confirmation, CopyState, confirmation};
 use super::resource::{GROUP, OperatorCondition, PLURAL, VERSION};
 use super::upsert::{GateState, UpgradeableEntry, upsert_upgradeable};
+use crate::telemetry::error_chain;
 
 /// Longest a single request may take before it counts as timed out and is retried.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,21 +83,6 @@ impl Obstacle {
     pub fn is_transient(&self) -> bool {
         !matches!(self, Obstacle::Rejected { .. } | Obstacle::Unexpected(_))
     }
-}
-
-/// The error and all its sources on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut line = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !line.contains(&text) {
-            line.push_str(": ");
-            line.push_str(&text);
-        }
-        source = cause.source();
-    }
-    line
 }
 
 /// Why an operation on an `OperatorCondition` did not succeed.
