@@ -14,6 +14,11 @@ use harness::postgres::TempPostgres;
 use serde_json::Value;
 use tokio::process::Command;
 
+#[path = "support/process_output.rs"]
+#[allow(dead_code)] // this target needs only some of the shared assertions
+mod process_output;
+use process_output::{assert_exit, json};
+
 const BIN: &str = env!("CARGO_BIN_EXE_app-db-upgrade");
 
 struct Fixture {
@@ -63,25 +68,6 @@ impl Fixture {
         }
         output
     }
-}
-
-fn assert_exit(output: &Output, code: i32) {
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-fn json(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
 }
 
 fn read_json(path: &Path) -> Value {

@@ -18,10 +18,13 @@ use harness::postgres::{ServerTls, TempPostgres};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
-use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio_postgres::{Client, NoTls};
 use upgrade_gate::db_upgrade::lock::UPGRADE_LOCK_KEY;
+
+#[path = "support/process_output.rs"]
+mod process_output;
+use process_output::{assert_exit, assert_success, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_app-db-upgrade");
 const DB: &str = "app";
@@ -232,35 +235,6 @@ impl Fixture {
             assert!(line.contains("SSL enabled (protocol=TLS"), "{line}");
         }
     }
-}
-
-fn assert_success(output: &Output) {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-fn assert_exit(output: &Output, code: i32) {
-    assert_eq!(
-        output.status.code(),
-        Some(code),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-fn json(output: &Output) -> Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
 }
 
 /// The whole of stderr, which must be exactly one `error: ` line.
