@@ -30,6 +30,26 @@ pub struct SchemaState {
     pub applied: Vec<AppliedMigration>,
 }
 
+impl SchemaState {
+    /// The history of a database to which the embedded migrations up to
+    /// `version` were applied, as refinery records them (without times):
+    /// what tests and stand-ins for a database start from.
+    pub fn applied_up_to(version: u32) -> Self {
+        Self {
+            applied: migrations::CATALOGUE
+                .iter()
+                .filter(|m| m.version <= version)
+                .map(|m| AppliedMigration {
+                    version: i64::from(m.version),
+                    name: m.name.to_owned(),
+                    checksum: m.checksum().to_string(),
+                    applied_on: String::new(),
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Reading the history failed.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read the migration history ({HISTORY_TABLE})")]
@@ -257,25 +277,13 @@ pub fn current(state: &SchemaState) -> Option<MigrationRef> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::migrations::CATALOGUE;
 
     fn release(s: &str) -> Release {
         s.parse().expect("test release")
     }
 
     fn applied_up_to(version: u32) -> SchemaState {
-        SchemaState {
-            applied: CATALOGUE
-                .iter()
-                .filter(|m| m.version <= version)
-                .map(|m| AppliedMigration {
-                    version: i64::from(m.version),
-                    name: m.name.to_owned(),
-                    checksum: m.checksum().to_string(),
-                    applied_on: "2025-01-01T00:00:00Z".to_owned(),
-                })
-                .collect(),
-        }
+        SchemaState::applied_up_to(version)
     }
 
     fn pending_versions(plan: &UpgradePlan) -> Vec<i64> {

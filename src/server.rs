@@ -131,22 +131,10 @@ async fn integrations(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::migrations::CATALOGUE;
-    use crate::schema::{AppliedMigration, SchemaState};
+    use crate::schema::SchemaState;
 
     fn applied_up_to(version: u32) -> SchemaState {
-        SchemaState {
-            applied: CATALOGUE
-                .iter()
-                .filter(|m| m.version <= version)
-                .map(|m| AppliedMigration {
-                    version: i64::from(m.version),
-                    name: m.name.to_owned(),
-                    checksum: m.checksum().to_string(),
-                    applied_on: String::new(),
-                })
-                .collect(),
-        }
+        SchemaState::applied_up_to(version)
     }
 
     #[test]

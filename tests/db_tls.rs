@@ -11,9 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
-use std::time::Duration;
 
-use backon::{ConstantBuilder, Retryable};
 use harness::postgres::{ServerTls, TempPostgres};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
@@ -22,6 +20,9 @@ use tokio::process::{Child, Command};
 use tokio_postgres::{Client, NoTls};
 use upgrade_gate::db_upgrade::lock::UPGRADE_LOCK_KEY;
 
+#[path = "support/eventually.rs"]
+mod eventually;
+use eventually::eventually;
 #[path = "support/process_output.rs"]
 mod process_output;
 use process_output::{assert_exit, assert_success, json};
@@ -245,26 +246,6 @@ fn only_error_line(output: &Output) -> String {
         "expected one error line, got: {text}"
     );
     text
-}
-
-/// Polls `check` every 50 ms for up to 60 s.
-async fn eventually<T, F, Fut>(what: &str, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let mut check = check;
-    (|| {
-        let attempt = check();
-        async move { attempt.await.ok_or(()) }
-    })
-    .retry(
-        ConstantBuilder::default()
-            .with_delay(Duration::from_millis(50))
-            .with_max_times(1200),
-    )
-    .await
-    .unwrap_or_else(|()| panic!("timed out waiting until {what}"))
 }
 
 /// `pg_stat_ssl` of the `app-db-upgrade` session waiting for the advisory lock.

@@ -11,13 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use backon::{ConstantBuilder, Retryable};
 use harness::postgres::TempPostgres;
 use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio_postgres::{Client, NoTls};
 use upgrade_gate::db_upgrade::lock::UPGRADE_LOCK_KEY;
 
+#[path = "support/eventually.rs"]
+mod eventually;
+use eventually::eventually;
 #[path = "support/process_output.rs"]
 mod process_output;
 use process_output::{assert_exit, assert_success, json};
@@ -247,26 +249,6 @@ async fn content_digest(client: &Client) -> BTreeMap<String, String> {
         .expect("history digest");
     digest.insert("(history)".into(), history.get(0));
     digest
-}
-
-/// Polls `check` every 50 ms for up to 60 s.
-async fn eventually<T, F, Fut>(what: &str, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let mut check = check;
-    (|| {
-        let attempt = check();
-        async move { attempt.await.ok_or(()) }
-    })
-    .retry(
-        ConstantBuilder::default()
-            .with_delay(Duration::from_millis(50))
-            .with_max_times(1200),
-    )
-    .await
-    .unwrap_or_else(|()| panic!("timed out waiting until {what}"))
 }
 
 /// The backend pid of an `app-db-upgrade` session waiting for a lock

@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 use tower_test::mock::{Handle, SendResponse};
 use upgrade_gate::app::App;
 use upgrade_gate::db_config::ConnectionSettings;
-use upgrade_gate::migrations::{CATALOGUE, Release};
+use upgrade_gate::migrations::Release;
 use upgrade_gate::operator::gate::{decide_gate, view_of};
 use upgrade_gate::operator::metrics::Metrics;
 use upgrade_gate::operator::observe::SchemaReader;
 use upgrade_gate::operator::resources::PodSettings;
 use upgrade_gate::operator::{Context, reconcile};
-use upgrade_gate::schema::{AppliedMigration, SchemaState};
+use upgrade_gate::schema::SchemaState;
 
 const NS: &str = "shop-ns";
 const APPS: &str = "/apis/upgrade-gate.dev/v1alpha1/namespaces/shop-ns/apps";
@@ -50,20 +50,7 @@ impl SchemaReader for ScriptedDatabase {
         _settings: &'a ConnectionSettings,
     ) -> Pin<Box<dyn Future<Output = Result<SchemaState, String>> + Send + 'a>> {
         let version = *self.0.lock().expect("lock");
-        Box::pin(async move {
-            Ok(SchemaState {
-                applied: CATALOGUE
-                    .iter()
-                    .filter(|m| m.version <= version)
-                    .map(|m| AppliedMigration {
-                        version: i64::from(m.version),
-                        name: m.name.to_owned(),
-                        checksum: m.checksum().to_string(),
-                        applied_on: String::new(),
-                    })
-                    .collect(),
-            })
-        })
+        Box::pin(async move { Ok(SchemaState::applied_up_to(version)) })
     }
 }
 
