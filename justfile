@@ -4,8 +4,9 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 set positional-arguments := false
 
-# The crate's version: the newest release this build plays by default.
-version := `sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1`
+# The sample application's version: the newest release this build plays by
+# default, and the tag of its image.
+version := `sed -n 's/^version = "\(.*\)"$/\1/p' app/Cargo.toml | head -n1`
 # Built tools, base images and other caches live outside the work tree.
 cache := env_var_or_default("UPGRADE_GATE_CACHE", env_var("HOME") / ".cache/upgrade-gate")
 
@@ -15,14 +16,16 @@ default:
 # Everything: lint, unit + mocked tests, then the real-component tests.
 test: lint validate test-fast test-postgres test-cluster
 
-# Unit tests and mocked-API tests only (seconds, no real components).
+# Unit, mocked-API and doc tests (plain `cargo test`), then the binaries as processes.
 test-fast:
-    cargo test --workspace --lib --bins --test operator_mock --test gate_mock --test gate_signals
-    cargo test --workspace --doc
+    cargo test
+    cargo build --workspace --bins
+    cargo test --package upgrade-gate-tests --test cli
 
-# The database upgrade against throwaway PostgreSQL 15 servers (root; docs/database-upgrade.md).
+# The database upgrade against throwaway PostgreSQL servers (root; docs/database-upgrade.md).
 test-postgres:
-    cargo test --package upgrade-gate --test db_upgrade --test db_tls --test db_run_options
+    cargo build --workspace --bins
+    cargo test --package upgrade-gate-tests --test postgres
 
 # Benchmark: backup + upgrade 7.9.3 -> 7.10.1 of a ~1 GiB sample database vs plain pg_dump -Fc.
 bench-db ROWS="2000000" RUNS="3":
@@ -30,7 +33,7 @@ bench-db ROWS="2000000" RUNS="3":
 
 # Regenerate the App CRD yaml from the Rust types (a unit test diffs it).
 crd:
-    cargo run --quiet --bin app-operator -- crd --output manifests/crd/apps.upgrade-gate.dev.yaml
+    cargo run --quiet --package upgrade-gate-app --bin app-operator -- crd --output manifests/crd/apps.upgrade-gate.dev.yaml
 
 # Formatting and clippy with warnings as errors.
 lint:
@@ -96,9 +99,9 @@ image-archive:
 cluster := "cargo run --quiet --package upgrade-gate-harness --bin cluster --"
 pause_archive := cache / "images/pause-3.10.oci.tar"
 
-# Cargo test targets that need the shared cluster, as <package>:<test target>.
-# Add yours here; `just test-cluster` runs them all against one fresh cluster.
-cluster_tests := "upgrade-gate-harness:cluster_smoke upgrade-gate-harness:cluster_teardown upgrade-gate:cluster_manifests upgrade-gate:cluster_olm_install upgrade-gate:cluster_operator upgrade-gate:cluster_gate"
+# Cluster tests libtest runs at once: they mostly wait on the cluster, each
+# in namespaces of its own.
+cluster_test_threads := "6"
 
 # Start local cluster NAME (builds the tools and images first) and load our image.
 cluster-up NAME="dev": cluster-bins pause-image image
@@ -131,8 +134,9 @@ demo: cluster-bins pause-image image
     DEMO_IMAGE_ARCHIVE="$(just image-archive)" \
       tools/demo/run.sh
 
-# Run cluster test targets on a fresh cluster; always tears it down and checks leftovers.
-test-cluster TARGETS=cluster_tests: cluster-bins pause-image image
+# The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
+# tears it down and checks leftovers.
+test-cluster FILTER="": cluster-bins pause-image image
     #!/usr/bin/env bash
     set -euo pipefail
     started=$(date +%s.%N)
@@ -158,7 +162,5 @@ test-cluster TARGETS=cluster_tests: cluster-bins pause-image image
     sampler=$!
     eval "$("$cluster_bin" env "$name")"
     export UPGRADE_GATE_IMAGE="localhost/upgrade-gate:{{version}}"
-    for target in {{TARGETS}}; do
-      echo "== cargo test --package ${target%%:*} --test ${target#*:}"
-      cargo test --package "${target%%:*}" --test "${target#*:}" -- --nocapture
-    done
+    cargo build --workspace --bins
+    cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}

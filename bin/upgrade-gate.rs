@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::time::Instant;
 use upgrade_gate::gate::{self, GateError, Outcome, Target};
 use upgrade_gate::shutdown;
-use upgrade_gate::telemetry::{CommonArgs, init_logging};
+use upgrade_gate::telemetry::{LogArgs, init_logging};
 
 const ABOUT: &str =
     "Holds OLM's upgrade gate (OperatorCondition Upgradeable) while an operator upgrades its data";
@@ -41,7 +41,7 @@ fn exit_codes_help() -> String {
 #[command(name = "upgrade-gate", version, about = ABOUT, long_about = LONG_ABOUT, after_long_help = exit_codes_help())]
 struct Cli {
     #[command(flatten)]
-    common: CommonArgs,
+    logging: LogArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -87,7 +87,7 @@ struct HoldArgs {
     /// Reason to write (CamelCase). Kept as it is when spec already says False.
     #[arg(long, env = "UPGRADE_GATE_REASON", default_value = gate::DEFAULT_HOLD_REASON)]
     reason: String,
-    /// Message to write. Default: "upgrade-gate hold: release <release> is starting; its
+    /// Message to write. Default: "upgrade-gate hold: this operator version is starting; its
     /// operator opens the gate when its upgrade is complete". Kept when spec already says False.
     #[arg(long, env = "UPGRADE_GATE_MESSAGE")]
     message: Option<String>,
@@ -100,7 +100,7 @@ struct ReleaseArgs {
     /// Reason to write (CamelCase).
     #[arg(long, env = "UPGRADE_GATE_REASON", default_value = gate::DEFAULT_RELEASE_REASON)]
     reason: String,
-    /// Message to write. Default: "upgrade-gate release: release <release> reports its upgrade
+    /// Message to write. Default: "upgrade-gate release: the operator reports its upgrade
     /// complete; OLM may upgrade it".
     #[arg(long, env = "UPGRADE_GATE_MESSAGE")]
     message: Option<String>,
@@ -142,7 +142,7 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.common.log_format);
+    init_logging(cli.logging.log_format);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -153,11 +153,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let release = cli.common.release.clone();
     let result = runtime.block_on(async {
         // Installed before any request: as PID 1 an unhandled SIGTERM is ignored.
         let mut stop = shutdown::listen();
-        stop.unless_stopped(run(cli.command, &release))
+        stop.unless_stopped(run(cli.command))
             .await
             .unwrap_or_else(|signal| Err(GateError::Stopped(signal)))
     });
@@ -171,7 +170,7 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-async fn run(command: Command, release: &str) -> Result<Outcome, GateError> {
+async fn run(command: Command) -> Result<Outcome, GateError> {
     let target_args = match &command {
         Command::Hold(args) => &args.target,
         Command::Release(args) => &args.target,
@@ -188,12 +187,12 @@ async fn run(command: Command, release: &str) -> Result<Outcome, GateError> {
     };
     match command {
         Command::Hold(args) => {
-            let entry = gate::hold_entry(release, Some(&args.reason), args.message.as_deref())?;
+            let entry = gate::hold_entry(Some(&args.reason), args.message.as_deref())?;
             let client = gate::connect().await?;
             gate::hold(&client, &target, &entry, deadline).await
         }
         Command::Release(args) => {
-            let entry = gate::release_entry(release, Some(&args.reason), args.message.as_deref())?;
+            let entry = gate::release_entry(Some(&args.reason), args.message.as_deref())?;
             let client = gate::connect().await?;
             gate::release(&client, &target, &entry, args.wait, deadline).await
         }

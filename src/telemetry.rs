@@ -1,6 +1,6 @@
-//! Logging set-up shared by every binary of the project (`upgrade-gate`,
-//! `app-operator`, `app-db-upgrade`): `tracing` events go to **stderr**, as
-//! human-readable text or as one JSON object per line.
+//! Logging set-up for `upgrade-gate` (and for operators that want the same
+//! conventions): `tracing` events go to **stderr**, as human-readable text
+//! or as one JSON object per line.
 //!
 //! Owns: the `--log-format` choice, the global `tracing` subscriber, and
 //! how an error is written on one line ([`error_chain`]) in logs and on
@@ -65,18 +65,12 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     parts.join(": ").replace('\n', " ")
 }
 
-/// The `--log-format` and `--release` arguments every binary of the project
-/// takes, to `#[command(flatten)]` into a clap parser.
+/// The `--log-format` argument, to `#[command(flatten)]` into a clap parser.
 #[derive(Clone, Debug, clap::Args)]
-pub struct CommonArgs {
+pub struct LogArgs {
     /// How logs are written to stderr.
     #[arg(long, value_enum, env = "UPGRADE_GATE_LOG_FORMAT", default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
-
-    /// The release this binary acts as (one build can play several releases
-    /// in tests and catalogs). Defaults to the crate version.
-    #[arg(long, env = "UPGRADE_GATE_RELEASE", default_value = env!("CARGO_PKG_VERSION"), global = true)]
-    pub release: String,
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 #
 #   tools/image.sh pause                 localhost/pause:3.10
 #   tools/image.sh base                  localhost/upgrade-gate-base:<hash of its package spec>
-#   tools/image.sh app                   localhost/upgrade-gate:<crate version>, from the
-#                                        root package's [[bin]]s built by cargo on the host
+#   tools/image.sh app                   localhost/upgrade-gate:<app version>, from the
+#                                        gate's and the sample's [[bin]]s built by cargo on the host
 #
 # Archives: $UPGRADE_GATE_CACHE/images/<name>-<tag>.oci.tar. Prints the archive
 # path (pause, app) or the image reference (base) on stdout.
@@ -110,27 +110,29 @@ build_base() {
   printf '%s\n' "$tag"
 }
 
-# Builds the root package's [[bin]] targets with cargo on the host (release),
+# Builds the [[bin]] targets of the gate package (root Cargo.toml) and of the
+# sample application (app/Cargo.toml) with cargo on the host (release),
 # stages exactly those in target/image-bins/ and builds the image from them.
+# The image is tagged with the sample application's version.
 build_app() {
   ensure_debian_packages podman jq
-  local metadata package name version target_dir
+  local metadata version target_dir manifest
   metadata=$(cd "$repo_root" && cargo metadata --no-deps --format-version 1)
-  package=$(jq -c --arg manifest "$repo_root/Cargo.toml" \
-    '.packages[] | select(.manifest_path == $manifest)' <<<"$metadata")
-  name=$(jq -r .name <<<"$package")
-  version=$(jq -r .version <<<"$package")
   target_dir=$(jq -r .target_directory <<<"$metadata")
-  local binaries=()
-  mapfile -t binaries < <(jq -r '.targets[] | select(.kind | index("bin")) | .name' <<<"$package")
-  if ((${#binaries[@]} == 0)); then
-    log "package $name declares no [[bin]] target: nothing to put in the image"
-    return 1
-  fi
+  version=$(jq -r --arg manifest "$repo_root/app/Cargo.toml" \
+    '.packages[] | select(.manifest_path == $manifest) | .version' <<<"$metadata")
+  local binaries=() names=() name
+  for manifest in "$repo_root/Cargo.toml" "$repo_root/app/Cargo.toml"; do
+    name=$(jq -r --arg manifest "$manifest" \
+      '.packages[] | select(.manifest_path == $manifest) | .name' <<<"$metadata")
+    names+=(-p "$name")
+    mapfile -t -O "${#binaries[@]}" binaries < <(jq -r --arg manifest "$manifest" \
+      '.packages[] | select(.manifest_path == $manifest) | .targets[] | select(.kind | index("bin")) | .name' <<<"$metadata")
+  done
   local start
   start=$(now)
-  log "cargo build --release of $name: ${binaries[*]}"
-  (cd "$repo_root" && cargo build --release --bins -p "$name")
+  log "cargo build --release: ${binaries[*]}"
+  (cd "$repo_root" && cargo build --release --bins "${names[@]}")
   log "cargo build in $(elapsed_since "$start") s"
 
   # Cargo has its own lock; the image lock is taken only for the podman steps.

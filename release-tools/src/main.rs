@@ -2,7 +2,7 @@
 //! catalogs from the plain manifests in `manifests/`, so what OLM installs
 //! and what `kubectl apply -k manifests/` installs come from one source.
 //!
-//! Owns: the command line. Reads only `manifests/` and the root Cargo.toml
+//! Owns: the command line. Reads only `manifests/` and `app/Cargo.toml`
 //! below `--root`; writes only the generated directories below `--out`
 //! (`bundle/<release>/`, `catalog*/upgrade-gate/`, `catalog*/catalog.Dockerfile`).
 //!

@@ -18,7 +18,8 @@ pub const DEPLOYMENT_FILE: &str = "manifests/deployment.yaml";
 pub const RBAC_FILE: &str = "manifests/rbac.yaml";
 pub const CRD_FILE: &str = "manifests/crd/apps.upgrade-gate.dev.yaml";
 pub const SAMPLE_APP_FILE: &str = "manifests/samples/app.yaml";
-pub const CARGO_MANIFEST_FILE: &str = "Cargo.toml";
+/// The sample application's manifest: its version is the newest release and the image tag.
+pub const CARGO_MANIFEST_FILE: &str = "app/Cargo.toml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -129,7 +130,7 @@ fn single<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// `[package].version` of the root Cargo.toml.
+/// `[package].version` of the sample application's Cargo.toml.
 fn crate_version(root: &Path) -> Result<String, SourceError> {
     #[derive(Deserialize)]
     struct Manifest {
@@ -176,12 +177,12 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_root_crate_version() {
+    fn reads_the_app_crate_version() {
         let root = tempfile::tempdir().unwrap();
         write(
             root.path(),
             CARGO_MANIFEST_FILE,
-            "[workspace]\nmembers = [\".\"]\n\n[package]\nname = \"x\"\nversion = \"7.10.1\"\n",
+            "[package]\nname = \"x\"\nversion = \"7.10.1\"\n",
         );
         assert_eq!(crate_version(root.path()).unwrap(), "7.10.1");
     }

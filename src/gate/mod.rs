@@ -34,42 +34,33 @@ pub const DEFAULT_HOLD_REASON: &str = "UpgradeInProgress";
 /// The reason `release` writes unless told otherwise.
 pub const DEFAULT_RELEASE_REASON: &str = "UpgradeComplete";
 
-/// The message `hold` writes unless told otherwise; names the release.
-pub fn default_hold_message(release: &str) -> String {
-    format!(
-        "upgrade-gate hold: release {release} is starting; its operator opens the gate when its upgrade is complete"
-    )
-}
+/// The message `hold` writes unless told otherwise.
+pub const DEFAULT_HOLD_MESSAGE: &str = "upgrade-gate hold: this operator version is starting; its operator opens the gate when its upgrade is complete";
 
-/// The message `release` writes unless told otherwise; names the release.
-pub fn default_release_message(release: &str) -> String {
-    format!(
-        "upgrade-gate release: release {release} reports its upgrade complete; OLM may upgrade it"
-    )
-}
+/// The message `release` writes unless told otherwise.
+pub const DEFAULT_RELEASE_MESSAGE: &str =
+    "upgrade-gate release: the operator reports its upgrade complete; OLM may upgrade it";
 
 /// The `Upgradeable=False` entry for `hold` from `--reason`/`--message` or
-/// the defaults naming `release`.
+/// the defaults.
 pub fn hold_entry(
-    release: &str,
     reason: Option<&str>,
     message: Option<&str>,
 ) -> Result<UpgradeableEntry, GateError> {
     let reason = checked_reason(reason.unwrap_or(DEFAULT_HOLD_REASON))?;
-    let message = message.map_or_else(|| default_hold_message(release), str::to_owned);
-    UpgradeableEntry::closed(reason, message).map_err(|e| GateError::InvalidInput(e.to_string()))
+    UpgradeableEntry::closed(reason, message.unwrap_or(DEFAULT_HOLD_MESSAGE))
+        .map_err(|e| GateError::InvalidInput(e.to_string()))
 }
 
 /// The `Upgradeable=True` entry for `release` from `--reason`/`--message`
-/// or the defaults naming `release`.
+/// or the defaults.
 pub fn release_entry(
-    release: &str,
     reason: Option<&str>,
     message: Option<&str>,
 ) -> Result<UpgradeableEntry, GateError> {
     let reason = checked_reason(reason.unwrap_or(DEFAULT_RELEASE_REASON))?;
-    let message = message.map_or_else(|| default_release_message(release), str::to_owned);
-    UpgradeableEntry::open(reason, message).map_err(|e| GateError::InvalidInput(e.to_string()))
+    UpgradeableEntry::open(reason, message.unwrap_or(DEFAULT_RELEASE_MESSAGE))
+        .map_err(|e| GateError::InvalidInput(e.to_string()))
 }
 
 fn checked_reason(reason: &str) -> Result<Reason, GateError> {
@@ -199,27 +190,32 @@ pub async fn status(
 }
 
 #[cfg(test)]
+mod mock_api;
+#[cfg(test)]
+mod mock_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::operator_condition::GateState;
 
     #[test]
-    fn default_entries_name_the_release() {
-        let entry = hold_entry("7.10.1", None, None).expect("defaults are valid");
+    fn default_and_custom_entries() {
+        let entry = hold_entry(None, None).expect("defaults are valid");
         assert_eq!(entry.state(), GateState::Closed);
         assert_eq!(entry.reason().as_str(), "UpgradeInProgress");
-        assert!(entry.message().contains("release 7.10.1 is starting"));
-        let entry = release_entry("7.10.1", None, None).expect("defaults are valid");
+        assert_eq!(entry.message(), DEFAULT_HOLD_MESSAGE);
+        let entry = release_entry(None, None).expect("defaults are valid");
         assert_eq!(entry.state(), GateState::Open);
         assert_eq!(entry.reason().as_str(), "UpgradeComplete");
-        assert!(entry.message().contains("7.10.1"));
-        let custom = hold_entry("7.10.1", Some("Migrating"), Some("m")).expect("valid");
+        assert_eq!(entry.message(), DEFAULT_RELEASE_MESSAGE);
+        let custom = hold_entry(Some("Migrating"), Some("m")).expect("valid");
         assert_eq!(
             (custom.reason().as_str(), custom.message()),
             ("Migrating", "m")
         );
         assert!(matches!(
-            hold_entry("7.10.1", Some("not valid"), None),
+            hold_entry(Some("not valid"), None),
             Err(GateError::InvalidInput(_))
         ));
     }

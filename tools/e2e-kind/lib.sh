@@ -18,7 +18,7 @@ E2E_SEED_ROWS=${E2E_SEED_ROWS:-200000}
 E2E_ARTIFACTS=${E2E_ARTIFACTS:-$repo_root/target/e2e-kind}
 CATALOG_SOURCE=upgrade-gate-catalog
 CATALOG_NAMESPACE=olm
-crate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo_root/Cargo.toml" | head -n1)
+crate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo_root/app/Cargo.toml" | head -n1)
 # catalog-local/'s bundles run this image (release-tools' local image).
 OPERATOR_IMAGE=${OPERATOR_IMAGE:-localhost/upgrade-gate:$crate_version}
 CATALOG_IMAGE=${CATALOG_IMAGE:-localhost/upgrade-gate-catalog:$crate_version}

@@ -1,0 +1,300 @@
+//! `app-db-upgrade`: the database upgrade Job's entry point. Parses the
+//! command line, calls `app::db_upgrade`, prints the result and maps
+//! errors to the documented exit codes. No logic of its own.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use app::cli::CommonArgs;
+use app::db_config::{ConnectionArgs, ConnectionSettings};
+use app::db_upgrade::backup::{self, PgTools};
+use app::db_upgrade::outcome::{self, Failure, TerminationLog, Written};
+use app::db_upgrade::{
+    self, BackupChoice, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, refusal_exit_code,
+};
+use app::migrations::Release;
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use upgrade_gate::shutdown::{self, StopSignals};
+use upgrade_gate::telemetry::{LogFormat, error_chain, init_logging};
+
+#[derive(Debug, Parser)]
+#[command(name = "app-db-upgrade", version, about = "Upgrades the application's PostgreSQL schema, safely", after_help = EXIT_CODES)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    /// Directory holding pg_dump and pg_restore (default: found on PATH).
+    #[arg(long, env = "UPGRADE_GATE_PG_BIN_DIR", global = true)]
+    pg_bin_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
+enum Output {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show the current schema, the release's target and the pending migrations.
+    Plan {
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+    /// Lock, back up, apply the pending migrations one transaction each, verify.
+    Run(RunArgs),
+    /// Add N realistic sample rows at the database's current release.
+    Seed {
+        #[arg(long)]
+        rows: u64,
+    },
+    /// Put a backup back (after a failed upgrade).
+    Restore {
+        /// The backup archive (pg_dump custom format).
+        #[arg(long)]
+        from: PathBuf,
+        /// Drop schema public (and everything in it) first if the database is not empty.
+        #[arg(long)]
+        clean: bool,
+    },
+    /// List the backup directory: release, migration, time, size.
+    Backups {
+        #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR")]
+        backup_dir: PathBuf,
+        #[arg(long, short, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("backup").required(true).multiple(true)))]
+struct RunArgs {
+    /// Directory for the pre-upgrade backup (pg_dump custom format).
+    #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR", group = "backup")]
+    backup_dir: Option<PathBuf>,
+    #[arg(skip)]
+    backup_dir_source: Option<ValueSource>,
+    /// Migrate without a backup. Must be explicit; wins over
+    /// UPGRADE_GATE_BACKUP_DIR, not over --backup-dir.
+    #[arg(long, group = "backup")]
+    no_backup: bool,
+    /// How long to wait for another upgrade's lock, in seconds.
+    #[arg(long, env = "UPGRADE_GATE_LOCK_TIMEOUT", default_value_t = 120)]
+    lock_timeout: u64,
+    #[arg(long, short, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// Where the outcome JSON goes for the operator. A given path is created;
+    /// the default only written if it exists, as the kubelet creates it.
+    #[arg(
+        long,
+        env = "UPGRADE_GATE_TERMINATION_LOG",
+        default_value = "/dev/termination-log"
+    )]
+    termination_log: PathBuf,
+    #[arg(skip)]
+    termination_log_source: Option<ValueSource>,
+}
+
+/// Parses the command line. clap's derive forgets where a value came from;
+/// `run` needs it for the backup directory and the termination log.
+fn parse_command_line() -> Cli {
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    if let (Command::Run(args), Some(run)) = (&mut cli.command, matches.subcommand_matches("run")) {
+        args.backup_dir_source = run.value_source("backup_dir");
+        args.termination_log_source = run.value_source("termination_log");
+    }
+    cli
+}
+
+/// The backup policy of `run`; exits 2 on a command-line conflict.
+fn backup_policy(args: &RunArgs) -> BackupPolicy {
+    let directory = args
+        .backup_dir
+        .clone()
+        .map(|dir| (dir, args.backup_dir_source));
+    match BackupChoice::new(args.no_backup, directory) {
+        BackupChoice::Policy(policy) => policy,
+        BackupChoice::NoBackupOverridesEnvironment(dir) => {
+            tracing::warn!(
+                ignored = %dir.display(),
+                "--no-backup given: ignoring the backup directory from UPGRADE_GATE_BACKUP_DIR"
+            );
+            BackupPolicy::Disabled
+        }
+        BackupChoice::Conflict => Cli::command()
+            .error(
+                ErrorKind::ArgumentConflict,
+                "give either --backup-dir or --no-backup, not both",
+            )
+            .exit(),
+        BackupChoice::Missing => Cli::command()
+            .error(
+                ErrorKind::MissingRequiredArgument,
+                "run needs --backup-dir DIR (or UPGRADE_GATE_BACKUP_DIR) or --no-backup",
+            )
+            .exit(),
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    // Serializing these plain structs cannot fail; an empty line would show it.
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
+}
+
+fn termination_message(log: &TerminationLog, json: &str) {
+    let path = log.path().display();
+    match outcome::write_termination_message(log, json) {
+        Ok(Written::Written) => {}
+        Ok(Written::NoFile) => {
+            tracing::debug!(%path, "no termination log (not in a container); outcome not written there");
+        }
+        Err(error) => {
+            tracing::warn!(%path, error = %error, "cannot write the termination log");
+        }
+    }
+}
+
+/// Runs `work` unless SIGTERM or SIGINT comes first. Dropping it mid-way is
+/// safe: the process exits, its connection closes and the server rolls back
+/// the transaction in flight (`client_connection_check_interval`).
+async fn unless_stopped<T>(
+    stop: &mut StopSignals,
+    work: impl Future<Output = Result<T, DbUpgradeError>>,
+) -> Result<T, DbUpgradeError> {
+    match stop.unless_stopped(work).await {
+        Ok(result) => result,
+        Err(signal) => Err(DbUpgradeError::Stopped(signal)),
+    }
+}
+
+async fn execute(
+    cli: Cli,
+    release: Release,
+    stop: &mut StopSignals,
+) -> Result<ExitCode, DbUpgradeError> {
+    let tools = PgTools {
+        bin_dir: cli.pg_bin_dir.clone(),
+    };
+    let connection = cli.connection;
+    let settings = || ConnectionSettings::resolve(&connection, &|key| std::env::var(key).ok());
+    match cli.command {
+        Command::Backups { backup_dir, output } => {
+            let entries = backup::list_backups(&backup_dir).map_err(DbUpgradeError::Backup)?;
+            match output {
+                Output::Json => print_json(&entries),
+                Output::Text => {
+                    println!(
+                        "{:<8} {:<5} {:<26} {:>14}  FILE",
+                        "RELEASE", "MIGR", "TAKEN AT", "BYTES"
+                    );
+                    for e in entries {
+                        println!(
+                            "{:<8} v{:<4} {:<26} {:>14}  {}",
+                            e.release, e.migration, e.taken_at, e.size_bytes, e.file
+                        );
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plan { output } => {
+            let report = unless_stopped(stop, db_upgrade::plan_for(&settings()?, &release)).await?;
+            match output {
+                Output::Json => print_json(&report),
+                Output::Text => print!("{}", report.to_text()),
+            }
+            Ok(report
+                .refusal
+                .as_ref()
+                .map_or(ExitCode::SUCCESS, |r| ExitCode::from(refusal_exit_code(r))))
+        }
+        Command::Run(args) => {
+            let backup = backup_policy(&args);
+            let termination_log =
+                TerminationLog::new(args.termination_log, args.termination_log_source);
+            let settings = settings()?;
+            let options = RunOptions {
+                release: release.clone(),
+                backup,
+                lock_timeout: Duration::from_secs(args.lock_timeout),
+                tools,
+            };
+            match unless_stopped(stop, db_upgrade::run_upgrade(&settings, &options)).await {
+                Ok(outcome) => {
+                    let json = serde_json::to_string(&outcome).unwrap_or_default();
+                    termination_message(&termination_log, &json);
+                    match args.output {
+                        Output::Json => print_json(&outcome),
+                        Output::Text => println!("{}", outcome.to_text()),
+                    }
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => {
+                    let failure = Failure {
+                        release: release.to_string(),
+                        exit_code: error.exit_code(),
+                        error: error_chain(&error),
+                    };
+                    let json = serde_json::to_string(&failure).unwrap_or_default();
+                    termination_message(&termination_log, &json);
+                    Err(error)
+                }
+            }
+        }
+        Command::Seed { rows } => {
+            let seeded =
+                unless_stopped(stop, db_upgrade::seed_database(&settings()?, rows)).await?;
+            println!(
+                "seeded {} executions at {} in {} ms",
+                seeded.rows,
+                seeded.at,
+                seeded.duration.as_millis()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Restore { from, clean } => {
+            let settings = settings()?;
+            unless_stopped(stop, db_upgrade::restore(&settings, &tools, &from, clean)).await?;
+            println!("restored {} into {}", from.display(), settings);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = parse_command_line();
+    let log_format = cli.common.logging.log_format;
+    init_logging(log_format);
+    // Installed before anything else: as PID 1 an unhandled SIGTERM is ignored.
+    let mut stop = shutdown::listen();
+    let release: Release = match cli.common.release.parse() {
+        Ok(release) => release,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    match execute(cli, release, &mut stop).await {
+        Ok(code) => code,
+        Err(error) => {
+            let message = error_chain(&error);
+            match log_format {
+                LogFormat::Json => tracing::error!(exit_code = error.exit_code(), "{message}"),
+                LogFormat::Text => eprintln!("error: {message}"),
+            }
+            ExitCode::from(error.exit_code())
+        }
+    }
+}

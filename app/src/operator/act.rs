@@ -1,0 +1,248 @@
+//! Act: performs one `decide::Decision` against the API server.
+//!
+//! Owns: the writes — the App's status (a full `PUT /status` carrying the
+//! `resourceVersion` read, so a stale operator gets 409 instead of
+//! overwriting a newer intent), the upgrade Job (created only for an intent
+//! already in status; 409 AlreadyExists means adopt), the server Deployment
+//! (scaled or rolled only when it differs), and Events. Must not touch: the
+//! decision (no branching on observed state beyond "did it change").
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Resource, ResourceExt};
+
+use crate::crd::App;
+use crate::operator::decide::{Decision, EventKind, ServerGoal, Step};
+use crate::operator::observe::Observation;
+use crate::operator::resources::{self, PodSettings};
+
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "app-operator";
+
+/// A write failed; the reconcile is retried (a 409 re-observes first).
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// The status update was refused (409: someone else wrote first).
+    #[error("cannot update the status of App {app}")]
+    Status {
+        app: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Creating the upgrade Job failed.
+    #[error("cannot create Job {job}")]
+    CreateJob {
+        job: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Scaling or rolling the server Deployment failed.
+    #[error("cannot write Deployment {deployment}")]
+    Server {
+        deployment: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// What act needs besides the decision.
+pub struct ActContext<'a> {
+    pub client: &'a kube::Client,
+    pub recorder: &'a Recorder,
+    pub pods: &'a PodSettings,
+}
+
+/// Performs `decision` for `app`. Writes nothing when nothing changed.
+pub async fn act(
+    app: &App,
+    observation: &Observation,
+    decision: &Decision,
+    ctx: &ActContext<'_>,
+) -> Result<(), ActError> {
+    let namespace = app.namespace().unwrap_or_default();
+    let name = app.name_any();
+    match decision.step {
+        // The intent reaches status before any Job exists.
+        Step::RecordIntent => write_status(app, decision, ctx).await,
+        Step::StartJob => {
+            let job_name = decision
+                .status
+                .upgrade
+                .as_ref()
+                .map(|u| u.job.clone())
+                .unwrap_or_default();
+            create_job(app, &job_name, ctx).await?;
+            write_status(app, decision, ctx).await
+        }
+        Step::ScaleServerDown => {
+            apply_server(app, observation, decision.server, ctx).await?;
+            write_status(app, decision, ctx).await
+        }
+        Step::MarkReady => {
+            write_status(app, decision, ctx).await?;
+            apply_server(app, observation, decision.server, ctx).await
+        }
+        Step::NothingToDo
+        | Step::Wait
+        | Step::Verify
+        | Step::RetryWithBackoff
+        | Step::GiveUp
+        | Step::ReportBlocked => {
+            write_status(app, decision, ctx).await?;
+            apply_server(app, observation, decision.server, ctx).await
+        }
+    }
+    .inspect_err(
+        |error| tracing::debug!(app = %format!("{namespace}/{name}"), %error, "act failed"),
+    )
+}
+
+/// Replaces the status (with the read resourceVersion) when it differs, and
+/// publishes the decision's Event with it.
+async fn write_status(
+    app: &App,
+    decision: &Decision,
+    ctx: &ActContext<'_>,
+) -> Result<(), ActError> {
+    if app.status.as_ref() == Some(&decision.status) {
+        return Ok(());
+    }
+    let namespace = app.namespace().unwrap_or_default();
+    let apps: Api<App> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut updated = app.clone();
+    updated.status = Some(decision.status.clone());
+    apps.replace_status(
+        &app.name_any(),
+        &PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        },
+        &updated,
+    )
+    .await
+    .map_err(|source| ActError::Status {
+        app: format!("{namespace}/{}", app.name_any()),
+        source,
+    })?;
+    tracing::info!(
+        app = %format!("{namespace}/{}", app.name_any()),
+        step = ?decision.step,
+        phase = decision.status.phase.as_deref().unwrap_or_default(),
+        "status updated"
+    );
+    if let Some(event) = &decision.event {
+        let published = ctx
+            .recorder
+            .publish(
+                &Event {
+                    type_: match event.kind {
+                        EventKind::Normal => EventType::Normal,
+                        EventKind::Warning => EventType::Warning,
+                    },
+                    reason: event.reason.to_owned(),
+                    note: Some(truncate(&event.note, 1024)),
+                    action: format!("{:?}", decision.step),
+                    secondary: None,
+                },
+                &app.object_ref(&()),
+            )
+            .await;
+        // An Event is informational: its failure must not fail the step.
+        if let Err(error) = published {
+            tracing::warn!(%error, reason = event.reason, "cannot publish Event");
+        }
+    }
+    Ok(())
+}
+
+fn truncate(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((index, _)) => text[..index].to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// Creates the Job; one that exists already (same deterministic name) is
+/// adopted as it is.
+async fn create_job(app: &App, job_name: &str, ctx: &ActContext<'_>) -> Result<(), ActError> {
+    let namespace = app.namespace().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
+    let job = resources::upgrade_job(app, job_name, ctx.pods);
+    match jobs
+        .create(
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PostParams::default()
+            },
+            &job,
+        )
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(job = %format!("{namespace}/{job_name}"), "upgrade Job created");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            tracing::info!(job = %format!("{namespace}/{job_name}"), "upgrade Job exists; adopting it");
+            Ok(())
+        }
+        Err(source) => Err(ActError::CreateJob {
+            job: format!("{namespace}/{job_name}"),
+            source,
+        }),
+    }
+}
+
+/// Brings the server Deployment to the goal, writing only when it differs.
+async fn apply_server(
+    app: &App,
+    observation: &Observation,
+    goal: ServerGoal,
+    ctx: &ActContext<'_>,
+) -> Result<(), ActError> {
+    let desired = match (goal, &observation.server) {
+        (ServerGoal::Keep, _) => return Ok(()),
+        // Nothing runs, nothing to stop.
+        (ServerGoal::Stopped, None) => return Ok(()),
+        (ServerGoal::Stopped, Some(current)) => {
+            if current.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
+                return Ok(());
+            }
+            let deployments: Api<Deployment> =
+                Api::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
+            let name = current.name_any();
+            return deployments
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"spec": {"replicas": 0}})),
+                )
+                .await
+                .map(|_| tracing::info!(deployment = %name, "server scaled down"))
+                .map_err(|source| ActError::Server {
+                    deployment: name,
+                    source,
+                });
+        }
+        (ServerGoal::RunningThisRelease, current) => {
+            let desired = resources::server_deployment(app, app.spec.server.replicas, ctx.pods);
+            if current
+                .as_ref()
+                .is_some_and(|c| resources::server_matches(c, &desired))
+            {
+                return Ok(());
+            }
+            desired
+        }
+    };
+    let name = desired.meta().name.clone().unwrap_or_default();
+    let deployments: Api<Deployment> =
+        Api::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
+    deployments
+        .patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&desired))
+        .await
+        .map(|_| tracing::info!(deployment = %name, release = %ctx.pods.release, "server rolled to this release"))
+        .map_err(|source| ActError::Server { deployment: name, source })
+}

@@ -1,0 +1,390 @@
+//! The operator-wide upgrade gate: may OLM replace this operator now?
+//!
+//! Owns: the pure decision from every managed App's status to the
+//! `Upgradeable` answer, its reason and the message a person reads in
+//! `kubectl describe operatorcondition`. Must not touch: the cluster (the
+//! answer is written by `crate::operator::gate_writer` with the
+//! OperatorCondition library) or any single App's status.
+//!
+//! `Upgradeable=True` (reason `UpgradeComplete`) only when every App is Ready
+//! at this release's target, which is vacuously true with no Apps.
+
+use crate::crd::{App, ConditionStatus, UpgradePhase, condition_type};
+use crate::operator::decide::SchemaTarget;
+
+/// One App as the gate sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppGateView {
+    /// `namespace/name`.
+    pub app: String,
+    /// Where the App stands.
+    pub standing: Standing,
+}
+
+/// Where an App stands with respect to this release.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Ready, at this release's target, status current with the spec.
+    AtTarget,
+    /// Not reconciled by this release yet (no status, stale status, or an
+    /// older release's target).
+    NotYetChecked,
+    /// An upgrade runs.
+    Upgrading {
+        from: String,
+        to: String,
+        job: String,
+        phase: UpgradePhase,
+    },
+    /// The last upgrade attempt failed (retrying or given up).
+    UpgradeFailed {
+        from: String,
+        to: String,
+        job: String,
+        attempts: i32,
+        gave_up: bool,
+    },
+    /// The database cannot be read or must not be touched.
+    Blocked { reason: String, message: String },
+}
+
+/// The answer to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GateDecision {
+    /// `Upgradeable` True or False.
+    pub upgradeable: bool,
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// Names the Apps, releases, Jobs and what to do.
+    pub message: String,
+}
+
+/// How many Apps a message names before "and N more".
+const NAMED_APPS: usize = 5;
+
+/// Reads an App's status into its gate view.
+pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
+    let name = format!(
+        "{}/{}",
+        app.metadata.namespace.as_deref().unwrap_or_default(),
+        app.metadata.name.as_deref().unwrap_or_default()
+    );
+    let standing = match app.status.as_ref() {
+        None => Standing::NotYetChecked,
+        Some(status) => {
+            let current = status.observed_generation.is_some()
+                && status.observed_generation == app.metadata.generation;
+            let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
+            let ready =
+                condition(condition_type::READY).is_some_and(|c| c.status == ConditionStatus::True);
+            match (&status.upgrade, condition(condition_type::DEGRADED)) {
+                (Some(u), _) if matches!(u.phase, UpgradePhase::Failed | UpgradePhase::GaveUp) => {
+                    Standing::UpgradeFailed {
+                        from: u.from.clone(),
+                        to: u.to.clone(),
+                        job: u.job.clone(),
+                        attempts: u.attempts,
+                        gave_up: u.phase == UpgradePhase::GaveUp,
+                    }
+                }
+                (Some(u), _) => Standing::Upgrading {
+                    from: u.from.clone(),
+                    to: u.to.clone(),
+                    job: u.job.clone(),
+                    phase: u.phase,
+                },
+                (None, Some(degraded)) if degraded.status == ConditionStatus::True => {
+                    Standing::Blocked {
+                        reason: degraded.reason.clone(),
+                        message: degraded.message.clone(),
+                    }
+                }
+                (None, _)
+                    if current && ready && status.database.as_ref() == Some(&target.schema) =>
+                {
+                    Standing::AtTarget
+                }
+                (None, _) => Standing::NotYetChecked,
+            }
+        }
+    };
+    AppGateView {
+        app: name,
+        standing,
+    }
+}
+
+/// The gate decision over every managed App.
+pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision {
+    let failed: Vec<&AppGateView> = apps
+        .iter()
+        .filter(|a| matches!(a.standing, Standing::UpgradeFailed { .. }))
+        .collect();
+    let blocked: Vec<&AppGateView> = apps
+        .iter()
+        .filter(|a| matches!(a.standing, Standing::Blocked { .. }))
+        .collect();
+    let in_progress: Vec<&AppGateView> = apps
+        .iter()
+        .filter(|a| {
+            matches!(
+                a.standing,
+                Standing::Upgrading { .. } | Standing::NotYetChecked
+            )
+        })
+        .collect();
+    let waiting = failed.len() + blocked.len() + in_progress.len();
+    let release = &target.release;
+
+    if waiting == 0 {
+        return GateDecision {
+            upgradeable: true,
+            reason: "UpgradeComplete",
+            message: format!(
+                "all {} App(s) are at release {release}'s database schema; the operator may be upgraded",
+                apps.len()
+            ),
+        };
+    }
+    let header = format!(
+        "{waiting} of {} App(s) not at release {release}'s database schema",
+        apps.len()
+    );
+    let (reason, what_to_do, first) = if !failed.is_empty() {
+        (
+            "DatabaseUpgradeFailed",
+            "read the Job's logs (kubectl logs job/<job> -n <namespace>), fix the cause, and raise the App's spec.upgrade.retryLimit if it gave up; to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition",
+            &failed,
+        )
+    } else if !blocked.is_empty() {
+        (
+            "DatabaseBlocked",
+            "fix what the App's Degraded condition names (kubectl describe app -n <namespace> <name>); to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition",
+            &blocked,
+        )
+    } else {
+        (
+            "UpgradeInProgress",
+            "wait: the gate opens by itself when the upgrades are verified (kubectl get apps -A shows their phase)",
+            &in_progress,
+        )
+    };
+    // The reason's own Apps first, then the others.
+    let mut named: Vec<&AppGateView> = first.clone();
+    named.extend(
+        [&failed, &blocked, &in_progress]
+            .into_iter()
+            .filter(|group| !std::ptr::eq(*group, first))
+            .flat_map(|group| group.iter().copied()),
+    );
+    let mut lines: Vec<String> = named.iter().take(NAMED_APPS).map(|a| describe(a)).collect();
+    if named.len() > NAMED_APPS {
+        lines.push(format!("and {} more", named.len() - NAMED_APPS));
+    }
+    GateDecision {
+        upgradeable: false,
+        reason,
+        message: format!("{header}: {}. What to do: {what_to_do}.", lines.join("; ")),
+    }
+}
+
+fn describe(app: &AppGateView) -> String {
+    let name = &app.app;
+    match &app.standing {
+        Standing::AtTarget => format!("App {name} is at target"),
+        Standing::NotYetChecked => format!("App {name} not yet checked by this release"),
+        Standing::Upgrading {
+            from,
+            to,
+            job,
+            phase,
+        } => {
+            format!("App {name} upgrading from release {from} to {to}, Job {job} ({phase:?})")
+        }
+        Standing::UpgradeFailed {
+            from,
+            to,
+            job,
+            attempts,
+            gave_up,
+        } => {
+            let state = if *gave_up { "gave up" } else { "retrying" };
+            format!(
+                "App {name} failed to upgrade from release {from} to {to}, Job {job}, {attempts} attempt(s), {state}"
+            )
+        }
+        Standing::Blocked { reason, message } => {
+            format!("App {name} blocked ({reason}): {message}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::DatabaseSchemaStatus;
+
+    fn target() -> SchemaTarget {
+        SchemaTarget {
+            release: "7.10.1".into(),
+            schema: DatabaseSchemaStatus {
+                release: Some("7.10.1".into()),
+                migration: Some("V5__index_executions_for_activity_page".into()),
+            },
+        }
+    }
+
+    fn view(name: &str, standing: Standing) -> AppGateView {
+        AppGateView {
+            app: format!("ns/{name}"),
+            standing,
+        }
+    }
+
+    fn upgrading(name: &str) -> AppGateView {
+        view(
+            name,
+            Standing::Upgrading {
+                from: "7.9.3".into(),
+                to: "7.10.1".into(),
+                job: format!("{name}-db-7-10-1-1"),
+                phase: UpgradePhase::Running,
+            },
+        )
+    }
+
+    fn failed(name: &str) -> AppGateView {
+        view(
+            name,
+            Standing::UpgradeFailed {
+                from: "7.9.3".into(),
+                to: "7.10.1".into(),
+                job: format!("{name}-db-7-10-1-3"),
+                attempts: 3,
+                gave_up: true,
+            },
+        )
+    }
+
+    fn blocked(name: &str) -> AppGateView {
+        view(
+            name,
+            Standing::Blocked {
+                reason: "DatabaseUnreachable".into(),
+                message: "cannot connect".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn gate_table() {
+        let at = |n: &str| view(n, Standing::AtTarget);
+        let unchecked = |n: &str| view(n, Standing::NotYetChecked);
+        let cases: Vec<(Vec<AppGateView>, bool, &str)> = vec![
+            (vec![], true, "UpgradeComplete"),
+            (vec![at("a")], true, "UpgradeComplete"),
+            (vec![at("a"), at("b")], true, "UpgradeComplete"),
+            (vec![unchecked("a")], false, "UpgradeInProgress"),
+            (vec![at("a"), upgrading("b")], false, "UpgradeInProgress"),
+            (vec![at("a"), blocked("b")], false, "DatabaseBlocked"),
+            (vec![upgrading("a"), blocked("b")], false, "DatabaseBlocked"),
+            (vec![at("a"), failed("b")], false, "DatabaseUpgradeFailed"),
+            (
+                vec![upgrading("a"), failed("b"), blocked("c")],
+                false,
+                "DatabaseUpgradeFailed",
+            ),
+        ];
+        for (apps, upgradeable, reason) in cases {
+            let decision = decide_gate(&apps, &target());
+            assert_eq!(
+                (decision.upgradeable, decision.reason),
+                (upgradeable, reason),
+                "{apps:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_message_names_apps_releases_jobs_and_the_fix() {
+        let decision = decide_gate(&[upgrading("ok"), failed("shop")], &target());
+        let m = &decision.message;
+        assert!(
+            m.starts_with(
+                "2 of 2 App(s) not at release 7.10.1's database schema: App ns/shop failed"
+            ),
+            "{m}"
+        );
+        for needle in [
+            "from release 7.9.3 to 7.10.1",
+            "Job shop-db-7-10-1-3",
+            "App ns/ok upgrading",
+            "kubectl logs job/",
+            "spec.overrides",
+        ] {
+            assert!(m.contains(needle), "{needle:?} missing in {m}");
+        }
+    }
+
+    #[test]
+    fn long_lists_are_cut() {
+        let apps: Vec<AppGateView> = (0..8).map(|i| upgrading(&format!("a{i}"))).collect();
+        let decision = decide_gate(&apps, &target());
+        assert!(
+            decision.message.contains("and 3 more"),
+            "{}",
+            decision.message
+        );
+        assert!(!decision.message.contains("ns/a5"), "{}", decision.message);
+    }
+
+    fn app_with(status: serde_json::Value, generation: i64) -> App {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "upgrade-gate.dev/v1alpha1",
+            "kind": "App",
+            "metadata": {"name": "shop", "namespace": "ns", "generation": generation},
+            "spec": {"database": {"secretRef": {"name": "app-db"}}, "upgrade": {"backupVolumeClaim": "b"}},
+            "status": status
+        }))
+        .expect("test App parses")
+    }
+
+    #[test]
+    fn views_from_status() {
+        let ready = serde_json::json!({
+            "observedGeneration": 2,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "DatabaseAtTarget", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "database": {"release": "7.10.1", "migration": "V5__index_executions_for_activity_page"}
+        });
+        assert_eq!(
+            view_of(&app_with(ready.clone(), 2), &target()).standing,
+            Standing::AtTarget
+        );
+        // A spec change not yet reconciled is not "at target".
+        assert_eq!(
+            view_of(&app_with(ready.clone(), 3), &target()).standing,
+            Standing::NotYetChecked
+        );
+        // Ready at an older release's target is not this release's.
+        let mut older = ready.clone();
+        older["database"] =
+            serde_json::json!({"release": "7.10.0", "migration": "V4__reshape_executions"});
+        assert_eq!(
+            view_of(&app_with(older, 2), &target()).standing,
+            Standing::NotYetChecked
+        );
+        let failing = serde_json::json!({
+            "observedGeneration": 2,
+            "upgrade": {"from": "7.9.3", "to": "7.10.1", "job": "shop-db-7-10-1-2", "phase": "Failed", "attempts": 2,
+                        "startTime": "2026-01-01T00:00:00Z", "backupLocation": "pvc/b/shop-db-7-10-1-2"}
+        });
+        assert!(matches!(
+            view_of(&app_with(failing, 2), &target()).standing,
+            Standing::UpgradeFailed {
+                attempts: 2,
+                gave_up: false,
+                ..
+            }
+        ));
+    }
+}

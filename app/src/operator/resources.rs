@@ -1,0 +1,435 @@
+//! The objects the operator creates for an App: its upgrade Job and its
+//! server Deployment, built as plain values.
+//!
+//! Owns: names, labels, ownerReferences, the pod security settings and the
+//! commands of `app-db-upgrade` and `app-server` in those pods. Must not
+//! touch: the cluster (`act` sends these) or the decision.
+//!
+//! Both pods take the database connection from the App's Secret mounted as
+//! files (`--database-secret-dir`), so the password is never in an
+//! environment variable or an argument, and run under the restricted Pod
+//! Security Standard.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, KeyToPath,
+    PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::Resource;
+
+use crate::crd::App;
+
+/// Label on everything the operator creates; its Job and Deployment watches
+/// select on it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY: &str = "upgrade-gate-app-operator";
+/// Label naming the App an object belongs to.
+pub const APP_LABEL: &str = "upgrade-gate.dev/app";
+/// Label/annotation naming the release an object was made for.
+pub const RELEASE_LABEL: &str = "upgrade-gate.dev/release";
+/// Upper bound of pod retries inside one upgrade Job; the operator's own
+/// retries (with backoff, `spec.upgrade.retryLimit`) come on top.
+pub const JOB_BACKOFF_LIMIT: i32 = 1;
+
+const SECRET_DIR: &str = "/var/run/secrets/upgrade-gate.dev/database";
+const BACKUP_DIR: &str = "/var/lib/upgrade-gate/backups";
+/// The port `app-server` listens on in its pod.
+pub const SERVER_PORT: i32 = 8080;
+
+/// The server Deployment's name.
+pub fn server_name(app: &str) -> String {
+    format!("{app}-server")
+}
+
+/// What the operator puts into pods besides the App.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSettings {
+    /// The operator's own image (carries every binary).
+    pub image: String,
+    /// The release the operator acts as.
+    pub release: String,
+}
+
+fn labels(app: &App, component: &str, release: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (MANAGED_BY_LABEL.to_owned(), MANAGED_BY.to_owned()),
+        (
+            APP_LABEL.to_owned(),
+            app.metadata.name.clone().unwrap_or_default(),
+        ),
+        (
+            "app.kubernetes.io/component".to_owned(),
+            component.to_owned(),
+        ),
+        (RELEASE_LABEL.to_owned(), release.to_owned()),
+    ])
+}
+
+fn owned_meta(app: &App, name: &str, labels: BTreeMap<String, String>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: app.metadata.namespace.clone(),
+        labels: Some(labels),
+        owner_references: app.controller_owner_ref(&()).map(|r| vec![r]),
+        ..ObjectMeta::default()
+    }
+}
+
+fn restricted_pod() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(65532),
+        run_as_group: Some(65532),
+        fs_group: Some(65532),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".to_owned(),
+            ..SeccompProfile::default()
+        }),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// The container security context of the restricted Pod Security Standard.
+pub fn restricted_container() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".to_owned()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+/// The App's Secret as files: the keys the spec names become the file names
+/// `app-db-upgrade --database-secret-dir` reads.
+fn database_secret_volume(app: &App) -> Volume {
+    let keys = app.spec.database.secret_ref.effective_keys();
+    let items: Vec<KeyToPath> = [
+        (keys.url, "url"),
+        (keys.host, "host"),
+        (keys.port, "port"),
+        (keys.dbname, "dbname"),
+        (keys.user, "user"),
+        (keys.password, "password"),
+    ]
+    .into_iter()
+    .filter_map(|(key, path)| {
+        key.map(|key| KeyToPath {
+            key,
+            path: path.to_owned(),
+            mode: None,
+        })
+    })
+    .collect();
+    Volume {
+        name: "database".to_owned(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(app.spec.database.secret_ref.name.clone()),
+            items: Some(items),
+            default_mode: Some(0o440),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
+fn tmp_volume() -> Volume {
+    Volume {
+        name: "tmp".to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }
+}
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        read_only: Some(read_only),
+        ..VolumeMount::default()
+    }
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.to_owned()),
+        ..EnvVar::default()
+    }
+}
+
+/// The upgrade Job of one attempt, named `job_name` (deterministic, so an
+/// existing one is adopted).
+pub fn upgrade_job(app: &App, job_name: &str, settings: &PodSettings) -> Job {
+    let labels = labels(app, "database-upgrade", &settings.release);
+    let container = Container {
+        name: "app-db-upgrade".to_owned(),
+        image: Some(settings.image.clone()),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: Some(vec!["app-db-upgrade".to_owned()]),
+        args: Some(vec![
+            "run".to_owned(),
+            "--release".to_owned(),
+            settings.release.clone(),
+            "--backup-dir".to_owned(),
+            BACKUP_DIR.to_owned(),
+            "--database-secret-dir".to_owned(),
+            SECRET_DIR.to_owned(),
+            "--log-format".to_owned(),
+            "json".to_owned(),
+        ]),
+        env: Some(vec![
+            env("PGSSLMODE", app.spec.database.ssl_mode.as_libpq()),
+            env("HOME", "/tmp"),
+        ]),
+        volume_mounts: Some(vec![
+            mount("database", SECRET_DIR, true),
+            mount("backups", BACKUP_DIR, false),
+            mount("tmp", "/tmp", false),
+        ]),
+        security_context: Some(restricted_container()),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Container::default()
+    };
+    Job {
+        metadata: owned_meta(app, job_name, labels.clone()),
+        spec: Some(JobSpec {
+            active_deadline_seconds: Some(app.spec.upgrade.job_timeout_seconds),
+            backoff_limit: Some(JOB_BACKOFF_LIMIT),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    restart_policy: Some("Never".to_owned()),
+                    automount_service_account_token: Some(false),
+                    security_context: Some(restricted_pod()),
+                    containers: vec![container],
+                    volumes: Some(vec![
+                        database_secret_volume(app),
+                        Volume {
+                            name: "backups".to_owned(),
+                            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                                claim_name: app.spec.upgrade.backup_volume_claim.clone(),
+                                read_only: Some(false),
+                            }),
+                            ..Volume::default()
+                        },
+                        tmp_volume(),
+                    ]),
+                    ..PodSpec::default()
+                }),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The server Deployment at `replicas`, running `app-server` of this release.
+pub fn server_deployment(app: &App, replicas: i32, settings: &PodSettings) -> Deployment {
+    let name = server_name(&app.metadata.name.clone().unwrap_or_default());
+    let labels = labels(app, "server", &settings.release);
+    let selector = BTreeMap::from([
+        (
+            APP_LABEL.to_owned(),
+            app.metadata.name.clone().unwrap_or_default(),
+        ),
+        (
+            "app.kubernetes.io/component".to_owned(),
+            "server".to_owned(),
+        ),
+    ]);
+    let probe = |path: &str| Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.to_owned()),
+            port: IntOrString::Int(SERVER_PORT),
+            ..HTTPGetAction::default()
+        }),
+        period_seconds: Some(10),
+        ..Probe::default()
+    };
+    let container = Container {
+        name: "app-server".to_owned(),
+        image: Some(
+            app.spec
+                .server
+                .image
+                .clone()
+                .unwrap_or_else(|| settings.image.clone()),
+        ),
+        image_pull_policy: Some("IfNotPresent".to_owned()),
+        command: Some(vec!["app-server".to_owned()]),
+        args: Some(vec![
+            "--release".to_owned(),
+            settings.release.clone(),
+            "--listen".to_owned(),
+            format!("0.0.0.0:{SERVER_PORT}"),
+            "--database-secret-dir".to_owned(),
+            SECRET_DIR.to_owned(),
+            "--log-format".to_owned(),
+            "json".to_owned(),
+        ]),
+        env: Some(vec![env(
+            "PGSSLMODE",
+            app.spec.database.ssl_mode.as_libpq(),
+        )]),
+        ports: Some(vec![ContainerPort {
+            name: Some("http".to_owned()),
+            container_port: SERVER_PORT,
+            ..ContainerPort::default()
+        }]),
+        readiness_probe: Some(probe("/healthz")),
+        liveness_probe: Some(probe("/healthz")),
+        volume_mounts: Some(vec![mount("database", SECRET_DIR, true)]),
+        security_context: Some(restricted_container()),
+        ..Container::default()
+    };
+    Deployment {
+        metadata: owned_meta(app, &name, labels.clone()),
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(selector),
+                ..LabelSelector::default()
+            },
+            // Two releases of the server never run at once against one schema.
+            strategy: Some(DeploymentStrategy {
+                type_: Some("Recreate".to_owned()),
+                ..DeploymentStrategy::default()
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    automount_service_account_token: Some(false),
+                    security_context: Some(restricted_pod()),
+                    containers: vec![container],
+                    volumes: Some(vec![database_secret_volume(app)]),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// Whether a Deployment as read already is what `desired` asks for (replicas,
+/// release, image, arguments), so that nothing is written when nothing changed.
+pub fn server_matches(observed: &Deployment, desired: &Deployment) -> bool {
+    let replicas = |d: &Deployment| d.spec.as_ref().and_then(|s| s.replicas);
+    let container = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .map(|c| (c.image.clone(), c.args.clone()))
+    };
+    let release = |d: &Deployment| {
+        d.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(RELEASE_LABEL).cloned())
+    };
+    replicas(observed) == replicas(desired)
+        && container(observed) == container(desired)
+        && release(observed) == release(desired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app() -> App {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "upgrade-gate.dev/v1alpha1",
+            "kind": "App",
+            "metadata": {"name": "shop", "namespace": "ns", "uid": "u-1"},
+            "spec": {"database": {"secretRef": {"name": "app-db"}}, "upgrade": {"backupVolumeClaim": "backups", "jobTimeoutSeconds": 900}}
+        }))
+        .expect("test App parses")
+    }
+
+    fn settings() -> PodSettings {
+        PodSettings {
+            image: "localhost/upgrade-gate:7.10.1".into(),
+            release: "7.10.1".into(),
+        }
+    }
+
+    #[test]
+    fn the_job_runs_this_release_from_our_image_restricted_and_owned() {
+        let job = upgrade_job(&app(), "shop-db-7-10-1-1", &settings());
+        let value = serde_json::to_value(&job).expect("serializes");
+        assert_eq!(value["metadata"]["ownerReferences"][0]["uid"], "u-1");
+        assert_eq!(value["metadata"]["ownerReferences"][0]["controller"], true);
+        let spec = &value["spec"];
+        assert_eq!(spec["activeDeadlineSeconds"], 900);
+        assert_eq!(spec["backoffLimit"], JOB_BACKOFF_LIMIT);
+        let pod = &spec["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
+        let container = &pod["containers"][0];
+        assert_eq!(container["image"], "localhost/upgrade-gate:7.10.1");
+        assert_eq!(
+            container["args"].as_array().map(|a| a[..3].to_vec()),
+            Some(vec![
+                serde_json::json!("run"),
+                serde_json::json!("--release"),
+                serde_json::json!("7.10.1")
+            ])
+        );
+        assert_eq!(
+            container["securityContext"]["capabilities"]["drop"],
+            serde_json::json!(["ALL"])
+        );
+        assert_eq!(
+            pod["volumes"][0]["secret"]["items"],
+            serde_json::json!([{"key": "url", "path": "url"}])
+        );
+        assert_eq!(
+            pod["volumes"][1]["persistentVolumeClaim"]["claimName"],
+            "backups"
+        );
+        assert!(
+            !value.to_string().contains("PGPASSWORD"),
+            "no password in the pod spec"
+        );
+    }
+
+    #[test]
+    fn server_comparison_ignores_what_the_api_server_fills_in() {
+        let desired = server_deployment(&app(), 2, &settings());
+        let mut observed = desired.clone();
+        observed.metadata.resource_version = Some("7".into());
+        assert!(server_matches(&observed, &desired));
+        let stopped = server_deployment(&app(), 0, &settings());
+        assert!(!server_matches(&observed, &stopped));
+        let older = server_deployment(
+            &app(),
+            2,
+            &PodSettings {
+                release: "7.10.0".into(),
+                ..settings()
+            },
+        );
+        assert!(!server_matches(&older, &desired));
+    }
+}

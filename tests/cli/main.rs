@@ -1,0 +1,4 @@
+//! The workspace's binaries as processes, with no cluster and no database:
+//! how they stop on signals and what they print.
+
+mod signals;

@@ -1,0 +1,11 @@
+//! Everything proven on a real cluster: the shared test cluster of a
+//! `just test-cluster` run (the environment says how to reach it; a test
+//! panics without it). Each test has namespaces of its own, so libtest runs
+//! them concurrently on the one cluster.
+
+mod gate;
+mod manifests;
+mod olm_install;
+mod operator;
+mod smoke;
+mod teardown;

@@ -1,0 +1,708 @@
+//! `app-operator` on the local cluster, as a real pod from our image under
+//! the least-privilege RBAC of `manifests/`, its upgrade Jobs running
+//! `app-db-upgrade` from the same image against the cluster's PostgreSQL,
+//! and its gate read where OLM reads it: the OperatorCondition's
+//! `status.conditions`, copied there by the real OLM.
+//!
+//! Each scenario has its own namespace (with its own operator, watching only
+//! that namespace, and its own OperatorCondition), its own databases and
+//! backup volume. libtest would run only two tests at a time on this
+//! machine, so one test runs the scenarios concurrently and reports every
+//! scenario that failed. Needs the shared test cluster (`just test-cluster`);
+//! panics without it.
+
+use std::time::Duration;
+
+use app::crd::{App, AppCondition, ConditionStatus, UpgradePhase};
+use harness::testing::{TestCluster, TestNamespace};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::time::Instant;
+
+use upgrade_gate_tests::backup_volume::BackupVolume;
+use upgrade_gate_tests::cluster_database::TestDatabase;
+use upgrade_gate_tests::operator_install::{GateInStatus, InstalledOperator};
+use upgrade_gate_tests::wait::Look;
+use upgrade_gate_tests::{operator_install, wait};
+
+/// The release the operator in our image acts as, and its schema target.
+const RELEASE: &str = "7.10.1";
+const TARGET_MIGRATION: &str = "V5__index_executions_for_activity_page";
+/// The release a database "behind" is seeded at.
+const OLD_RELEASE: &str = "7.9.3";
+/// The claim every App's upgrade Job writes its backup to.
+const BACKUP_CLAIM: &str = "backups";
+/// Label naming an App's Job and server.
+const APP_LABEL: &str = "upgrade-gate.dev/app";
+
+/// Generous for a loaded two-core machine: pod start, image already loaded.
+const POD_READY: Duration = Duration::from_secs(120);
+const JOB_DONE: Duration = Duration::from_secs(150);
+
+/// One scenario's namespace, client and backup claim.
+struct Scenario {
+    cluster: TestCluster,
+    client: Client,
+    namespace: TestNamespace,
+    _backups: BackupVolume,
+}
+
+impl Scenario {
+    async fn start(cluster: TestCluster, prefix: &str) -> Self {
+        let client = cluster.admin_client().await;
+        operator_install::install_app_crd(&client).await;
+        let namespace = cluster.namespace(prefix).await;
+        operator_install::enforce_restricted_pod_security(&client, &namespace.name).await;
+        let backups = BackupVolume::create(
+            client.clone(),
+            cluster.kubeconfig.clone(),
+            &namespace.name,
+            BACKUP_CLAIM,
+        )
+        .await;
+        Self {
+            cluster,
+            client,
+            namespace,
+            _backups: backups,
+        }
+    }
+
+    fn ns(&self) -> &str {
+        &self.namespace.name
+    }
+
+    /// A database of this scenario, `<namespace>_<suffix>`.
+    async fn database(&self, suffix: &str) -> TestDatabase {
+        let name = format!("{}_{suffix}", self.ns().replace('-', "_"));
+        TestDatabase::create(&self.cluster.database_url, &name).await
+    }
+
+    /// The App `name` with its Secret `<name>-db` holding `url`.
+    async fn create_app(&self, name: &str, url: &str, retry_limit: i32, replicas: i32) {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": format!("{name}-db")},
+            "stringData": {"url": url}
+        }))
+        .unwrap_or_else(|error| panic!("Secret: {error}"));
+        self.namespace
+            .api::<Secret>()
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap_or_else(|error| panic!("creating Secret {name}-db: {error}"));
+        let app: App = serde_json::from_value(json!({
+            "apiVersion": "upgrade-gate.dev/v1alpha1",
+            "kind": "App",
+            "metadata": {"name": name},
+            "spec": {
+                "database": {"secretRef": {"name": format!("{name}-db")}, "sslMode": "disable"},
+                "server": {"replicas": replicas},
+                "upgrade": {"jobTimeoutSeconds": 300, "retryLimit": retry_limit, "backupVolumeClaim": BACKUP_CLAIM}
+            }
+        }))
+        .unwrap_or_else(|error| panic!("App: {error}"));
+        self.namespace
+            .api::<App>()
+            .create(&PostParams::default(), &app)
+            .await
+            .unwrap_or_else(|error| panic!("creating App {name}: {error}"));
+    }
+
+    async fn install_operator(&self) -> InstalledOperator {
+        InstalledOperator::install(self.client.clone(), self.ns(), &self.cluster.image).await
+    }
+
+    async fn app(&self, name: &str) -> Option<App> {
+        self.namespace
+            .api::<App>()
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|error| panic!("reading App {name}: {error}"))
+    }
+
+    async fn jobs_of(&self, app: &str) -> Vec<Job> {
+        self.namespace
+            .api::<Job>()
+            .list(&ListParams::default().labels(&format!("{APP_LABEL}={app}")))
+            .await
+            .unwrap_or_else(|error| panic!("listing the Jobs of {app}: {error}"))
+            .items
+    }
+
+    async fn pods_of(&self, app: &str) -> Vec<Pod> {
+        self.namespace
+            .api::<Pod>()
+            .list(&ListParams::default().labels(&format!("{APP_LABEL}={app}")))
+            .await
+            .unwrap_or_else(|error| panic!("listing the pods of {app}: {error}"))
+            .items
+    }
+
+    /// Waits until `accept` holds for App `name`; returns it.
+    async fn wait_for_app(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        accept: impl Fn(&App) -> bool,
+    ) -> App {
+        wait::until(&format!("App {name}: {what}"), timeout, || async {
+            match self.app(name).await {
+                Some(app) if accept(&app) => Look::Done(app),
+                other => Look::NotYet(format!("{:?}", other.and_then(|app| app.status))),
+            }
+        })
+        .await
+    }
+
+    /// Reasons of the Events about App `name`, oldest first.
+    async fn event_reasons(&self, name: &str) -> Vec<String> {
+        let mut events: Vec<Event> = self
+            .namespace
+            .api::<Event>()
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|error| panic!("listing Events: {error}"))
+            .items
+            .into_iter()
+            .filter(|event| {
+                event.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && event.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("App")
+            })
+            .collect();
+        events.sort_by_key(|event| event.event_time.as_ref().map(|time| time.0));
+        events
+            .into_iter()
+            .filter_map(|event| event.reason)
+            .collect()
+    }
+}
+
+fn condition<'a>(app: &'a App, type_: &str) -> Option<&'a AppCondition> {
+    app.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn holds(app: &App, type_: &str, reason: &str) -> bool {
+    condition(app, type_).is_some_and(|c| c.status == ConditionStatus::True && c.reason == reason)
+}
+
+fn ready(app: &App) -> bool {
+    holds(app, "Ready", "DatabaseAtTarget")
+}
+
+fn upgrade_phase(app: &App) -> Option<UpgradePhase> {
+    app.status.as_ref()?.upgrade.as_ref().map(|u| u.phase)
+}
+
+fn job_condition(job: &Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == type_ && c.status == "True")
+        })
+}
+
+fn timestamp(text: &str) -> Timestamp {
+    text.parse()
+        .unwrap_or_else(|error| panic!("{text:?} is not an RFC 3339 time: {error}"))
+}
+
+fn assert_database_at_target(app: &App) {
+    let database = app.status.as_ref().and_then(|s| s.database.as_ref());
+    assert_eq!(
+        database.and_then(|d| d.release.as_deref()),
+        Some(RELEASE),
+        "status.database of App {}: {database:?}",
+        app.name_any()
+    );
+    assert_eq!(
+        database.and_then(|d| d.migration.as_deref()),
+        Some(TARGET_MIGRATION)
+    );
+}
+
+/// What the test saw while an upgrade ran, each poll reading the gate
+/// first, then the Job and the App: a gate read as open while a later read
+/// shows the Job unfinished or the App not Ready is an ordering violation.
+#[derive(Debug, Default)]
+struct Timeline {
+    closed_seen: bool,
+    violations: Vec<String>,
+    job_done_at: Option<Instant>,
+    gate_open_at: Option<Instant>,
+}
+
+/// Polls until the gate is open in status (or panics at the deadline).
+async fn follow_upgrade(
+    scenario: &Scenario,
+    operator: &InstalledOperator,
+    app: &str,
+    timeout: Duration,
+) -> Timeline {
+    let mut timeline = Timeline::default();
+    let deadline = Instant::now() + timeout;
+    let mut ticks = tokio::time::interval(wait::POLL_INTERVAL);
+    loop {
+        ticks.tick().await;
+        let gate = operator.gate().await;
+        let jobs = scenario.jobs_of(app).await;
+        let current = scenario.app(app).await;
+        let job_done = !jobs.is_empty() && jobs.iter().all(|job| job_condition(job, "Complete"));
+        let app_ready = current.as_ref().is_some_and(ready);
+        if job_done && timeline.job_done_at.is_none() {
+            timeline.job_done_at = Some(Instant::now());
+        }
+        match &gate {
+            Some(gate) if gate.open() => {
+                if !job_done {
+                    timeline
+                        .violations
+                        .push(format!("gate open while the Job was not done: {gate:?}"));
+                }
+                if !app_ready {
+                    timeline.violations.push(format!(
+                        "gate open while App {app} was not Ready: {:?}",
+                        current.as_ref().and_then(|a| a.status.as_ref())
+                    ));
+                }
+                timeline.gate_open_at = Some(Instant::now());
+                return timeline;
+            }
+            Some(gate) if gate.status == "False" => timeline.closed_seen = true,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for the gate to open; gate {gate:?}, App {:?}, Jobs {:?}",
+            current.and_then(|a| a.status),
+            jobs.iter()
+                .map(|j| (j.name_any(), j.status.clone()))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+/// A new App on an empty database: a Job brings it to the target, the App
+/// is Ready, its server runs this release, the gate opens.
+async fn fresh_app_becomes_ready_and_opens_the_gate(cluster: TestCluster) {
+    let scenario = Scenario::start(cluster, "op-fresh").await;
+    let database = scenario.database("shop").await;
+    scenario.create_app("shop", &database.url, 3, 1).await;
+    let operator = scenario.install_operator().await;
+    let app = scenario
+        .wait_for_app("shop", "Ready", JOB_DONE, ready)
+        .await;
+    assert_database_at_target(&app);
+    let jobs = scenario.jobs_of("shop").await;
+    assert_eq!(
+        jobs.iter().map(ResourceExt::name_any).collect::<Vec<_>>(),
+        ["shop-db-7-10-1-1"]
+    );
+    let gate = operator
+        .wait_for_gate("the gate open", POD_READY, GateInStatus::open)
+        .await;
+    assert_eq!(gate.reason, "UpgradeComplete", "{gate:?}");
+    let server = wait::until("the server Deployment available", POD_READY, || async {
+        let deployment = scenario
+            .namespace
+            .api::<Deployment>()
+            .get_opt("shop-server")
+            .await
+            .unwrap_or_else(|error| panic!("reading shop-server: {error}"));
+        match deployment {
+            Some(d) if d.status.as_ref().and_then(|s| s.available_replicas) == Some(1) => {
+                Look::Done(d)
+            }
+            other => Look::NotYet(format!("{:?}", other.and_then(|d| d.status))),
+        }
+    })
+    .await;
+    assert_eq!(
+        server
+            .labels()
+            .get("upgrade-gate.dev/release")
+            .map(String::as_str),
+        Some(RELEASE)
+    );
+}
+
+/// A database at 7.9.3: the gate stays closed while the Job runs and until
+/// the operator verified the schema; it opens after the Job's completion
+/// and after the App's Ready.
+async fn app_behind_keeps_the_gate_closed_until_verified(cluster: TestCluster) {
+    let scenario = Scenario::start(cluster, "op-behind").await;
+    let database = scenario.database("shop").await;
+    database.seed_at(OLD_RELEASE, 2000);
+    scenario.create_app("shop", &database.url, 3, 0).await;
+    let operator = scenario.install_operator().await;
+    let timeline = follow_upgrade(&scenario, &operator, "shop", JOB_DONE).await;
+    assert!(timeline.violations.is_empty(), "{:?}", timeline.violations);
+    assert!(
+        timeline.closed_seen,
+        "the gate was never seen closed before it opened"
+    );
+
+    let gate = operator
+        .gate()
+        .await
+        .unwrap_or_else(|| panic!("the gate vanished from status"));
+    assert_eq!(gate.reason, "UpgradeComplete", "{gate:?}");
+    let app = scenario
+        .app("shop")
+        .await
+        .unwrap_or_else(|| panic!("App shop vanished"));
+    assert_database_at_target(&app);
+    let jobs = scenario.jobs_of("shop").await;
+    assert_eq!(jobs.len(), 1, "one Job: {jobs:?}");
+    let completed = jobs[0]
+        .status
+        .as_ref()
+        .and_then(|s| s.completion_time.as_ref())
+        .unwrap_or_else(|| panic!("the Job has no completionTime"))
+        .0;
+    let ready_since = condition(&app, "Ready")
+        .unwrap_or_else(|| panic!("no Ready condition"))
+        .last_transition_time
+        .0;
+    let opened = timestamp(&gate.last_transition_time);
+    assert!(
+        opened >= completed && opened >= ready_since,
+        "gate opened at {opened}, Job completed at {completed}, App Ready at {ready_since}"
+    );
+    let reasons = scenario.event_reasons("shop").await;
+    let position = |reason: &str| {
+        reasons
+            .iter()
+            .position(|r| r == reason)
+            .unwrap_or_else(|| panic!("no {reason} Event about App shop: {reasons:?}"))
+    };
+    assert!(
+        position("UpgradeRecorded") < position("UpgradeJobCreated")
+            && position("UpgradeJobCreated") < position("VerifyingSchema")
+            && position("VerifyingSchema") < position("UpgradeComplete"),
+        "Events out of order: {reasons:?}"
+    );
+    if let (Some(done), Some(open)) = (timeline.job_done_at, timeline.gate_open_at) {
+        println!(
+            "figure: Job success seen → Upgradeable=True seen in OLM's status: {:.2} s (polled every {:?})",
+            open.duration_since(done).as_secs_f64(),
+            wait::POLL_INTERVAL
+        );
+    }
+}
+
+/// A login that cannot change the schema: each Job fails, the App is
+/// Degraded with `DatabaseUpgradeFailed`, retried once after the backoff
+/// (retryLimit 2), then given up; the gate stays closed.
+async fn failing_job_degrades_retries_bounded_and_keeps_the_gate_closed(cluster: TestCluster) {
+    let scenario = Scenario::start(cluster, "op-fail").await;
+    let mut database = scenario.database("shop").await;
+    database.seed_at(OLD_RELEASE, 100);
+    let reader = database.read_only_login().await;
+    scenario.create_app("shop", &reader, 2, 0).await;
+    let operator = scenario.install_operator().await;
+
+    let failed = scenario
+        .wait_for_app("shop", "first attempt failed", JOB_DONE, |app| {
+            upgrade_phase(app) == Some(UpgradePhase::Failed)
+                && holds(app, "Degraded", "DatabaseUpgradeFailed")
+        })
+        .await;
+    assert!(
+        holds(&failed, "Progressing", "RetryScheduled"),
+        "{:?}",
+        failed.status
+    );
+    let gate = operator
+        .wait_for_gate("the gate closed for the failure", POD_READY, |gate| {
+            gate.status == "False" && gate.current && gate.reason == "DatabaseUpgradeFailed"
+        })
+        .await;
+    assert!(gate.message.contains("shop"), "{gate:?}");
+
+    // 30 s backoff, then attempt 2, which fails too: the limit is reached.
+    let given_up = scenario
+        .wait_for_app("shop", "given up", Duration::from_secs(240), |app| {
+            upgrade_phase(app) == Some(UpgradePhase::GaveUp)
+        })
+        .await;
+    let upgrade = given_up
+        .status
+        .as_ref()
+        .and_then(|s| s.upgrade.as_ref())
+        .unwrap_or_else(|| panic!("no status.upgrade"));
+    assert_eq!(upgrade.attempts, 2);
+    assert!(holds(&given_up, "Degraded", "DatabaseUpgradeFailed"));
+    let progressing = condition(&given_up, "Progressing");
+    assert!(
+        progressing
+            .is_some_and(|c| c.status == ConditionStatus::False && c.reason == "RetryLimitReached"),
+        "{progressing:?}"
+    );
+    let mut jobs: Vec<(String, bool)> = scenario
+        .jobs_of("shop")
+        .await
+        .iter()
+        .map(|job| (job.name_any(), job_condition(job, "Failed")))
+        .collect();
+    jobs.sort();
+    assert_eq!(
+        jobs,
+        [
+            ("shop-db-7-10-1-1".to_owned(), true),
+            ("shop-db-7-10-1-2".to_owned(), true)
+        ]
+    );
+    let gate = operator
+        .gate()
+        .await
+        .unwrap_or_else(|| panic!("the gate vanished from status"));
+    assert!(
+        gate.status == "False" && gate.current && gate.reason == "DatabaseUpgradeFailed",
+        "{gate:?}"
+    );
+}
+
+/// The operator pod is deleted while its Job waits (the test holds the
+/// database's upgrade lock): the new pod adopts the Job, no second Job.
+async fn restarted_operator_adopts_the_running_job(cluster: TestCluster) {
+    let scenario = Scenario::start(cluster, "op-restart").await;
+    let database = scenario.database("shop").await;
+    database.seed_at(OLD_RELEASE, 100);
+    let lock = database.hold_upgrade_lock().await;
+    scenario.create_app("shop", &database.url, 3, 0).await;
+    let operator = scenario.install_operator().await;
+    let first_pod = operator.wait_ready(None, POD_READY).await;
+    wait::until("the upgrade Job waiting for the lock", JOB_DONE, || async {
+        match database.upgrade_lock_waiters().await {
+            0 => Look::NotYet("no session waits for the upgrade lock".to_owned()),
+            _ => Look::Done(()),
+        }
+    })
+    .await;
+    let jobs = scenario.jobs_of("shop").await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let job_uid = jobs[0].uid();
+
+    let first_uid = first_pod.uid();
+    scenario
+        .namespace
+        .api::<Pod>()
+        .delete(&first_pod.name_any(), &DeleteParams::default())
+        .await
+        .unwrap_or_else(|error| panic!("deleting the operator pod: {error}"));
+    let second_pod = operator.wait_ready(first_uid.as_deref(), POD_READY).await;
+    assert_ne!(second_pod.uid(), first_uid);
+    // The new pod is Ready: it reconciled the App once. The Job still waits.
+    assert!(database.upgrade_lock_waiters().await > 0);
+    let jobs = scenario.jobs_of("shop").await;
+    assert_eq!(
+        jobs.iter().map(ResourceExt::uid).collect::<Vec<_>>(),
+        std::slice::from_ref(&job_uid),
+        "the new operator must adopt the Job, not start another"
+    );
+    let app = scenario
+        .app("shop")
+        .await
+        .unwrap_or_else(|| panic!("App shop vanished"));
+    let upgrade = app.status.as_ref().and_then(|s| s.upgrade.as_ref());
+    assert_eq!(upgrade.map(|u| u.job.as_str()), Some("shop-db-7-10-1-1"));
+    assert_eq!(upgrade.map(|u| u.attempts), Some(1));
+    let gate = operator
+        .gate()
+        .await
+        .unwrap_or_else(|| panic!("no gate in status"));
+    assert_eq!(gate.status, "False", "{gate:?}");
+
+    lock.release().await;
+    scenario
+        .wait_for_app("shop", "Ready", JOB_DONE, ready)
+        .await;
+    operator
+        .wait_for_gate("the gate open", POD_READY, GateInStatus::open)
+        .await;
+    let jobs = scenario.jobs_of("shop").await;
+    assert_eq!(
+        jobs.iter().map(ResourceExt::uid).collect::<Vec<_>>(),
+        [job_uid]
+    );
+}
+
+/// One App Ready, one whose upgrade failed for good: the gate stays closed
+/// and names the failing App.
+async fn one_failing_app_of_two_keeps_the_gate_closed(cluster: TestCluster) {
+    let scenario = Scenario::start(cluster, "op-two").await;
+    let good_database = scenario.database("good").await;
+    let mut bad_database = scenario.database("bad").await;
+    bad_database.seed_at(OLD_RELEASE, 100);
+    let reader = bad_database.read_only_login().await;
+    scenario.create_app("good", &good_database.url, 3, 0).await;
+    scenario.create_app("bad", &reader, 1, 0).await;
+    let operator = scenario.install_operator().await;
+
+    wait::until(
+        "good Ready and bad given up",
+        Duration::from_secs(180),
+        || async {
+            let gate = operator.gate().await;
+            if gate.as_ref().is_some_and(GateInStatus::open) {
+                panic!("the gate opened while App bad was not at target: {gate:?}");
+            }
+            let good = scenario.app("good").await;
+            let bad = scenario.app("bad").await;
+            let good_ready = good.as_ref().is_some_and(ready);
+            let bad_given_up = bad.as_ref().and_then(upgrade_phase) == Some(UpgradePhase::GaveUp);
+            if good_ready && bad_given_up {
+                Look::Done(())
+            } else {
+                Look::NotYet(format!(
+                    "good {:?}, bad {:?}",
+                    good.and_then(|a| a.status),
+                    bad.and_then(|a| a.status)
+                ))
+            }
+        },
+    )
+    .await;
+    let gate = operator
+        .wait_for_gate("the gate closed naming App bad", POD_READY, |gate| {
+            gate.status == "False" && gate.current && gate.reason == "DatabaseUpgradeFailed"
+        })
+        .await;
+    assert!(gate.message.contains("bad"), "{gate:?}");
+    assert!(!gate.message.contains("good"), "{gate:?}");
+}
+
+/// An App deleted while its Job runs: the Job and its pods go with it
+/// (ownerReferences, the controller-manager's garbage collector), and the
+/// gate opens again (no Apps left).
+async fn deleted_app_leaves_no_orphans(cluster: TestCluster) {
+    let scenario = Scenario::start(cluster, "op-delete").await;
+    let database = scenario.database("shop").await;
+    database.seed_at(OLD_RELEASE, 100);
+    let lock = database.hold_upgrade_lock().await;
+    scenario.create_app("shop", &database.url, 3, 0).await;
+    let operator = scenario.install_operator().await;
+    wait::until("the upgrade Job waiting for the lock", JOB_DONE, || async {
+        match database.upgrade_lock_waiters().await {
+            0 => Look::NotYet("no session waits for the upgrade lock".to_owned()),
+            _ => Look::Done(()),
+        }
+    })
+    .await;
+    assert_eq!(scenario.jobs_of("shop").await.len(), 1);
+    assert!(!scenario.pods_of("shop").await.is_empty());
+
+    scenario
+        .namespace
+        .api::<App>()
+        .delete("shop", &DeleteParams::background())
+        .await
+        .unwrap_or_else(|error| panic!("deleting App shop: {error}"));
+    let deleted = Instant::now();
+    wait::until("the Job gone", POD_READY, || async {
+        let jobs = scenario.jobs_of("shop").await;
+        if jobs.is_empty() {
+            Look::Done(())
+        } else {
+            Look::NotYet(format!(
+                "{:?}",
+                jobs.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+            ))
+        }
+    })
+    .await;
+    let job_gone = deleted.elapsed();
+    // The Job's process stops on SIGTERM (app-db-upgrade exits 14); the lock
+    // is released anyway so nothing left of this scenario waits on it.
+    lock.release().await;
+    wait::until("the Job's pods gone", POD_READY, || async {
+        let pods = scenario.pods_of("shop").await;
+        if pods.is_empty() {
+            Look::Done(())
+        } else {
+            Look::NotYet(format!(
+                "{:?}",
+                pods.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+            ))
+        }
+    })
+    .await;
+    println!(
+        "figure: App deleted → its Job gone {:.1} s, the Job's pods gone {:.1} s",
+        job_gone.as_secs_f64(),
+        deleted.elapsed().as_secs_f64()
+    );
+    // A deleted App is never reconciled; the gate must still notice promptly.
+    let gate = operator
+        .wait_for_gate(
+            "the gate open with no Apps left",
+            Duration::from_secs(30),
+            GateInStatus::open,
+        )
+        .await;
+    assert_eq!(gate.reason, "UpgradeComplete", "{gate:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn operator_pod_upgrades_apps_and_drives_the_gate() {
+    let cluster = TestCluster::from_env();
+    let mut scenarios = tokio::task::JoinSet::new();
+    macro_rules! spawn {
+        ($scenario:ident) => {
+            let cluster = cluster.clone();
+            scenarios.spawn(async move {
+                let started = Instant::now();
+                let outcome = tokio::spawn($scenario(cluster)).await;
+                (stringify!($scenario), started.elapsed(), outcome)
+            });
+        };
+    }
+    spawn!(fresh_app_becomes_ready_and_opens_the_gate);
+    spawn!(app_behind_keeps_the_gate_closed_until_verified);
+    spawn!(failing_job_degrades_retries_bounded_and_keeps_the_gate_closed);
+    spawn!(restarted_operator_adopts_the_running_job);
+    spawn!(one_failing_app_of_two_keeps_the_gate_closed);
+    spawn!(deleted_app_leaves_no_orphans);
+    let mut failures = Vec::new();
+    while let Some(joined) = scenarios.join_next().await {
+        let (name, elapsed, outcome) =
+            joined.unwrap_or_else(|error| panic!("a scenario task failed: {error}"));
+        match outcome {
+            Ok(()) => println!("scenario {name}: ok ({:.1} s)", elapsed.as_secs_f64()),
+            Err(error) => {
+                let message = match error.try_into_panic() {
+                    Ok(payload) => payload
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                        .unwrap_or_else(|| "a panic without a message".to_owned()),
+                    Err(error) => error.to_string(),
+                };
+                println!(
+                    "scenario {name}: FAILED after {:.1} s: {message}",
+                    elapsed.as_secs_f64()
+                );
+                failures.push(format!("{name}: {message}"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "failed scenarios:\n{}",
+        failures.join("\n")
+    );
+}

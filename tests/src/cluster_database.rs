@@ -1,0 +1,194 @@
+//! A PostgreSQL database of one test on the shared cluster's server
+//! (`DATABASE_URL`, reachable from the host and from pods): created with the
+//! admin URL, brought to a release with the host's `app-db-upgrade`, given a
+//! read-only login, its upgrade lock held by the test; dropped (with the
+//! logins it made) by the guard, also when the test panics.
+//!
+//! Touches only its own database and the roles it created.
+
+use std::process::Command;
+
+use tokio_postgres::{Client, NoTls};
+
+/// The advisory lock key of `app-db-upgrade` (`db_upgrade::lock::UPGRADE_LOCK_KEY`).
+const UPGRADE_LOCK_KEY: i64 = 0x5550_4741_5445_0001;
+
+/// Opens a session and drives its connection on the current runtime.
+async fn connect(url: &str) -> Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
+        .await
+        .unwrap_or_else(|error| panic!("connecting to the cluster's PostgreSQL: {error}"));
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            eprintln!("PostgreSQL session ended: {error}");
+        }
+    });
+    client
+}
+
+fn with_database(url: &str, database: &str) -> url::Url {
+    let mut url =
+        url::Url::parse(url).unwrap_or_else(|error| panic!("DATABASE_URL is not a URL: {error}"));
+    url.set_path(database);
+    url
+}
+
+/// One database (and the logins made for it), dropped on drop.
+pub struct TestDatabase {
+    admin_url: String,
+    pub name: String,
+    /// The superuser's URL of this database (host and pods).
+    pub url: String,
+    roles: Vec<String>,
+}
+
+impl TestDatabase {
+    /// Creates database `name` (a valid identifier: lower case, digits, `_`).
+    pub async fn create(admin_url: &str, name: &str) -> Self {
+        let admin = connect(admin_url).await;
+        admin
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .await
+            .unwrap_or_else(|error| panic!("creating database {name}: {error}"));
+        Self {
+            admin_url: admin_url.to_owned(),
+            name: name.to_owned(),
+            url: with_database(admin_url, name).to_string(),
+            roles: Vec::new(),
+        }
+    }
+
+    /// Runs the host's `app-db-upgrade` (built with this test) against the
+    /// database; panics with its output when it fails.
+    pub fn app_db_upgrade(&self, args: &[&str]) {
+        let output = Command::new(crate::binary("app-db-upgrade"))
+            .args(args)
+            .env("DATABASE_URL", &self.url)
+            .env("PGSSLMODE", "disable")
+            .output()
+            .unwrap_or_else(|error| panic!("running app-db-upgrade: {error}"));
+        assert!(
+            output.status.success(),
+            "app-db-upgrade {args:?} on {} failed ({}):\n{}",
+            self.name,
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Brings the schema to `release` (no backup) and adds `rows` executions.
+    pub fn seed_at(&self, release: &str, rows: u64) {
+        self.app_db_upgrade(&["--release", release, "run", "--no-backup"]);
+        let rows = rows.to_string();
+        self.app_db_upgrade(&["--release", release, "seed", "--rows", &rows]);
+    }
+
+    /// A login that may read every table but change nothing (no CREATE on
+    /// schema `public` in PostgreSQL 15): the operator can read the history,
+    /// an upgrade Job fails. Returns its URL.
+    pub async fn read_only_login(&mut self) -> String {
+        let role = format!("{}_reader", self.name);
+        let password = format!("pw-{}", std::process::id());
+        let admin = connect(&self.url).await;
+        admin
+            .batch_execute(&format!(
+                "CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}';\
+                 GRANT CONNECT ON DATABASE \"{db}\" TO \"{role}\";\
+                 GRANT USAGE ON SCHEMA public TO \"{role}\";\
+                 GRANT SELECT ON ALL TABLES IN SCHEMA public TO \"{role}\";\
+                 GRANT SELECT ON ALL SEQUENCES IN SCHEMA public TO \"{role}\";",
+                db = self.name
+            ))
+            .await
+            .unwrap_or_else(|error| panic!("creating role {role}: {error}"));
+        self.roles.push(role.clone());
+        let mut url = with_database(&self.admin_url, &self.name);
+        url.set_username(&role)
+            .unwrap_or_else(|()| panic!("setting the user of {url}"));
+        url.set_password(Some(&password))
+            .unwrap_or_else(|()| panic!("setting the password of {url}"));
+        url.to_string()
+    }
+
+    /// Takes the upgrade lock in a session of the test's own: an upgrade Job
+    /// then waits (observably, in `pg_locks`) until the guard is released.
+    pub async fn hold_upgrade_lock(&self) -> HeldUpgradeLock {
+        let session = connect(&self.url).await;
+        session
+            .execute("SELECT pg_advisory_lock($1)", &[&UPGRADE_LOCK_KEY])
+            .await
+            .unwrap_or_else(|error| panic!("taking the upgrade lock of {}: {error}", self.name));
+        HeldUpgradeLock { session }
+    }
+
+    /// Sessions waiting for the upgrade lock (an upgrade Job blocked by the test).
+    pub async fn upgrade_lock_waiters(&self) -> i64 {
+        let admin = connect(&self.url).await;
+        let (high, low) = (UPGRADE_LOCK_KEY >> 32, UPGRADE_LOCK_KEY & 0xffff_ffff);
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+                 WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = $1 \
+                 AND l.classid::bigint = $2 AND l.objid::bigint = $3",
+                &[&self.name, &high, &low],
+            )
+            .await
+            .unwrap_or_else(|error| panic!("reading pg_locks: {error}"))
+            .get(0)
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let admin_url = self.admin_url.clone();
+        // One statement each: DROP DATABASE refuses to run in the implicit
+        // transaction of a multi-statement query.
+        let statements: Vec<String> = std::iter::once(format!(
+            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+            self.name
+        ))
+        .chain(
+            self.roles
+                .iter()
+                .map(|role| format!("DROP ROLE IF EXISTS \"{role}\"")),
+        )
+        .collect();
+        let what = format!("dropping test database {}", self.name);
+        harness::testing::clean_up_on_drop(&what, move || async move {
+            let (client, connection) = tokio_postgres::connect(&admin_url, NoTls)
+                .await
+                .map_err(|error| error.to_string())?;
+            let connection = tokio::spawn(connection);
+            let mut dropped = Ok(());
+            for statement in &statements {
+                if let Err(error) = client.batch_execute(statement).await {
+                    dropped = Err(format!("{statement}: {error:?}"));
+                    break;
+                }
+            }
+            drop(client);
+            let _finished = connection.await;
+            dropped
+        });
+    }
+}
+
+/// The test's session holding the upgrade lock; ending it releases the lock.
+pub struct HeldUpgradeLock {
+    session: Client,
+}
+
+impl HeldUpgradeLock {
+    /// Releases the lock and returns once the server has: a test that blocks
+    /// its runtime next (a `std::process::Command`) cannot leave the release
+    /// to the session's connection task.
+    pub async fn release(self) {
+        let released: bool = self
+            .session
+            .query_one("SELECT pg_advisory_unlock($1)", &[&UPGRADE_LOCK_KEY])
+            .await
+            .unwrap_or_else(|error| panic!("releasing the upgrade lock: {error}"))
+            .get(0);
+        assert!(released, "the test's session did not hold the upgrade lock");
+    }
+}

@@ -1,0 +1,60 @@
+//! The support library of the integration tests: everything the PostgreSQL,
+//! process and cluster tests share, one of each.
+//!
+//! The tests run the workspace's real binaries (`cargo build --workspace
+//! --bins` first; `just test` does) against real components: a throwaway
+//! PostgreSQL (`harness::postgres`), the local cluster with OLM
+//! (`harness::testing`). A test that needs a component that is missing
+//! panics and says how to get it; none skips.
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`wait`] | waiting for an observable condition with a deadline |
+//! | [`eventually`] | the same for the PostgreSQL tests |
+//! | [`process_output`] | assertions on a finished process's output |
+//! | [`gate_process`] | the `upgrade-gate` binary run on the host |
+//! | [`cluster_database`] | a test's database on the cluster's PostgreSQL |
+//! | [`backup_volume`] | the backup claim an upgrade Job mounts |
+//! | [`operator_install`] | `app-operator` installed from `manifests/` |
+//! | [`gate_probe_catalog`] | the test operator `gate-probe` and its catalog |
+//! | [`object_history`] | every version of watched objects, timestamped |
+//! | [`container_task_events`] | containerd's task start/exit times |
+//! | [`apiserver_without_olm`] | a second API server that does not serve OLM |
+
+pub mod apiserver_without_olm;
+pub mod backup_volume;
+pub mod cluster_database;
+pub mod container_task_events;
+pub mod eventually;
+pub mod gate_probe_catalog;
+pub mod gate_process;
+pub mod object_history;
+pub mod operator_install;
+pub mod process_output;
+pub mod wait;
+
+use std::path::PathBuf;
+
+/// The repository's root directory.
+pub fn repository_root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// The path of one of the workspace's binaries in the test's own target
+/// directory (`target/<profile>/<name>`). Panics, saying how to build it,
+/// when it is missing.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary knows its path");
+    // target/<profile>/deps/<test binary>
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test binary lives in target/<profile>/deps");
+    let path = profile_dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} does not exist: build the binaries first (`cargo build --workspace --bins`; `just test` does)",
+        path.display()
+    );
+    path
+}
