@@ -91,7 +91,7 @@ image:
 
 # Print the path of the image's OCI archive (written by `just image`).
 image-archive:
-    @echo "{{cache}}/images/upgrade-gate-{{version}}.oci.tar"
+    @echo "{{justfile_directory()}}/target/images/upgrade-gate-{{version}}.oci.tar"
 
 # ---- Local cluster harness (harness/, docs/harness.md) ----
 # `cluster` is the harness CLI; the cluster's components outlive it (daemons),

@@ -7,8 +7,10 @@
 #   tools/image.sh app                   localhost/upgrade-gate:<app version>, from the
 #                                        gate's and the sample's [[bin]]s built by cargo on the host
 #
-# Archives: $UPGRADE_GATE_CACHE/images/<name>-<tag>.oci.tar. Prints the archive
-# path (pause, app) or the image reference (base) on stdout.
+# Archives: $UPGRADE_GATE_CACHE/images/pause-3.10.oci.tar (shared), and the
+# checkout's own target/images/upgrade-gate-<version>.oci.tar (two checkouts
+# may build the same tag from different sources). Prints the archive path
+# (pause, app) or the image reference (base) on stdout.
 # Owns: tools/pause/, the root Containerfile's build; writes only to the
 # cache, to podman's storage and to target/image-bins/ (the prebuilt context).
 set -euo pipefail
@@ -56,7 +58,7 @@ save_archive() {
   fi
   local start
   start=$(now)
-  mkdir -p "$images_dir"
+  mkdir -p "$(dirname "$archive")"
   rm -f "$archive.partial" "$archive.id"
   podman save --quiet --format oci-archive -o "$archive.partial" "$reference"
   mv "$archive.partial" "$archive"
@@ -150,8 +152,12 @@ build_app() {
     --build-arg "RUNTIME_BASE=$base" --build-arg "VERSION=$version" \
     -f "$repo_root/Containerfile" -t "$tag" "$repo_root" >/dev/null
   log "built $tag ($(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si) uncompressed) in $(elapsed_since "$start") s"
-  save_archive "$tag" "$images_dir/upgrade-gate-$version.oci.tar"
-  printf '%s\n' "$images_dir/upgrade-gate-$version.oci.tar"
+  # The archive belongs to this checkout (another checkout may build the same
+  # tag from other sources); its cluster imports it from here.
+  local archive="$target_dir/images/upgrade-gate-$version.oci.tar"
+  mkdir -p "$target_dir/images"
+  save_archive "$tag" "$archive"
+  printf '%s\n' "$archive"
 }
 
 case ${1:-} in

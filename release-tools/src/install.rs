@@ -98,7 +98,6 @@ pub fn release_deployment(
     // OLM injects OPERATOR_CONDITION_NAME into containers only, never into
     // init containers: the gate gets it literally, per CSV.
     set_env(gate, ENV_CONDITION_NAME, literal(pod.csv_name));
-    set_env(gate, ENV_RELEASE, literal(pod.release));
 
     let operator = pod_spec
         .containers
@@ -254,7 +253,7 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_gets_the_literal_csv_name_and_the_release() {
+    fn the_gate_gets_the_literal_csv_name() {
         let (name, spec) = release_deployment(&source(), POD).unwrap();
         assert_eq!(name, "app-operator");
         let pod = spec.template.spec.unwrap();
@@ -264,8 +263,7 @@ mod tests {
             env_of(gate),
             json!([
                 {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                {"name": "OPERATOR_CONDITION_NAME", "value": "upgrade-gate.v7.10.0"},
-                {"name": "UPGRADE_GATE_RELEASE", "value": "7.10.0"}
+                {"name": "OPERATOR_CONDITION_NAME", "value": "upgrade-gate.v7.10.0"}
             ])
         );
     }

@@ -894,7 +894,7 @@ async fn the_next_version_waits_for_the_gate_and_release_or_an_admin_override_le
         )
         .await;
     assert!(
-        message.contains("upgrade-gate hold: release 0.1.0 is starting"),
+        message.contains(upgrade_gate::gate::DEFAULT_HOLD_MESSAGE),
         "OLM's message does not quote the gate's: {message}"
     );
     let status = run_gate(

@@ -77,7 +77,7 @@ pub fn cluster_service_version(image: &str, version: &str, replaces: Option<&str
                         "strategy": {"type": "Recreate"},
                         "template": {
                             "metadata": {"labels": {label: value, "gate-probe/version": version}},
-                            "spec": pod_spec(image, version, &name)
+                            "spec": pod_spec(image, &name)
                         }
                     }
                 }]
@@ -102,7 +102,7 @@ pub fn cluster_service_version(image: &str, version: &str, replaces: Option<&str
 /// container records OLM's verdict at its own start (`upgrade-gate status`,
 /// with the name OLM injects into main containers), then sleeps. `sleep` as
 /// PID 1 ignores SIGTERM, hence the short grace period.
-fn pod_spec(image: &str, version: &str, csv: &str) -> Value {
+fn pod_spec(image: &str, csv: &str) -> Value {
     let restricted = json!({
         "allowPrivilegeEscalation": false,
         "readOnlyRootFilesystem": true,
@@ -120,7 +120,6 @@ fn pod_spec(image: &str, version: &str, csv: &str) -> Value {
             "env": [
                 {"name": "OPERATOR_CONDITION_NAME", "value": csv},
                 {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                {"name": "UPGRADE_GATE_RELEASE", "value": version},
                 {"name": "UPGRADE_GATE_TIMEOUT", "value": "90s"}
             ],
             "securityContext": restricted
