@@ -13,8 +13,24 @@ cache := env_var_or_default("UPGRADE_GATE_CACHE", env_var("HOME") / ".cache/upgr
 default:
     @just --list
 
-# Everything: lint, unit + mocked tests, then the real-component tests.
-test: lint validate test-fast test-postgres test-cluster
+# Everything CI runs: lint, packaging, unit + mocked tests, then the
+# real-component tests; prints each stage's time at the end (also on failure).
+test:
+    #!/usr/bin/env bash
+    set -uo pipefail
+    stages=(lint validate test-fast test-postgres test-cluster)
+    times=()
+    status=0
+    for stage in "${stages[@]}"; do
+      started=$(date +%s)
+      if ! just "$stage"; then status=1; fi
+      times+=("$stage $(( $(date +%s) - started ))")
+      [[ $status -eq 0 ]] || break
+    done
+    echo
+    echo "stage times (s):"
+    for entry in "${times[@]}"; do printf '  %-14s %5s\n' ${entry}; done
+    exit "$status"
 
 # Unit, mocked-API and doc tests (plain `cargo test`), then the binaries as processes.
 test-fast:
