@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use backon::{ConstantBuilder, Retryable};
 use harness::testing::{HOW_TO_START, ServedCatalog, TestCluster, TestNamespace};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
@@ -22,6 +21,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use upgrade_gate_tests::backup_volume::BackupVolume;
 use upgrade_gate_tests::cluster_database::TestDatabase;
+use upgrade_gate_tests::wait;
 
 const RELEASE: &str = "7.9.3";
 const CSV: &str = "upgrade-gate.v7.9.3";
@@ -56,29 +56,6 @@ fn olm_api(
 
 fn object(value: Value) -> DynamicObject {
     serde_json::from_value(value).unwrap_or_else(|error| panic!("building an object: {error}"))
-}
-
-/// Polls `probe` every half second until it returns `Some`, or panics with
-/// `what` after `timeout`.
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let mut probe = probe;
-    let interval = Duration::from_millis(500);
-    let attempts = (timeout.as_millis() / interval.as_millis()) as usize;
-    let once = || {
-        let next = probe();
-        async move { next.await.ok_or(()) }
-    };
-    once.retry(
-        ConstantBuilder::default()
-            .with_delay(interval)
-            .with_max_times(attempts),
-    )
-    .await
-    .unwrap_or_else(|()| panic!("timed out after {timeout:?} waiting for {what}"))
 }
 
 /// `tools/e2e-kind/assert.sh ARGS...` against this cluster, with its kubectl.
@@ -163,7 +140,7 @@ async fn install_7_9_3_with_app(
         )
         .await
         .unwrap_or_else(|error| panic!("creating the CatalogSource: {error}"));
-    wait_for(
+    wait::until(
         "the CatalogSource to be READY",
         Duration::from_secs(60),
         || {
@@ -226,7 +203,7 @@ async fn install_7_9_3_with_app(
         "ClusterServiceVersion",
         "clusterserviceversions",
     );
-    let csv = wait_for(
+    let csv = wait::until(
         "CSV upgrade-gate.v7.9.3 to succeed",
         Duration::from_secs(300),
         || {

@@ -20,8 +20,13 @@ use rcgen::{
 use tokio::process::{Child, Command};
 use tokio_postgres::{Client, NoTls};
 
-use upgrade_gate_tests::eventually::eventually;
 use upgrade_gate_tests::process_output::{assert_exit, assert_success, json};
+use upgrade_gate_tests::wait;
+
+/// How long a test waits for a database session to reach a state.
+const SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often it looks (short-lived states of a local server).
+const SESSION_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn bin() -> std::path::PathBuf {
     upgrade_gate_tests::binary("app-db-upgrade")
@@ -301,9 +306,12 @@ async fn verify_full_upgrades_backs_up_and_restores_over_tls() {
         )
         .spawn()
         .expect("spawn app-db-upgrade");
-    let (ssl, version) = eventually("the run waits for the upgrade lock", || {
-        waiting_upgrade_session_ssl(&observer)
-    })
+    let (ssl, version) = wait::poll(
+        "the run waits for the upgrade lock",
+        SESSION_WAIT,
+        SESSION_POLL,
+        || waiting_upgrade_session_ssl(&observer),
+    )
     .await;
     assert!(ssl, "pg_stat_ssl: the upgrade's session is not encrypted");
     assert!(

@@ -17,8 +17,13 @@ use serde_json::Value;
 use tokio::process::{Child, Command};
 use tokio_postgres::{Client, NoTls};
 
-use upgrade_gate_tests::eventually::eventually;
 use upgrade_gate_tests::process_output::{assert_exit, assert_success, json};
+use upgrade_gate_tests::wait;
+
+/// How long a test waits for a database session to reach a state.
+const SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often it looks (short-lived states of a local server).
+const SESSION_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn bin() -> std::path::PathBuf {
     upgrade_gate_tests::binary("app-db-upgrade")
@@ -396,9 +401,12 @@ async fn reshape_in_flight(f: &Fixture, run_args: &[&str]) -> (ReshapeInFlight, 
     let blocker = f.client(DB).await;
     block_reshape_at_drop(&blocker).await;
     let upgrade = f.spawn(run_args);
-    let backend = eventually("the reshape waits at DROP TABLE executions", || {
-        upgrade_backend_waiting(&observer, "relation", RESHAPE_MARKER)
-    })
+    let backend = wait::poll(
+        "the reshape waits at DROP TABLE executions",
+        SESSION_WAIT,
+        SESSION_POLL,
+        || upgrade_backend_waiting(&observer, "relation", RESHAPE_MARKER),
+    )
     .await;
     let reshape = ReshapeInFlight {
         observer,
@@ -459,7 +467,7 @@ impl ReshapeInFlight {
 
 /// Waits until the backend `pid` has left `pg_stat_activity`.
 async fn backend_gone(observer: &Client, pid: i32, what: &str) {
-    eventually(what, || async {
+    wait::poll(what, SESSION_WAIT, SESSION_POLL, || async {
         let alive = observer
             .query_opt("SELECT 1 FROM pg_stat_activity WHERE pid = $1", &[&pid])
             .await
@@ -554,9 +562,12 @@ async fn sigterm_while_waiting_for_the_lock_exits_14_and_changes_nothing() {
         "--termination-log",
         &termination_log.to_string_lossy(),
     ]);
-    let backend = eventually("the run waits for the advisory lock", || {
-        upgrade_backend_waiting(&observer, "advisory", "pg_advisory_lock")
-    })
+    let backend = wait::poll(
+        "the run waits for the advisory lock",
+        SESSION_WAIT,
+        SESSION_POLL,
+        || upgrade_backend_waiting(&observer, "advisory", "pg_advisory_lock"),
+    )
     .await;
     let output = terminate_and_wait(&f, upgrade).await;
 
@@ -606,9 +617,12 @@ async fn concurrent_runs_never_both_migrate() {
         "--lock-timeout",
         "120",
     ]);
-    eventually("the first run holds the lock and waits inside V4", || {
-        upgrade_backend_waiting(&observer, "relation", RESHAPE_MARKER)
-    })
+    wait::poll(
+        "the first run holds the lock and waits inside V4",
+        SESSION_WAIT,
+        SESSION_POLL,
+        || upgrade_backend_waiting(&observer, "relation", RESHAPE_MARKER),
+    )
     .await;
 
     let impatient = f.cli(&["run", "--no-backup", "--lock-timeout", "1"]).await;
@@ -626,9 +640,12 @@ async fn concurrent_runs_never_both_migrate() {
         "--lock-timeout",
         "120",
     ]);
-    eventually("the second run waits for the advisory lock", || {
-        upgrade_backend_waiting(&observer, "advisory", "pg_advisory_lock")
-    })
+    wait::poll(
+        "the second run waits for the advisory lock",
+        SESSION_WAIT,
+        SESSION_POLL,
+        || upgrade_backend_waiting(&observer, "advisory", "pg_advisory_lock"),
+    )
     .await;
     blocker
         .batch_execute("ROLLBACK")

@@ -10,7 +10,6 @@
 //! | module | what |
 //! | --- | --- |
 //! | [`wait`] | waiting for an observable condition with a deadline |
-//! | [`eventually`] | the same for the PostgreSQL tests |
 //! | [`process_output`] | assertions on a finished process's output |
 //! | [`gate_process`] | the `upgrade-gate` binary run on the host |
 //! | [`cluster_database`] | a test's database on the cluster's PostgreSQL |
@@ -25,7 +24,6 @@ pub mod apiserver_without_olm;
 pub mod backup_volume;
 pub mod cluster_database;
 pub mod container_task_events;
-pub mod eventually;
 pub mod gate_probe_catalog;
 pub mod gate_process;
 pub mod object_history;
