@@ -9,7 +9,7 @@ use std::time::Duration;
 use app::cli::CommonArgs;
 use app::db_config::{ConnectionArgs, ConnectionSettings};
 use app::db_upgrade::backup::{self, PgTools};
-use app::db_upgrade::outcome::{self, Failure, TerminationLog, Written};
+use app::db_upgrade::outcome::{self, TerminationLog, Written};
 use app::db_upgrade::{
     self, BackupChoice, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, refusal_exit_code,
 };
@@ -241,12 +241,7 @@ async fn execute(
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(error) => {
-                    let failure = Failure {
-                        release: release.to_string(),
-                        exit_code: error.exit_code(),
-                        error: error_chain(&error),
-                    };
-                    let json = serde_json::to_string(&failure).unwrap_or_default();
+                    let json = error.to_failure(&release).to_termination_json();
                     termination_message(&termination_log, &json);
                     Err(error)
                 }

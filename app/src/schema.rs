@@ -95,7 +95,7 @@ pub async fn read_schema_state(
 }
 
 /// A migration as plans and outcomes name it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct MigrationRef {
     pub version: i64,
     pub name: String,

@@ -107,7 +107,7 @@ impl BackupName {
 }
 
 /// A verified backup.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Backup {
     pub path: PathBuf,
     pub size_bytes: u64,

@@ -15,6 +15,7 @@
 pub mod backup;
 pub mod lock;
 pub mod outcome;
+pub mod progress;
 pub mod seed;
 
 use std::path::PathBuf;
@@ -29,7 +30,7 @@ use crate::migrations::{self, Release};
 use crate::schema::{self, MigrationRef, Refusal, SchemaReadError, UpgradePlan};
 use backup::{Backup, BackupError, BackupName, PgTools, millis};
 use lock::LockError;
-use outcome::{AppliedStep, Durations, Outcome};
+use outcome::{AppliedStep, Durations, Failure, FailureKind, Outcome};
 use seed::{SeedError, Seeded};
 use upgrade_gate::shutdown::StopSignal;
 use upgrade_gate::telemetry::error_chain;
@@ -116,6 +117,57 @@ impl DbUpgradeError {
             | DbUpgradeError::Schema(_)
             | DbUpgradeError::Seed(_)
             | DbUpgradeError::Query { .. } => 12,
+        }
+    }
+}
+
+impl DbUpgradeError {
+    /// What kind of failure this is for the operator (only `run` reports
+    /// one; the restore and seed errors never reach a termination message).
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            DbUpgradeError::Config(_) | DbUpgradeError::Connect(ConnectError::Config(_)) => {
+                FailureKind::InvalidConfiguration
+            }
+            DbUpgradeError::Connect(ConnectError::Connect { .. }) => FailureKind::ConnectionFailed,
+            DbUpgradeError::Lock(LockError::Timeout { .. }) => FailureKind::UpgradeLockTimeout,
+            DbUpgradeError::Refused(Refusal::NoMigrations { .. }) => {
+                FailureKind::InvalidConfiguration
+            }
+            DbUpgradeError::Refused(Refusal::NewerThanRelease { .. }) => FailureKind::DatabaseNewer,
+            DbUpgradeError::Refused(
+                Refusal::ChecksumMismatch { .. }
+                | Refusal::NameMismatch { .. }
+                | Refusal::Gap { .. },
+            ) => FailureKind::HistoryDiverged,
+            DbUpgradeError::Backup(_) => FailureKind::BackupFailed,
+            DbUpgradeError::Migration { .. } => FailureKind::MigrationFailed,
+            DbUpgradeError::NotAtTarget(_) => FailureKind::NotAtTarget,
+            DbUpgradeError::Stopped(_) => FailureKind::Stopped,
+            DbUpgradeError::Lock(LockError::Query(_))
+            | DbUpgradeError::Schema(_)
+            | DbUpgradeError::Seed(_)
+            | DbUpgradeError::Query { .. }
+            | DbUpgradeError::RestoreRefused { .. }
+            | DbUpgradeError::Restore(_) => FailureKind::QueryFailed,
+        }
+    }
+
+    /// The termination message of a failed `run` of `release`.
+    pub fn to_failure(&self, release: &Release) -> Failure {
+        let kind = self.kind();
+        Failure {
+            release: release.to_string(),
+            exit_code: self.exit_code(),
+            error: error_chain(self),
+            kind,
+            permanent: kind.is_permanent(),
+            migration: match self {
+                DbUpgradeError::Migration { migration, .. } => Some(migration.clone()),
+                _ => None,
+            },
+            sqlstate: None,
+            finished_at: outcome::now_rfc3339(),
         }
     }
 }
@@ -220,6 +272,7 @@ pub async fn run_upgrade(
                     total_ms: millis(started.elapsed()),
                     ..Durations::default()
                 },
+                finished_at: outcome::now_rfc3339(),
             });
         }
         UpgradePlan::Upgrade {
@@ -274,6 +327,7 @@ pub async fn run_upgrade(
             total_ms: millis(started.elapsed()),
         },
         backup,
+        finished_at: outcome::now_rfc3339(),
     })
 }
 
