@@ -47,6 +47,10 @@ test-postgres:
 bench-db ROWS="2000000" RUNS="3":
     BENCH_DB_RUNS={{RUNS}} tools/bench-db.sh {{ROWS}}
 
+# Measurement: `.ci/run` on a clean clone of HEAD, warm (the machine's caches) or cold (empty ones).
+measure-ci MODE="warm":
+    tools/measure-ci.sh {{MODE}}
+
 # Regenerate the App CRD yaml from the Rust types (a unit test diffs it).
 crd:
     cargo run --quiet --package upgrade-gate-app --bin app-operator -- crd --output manifests/crd/apps.upgrade-gate.dev.yaml
