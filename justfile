@@ -38,8 +38,12 @@ test-fast:
     cargo build --workspace --bins
     cargo test --package upgrade-gate-tests --test cli
 
-# The database upgrade against throwaway PostgreSQL servers (root; docs/database-upgrade.md).
+# The database upgrade against throwaway PostgreSQL 15 and 18 servers (root; docs/database-upgrade.md).
 test-postgres:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    pg18="$(UPGRADE_GATE_CACHE="{{cache}}" tools/postgresql.sh fetch)"
+    export UPGRADE_GATE_PG18_DIR="$pg18/server" UPGRADE_GATE_PG_BIN_DIR="$pg18/client/bin"
     cargo build --workspace --bins
     cargo test --package upgrade-gate-tests --test postgres
 

