@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use app::cli::CommonArgs;
 use app::db_config::{ConnectionArgs, ConnectionSettings};
-use app::db_upgrade::backup::{self, PgTools};
+use app::db_upgrade::backup::{self, AppIdentity, PgTools};
+use app::db_upgrade::monitor::Display;
 use app::db_upgrade::outcome::{self, TerminationLog, Written};
 use app::db_upgrade::{
     self, BackupChoice, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, refusal_exit_code,
@@ -27,12 +28,17 @@ struct Cli {
     common: CommonArgs,
     #[command(flatten)]
     connection: ConnectionArgs,
-    /// Directory holding pg_dump and pg_restore (default: found on PATH).
+    /// Directory holding pg_dump, pg_restore and psql (default: found on PATH).
     #[arg(long, env = "UPGRADE_GATE_PG_BIN_DIR", global = true)]
     pg_bin_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
+
+/// pg_dump's compression for backups (see docs/database-upgrade.md).
+const DEFAULT_COMPRESSION: &str = "6";
+/// maintenance_work_mem for the index builds (see docs/database-upgrade.md).
+const DEFAULT_MAINTENANCE_WORK_MEM: &str = "server";
 
 #[derive(Debug, Clone, Copy, Default, ValueEnum)]
 enum Output {
@@ -48,26 +54,33 @@ enum Command {
         #[arg(long, short, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
-    /// Lock, back up, apply the pending migrations one transaction each, verify.
+    /// Lock writers out, back up, apply every pending migration in one transaction, verify.
     Run(RunArgs),
     /// Add N realistic sample rows at the database's current release.
     Seed {
         #[arg(long)]
         rows: u64,
     },
-    /// Put a backup back (after a failed upgrade).
+    /// Put a backup back (after a failed upgrade): the archive is proven
+    /// whole first, then restored in one transaction.
     Restore {
-        /// The backup archive (pg_dump custom format).
+        /// The backup archive (pg_dump custom format); its `.sha256` beside it is checked.
         #[arg(long)]
         from: PathBuf,
-        /// Drop schema public (and everything in it) first if the database is not empty.
+        /// Replace schema public (and everything in it) if the database is not empty.
         #[arg(long)]
         clean: bool,
+        /// How long to wait for a table lock, in seconds.
+        #[arg(long, env = "UPGRADE_GATE_TABLE_LOCK_TIMEOUT", default_value_t = 30)]
+        table_lock_timeout: u64,
     },
-    /// List the backup directory: release, migration, time, size.
+    /// List backups: App, release, migration, time, size, checksum.
     Backups {
         #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR")]
         backup_dir: PathBuf,
+        /// Only this App's backups (default: every App under the directory).
+        #[arg(long, env = "UPGRADE_GATE_APP")]
+        app: Option<String>,
         #[arg(long, short, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
@@ -76,9 +89,20 @@ enum Command {
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("backup").required(true).multiple(true)))]
 struct RunArgs {
-    /// Directory for the pre-upgrade backup (pg_dump custom format).
+    /// Backup root; the pre-upgrade backup (pg_dump custom format) goes
+    /// into its subdirectory for the App (see --app).
     #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR", group = "backup")]
     backup_dir: Option<PathBuf>,
+    /// Whose database this is: the backups' subdirectory, e.g.
+    /// `<namespace>/<app>` (default: `<dbname>@<host>-<port>`).
+    #[arg(long, env = "UPGRADE_GATE_APP")]
+    app: Option<String>,
+    /// Backups kept per App, the new one included.
+    #[arg(long, env = "UPGRADE_GATE_KEEP_BACKUPS", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    keep_backups: u64,
+    /// pg_dump's --compress for the backup (e.g. gzip:6, lz4, none).
+    #[arg(long, env = "UPGRADE_GATE_BACKUP_COMPRESSION", default_value = DEFAULT_COMPRESSION)]
+    backup_compression: String,
     #[arg(skip)]
     backup_dir_source: Option<ValueSource>,
     /// Migrate without a backup. Must be explicit; wins over
@@ -88,6 +112,14 @@ struct RunArgs {
     /// How long to wait for another upgrade's lock, in seconds.
     #[arg(long, env = "UPGRADE_GATE_LOCK_TIMEOUT", default_value_t = 120)]
     lock_timeout: u64,
+    /// How long to wait for each table lock, in seconds: a client still
+    /// using a table makes the run fail (exit 15) naming it, never wait forever.
+    #[arg(long, env = "UPGRADE_GATE_TABLE_LOCK_TIMEOUT", default_value_t = 30)]
+    table_lock_timeout: u64,
+    /// maintenance_work_mem for the migrations' index builds (e.g. 256MB;
+    /// `server` keeps the server's setting).
+    #[arg(long, env = "UPGRADE_GATE_MAINTENANCE_WORK_MEM", default_value = DEFAULT_MAINTENANCE_WORK_MEM)]
+    maintenance_work_mem: String,
     #[arg(long, short, value_enum, default_value_t = Output::Text)]
     output: Output,
     /// Where the outcome JSON goes for the operator. A given path is created;
@@ -187,21 +219,37 @@ async fn execute(
         bin_dir: cli.pg_bin_dir.clone(),
     };
     let connection = cli.connection;
+    let json_logs = matches!(cli.common.logging.log_format, LogFormat::Json);
     let settings = || ConnectionSettings::resolve(&connection, &|key| std::env::var(key).ok());
     match cli.command {
-        Command::Backups { backup_dir, output } => {
-            let entries = backup::list_backups(&backup_dir).map_err(DbUpgradeError::Backup)?;
+        Command::Backups {
+            backup_dir,
+            app,
+            output,
+        } => {
+            let app = app
+                .map(|a| AppIdentity::parse(&a))
+                .transpose()
+                .map_err(DbUpgradeError::Backup)?;
+            let entries =
+                backup::list_backups(&backup_dir, app.as_ref()).map_err(DbUpgradeError::Backup)?;
             match output {
                 Output::Json => print_json(&entries),
                 Output::Text => {
                     println!(
-                        "{:<8} {:<5} {:<26} {:>14}  FILE",
-                        "RELEASE", "MIGR", "TAKEN AT", "BYTES"
+                        "{:<24} {:<8} {:<5} {:<26} {:>14} {:<6}  FILE",
+                        "APP", "RELEASE", "MIGR", "TAKEN AT", "BYTES", "SHA256"
                     );
                     for e in entries {
                         println!(
-                            "{:<8} v{:<4} {:<26} {:>14}  {}",
-                            e.release, e.migration, e.taken_at, e.size_bytes, e.file
+                            "{:<24} {:<8} v{:<4} {:<26} {:>14} {:<6}  {}",
+                            if e.app.is_empty() { "." } else { &e.app },
+                            e.release,
+                            e.migration,
+                            e.taken_at,
+                            e.size_bytes,
+                            if e.checksummed { "yes" } else { "no" },
+                            e.file
                         );
                     }
                 }
@@ -224,11 +272,24 @@ async fn execute(
             let termination_log =
                 TerminationLog::new(args.termination_log, args.termination_log_source);
             let settings = settings()?;
+            let app = args
+                .app
+                .as_deref()
+                .map(AppIdentity::parse)
+                .transpose()
+                .map_err(DbUpgradeError::Backup)?;
             let options = RunOptions {
                 release: release.clone(),
                 backup,
+                app,
+                keep_backups: usize::try_from(args.keep_backups).unwrap_or(usize::MAX),
+                compression: args.backup_compression.clone(),
                 lock_timeout: Duration::from_secs(args.lock_timeout),
+                table_lock_timeout: Duration::from_secs(args.table_lock_timeout.max(1)),
+                maintenance_work_mem: (args.maintenance_work_mem != "server")
+                    .then(|| args.maintenance_work_mem.clone()),
                 tools,
+                display: Display::for_stderr(json_logs),
             };
             match unless_stopped(stop, db_upgrade::run_upgrade(&settings, &options)).await {
                 Ok(outcome) => {
@@ -258,9 +319,18 @@ async fn execute(
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Restore { from, clean } => {
+        Command::Restore {
+            from,
+            clean,
+            table_lock_timeout,
+        } => {
             let settings = settings()?;
-            unless_stopped(stop, db_upgrade::restore(&settings, &tools, &from, clean)).await?;
+            let lock_timeout = Duration::from_secs(table_lock_timeout.max(1));
+            unless_stopped(
+                stop,
+                db_upgrade::restore(&settings, &tools, &from, clean, lock_timeout),
+            )
+            .await?;
             println!("restored {} into {}", from.display(), settings);
             Ok(ExitCode::SUCCESS)
         }

@@ -5,16 +5,22 @@
 //! target. Must not touch: any database (reading the applied history is
 //! `schema`, applying it is `db_upgrade`).
 //!
-//! Applying is delegated to refinery (`refinery::Runner`): per migration it
-//! runs `BEGIN`, the migration's SQL, the `INSERT` of its history row, `COMMIT`
-//! (`refinery-core` `src/traits/async.rs` `migrate` → `src/drivers/tokio_postgres.rs`
-//! `AsyncTransaction::execute`), and its checksum (SipHash-1-3 over name,
-//! version and SQL) is what the history table stores. Every migration here
-//! is therefore converted to a `refinery::Migration`, never applied by hand.
+//! The history table and checksums are refinery's: a migration's checksum
+//! (SipHash-1-3 over name, version and SQL, [`EmbeddedMigration::checksum`])
+//! is computed by refinery itself, and `db_upgrade::apply` writes history
+//! rows exactly as refinery does, so databases upgraded by earlier releases
+//! (through `refinery::Runner`) and by this one read the same.
+//!
+//! Each entry declares the tables it rewrites or alters ([`EmbeddedMigration::locks`]):
+//! the runner takes `ACCESS EXCLUSIVE` locks on them before the migration's
+//! SQL runs, so a client still connected gets an error instead of writing a
+//! row the rewrite does not copy. A lock is part of the catalogue, not of the
+//! SQL, because released SQL never changes.
 //!
 //! Authoring rules: a released migration is never edited (its checksum is in
 //! every database that applied it); new work is a new file with the next
-//! version, tagged with the release that ships it.
+//! version, tagged with the release that ships it, whose entry lists every
+//! existing table its SQL rewrites, alters, drops or references.
 
 use std::fmt;
 use std::str::FromStr;
@@ -28,16 +34,21 @@ pub struct EmbeddedMigration {
     pub name: &'static str,
     /// The release that introduced this migration.
     pub release: &'static str,
-    /// The SQL, applied in one transaction together with its history row.
+    /// The SQL, applied in the upgrade's transaction with its history row.
     pub sql: &'static str,
+    /// The tables (schema `public`) this migration rewrites, alters, drops or
+    /// references, as they exist before it: locked `ACCESS EXCLUSIVE` before
+    /// its SQL runs. Tables it creates itself are not listed.
+    pub locks: &'static [&'static str],
 }
 
 macro_rules! migration {
-    ($version:literal, $name:literal, $release:literal) => {
+    ($version:literal, $name:literal, $release:literal, locks: [$($table:literal),*]) => {
         EmbeddedMigration {
             version: $version,
             name: $name,
             release: $release,
+            locks: &[$($table),*],
             sql: include_str!(concat!(
                 "../../migrations/",
                 $release,
@@ -53,11 +64,24 @@ macro_rules! migration {
 
 /// Every migration, oldest first.
 pub const CATALOGUE: &[EmbeddedMigration] = &[
-    migration!(1, "create_connections_and_integrations", "7.9.3"),
-    migration!(2, "create_executions", "7.9.3"),
-    migration!(3, "split_integration_flows_into_steps", "7.10.0"),
-    migration!(4, "reshape_executions", "7.10.0"),
-    migration!(5, "index_executions_for_activity_page", "7.10.1"),
+    migration!(1, "create_connections_and_integrations", "7.9.3", locks: []),
+    // REFERENCES integrations takes a lock on it.
+    migration!(2, "create_executions", "7.9.3", locks: ["integrations"]),
+    // Reads every flow, drops the column; the new table references both.
+    migration!(
+        3,
+        "split_integration_flows_into_steps",
+        "7.10.0",
+        locks: ["integrations", "connections"]
+    ),
+    // Copies every execution into a new table and drops the old one.
+    migration!(
+        4,
+        "reshape_executions",
+        "7.10.0",
+        locks: ["executions", "integrations"]
+    ),
+    migration!(5, "index_executions_for_activity_page", "7.10.1", locks: ["executions"]),
 ];
 
 impl EmbeddedMigration {
@@ -196,6 +220,68 @@ mod tests {
         assert!("7.10".parse::<Release>().is_err());
         assert!("latest".parse::<Release>().is_err());
         assert!(release("7.10.0") > release("7.9.3"));
+    }
+
+    /// Every `public` table name a migration's SQL mentions after a keyword
+    /// that reads, writes or alters an existing table, unless the migration
+    /// creates it: the catalogue must declare it.
+    #[test]
+    fn every_existing_table_a_migration_touches_is_declared() {
+        let keywords = [
+            "FROM",
+            "JOIN",
+            "REFERENCES",
+            "TABLE",
+            "INTO",
+            "ON",
+            "UPDATE",
+        ];
+        let created_so_far = |upto: u32| -> Vec<String> {
+            CATALOGUE
+                .iter()
+                .filter(|m| m.version < upto)
+                .flat_map(|m| created_tables(m.sql))
+                .collect()
+        };
+        for m in CATALOGUE {
+            let existing = created_so_far(m.version);
+            let own = created_tables(m.sql);
+            let words: Vec<&str> = m
+                .sql
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("--"))
+                .flat_map(|l| l.split(|c: char| !(c.is_alphanumeric() || c == '_')))
+                .filter(|w| !w.is_empty())
+                .collect();
+            for pair in words.windows(2) {
+                let table = pair[1];
+                if keywords.contains(&pair[0])
+                    && existing.iter().any(|t| t == table)
+                    && !own.iter().any(|t| t == table)
+                {
+                    assert!(
+                        m.locks.contains(&table),
+                        "{} uses table {table} but does not declare it",
+                        m.file_stem()
+                    );
+                }
+            }
+            for table in m.locks {
+                assert!(
+                    existing.iter().any(|t| t == table),
+                    "{} declares {table}, which no earlier migration creates",
+                    m.file_stem()
+                );
+            }
+        }
+    }
+
+    fn created_tables(sql: &str) -> Vec<String> {
+        sql.lines()
+            .filter_map(|l| l.trim().strip_prefix("CREATE TABLE "))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .map(|t| t.trim_end_matches('(').to_owned())
+            .collect()
     }
 
     #[test]

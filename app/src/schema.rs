@@ -55,10 +55,12 @@ impl SchemaState {
 #[error("cannot read the migration history ({HISTORY_TABLE})")]
 pub struct SchemaReadError(#[source] tokio_postgres::Error);
 
-/// Reads the migration history. Read-only: creates nothing, locks nothing
-/// beyond a plain `SELECT`.
+/// Reads the migration history (always `public.refinery_schema_history`,
+/// whatever `search_path` says; `db_upgrade` writes it there). Read-only:
+/// creates nothing, locks nothing beyond a plain `SELECT`. Works on a
+/// client or inside a transaction.
 pub async fn read_schema_state(
-    client: &tokio_postgres::Client,
+    client: &impl tokio_postgres::GenericClient,
 ) -> Result<SchemaState, SchemaReadError> {
     let exists: bool = client
         .query_one(

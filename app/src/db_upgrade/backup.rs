@@ -1,30 +1,43 @@
-//! Backups with PostgreSQL's own tools: `pg_dump -Fc` before an upgrade,
-//! `pg_restore --list` to verify an archive, `pg_restore` to put one back, and
-//! the listing of a backup directory.
+//! Backups with PostgreSQL's own tools: `pg_dump -Fc` before an upgrade into
+//! the App's own directory, checked and checksummed, kept to the last N;
+//! proving an archive whole before a restore; the restore itself in one
+//! transaction; the listing of a backup directory.
 //!
-//! Owns: backup file names (database, release, migration, time), the archive
-//! checks, running `pg_dump`/`pg_restore` with the connection in their
+//! Owns: the backup directory's layout (`<root>/<app>/`, file names with
+//! database, release, migration and time, `<archive>.sha256` beside each),
+//! its housekeeping (leftovers of killed runs, retention, free space, fsync)
+//! and running `pg_dump`/`pg_restore`/`psql` with the connection in their
 //! environment (the password in `PGPASSWORD`, never in argv). Must not touch:
 //! migrations or the upgrade lock.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::db_config::ConnectionSettings;
 use crate::schema::MigrationRef;
 
-/// Where `pg_dump` and `pg_restore` are: a directory, or `PATH`.
+/// Where `pg_dump`, `pg_restore` and `psql` are: a directory, or `PATH`.
 #[derive(Debug, Clone, Default)]
 pub struct PgTools {
     pub bin_dir: Option<PathBuf>,
 }
 
+/// `application_name` of the tools' sessions (`pg_stat_activity`): the
+/// progress reader finds `pg_dump`'s session by it.
+pub const PG_DUMP_APPLICATION_NAME: &str = "app-db-upgrade pg_dump";
+const PG_RESTORE_APPLICATION_NAME: &str = "app-db-upgrade pg_restore";
+
 impl PgTools {
-    fn command(&self, tool: &str, settings: &ConnectionSettings) -> Command {
+    fn command(&self, tool: &str, settings: &ConnectionSettings, application: &str) -> Command {
         let program = match &self.bin_dir {
             Some(dir) => dir.join(tool),
             None => PathBuf::from(tool),
@@ -38,12 +51,102 @@ impl PgTools {
         }
         command
             .envs(settings.libpq_env())
+            .env("PGAPPNAME", application)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         command
     }
+}
+
+/// Who the backups belong to: their directory under the backup root. The
+/// operator passes the App (`<namespace>/<name>`); by hand it defaults to
+/// the database's address (`<dbname>@<host>-<port>`), so two databases
+/// named alike on one claim never share a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppIdentity(String);
+
+impl AppIdentity {
+    /// One to four `/`-separated parts of letters, digits, `.`, `_`, `-`
+    /// and `@`; no part is `.` or `..`.
+    pub fn parse(text: &str) -> Result<Self, BackupError> {
+        let invalid = || BackupError::InvalidApp {
+            given: text.to_owned(),
+        };
+        let parts: Vec<&str> = text.split('/').collect();
+        if parts.len() > 4 {
+            return Err(invalid());
+        }
+        for part in &parts {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@');
+            if part.is_empty() || *part == "." || *part == ".." || !part.chars().all(allowed) {
+                return Err(invalid());
+            }
+        }
+        Ok(AppIdentity(text.to_owned()))
+    }
+
+    /// The default for a run without `--app`: database, host and port.
+    pub fn of_database(settings: &ConnectionSettings) -> Self {
+        let host: String = settings
+            .host
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let dbname: String = settings
+            .dbname
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        AppIdentity(format!(
+            "{}@{}-{}",
+            dbname.trim_start_matches('.'),
+            host.trim_start_matches('.'),
+            settings.port
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The App's directory under the backup root.
+    pub fn directory(&self, root: &Path) -> PathBuf {
+        root.join(&self.0)
+    }
+}
+
+impl std::fmt::Display for AppIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a backup is taken and kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupSettings {
+    /// The backup root; the archives go into [`AppIdentity::directory`].
+    pub root: PathBuf,
+    pub app: AppIdentity,
+    /// Archives kept per App after a successful backup (the new one included).
+    pub keep: usize,
+    /// `pg_dump --compress` (e.g. `gzip:1`, `lz4`, `none`).
+    pub compression: String,
+    /// `pg_dump --lock-wait-timeout`: how long it waits for a table lock.
+    pub lock_wait_timeout: Duration,
 }
 
 /// The parts of a backup's file name:
@@ -107,24 +210,31 @@ impl BackupName {
 }
 
 /// A verified backup.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Backup {
     pub path: PathBuf,
     pub size_bytes: u64,
     /// Entries in the archive's table of contents.
     pub entries: usize,
     pub duration_ms: u64,
+    /// SHA-256 of the archive (hex), also in `<path>.sha256`.
+    #[serde(default)]
+    pub sha256: String,
 }
 
 /// One file of a backup directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BackupEntry {
+    /// The App directory, relative to the backup root.
+    pub app: String,
     pub file: String,
     pub database: String,
     pub release: String,
     pub migration: i64,
     pub taken_at: String,
     pub size_bytes: u64,
+    /// Whether a `.sha256` file sits beside it.
+    pub checksummed: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +244,18 @@ pub enum BackupError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error(
+        "invalid App identity {given:?}: use up to four /-separated parts of letters, digits, '.', '_', '-', '@'"
+    )]
+    InvalidApp { given: String },
+    #[error(
+        "not enough free space in {path}: the backup may need up to {needed} bytes (the database's size), {available} are free"
+    )]
+    InsufficientSpace {
+        path: PathBuf,
+        needed: u64,
+        available: u64,
     },
     #[error("cannot run {tool}")]
     Spawn {
@@ -182,62 +304,241 @@ fn last_line(bytes: &[u8]) -> String {
         .to_owned()
 }
 
-/// Dumps the database to `dir/{name}` with `pg_dump -Fc`, verifies the
-/// archive, and only then gives it its final name: a half-written or broken
-/// dump never looks like a backup.
-pub async fn create_backup(
-    tools: &PgTools,
-    settings: &ConnectionSettings,
-    dir: &Path,
-    name: &BackupName,
-) -> Result<Backup, BackupError> {
-    let started = Instant::now();
+const PARTIAL_SUFFIX: &str = ".partial";
+const CHECKSUM_SUFFIX: &str = ".sha256";
+
+/// The hidden name an archive (or its checksum) has while it is written.
+fn partial_name(file_name: &str) -> String {
+    format!(".{file_name}{PARTIAL_SUFFIX}")
+}
+
+/// The checksum file beside an archive.
+pub fn checksum_path(archive: &Path) -> PathBuf {
+    let mut name = archive.as_os_str().to_owned();
+    name.push(CHECKSUM_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// Removes what a killed run left in an App directory: hidden `.partial`
+/// files of this module's names, and checksum files whose archive is gone.
+/// Returns the removed paths. Called with the upgrade lock held, so no other
+/// run of this database is writing there.
+pub fn remove_leftovers(dir: &Path) -> Result<Vec<PathBuf>, BackupError> {
     let directory_error = |source| BackupError::Directory {
         path: dir.to_owned(),
         source,
     };
-    tokio::fs::create_dir_all(dir)
-        .await
-        .map_err(directory_error)?;
-    let final_path = dir.join(name.file_name());
-    let partial_path = dir.join(format!(".{}.partial", name.file_name()));
-    let mut command = tools.command("pg_dump", settings);
+    let mut removed = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(error) => return Err(directory_error(error)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(directory_error)?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if is_leftover(&file, |archive| dir.join(archive).exists()) {
+            let path = entry.path();
+            std::fs::remove_file(&path).map_err(directory_error)?;
+            removed.push(path);
+        }
+    }
+    if !removed.is_empty() {
+        sync_directory(dir).map_err(directory_error)?;
+    }
+    removed.sort();
+    Ok(removed)
+}
+
+/// Whether `file` is a leftover: a `.partial` of an archive or checksum
+/// this module names, or a checksum whose archive does not `exist`.
+fn is_leftover(file: &str, exists: impl Fn(&str) -> bool) -> bool {
+    if let Some(inner) = file
+        .strip_prefix('.')
+        .and_then(|f| f.strip_suffix(PARTIAL_SUFFIX))
+    {
+        let archive = inner.strip_suffix(CHECKSUM_SUFFIX).unwrap_or(inner);
+        return BackupName::parse(archive).is_some();
+    }
+    file.strip_suffix(CHECKSUM_SUFFIX)
+        .is_some_and(|archive| BackupName::parse(archive).is_some() && !exists(archive))
+}
+
+/// Fails unless `dir`'s file system has at least `needed` bytes free.
+pub fn check_free_space(dir: &Path, needed: u64) -> Result<u64, BackupError> {
+    let stat = nix::sys::statvfs::statvfs(dir).map_err(|errno| BackupError::Directory {
+        path: dir.to_owned(),
+        source: errno.into(),
+    })?;
+    let available = stat.blocks_available().saturating_mul(stat.fragment_size());
+    if available < needed {
+        return Err(BackupError::InsufficientSpace {
+            path: dir.to_owned(),
+            needed,
+            available,
+        });
+    }
+    Ok(available)
+}
+
+/// Reads a whole file, returning its SHA-256 (hex); `read` counts the bytes
+/// as they go, for a progress reader.
+async fn sha256_of(path: &Path, read: Arc<AtomicU64>) -> std::io::Result<String> {
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut file = std::fs::File::open(&path)?;
+        let mut hasher = Sha256::new();
+        let mut buffer = vec![0u8; 1 << 20];
+        loop {
+            let n = file.read(&mut buffer)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buffer[..n]);
+            read.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        Ok(hex(&hasher.finalize()))
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The line `sha256sum` writes and `sha256sum -c` checks.
+fn checksum_line(sha256: &str, file_name: &str) -> String {
+    format!("{sha256}  {file_name}\n")
+}
+
+/// The hash of `sha256sum`'s line for `file_name`, if it is one.
+fn parse_checksum_line(text: &str, file_name: &str) -> Option<String> {
+    let line = text.lines().next()?;
+    let (hash, name) = line.split_once("  ")?;
+    (name == file_name && hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| hash.to_ascii_lowercase())
+}
+
+fn sync_file(path: &Path) -> std::io::Result<()> {
+    std::fs::File::open(path)?.sync_all()
+}
+
+fn sync_directory(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Where a backup in progress is.
+#[derive(Debug, Clone, Default)]
+pub struct BackupProgress {
+    /// Bytes of the archive read back so far while checksumming it.
+    pub verified_bytes: Arc<AtomicU64>,
+    /// The archive's size once `pg_dump` is done (0 before).
+    pub archive_bytes: Arc<AtomicU64>,
+}
+
+/// Dumps the database into the App's directory with `pg_dump -Fc` under a
+/// hidden `.partial` name, checks it (`pg_restore --list`), checksums it,
+/// syncs file, checksum and directory, and only then gives it its final
+/// name: a half-written or broken dump never looks like a backup.
+pub async fn create_backup(
+    tools: &PgTools,
+    settings: &ConnectionSettings,
+    backup: &BackupSettings,
+    name: &BackupName,
+    progress: &BackupProgress,
+) -> Result<Backup, BackupError> {
+    let started = Instant::now();
+    let dir = backup.app.directory(&backup.root);
+    let directory_error = |source| BackupError::Directory {
+        path: dir.clone(),
+        source,
+    };
+    let file_name = name.file_name();
+    let final_path = dir.join(&file_name);
+    let partial_path = dir.join(partial_name(&file_name));
+    let mut command = tools.command("pg_dump", settings, PG_DUMP_APPLICATION_NAME);
     command
         .arg("--format=custom")
+        .arg(format!("--compress={}", backup.compression))
+        .arg(format!(
+            "--lock-wait-timeout={}",
+            backup.lock_wait_timeout.as_millis().max(1)
+        ))
         .arg("--no-password")
         .arg("--file")
         .arg(&partial_path);
     let dumped = run_tool("pg_dump", command).await;
-    let verified = match dumped {
-        Ok(_) => verify_archive(tools, settings, &partial_path).await,
+    let checked = match dumped {
+        Ok(_) => seal(tools, settings, &partial_path, &final_path, progress).await,
         Err(error) => Err(error),
     };
-    let entries = match verified {
-        Ok(entries) => entries,
+    let (entries, sha256, size_bytes) = match checked {
+        Ok(checked) => checked,
         Err(error) => {
-            // Best effort: the error being reported matters more than a leftover.
-            let _ = tokio::fs::remove_file(&partial_path).await;
+            // Best effort: the error being reported matters more than a
+            // leftover, which the next run removes anyway.
+            let _ = std::fs::remove_file(&partial_path);
+            let _ = std::fs::remove_file(
+                dir.join(partial_name(&format!("{file_name}{CHECKSUM_SUFFIX}"))),
+            );
             return Err(error);
         }
     };
     tokio::fs::rename(&partial_path, &final_path)
         .await
         .map_err(directory_error)?;
-    let size_bytes = tokio::fs::metadata(&final_path)
-        .await
-        .map_err(directory_error)?
-        .len();
+    sync_directory(&dir).map_err(directory_error)?;
     Ok(Backup {
         path: final_path,
         size_bytes,
         entries,
         duration_ms: millis(started.elapsed()),
+        sha256,
     })
 }
 
-/// Checks an archive is non-empty and `pg_restore --list` reads it; returns
-/// the number of entries in its table of contents.
-pub async fn verify_archive(
+/// Checks, checksums and syncs a finished dump at `partial`; writes
+/// `<final>.sha256` (synced). Returns the entries, the hash and the size.
+async fn seal(
+    tools: &PgTools,
+    settings: &ConnectionSettings,
+    partial: &Path,
+    final_path: &Path,
+    progress: &BackupProgress,
+) -> Result<(usize, String, u64), BackupError> {
+    let dir = final_path.parent().unwrap_or(Path::new("."));
+    let directory_error = |source| BackupError::Directory {
+        path: dir.to_owned(),
+        source,
+    };
+    let size = tokio::fs::metadata(partial)
+        .await
+        .map_err(directory_error)?
+        .len();
+    progress.archive_bytes.store(size, Ordering::Relaxed);
+    let entries = list_archive(tools, settings, partial).await?;
+    let sha256 = sha256_of(partial, progress.verified_bytes.clone())
+        .await
+        .map_err(directory_error)?;
+    sync_file(partial).map_err(directory_error)?;
+    let file_name = final_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let checksum_final = checksum_path(final_path);
+    let checksum_partial = dir.join(partial_name(&format!("{file_name}{CHECKSUM_SUFFIX}")));
+    let mut file = std::fs::File::create(&checksum_partial).map_err(directory_error)?;
+    file.write_all(checksum_line(&sha256, &file_name).as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(directory_error)?;
+    std::fs::rename(&checksum_partial, &checksum_final).map_err(directory_error)?;
+    Ok((entries, sha256, size))
+}
+
+/// `pg_restore --list`: the archive's table of contents is readable.
+/// Returns the number of entries.
+async fn list_archive(
     tools: &PgTools,
     settings: &ConnectionSettings,
     path: &Path,
@@ -253,7 +554,7 @@ pub async fn verify_archive(
     if size == 0 {
         return Err(invalid("it is empty".to_owned()));
     }
-    let mut command = tools.command("pg_restore", settings);
+    let mut command = tools.command("pg_restore", settings, PG_RESTORE_APPLICATION_NAME);
     command.arg("--list").arg(path);
     let listing = run_tool("pg_restore", command)
         .await
@@ -270,52 +571,355 @@ pub async fn verify_archive(
         .count())
 }
 
-/// Restores an archive into the settings' database in one transaction.
+/// What proving an archive whole found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedArchive {
+    pub entries: usize,
+    pub size_bytes: u64,
+    /// `None`: there was no checksum file (an archive of an older release).
+    pub sha256: Option<String>,
+}
+
+/// Proves an archive whole without touching any database: its checksum
+/// file (when there is one) matches, its table of contents reads, and
+/// `pg_restore` reads and decompresses every data block (to `/dev/null`).
+pub async fn verify_archive_fully(
+    tools: &PgTools,
+    settings: &ConnectionSettings,
+    path: &Path,
+) -> Result<VerifiedArchive, BackupError> {
+    let invalid = |reason: String| BackupError::InvalidArchive {
+        path: path.to_owned(),
+        reason,
+    };
+    let size_bytes = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| invalid(e.to_string()))?
+        .len();
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let sha256 = match std::fs::read_to_string(checksum_path(path)) {
+        Ok(text) => {
+            let expected = parse_checksum_line(&text, &file_name).ok_or_else(|| {
+                invalid(format!(
+                    "its checksum file {} is not a sha256sum line for it",
+                    checksum_path(path).display()
+                ))
+            })?;
+            let actual = sha256_of(path, Arc::default())
+                .await
+                .map_err(|e| invalid(e.to_string()))?;
+            if actual != expected {
+                return Err(invalid(format!(
+                    "its SHA-256 is {actual}, its checksum file says {expected}: damaged or truncated"
+                )));
+            }
+            Some(actual)
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(error) => return Err(invalid(error.to_string())),
+    };
+    let entries = list_archive(tools, settings, path).await?;
+    let mut command = tools.command("pg_restore", settings, PG_RESTORE_APPLICATION_NAME);
+    command.arg("--file=/dev/null").arg(path);
+    run_tool("pg_restore", command)
+        .await
+        .map_err(|e| invalid(format!("reading every data block failed: {e}")))?;
+    Ok(VerifiedArchive {
+        entries,
+        size_bytes,
+        sha256,
+    })
+}
+
+/// What a restore does before the archive's SQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreMode {
+    /// Into an empty database.
+    IntoEmpty,
+    /// Drop schema `public` (with everything in it) first, in the same
+    /// transaction.
+    ReplacePublicSchema,
+}
+
+/// The SQL `psql` runs before the archive's: settings no role default may
+/// override, then `BEGIN` and, to replace, the drop of schema `public`.
+fn restore_prelude(mode: RestoreMode, lock_timeout: Duration) -> String {
+    let mut sql = format!(
+        "SET statement_timeout = 0;\n\
+         SET idle_in_transaction_session_timeout = 0;\n\
+         SET lock_timeout = {};\n\
+         SELECT set_config('transaction_timeout', '0', false) \
+         WHERE current_setting('server_version_num')::int >= 170000;\n\
+         BEGIN;\n",
+        lock_timeout.as_millis().max(1)
+    );
+    if mode == RestoreMode::ReplacePublicSchema {
+        sql.push_str(
+            "DROP SCHEMA public CASCADE;\n\
+             CREATE SCHEMA public;\n\
+             GRANT USAGE ON SCHEMA public TO PUBLIC;\n",
+        );
+    }
+    sql
+}
+
+/// Restores an archive in one transaction: `pg_restore` turns it into SQL,
+/// `psql` runs it after [`restore_prelude`], and `COMMIT` is sent only once
+/// `pg_restore` has exited successfully. Any failure — of either tool, a
+/// statement, or the process — ends `psql`'s session without `COMMIT`, so
+/// the server rolls everything back and the database is as it was.
 pub async fn restore_archive(
     tools: &PgTools,
     settings: &ConnectionSettings,
     path: &Path,
+    mode: RestoreMode,
+    lock_timeout: Duration,
+    server_version_num: i32,
 ) -> Result<(), BackupError> {
-    let mut command = tools.command("pg_restore", settings);
-    command
-        .arg("--no-password")
-        .arg("--single-transaction")
-        .arg("--exit-on-error")
-        .arg("--dbname")
-        .arg(&settings.dbname)
-        .arg(path);
-    run_tool("pg_restore", command).await.map(|_| ())
+    let spawn_error = |tool: &str| {
+        let tool = tool.to_owned();
+        move |source| BackupError::Spawn { tool, source }
+    };
+    let mut psql = tools.command("psql", settings, PG_RESTORE_APPLICATION_NAME);
+    psql.args([
+        "--no-psqlrc",
+        "--quiet",
+        "--no-password",
+        "--set=ON_ERROR_STOP=1",
+        "--file=-",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null());
+    let mut psql = psql.spawn().map_err(spawn_error("psql"))?;
+    let mut pg_restore = tools.command("pg_restore", settings, PG_RESTORE_APPLICATION_NAME);
+    pg_restore.arg("--file=-").arg("--exit-on-error").arg(path);
+    let mut pg_restore = pg_restore.spawn().map_err(spawn_error("pg_restore"))?;
+
+    let mut to_psql = psql.stdin.take().ok_or_else(|| BackupError::Spawn {
+        tool: "psql".into(),
+        source: std::io::Error::other("no stdin"),
+    })?;
+    let script = pg_restore.stdout.take().ok_or_else(|| BackupError::Spawn {
+        tool: "pg_restore".into(),
+        source: std::io::Error::other("no stdout"),
+    })?;
+    let fed = feed_psql(
+        &restore_prelude(mode, lock_timeout),
+        script,
+        &mut to_psql,
+        server_version_num,
+    )
+    .await;
+    let restored = pg_restore.wait_with_output().await;
+    let psql_failed = |output: std::process::Output| BackupError::ToolFailed {
+        tool: "psql",
+        status: output.status,
+        stderr: last_line(&output.stderr),
+    };
+    match (fed, restored) {
+        (Ok(()), Ok(restored)) if restored.status.success() => {
+            // psql may still stop at an error in the script's last lines;
+            // then this write fails and its exit status says why.
+            let _ = to_psql.write_all(b"COMMIT;\n").await;
+            drop(to_psql);
+            let output = psql.wait_with_output().await.map_err(spawn_error("psql"))?;
+            if output.status.success() {
+                Ok(())
+            } else {
+                Err(psql_failed(output))
+            }
+        }
+        (Err(_), _) => {
+            // psql stopped first (a statement failed): its error is the one.
+            drop(to_psql);
+            let output = psql.wait_with_output().await.map_err(spawn_error("psql"))?;
+            Err(psql_failed(output))
+        }
+        (Ok(()), restored) => {
+            // No COMMIT was sent: killing psql ends its session and the
+            // server rolls the transaction back.
+            let _ = psql.kill().await;
+            Err(match restored {
+                Ok(output) => BackupError::ToolFailed {
+                    tool: "pg_restore",
+                    status: output.status,
+                    stderr: last_line(&output.stderr),
+                },
+                Err(source) => BackupError::Spawn {
+                    tool: "pg_restore".into(),
+                    source,
+                },
+            })
+        }
+    }
 }
 
-/// The backups in `dir`, oldest first. Files this module did not name are
-/// left out.
-pub fn list_backups(dir: &Path) -> Result<Vec<BackupEntry>, BackupError> {
+/// Lines of `pg_restore`'s script header that a server older than 17 does
+/// not know: `pg_restore` 18 writes `SET transaction_timeout` whatever the
+/// target, and the prelude already sets it where it exists.
+const HEADER_LINES_NEWER_THAN_THE_SERVER: &[&str] = &["SET transaction_timeout = 0;"];
+/// The header (`SET`s before the first object) is within these lines.
+const SCRIPT_HEADER_LINES: usize = 64;
+
+/// Writes the prelude and then `pg_restore`'s script into `psql`, without
+/// the header lines a server older than 17 would refuse. Returns when the
+/// script ends or `psql` stops reading; `script` is dropped either way, so
+/// `pg_restore` never blocks on a pipe nobody reads.
+async fn feed_psql(
+    prelude: &str,
+    script: tokio::process::ChildStdout,
+    to_psql: &mut tokio::process::ChildStdin,
+    server_version_num: i32,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncBufReadExt;
+    to_psql.write_all(prelude.as_bytes()).await?;
+    let mut script = tokio::io::BufReader::new(script);
+    let mut line = String::new();
+    for _ in 0..SCRIPT_HEADER_LINES {
+        line.clear();
+        if script.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let unknown_here = server_version_num < 170_000
+            && HEADER_LINES_NEWER_THAN_THE_SERVER.contains(&line.trim_end());
+        if !unknown_here {
+            to_psql.write_all(line.as_bytes()).await?;
+        }
+    }
+    tokio::io::copy_buf(&mut script, to_psql).await?;
+    Ok(())
+}
+
+/// The archives of one App directory, oldest first.
+fn archives_in(dir: &Path) -> Result<Vec<(BackupName, PathBuf)>, BackupError> {
     let directory_error = |source| BackupError::Directory {
         path: dir.to_owned(),
         source,
     };
-    let mut entries = Vec::new();
+    let mut archives = Vec::new();
     for item in std::fs::read_dir(dir).map_err(directory_error)? {
         let item = item.map_err(directory_error)?;
         let file = item.file_name().to_string_lossy().into_owned();
-        let Some(name) = BackupName::parse(&file) else {
-            continue;
-        };
-        let size_bytes = item.metadata().map_err(directory_error)?.len();
-        entries.push((
-            name.taken_at,
-            BackupEntry {
-                file,
-                database: name.database,
-                release: name.release,
-                migration: name.migration,
-                taken_at: name.taken_at.to_string(),
-                size_bytes,
-            },
-        ));
+        if let Some(name) = BackupName::parse(&file) {
+            archives.push((name, item.path()));
+        }
     }
-    entries.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.file.cmp(&b.1.file)));
+    archives.sort_by(|a, b| a.0.taken_at.cmp(&b.0.taken_at).then_with(|| a.1.cmp(&b.1)));
+    Ok(archives)
+}
+
+/// Keeps the newest `keep` archives of an App directory (at least one):
+/// deletes the older ones with their checksum files. Returns the removed
+/// archives.
+pub fn apply_retention(dir: &Path, keep: usize) -> Result<Vec<PathBuf>, BackupError> {
+    let directory_error = |source| BackupError::Directory {
+        path: dir.to_owned(),
+        source,
+    };
+    let archives = archives_in(dir)?;
+    let surplus = archives.len().saturating_sub(keep.max(1));
+    let mut removed = Vec::new();
+    for (_, path) in archives.into_iter().take(surplus) {
+        match std::fs::remove_file(checksum_path(&path)) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(directory_error(error)),
+        }
+        std::fs::remove_file(&path).map_err(directory_error)?;
+        removed.push(path);
+    }
+    if !removed.is_empty() {
+        sync_directory(dir).map_err(directory_error)?;
+    }
+    Ok(removed)
+}
+
+/// The backups under `root`: of one App, or (`None`) of every App
+/// directory found, oldest first. Files this module did not name are left
+/// out.
+pub fn list_backups(
+    root: &Path,
+    app: Option<&AppIdentity>,
+) -> Result<Vec<BackupEntry>, BackupError> {
+    let directories = match app {
+        Some(app) => vec![(app.to_string(), app.directory(root))],
+        None => app_directories(root)?,
+    };
+    let mut entries = Vec::new();
+    for (app, dir) in directories {
+        if !dir.is_dir() {
+            continue;
+        }
+        for (name, path) in archives_in(&dir)? {
+            let size_bytes = std::fs::metadata(&path)
+                .map_err(|source| BackupError::Directory {
+                    path: path.clone(),
+                    source,
+                })?
+                .len();
+            entries.push((
+                name.taken_at,
+                BackupEntry {
+                    app: app.clone(),
+                    file: path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    database: name.database,
+                    release: name.release,
+                    migration: name.migration,
+                    taken_at: name.taken_at.to_string(),
+                    size_bytes,
+                    checksummed: checksum_path(&path).is_file(),
+                },
+            ));
+        }
+    }
+    entries.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| a.1.app.cmp(&b.1.app))
+            .then_with(|| a.1.file.cmp(&b.1.file))
+    });
     Ok(entries.into_iter().map(|(_, entry)| entry).collect())
+}
+
+/// `root` itself (archives written there by earlier releases) and every
+/// directory below it up to four levels that holds an archive.
+fn app_directories(root: &Path) -> Result<Vec<(String, PathBuf)>, BackupError> {
+    let mut found = Vec::new();
+    let mut pending = vec![(String::new(), root.to_owned(), 0)];
+    while let Some((app, dir, depth)) = pending.pop() {
+        let items = std::fs::read_dir(&dir).map_err(|source| BackupError::Directory {
+            path: dir.clone(),
+            source,
+        })?;
+        let mut holds_archive = false;
+        for item in items {
+            let item = item.map_err(|source| BackupError::Directory {
+                path: dir.clone(),
+                source,
+            })?;
+            let file = item.file_name().to_string_lossy().into_owned();
+            let is_dir = item.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && depth < 4 && !file.starts_with('.') {
+                let child = if app.is_empty() {
+                    file
+                } else {
+                    format!("{app}/{file}")
+                };
+                pending.push((child, item.path(), depth + 1));
+            } else if BackupName::parse(&file).is_some() {
+                holds_archive = true;
+            }
+        }
+        if holds_archive {
+            found.push((app, dir));
+        }
+    }
+    Ok(found)
 }
 
 pub(crate) fn millis(duration: Duration) -> u64 {
@@ -382,23 +986,236 @@ mod tests {
         }
     }
 
+    fn scratch(test: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("backup-{test}-"))
+            .tempdir()
+            .expect("scratch dir")
+    }
+
     #[test]
-    fn listing_is_ordered_and_skips_foreign_files() {
-        let dir = std::env::temp_dir().join(format!("backup-list-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        for (file, size) in [
-            ("app--7.10.0--v4--20250304T050607.089Z.dump", 10),
-            ("app--7.9.3--v2--20250101T000000.000Z.dump", 3),
-            ("README", 1),
+    fn listing_is_ordered_per_app_and_skips_foreign_files() {
+        let root = scratch("list");
+        let app = AppIdentity::parse("team-a/app").expect("app");
+        let other = AppIdentity::parse("team-b/app").expect("app");
+        for (dir, file, size) in [
+            (
+                app.directory(root.path()),
+                "app--7.10.0--v4--20250304T050607.089Z.dump",
+                10,
+            ),
+            (
+                app.directory(root.path()),
+                "app--7.9.3--v2--20250101T000000.000Z.dump",
+                3,
+            ),
+            (app.directory(root.path()), "README", 1),
+            (
+                other.directory(root.path()),
+                "app--7.9.3--v2--20250201T000000.000Z.dump",
+                5,
+            ),
+            (
+                root.path().to_owned(),
+                "app--7.9.3--v1--20240101T000000.000Z.dump",
+                7,
+            ),
         ] {
+            std::fs::create_dir_all(&dir).expect("dir");
             std::fs::write(dir.join(file), vec![0u8; size]).expect("write");
         }
-        let listed = list_backups(&dir).expect("list");
-        std::fs::remove_dir_all(&dir).expect("cleanup");
-        let summary: Vec<(&str, i64, u64)> = listed
+        std::fs::write(
+            app.directory(root.path())
+                .join("app--7.9.3--v2--20250101T000000.000Z.dump.sha256"),
+            "x",
+        )
+        .expect("checksum");
+        let listed = list_backups(root.path(), Some(&app)).expect("list");
+        let summary: Vec<(&str, i64, u64, bool)> = listed
             .iter()
-            .map(|e| (e.release.as_str(), e.migration, e.size_bytes))
+            .map(|e| (e.release.as_str(), e.migration, e.size_bytes, e.checksummed))
             .collect();
-        assert_eq!(summary, [("7.9.3", 2, 3), ("7.10.0", 4, 10)]);
+        assert_eq!(summary, [("7.9.3", 2, 3, true), ("7.10.0", 4, 10, false)]);
+        let everything = list_backups(root.path(), None).expect("list all");
+        let apps: Vec<(&str, u64)> = everything
+            .iter()
+            .map(|e| (e.app.as_str(), e.size_bytes))
+            .collect();
+        assert_eq!(
+            apps,
+            [
+                ("", 7),
+                ("team-a/app", 3),
+                ("team-b/app", 5),
+                ("team-a/app", 10)
+            ]
+        );
+    }
+
+    #[test]
+    fn app_identities() {
+        for good in ["ns/app", "app", "a.b_c-d@e", "a/b/c/d"] {
+            assert_eq!(AppIdentity::parse(good).expect(good).as_str(), good);
+        }
+        for bad in [
+            "",
+            "/abs",
+            "a//b",
+            "a/../b",
+            "..",
+            ".",
+            "a b",
+            "a/b/c/d/e",
+            "ä",
+            "a/",
+        ] {
+            assert!(AppIdentity::parse(bad).is_err(), "{bad:?}");
+        }
+        let settings = |host: &str, dbname: &str| ConnectionSettings {
+            host: host.into(),
+            port: 5433,
+            user: "u".into(),
+            password: None,
+            dbname: dbname.into(),
+            sslmode: crate::db_config::SslMode::Disable,
+            sslrootcert: None,
+            connect_timeout: Duration::from_secs(1),
+        };
+        for (host, dbname, expected) in [
+            ("db.example", "app", "app@db.example-5433"),
+            ("/tmp/pg socket", "app", "app@_tmp_pg_socket-5433"),
+            ("::1", "../x", "_x@__1-5433"),
+        ] {
+            let identity = AppIdentity::of_database(&settings(host, dbname));
+            assert_eq!(identity.as_str(), expected);
+            assert!(AppIdentity::parse(identity.as_str()).is_ok(), "{identity}");
+        }
+    }
+
+    #[test]
+    fn leftovers_are_partials_of_our_names_and_orphaned_checksums() {
+        let archive = "app--7.9.3--v2--20250304T050607.089Z.dump";
+        let other = "app--7.9.3--v2--20250101T000000.000Z.dump";
+        let present = |name: &str| name == archive;
+        let cases = [
+            (format!(".{archive}.partial"), true),
+            (format!(".{archive}.sha256.partial"), true),
+            (format!("{other}.sha256"), true),
+            (format!("{archive}.sha256"), false),
+            (archive.to_owned(), false),
+            (".notes.partial".to_owned(), false),
+            ("notes.sha256".to_owned(), false),
+            (format!("{archive}.partial"), false),
+        ];
+        for (file, leftover) in cases {
+            assert_eq!(is_leftover(&file, present), leftover, "{file}");
+        }
+
+        let dir = scratch("leftovers");
+        for file in [
+            format!(".{archive}.partial"),
+            format!(".{archive}.sha256.partial"),
+            format!("{other}.sha256"),
+            archive.to_owned(),
+            format!("{archive}.sha256"),
+            "notes".to_owned(),
+        ] {
+            std::fs::write(dir.path().join(file), "x").expect("write");
+        }
+        let removed = remove_leftovers(dir.path()).expect("remove");
+        assert_eq!(removed.len(), 3, "{removed:?}");
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("read")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                archive.to_owned(),
+                format!("{archive}.sha256"),
+                "notes".to_owned()
+            ]
+        );
+        assert_eq!(
+            remove_leftovers(&dir.path().join("absent")).expect("absent dir"),
+            Vec::<PathBuf>::new()
+        );
+    }
+
+    #[test]
+    fn retention_keeps_the_newest_with_their_checksums() {
+        let dir = scratch("retention");
+        let names = [
+            "app--7.9.3--v2--20250101T000000.000Z.dump",
+            "app--7.9.3--v2--20250102T000000.000Z.dump",
+            "app--7.10.0--v4--20250103T000000.000Z.dump",
+            "app--7.10.1--v5--20250104T000000.000Z.dump",
+        ];
+        for name in names {
+            std::fs::write(dir.path().join(name), "x").expect("archive");
+            std::fs::write(dir.path().join(format!("{name}.sha256")), "x").expect("checksum");
+        }
+        std::fs::write(dir.path().join("notes"), "x").expect("foreign");
+        let removed = apply_retention(dir.path(), 3).expect("retention");
+        assert_eq!(removed, [dir.path().join(names[0])]);
+        assert!(!dir.path().join(format!("{}.sha256", names[0])).exists());
+        assert_eq!(
+            apply_retention(dir.path(), 3).expect("again"),
+            Vec::<PathBuf>::new()
+        );
+        assert_eq!(apply_retention(dir.path(), 0).expect("keeps one").len(), 2);
+        assert!(dir.path().join(names[3]).exists());
+        assert!(dir.path().join("notes").exists());
+    }
+
+    #[test]
+    fn checksum_lines_are_sha256sums() {
+        let hash = "ab".repeat(32);
+        let line = checksum_line(&hash, "x.dump");
+        assert_eq!(line, format!("{hash}  x.dump\n"));
+        assert_eq!(parse_checksum_line(&line, "x.dump"), Some(hash.clone()));
+        assert_eq!(parse_checksum_line(&line, "y.dump"), None);
+        assert_eq!(parse_checksum_line("abc  x.dump", "x.dump"), None);
+        assert_eq!(parse_checksum_line("", "x.dump"), None);
+        assert_eq!(
+            checksum_path(Path::new("/b/x.dump")),
+            PathBuf::from("/b/x.dump.sha256")
+        );
+    }
+
+    #[tokio::test]
+    async fn sha256_of_a_file_and_its_progress() {
+        let dir = scratch("sha");
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").expect("write");
+        let read = Arc::new(AtomicU64::new(0));
+        assert_eq!(
+            sha256_of(&path, read.clone()).await.expect("hash"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(read.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn free_space_check_names_need_and_room() {
+        let dir = scratch("space");
+        assert!(check_free_space(dir.path(), 1).is_ok());
+        let error = check_free_space(dir.path(), u64::MAX).expect_err("no disk is that large");
+        assert!(
+            error.to_string().starts_with("not enough free space in "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_restore_prelude_begins_before_it_drops() {
+        let prelude = restore_prelude(RestoreMode::ReplacePublicSchema, Duration::from_secs(30));
+        let begin = prelude.find("BEGIN;").expect("BEGIN");
+        let drop = prelude.find("DROP SCHEMA public CASCADE").expect("DROP");
+        assert!(begin < drop);
+        assert!(prelude.contains("SET lock_timeout = 30000;"));
+        assert!(prelude.contains("SET statement_timeout = 0;"));
+        assert!(!restore_prelude(RestoreMode::IntoEmpty, Duration::from_secs(1)).contains("DROP"));
     }
 }

@@ -97,8 +97,9 @@ pub async fn acquire_upgrade_lock(
     let waited = client
         .execute("SELECT pg_advisory_lock($1)", &[&UPGRADE_LOCK_KEY])
         .await;
+    // Back to no limit, not to a role default (RESET would restore that).
     client
-        .batch_execute("RESET lock_timeout")
+        .batch_execute("SET lock_timeout = 0")
         .await
         .map_err(LockError::Query)?;
     match waited {

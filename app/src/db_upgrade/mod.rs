@@ -2,23 +2,34 @@
 //! verify, report — plus `seed`, `restore` and `backups`.
 //!
 //! Owns: the order of those steps, the error vocabulary with one documented
-//! exit code per failure ([`DbUpgradeError::exit_code`], [`EXIT_CODES`]), and
-//! the reports. Must not touch: Kubernetes (the operator reads the outcome
-//! from the Job's termination message) or the migration catalogue.
+//! exit code per failure ([`DbUpgradeError::exit_code`], [`EXIT_CODES`]) and
+//! its kind for the operator ([`DbUpgradeError::kind`]), and the reports.
+//! Must not touch: Kubernetes (the operator reads the outcome from the Job's
+//! termination message and the progress from `pg_stat_activity`) or the
+//! migration catalogue.
 //!
-//! Safety argument: every migration runs in its own transaction together with
-//! its history row (refinery), so whatever kills the process, the database is
-//! at a migration boundary. The session sets `client_connection_check_interval`
-//! so the server notices a killed client during a long statement and rolls
-//! back promptly, which also frees the session-level upgrade lock for a rerun.
+//! Safety argument: the run takes the upgrade lock, then opens ONE
+//! transaction that first locks every application table against writers
+//! (`EXCLUSIVE`: `pg_dump` still reads), takes the backup while writers are
+//! out, then locks the tables the pending migrations declare `ACCESS
+//! EXCLUSIVE` and applies every pending migration with its history row, and
+//! commits once. A write is therefore either in the backup and in the
+//! migrated tables, or refused; and whatever fails or kills the process,
+//! the database keeps exactly the schema and data it had (`apply`). The
+//! session sets `client_connection_check_interval` and TCP keepalives, so
+//! the server notices a dead or unreachable client and rolls back promptly,
+//! which also frees the session-level upgrade lock for a rerun.
 
+pub mod apply;
 pub mod backup;
 pub mod lock;
+pub mod monitor;
 pub mod outcome;
 pub mod progress;
 pub mod seed;
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::parser::ValueSource;
@@ -26,35 +37,43 @@ use serde::Serialize;
 use tokio_postgres::Client;
 
 use crate::db_config::{ConnectError, ConnectionSettings, DbConfigError};
-use crate::migrations::{self, Release};
+use crate::migrations::{self, EmbeddedMigration, Release};
 use crate::schema::{self, MigrationRef, Refusal, SchemaReadError, UpgradePlan};
-use backup::{Backup, BackupError, BackupName, PgTools, millis};
+use apply::{ApplyError, LockMode, TransactionSettings};
+use backup::{
+    AppIdentity, Backup, BackupError, BackupName, BackupProgress, BackupSettings, PgTools,
+    RestoreMode, millis,
+};
 use lock::LockError;
+use monitor::{Display, Monitor, Phase};
 use outcome::{AppliedStep, Durations, Failure, FailureKind, Outcome};
 use seed::{SeedError, Seeded};
 use upgrade_gate::shutdown::StopSignal;
 use upgrade_gate::telemetry::error_chain;
 
 /// How `app-db-upgrade` names its sessions in `pg_stat_activity`.
-pub const APPLICATION_NAME: &str = "app-db-upgrade";
+pub const APPLICATION_NAME: &str = progress::PREFIX;
 
 /// Exit codes, as `--help` and the docs show them.
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0   success (run: the database is at the release's target)
   2   invalid command line
-  3   invalid configuration (connection settings, release, backup directory)
+  3   invalid configuration (connection settings, release, backup directory, App)
   4   cannot connect to or authenticate with the database
   5   another upgrade holds the lock (timed out waiting)
   6   the database is newer than this release
   7   the migration history diverges from the embedded migrations
   8   the backup failed or could not be verified (nothing was migrated)
-  9   a migration failed (rolled back; the database is at the previous migration)
+  9   a migration failed (the whole upgrade rolled back; the database is as before the run)
   10  restore refused: the database is not empty (use --clean)
-  11  restore failed
+  11  restore failed (rolled back; the database is as it was)
   12  a database query failed
   13  seed refused: the database is not at a release boundary
-  14  stopped by SIGTERM or SIGINT (the transaction in flight is rolled back; the database is at a migration boundary)";
+  14  stopped by SIGTERM or SIGINT (the transaction in flight is rolled back; the database is as before the run)
+  15  a table the upgrade must lock is in use by another session (timed out; nothing changed)
+  16  not enough free space in the backup directory (nothing changed)
+  17  restore refused: the archive is damaged, truncated or unreadable (nothing changed)";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbUpgradeError {
@@ -68,21 +87,19 @@ pub enum DbUpgradeError {
     Refused(Refusal),
     #[error("backup failed; nothing was migrated")]
     Backup(#[source] BackupError),
-    #[error("migration {migration} failed and was rolled back")]
-    Migration {
-        migration: MigrationRef,
-        #[source]
-        source: refinery::Error,
-    },
-    #[error("after migrating, the database is not at the target: {0:?}")]
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error("after migrating, the database is not at the target: {0:?}; rolled back")]
     NotAtTarget(Box<UpgradePlan>),
     #[error(transparent)]
     Schema(#[from] SchemaReadError),
     #[error(
-        "refusing to restore into a database that is not empty ({relations} relations); use --clean to drop schema public first"
+        "refusing to restore into a database that is not empty ({relations} relations); use --clean to replace schema public"
     )]
     RestoreRefused { relations: i64 },
-    #[error("restore failed")]
+    #[error("refusing to restore; the database was not touched")]
+    ArchiveRefused(#[source] BackupError),
+    #[error("restore failed and was rolled back; the database is as it was")]
     Restore(#[source] BackupError),
     #[error(transparent)]
     Seed(#[from] SeedError),
@@ -95,7 +112,7 @@ pub enum DbUpgradeError {
     /// The process exits at once and its connection closes; the server rolls
     /// back the transaction in flight and frees the upgrade lock.
     #[error(
-        "stopped by {0}: the server rolls back the transaction in flight, so the database stays at a migration boundary; run again to finish"
+        "stopped by {0}: the server rolls back the transaction in flight, so the database stays as it was before the run; run again to finish"
     )]
     Stopped(StopSignal),
 }
@@ -103,52 +120,71 @@ pub enum DbUpgradeError {
 impl DbUpgradeError {
     pub fn exit_code(&self) -> u8 {
         match self {
-            DbUpgradeError::Config(_) | DbUpgradeError::Connect(ConnectError::Config(_)) => 3,
+            DbUpgradeError::Config(_)
+            | DbUpgradeError::Connect(ConnectError::Config(_))
+            | DbUpgradeError::Backup(BackupError::InvalidApp { .. }) => 3,
             DbUpgradeError::Connect(ConnectError::Connect { .. }) => 4,
             DbUpgradeError::Lock(LockError::Timeout { .. }) => 5,
             DbUpgradeError::Refused(refusal) => refusal_exit_code(refusal),
+            DbUpgradeError::Backup(BackupError::InsufficientSpace { .. }) => 16,
             DbUpgradeError::Backup(_) => 8,
-            DbUpgradeError::Migration { .. } | DbUpgradeError::NotAtTarget(_) => 9,
+            DbUpgradeError::Apply(ApplyError::Migration { .. } | ApplyError::Commit { .. })
+            | DbUpgradeError::NotAtTarget(_) => 9,
+            DbUpgradeError::Apply(ApplyError::TableLocked { .. }) => 15,
             DbUpgradeError::RestoreRefused { .. } => 10,
             DbUpgradeError::Restore(_) => 11,
+            DbUpgradeError::ArchiveRefused(_) => 17,
             DbUpgradeError::Seed(SeedError::NoSchema | SeedError::NotAtReleaseBoundary(_)) => 13,
             DbUpgradeError::Stopped(_) => 14,
             DbUpgradeError::Lock(LockError::Query(_))
+            | DbUpgradeError::Apply(ApplyError::Session { .. })
             | DbUpgradeError::Schema(_)
             | DbUpgradeError::Seed(_)
             | DbUpgradeError::Query { .. } => 12,
         }
     }
-}
 
-impl DbUpgradeError {
     /// What kind of failure this is for the operator (only `run` reports
     /// one; the restore and seed errors never reach a termination message).
     pub fn kind(&self) -> FailureKind {
         match self {
-            DbUpgradeError::Config(_) | DbUpgradeError::Connect(ConnectError::Config(_)) => {
+            DbUpgradeError::Config(_)
+            | DbUpgradeError::Connect(ConnectError::Config(_))
+            | DbUpgradeError::Backup(BackupError::InvalidApp { .. })
+            | DbUpgradeError::Refused(Refusal::NoMigrations { .. }) => {
                 FailureKind::InvalidConfiguration
             }
             DbUpgradeError::Connect(ConnectError::Connect { .. }) => FailureKind::ConnectionFailed,
             DbUpgradeError::Lock(LockError::Timeout { .. }) => FailureKind::UpgradeLockTimeout,
-            DbUpgradeError::Refused(Refusal::NoMigrations { .. }) => {
-                FailureKind::InvalidConfiguration
-            }
             DbUpgradeError::Refused(Refusal::NewerThanRelease { .. }) => FailureKind::DatabaseNewer,
             DbUpgradeError::Refused(
                 Refusal::ChecksumMismatch { .. }
                 | Refusal::NameMismatch { .. }
                 | Refusal::Gap { .. },
             ) => FailureKind::HistoryDiverged,
+            DbUpgradeError::Backup(BackupError::InsufficientSpace { .. }) => {
+                FailureKind::InsufficientSpace
+            }
             DbUpgradeError::Backup(_) => FailureKind::BackupFailed,
-            DbUpgradeError::Migration { .. } => FailureKind::MigrationFailed,
+            DbUpgradeError::Apply(
+                ApplyError::Migration { failure, .. } | ApplyError::Commit { failure },
+            ) => {
+                if failure.is_permanent() {
+                    FailureKind::MigrationFailed
+                } else {
+                    FailureKind::MigrationInterrupted
+                }
+            }
+            DbUpgradeError::Apply(ApplyError::TableLocked { .. }) => FailureKind::TableLockTimeout,
             DbUpgradeError::NotAtTarget(_) => FailureKind::NotAtTarget,
             DbUpgradeError::Stopped(_) => FailureKind::Stopped,
             DbUpgradeError::Lock(LockError::Query(_))
+            | DbUpgradeError::Apply(ApplyError::Session { .. })
             | DbUpgradeError::Schema(_)
             | DbUpgradeError::Seed(_)
             | DbUpgradeError::Query { .. }
             | DbUpgradeError::RestoreRefused { .. }
+            | DbUpgradeError::ArchiveRefused(_)
             | DbUpgradeError::Restore(_) => FailureKind::QueryFailed,
         }
     }
@@ -156,17 +192,24 @@ impl DbUpgradeError {
     /// The termination message of a failed `run` of `release`.
     pub fn to_failure(&self, release: &Release) -> Failure {
         let kind = self.kind();
+        let (migration, sqlstate) = match self {
+            DbUpgradeError::Apply(error) => (
+                match error {
+                    ApplyError::Migration { migration, .. } => Some(migration.clone()),
+                    _ => None,
+                },
+                error.sqlstate().map(str::to_owned),
+            ),
+            _ => (None, None),
+        };
         Failure {
             release: release.to_string(),
             exit_code: self.exit_code(),
             error: error_chain(self),
             kind,
             permanent: kind.is_permanent(),
-            migration: match self {
-                DbUpgradeError::Migration { migration, .. } => Some(migration.clone()),
-                _ => None,
-            },
-            sqlstate: None,
+            migration,
+            sqlstate,
             finished_at: outcome::now_rfc3339(),
         }
     }
@@ -217,31 +260,33 @@ impl BackupChoice {
     }
 }
 
+/// How `run` upgrades.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub release: Release,
     pub backup: BackupPolicy,
+    /// Whose backups these are (`None`: derived from the database).
+    pub app: Option<AppIdentity>,
+    /// Archives kept per App.
+    pub keep_backups: usize,
+    /// `pg_dump --compress`.
+    pub compression: String,
+    /// How long to wait for another upgrade's lock.
     pub lock_timeout: Duration,
+    /// `lock_timeout` for every table lock (and `pg_dump`'s).
+    pub table_lock_timeout: Duration,
+    /// `maintenance_work_mem` for the migrations' index builds.
+    pub maintenance_work_mem: Option<String>,
     pub tools: PgTools,
+    pub display: Display,
 }
 
 async fn connect(settings: &ConnectionSettings) -> Result<Client, DbUpgradeError> {
     Ok(settings.connect(APPLICATION_NAME).await?)
 }
 
-/// Lets the server end this session's statement soon after the client dies
-/// (PostgreSQL 14+), instead of finishing a long migration for nobody while
-/// holding the upgrade lock.
-async fn detect_dead_client(client: &Client) {
-    if let Err(error) = client
-        .batch_execute("SET client_connection_check_interval = 1000")
-        .await
-    {
-        tracing::warn!(
-            error = %error_chain(&error),
-            "the server cannot check for a dead client (PostgreSQL < 14?); a killed run may hold the lock until its statement ends"
-        );
-    }
+fn query_failed(what: &'static str) -> impl Fn(tokio_postgres::Error) -> DbUpgradeError {
+    move |source| DbUpgradeError::Query { what, source }
 }
 
 /// `run`: brings the database to the release's target, or explains why not.
@@ -251,7 +296,8 @@ pub async fn run_upgrade(
 ) -> Result<Outcome, DbUpgradeError> {
     let started = Instant::now();
     let mut client = connect(settings).await?;
-    detect_dead_client(&client).await;
+    apply::harden_session(&client).await?;
+    let monitor = Monitor::start(settings, options.display).await;
     let lock_wait = lock::acquire_upgrade_lock(&client, options.lock_timeout).await?;
     tracing::info!(waited_ms = millis(lock_wait), "holding the upgrade lock");
 
@@ -279,40 +325,107 @@ pub async fn run_upgrade(
             target, pending, ..
         } => (target, pending),
     };
+    // The plan only lists embedded migrations; a miss would be a bug here.
+    let mut embedded: Vec<&'static EmbeddedMigration> = Vec::with_capacity(pending.len());
+    for m in &pending {
+        match u32::try_from(m.version)
+            .ok()
+            .and_then(migrations::by_version)
+        {
+            Some(migration) => embedded.push(migration),
+            None => {
+                return Err(DbUpgradeError::NotAtTarget(Box::new(UpgradePlan::Refused(
+                    Refusal::Gap { missing: m.clone() },
+                ))));
+            }
+        }
+    }
     tracing::info!(
         from = %from.as_ref().map_or_else(|| "empty schema".to_owned(), ToString::to_string),
         to = %target,
         pending = pending.len(),
-        "upgrade planned"
+        "upgrade planned: one transaction for every pending migration"
     );
 
-    let backup = take_backup(settings, options, from.as_ref()).await?;
+    let tables = apply::application_tables(&client).await?;
+    let rewritten = apply::tables_to_rewrite(&embedded, &tables);
+    let backend_pid: i32 = client
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .map_err(query_failed("reading the session's backend pid"))?
+        .get(0);
+    let backup_target = backup_settings(settings, options);
+    let backup_plan = match &backup_target {
+        Some(target) => Some(prepare_backup(&client, target).await?),
+        None => None,
+    };
 
+    let transaction = apply::begin(
+        &mut client,
+        &TransactionSettings {
+            lock_timeout: options.table_lock_timeout,
+            maintenance_work_mem: options.maintenance_work_mem.clone(),
+        },
+    )
+    .await?;
+    apply::lock_tables(&transaction, &tables, LockMode::Exclusive).await?;
+    let writers_locked = Instant::now();
+    tracing::info!(tables = ?tables, "writers locked out of every application table until the upgrade commits");
+
+    let backup = match (&backup_target, backup_plan) {
+        (Some(target), Some(estimated_rows)) => {
+            let progress = BackupProgress::default();
+            monitor.set(Phase::Backup {
+                estimated_rows,
+                progress: progress.clone(),
+            });
+            Some(take_backup(settings, options, target, from.as_ref(), &progress).await?)
+        }
+        _ => {
+            tracing::warn!("--no-backup given: migrating without a backup");
+            None
+        }
+    };
+
+    apply::lock_tables(&transaction, &rewritten, LockMode::AccessExclusive).await?;
+    tracing::info!(tables = ?rewritten, "tables the migrations rewrite locked ACCESS EXCLUSIVE");
     let migrations_started = Instant::now();
     let mut applied = Vec::with_capacity(pending.len());
-    for (index, migration) in pending.iter().enumerate() {
+    for ((index, migration), reference) in embedded.iter().enumerate().zip(&pending) {
         tracing::info!(
-            migration = %migration,
+            migration = %reference,
             step = index + 1,
             of = pending.len(),
             "applying migration"
         );
+        monitor.set(Phase::Migration {
+            version: migration.version,
+            name: migration.name.to_owned(),
+            backend_pid,
+        });
         let step_started = Instant::now();
-        apply_one(&mut client, &options.release, migration).await?;
+        apply::apply_migration(&transaction, migration, reference).await?;
         let duration_ms = millis(step_started.elapsed());
-        tracing::info!(migration = %migration, duration_ms, "migration committed");
+        tracing::info!(migration = %reference, duration_ms, "migration applied (not committed yet)");
         applied.push(AppliedStep {
-            migration: migration.clone(),
+            migration: reference.clone(),
             duration_ms,
         });
     }
-    let migrations_ms = millis(migrations_started.elapsed());
-
-    let after = schema::read_schema_state(&client).await?;
+    let after = schema::read_schema_state(&transaction).await?;
     match schema::plan(&after, &options.release) {
         UpgradePlan::AtTarget { .. } => {}
         other => return Err(DbUpgradeError::NotAtTarget(Box::new(other))),
     }
+    apply::commit(transaction).await?;
+    let migrations_ms = millis(migrations_started.elapsed());
+    let writers_locked_ms = millis(writers_locked.elapsed());
+    tracing::info!(
+        migrations_ms,
+        writers_locked_ms,
+        "upgrade committed; writers were locked out for {writers_locked_ms} ms"
+    );
+    drop(monitor);
     lock::release_upgrade_lock(&client).await?;
 
     Ok(Outcome {
@@ -324,6 +437,7 @@ pub async fn run_upgrade(
             lock_wait_ms: millis(lock_wait),
             backup_ms: backup.as_ref().map_or(0, |b| b.duration_ms),
             migrations_ms,
+            writers_locked_ms,
             total_ms: millis(started.elapsed()),
         },
         backup,
@@ -331,75 +445,106 @@ pub async fn run_upgrade(
     })
 }
 
-async fn take_backup(
-    settings: &ConnectionSettings,
-    options: &RunOptions,
-    from: Option<&MigrationRef>,
-) -> Result<Option<Backup>, DbUpgradeError> {
+fn backup_settings(settings: &ConnectionSettings, options: &RunOptions) -> Option<BackupSettings> {
     match &options.backup {
-        BackupPolicy::Disabled => {
-            tracing::warn!("--no-backup given: migrating without a backup");
-            Ok(None)
-        }
-        BackupPolicy::ToDirectory(dir) => {
-            let name = BackupName::now(&settings.dbname, from);
-            tracing::info!(directory = %dir.display(), "backing up with pg_dump");
-            let backup = backup::create_backup(&options.tools, settings, dir, &name)
-                .await
-                .map_err(DbUpgradeError::Backup)?;
-            tracing::info!(
-                path = %backup.path.display(),
-                size_bytes = backup.size_bytes,
-                entries = backup.entries,
-                duration_ms = backup.duration_ms,
-                "backup written and verified"
-            );
-            Ok(Some(backup))
-        }
+        BackupPolicy::Disabled => None,
+        BackupPolicy::ToDirectory(root) => Some(BackupSettings {
+            root: root.clone(),
+            app: options
+                .app
+                .clone()
+                .unwrap_or_else(|| AppIdentity::of_database(settings)),
+            keep: options.keep_backups,
+            compression: options.compression.clone(),
+            lock_wait_timeout: options.table_lock_timeout,
+        }),
     }
 }
 
-/// Applies exactly one migration through refinery: its SQL and its history
-/// row in one transaction.
-async fn apply_one(
-    client: &mut Client,
-    release: &Release,
-    migration: &MigrationRef,
-) -> Result<(), DbUpgradeError> {
-    let carried: Vec<refinery::Migration> = migrations::carried_by(release)
-        .iter()
-        .map(migrations::EmbeddedMigration::to_refinery)
-        .collect();
-    let failed = |source| DbUpgradeError::Migration {
-        migration: migration.clone(),
-        source,
-    };
-    let version = i32::try_from(migration.version).map_err(|_| {
-        DbUpgradeError::NotAtTarget(Box::new(UpgradePlan::Refused(Refusal::NameMismatch {
-            version: migration.version,
-            applied_name: String::new(),
-            embedded_name: migration.name.clone(),
-        })))
+/// Before the upgrade's transaction: the App's directory exists, a killed
+/// run's leftovers are gone, and there is room for the dump. Returns the
+/// estimated rows per table for the progress.
+async fn prepare_backup(
+    client: &Client,
+    target: &BackupSettings,
+) -> Result<BTreeMap<i64, u64>, DbUpgradeError> {
+    let dir = target.app.directory(&target.root);
+    std::fs::create_dir_all(&dir).map_err(|source| {
+        DbUpgradeError::Backup(BackupError::Directory {
+            path: dir.clone(),
+            source,
+        })
     })?;
-    let report = refinery::Runner::new(&carried)
-        .set_target(refinery::Target::Version(version))
-        .set_abort_divergent(true)
-        .set_abort_missing(true)
-        .run_async(client)
-        .await
-        .map_err(failed)?;
-    let applied: Vec<i32> = report
-        .applied_migrations()
-        .iter()
-        .map(refinery::Migration::version)
-        .collect();
-    if applied != [version] {
-        let state = schema::read_schema_state(client).await?;
-        return Err(DbUpgradeError::NotAtTarget(Box::new(schema::plan(
-            &state, release,
-        ))));
+    for removed in backup::remove_leftovers(&dir).map_err(DbUpgradeError::Backup)? {
+        tracing::warn!(path = %removed.display(), "removed what a killed run left behind");
     }
-    Ok(())
+    // Catalogue reads only: nothing here may wait for a table someone else
+    // locked (pg_table_size would); pg_database_size sums the files.
+    let rows = client
+        .query(
+            "SELECT c.oid::int8, greatest(c.reltuples, 0)::int8 \
+             FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace \
+             WHERE c.relkind IN ('r', 'p', 'm') \
+               AND n.nspname NOT IN ('pg_catalog', 'information_schema') \
+               AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%'",
+            &[],
+        )
+        .await
+        .map_err(query_failed("estimating the backup's rows"))?;
+    let estimated_rows: BTreeMap<i64, u64> = rows
+        .iter()
+        .map(|row| {
+            let tuples = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+            (row.get::<_, i64>(0), tuples)
+        })
+        .collect();
+    let database_bytes: i64 = client
+        .query_one("SELECT pg_database_size(current_database())", &[])
+        .await
+        .map_err(query_failed("reading the database's size"))?
+        .get(0);
+    // The archive holds the tables' data, compressed, without indexes: the
+    // whole database's size is a bound it stays under.
+    let needed = u64::try_from(database_bytes).unwrap_or(0);
+    let available = backup::check_free_space(&dir, needed).map_err(DbUpgradeError::Backup)?;
+    tracing::info!(
+        directory = %dir.display(),
+        needed_bytes = needed,
+        available_bytes = available,
+        "backup directory ready"
+    );
+    Ok(estimated_rows)
+}
+
+async fn take_backup(
+    settings: &ConnectionSettings,
+    options: &RunOptions,
+    target: &BackupSettings,
+    from: Option<&MigrationRef>,
+    progress: &BackupProgress,
+) -> Result<Backup, DbUpgradeError> {
+    let name = BackupName::now(&settings.dbname, from);
+    tracing::info!(
+        directory = %target.app.directory(&target.root).display(),
+        compression = %target.compression,
+        "backing up with pg_dump"
+    );
+    let backup = backup::create_backup(&options.tools, settings, target, &name, progress)
+        .await
+        .map_err(DbUpgradeError::Backup)?;
+    tracing::info!(
+        path = %backup.path.display(),
+        size_bytes = backup.size_bytes,
+        entries = backup.entries,
+        sha256 = %backup.sha256,
+        duration_ms = backup.duration_ms,
+        "backup written, verified and synced"
+    );
+    let dir = target.app.directory(&target.root);
+    for removed in backup::apply_retention(&dir, target.keep).map_err(DbUpgradeError::Backup)? {
+        tracing::info!(path = %removed.display(), keep = target.keep, "removed an old backup");
+    }
+    Ok(backup)
 }
 
 /// `plan`'s report.
@@ -487,45 +632,68 @@ pub async fn seed_database(
     Ok(seed::seed(&mut client, rows).await?)
 }
 
-/// `restore`: puts a backup back into the configured database.
+/// `restore`: puts a backup back into the configured database. The archive
+/// is proven whole first (checksum, table of contents, every data block);
+/// then, in one transaction, schema `public` is replaced (`--clean`) and the
+/// archive restored: a failure anywhere leaves the database as it was.
 pub async fn restore(
     settings: &ConnectionSettings,
     tools: &PgTools,
-    from: &std::path::Path,
+    from: &Path,
     clean: bool,
+    lock_timeout: Duration,
 ) -> Result<(), DbUpgradeError> {
-    backup::verify_archive(tools, settings, from)
+    let verified = backup::verify_archive_fully(tools, settings, from)
         .await
-        .map_err(DbUpgradeError::Restore)?;
+        .map_err(DbUpgradeError::ArchiveRefused)?;
+    match &verified.sha256 {
+        Some(sha256) => tracing::info!(
+            from = %from.display(),
+            entries = verified.entries,
+            size_bytes = verified.size_bytes,
+            sha256 = %sha256,
+            "archive checksum matches and every data block reads"
+        ),
+        None => tracing::warn!(
+            from = %from.display(),
+            entries = verified.entries,
+            "the archive has no checksum file (an older release's backup); every data block reads"
+        ),
+    }
     let client = connect(settings).await?;
     let relations = user_relations(&client).await?;
-    if relations > 0 {
-        if !clean {
-            return Err(DbUpgradeError::RestoreRefused { relations });
+    let mode = match (relations, clean) {
+        (0, _) => RestoreMode::IntoEmpty,
+        (_, true) => {
+            tracing::warn!(
+                relations,
+                "--clean given: schema public is replaced in the restore's transaction"
+            );
+            RestoreMode::ReplacePublicSchema
         }
-        tracing::warn!(
-            relations,
-            "--clean given: dropping schema public before restoring"
-        );
-        client
-            .batch_execute(
-                "BEGIN; DROP SCHEMA public CASCADE; CREATE SCHEMA public; \
-                 GRANT USAGE ON SCHEMA public TO PUBLIC; COMMIT;",
-            )
-            .await
-            .map_err(|source| DbUpgradeError::Query {
-                what: "dropping schema public",
-                source,
-            })?;
-    }
-    let started = Instant::now();
-    backup::restore_archive(tools, settings, from)
+        (_, false) => return Err(DbUpgradeError::RestoreRefused { relations }),
+    };
+    let server_version_num: i32 = client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
         .await
-        .map_err(DbUpgradeError::Restore)?;
+        .map_err(query_failed("reading the server's version"))?
+        .get(0);
+    drop(client);
+    let started = Instant::now();
+    backup::restore_archive(
+        tools,
+        settings,
+        from,
+        mode,
+        lock_timeout,
+        server_version_num,
+    )
+    .await
+    .map_err(DbUpgradeError::Restore)?;
     tracing::info!(
         from = %from.display(),
         duration_ms = millis(started.elapsed()),
-        "backup restored"
+        "backup restored and committed"
     );
     Ok(())
 }
@@ -592,7 +760,7 @@ mod tests {
 
     #[test]
     fn every_exit_code_is_documented() {
-        for code in [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14] {
+        for code in [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
             assert!(
                 EXIT_CODES
                     .lines()

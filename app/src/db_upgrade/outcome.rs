@@ -35,6 +35,10 @@ pub struct Durations {
     pub lock_wait_ms: u64,
     pub backup_ms: u64,
     pub migrations_ms: u64,
+    /// How long the application's tables were locked against writers
+    /// (from before the backup to the commit).
+    #[serde(default)]
+    pub writers_locked_ms: u64,
     pub total_ms: u64,
 }
 
