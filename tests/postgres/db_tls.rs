@@ -6,8 +6,9 @@
 //! (`pg_stat_ssl`, and `log_connections`' "SSL enabled"); a wrong CA, plain
 //! TCP and `require` behave as documented (docs/database-upgrade.md).
 //!
-//! Needs root and the PostgreSQL 15 server binaries (`/usr/lib/postgresql/15/bin`
-//! or `UPGRADE_GATE_PG_BIN_DIR`); without them the tests fail and say so.
+//! Needs root, `postgresql-15` and PostgreSQL 18's client tools
+//! (`UPGRADE_GATE_PG_BIN_DIR`, see `fixture::client_tools`); without them the
+//! tests fail and say so.
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -144,10 +145,7 @@ impl Fixture {
     }
 
     fn command(&self, connection: (&str, &Path), args: &[&str]) -> Command {
-        let bin_dir = std::env::var_os("UPGRADE_GATE_PG_BIN_DIR").map_or_else(
-            || PathBuf::from(harness::postgres::DEFAULT_BIN_DIR),
-            PathBuf::from,
-        );
+        let bin_dir = crate::fixture::client_tools();
         let mut command = Command::new(bin());
         command
             .env_clear()
@@ -334,7 +332,7 @@ async fn verify_full_upgrades_backs_up_and_restores_over_tls() {
         .to_owned();
     assert!(Path::new(&backup).is_file(), "{backup}");
     f.assert_encrypted_sessions(mark, "app-db-upgrade");
-    f.assert_encrypted_sessions(mark, "pg_dump");
+    f.assert_encrypted_sessions(mark, "app-db-upgrade pg_dump");
 
     // The URL form: sslrootcert names the CA; pg_restore connects with it too.
     f.pg.create_database("app_restored")
@@ -358,7 +356,7 @@ async fn verify_full_upgrades_backs_up_and_restores_over_tls() {
     );
     assert_success(&restore);
     f.assert_encrypted_sessions(mark, "app-db-upgrade");
-    f.assert_encrypted_sessions(mark, "pg_restore");
+    f.assert_encrypted_sessions(mark, "app-db-upgrade pg_restore");
     let restored =
         f.pg.psql(
             "app_restored",

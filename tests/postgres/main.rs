@@ -1,10 +1,14 @@
-//! `app-db-upgrade` against real, throwaway PostgreSQL servers: each test
-//! starts its own (`harness::postgres::TempPostgres`, stopped and removed on
-//! drop, also when the test panics) and drives the real binary.
+//! `app-db-upgrade` against real, throwaway PostgreSQL servers (15 and 18):
+//! each test starts its own (`harness::postgres::TempPostgres`, stopped and
+//! removed on drop, also when the test panics) and drives the real binary.
 //!
-//! Needs root and the PostgreSQL server binaries; without them the tests
-//! fail and say so.
+//! Needs root, `postgresql-15`, and PostgreSQL 18 with the client tools from
+//! `tools/postgresql.sh` (`just test-postgres` fetches them and sets
+//! `UPGRADE_GATE_PG18_DIR` and `UPGRADE_GATE_PG_BIN_DIR`); without them the
+//! tests fail and say so.
 
 mod db_tls;
 mod db_upgrade;
+mod fixture;
 mod run_options;
+mod upgrade_safety;
