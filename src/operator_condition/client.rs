@@ -299,6 +299,39 @@ impl OperatorConditionClient {
         self.write(deadline, |_| entry.clone()).await
     }
 
+    /// Like [`set`](Self::set), for a writer whose decision can go stale
+    /// while it is being written: `still_wanted` is asked after each fresh
+    /// read, right before the update is sent, and once it says no nothing
+    /// is written and the result is `Ok(None)`.
+    ///
+    /// ```no_run
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::time::Duration;
+    /// use upgrade_gate::operator_condition::{OperatorConditionClient, Reason, UpgradeableEntry};
+    ///
+    /// # async fn example(condition: OperatorConditionClient, observations: AtomicU64) -> Result<(), Box<dyn std::error::Error>> {
+    /// // Decided from observation 7; a newer observation makes the write moot.
+    /// let decided_from = 7;
+    /// let entry = UpgradeableEntry::open(Reason::new("UpgradeComplete")?, "all Apps at target")?;
+    /// let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    /// let still_current = || observations.load(Ordering::Acquire) == decided_from;
+    /// match condition.set_if(&entry, deadline, still_current).await? {
+    ///     Some(written) => println!("spec says True (changed: {})", written.changed()),
+    ///     None => println!("dropped: a newer observation exists"),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn set_if(
+        &self,
+        entry: &UpgradeableEntry,
+        deadline: Instant,
+        still_wanted: impl Fn() -> bool,
+    ) -> Result<Option<Written>, Error> {
+        self.write_if(deadline, |_| entry.clone(), still_wanted)
+            .await
+    }
+
     /// Closes the gate unless spec already says `Upgradeable=False`: then the
     /// reason and message there stay (the operator may have written a more
     /// precise one than `entry`'s) and nothing is written.
@@ -346,6 +379,21 @@ impl OperatorConditionClient {
         deadline: Instant,
         choose: impl Fn(&OperatorCondition) -> UpgradeableEntry,
     ) -> Result<Written, Error> {
+        match self.write_if(deadline, choose, || true).await? {
+            Some(written) => Ok(written),
+            None => Err(Error::Failed {
+                action: "setting Upgradeable in spec.conditions",
+                obstacle: Obstacle::Unexpected("an unconditional write was withdrawn".to_owned()),
+            }),
+        }
+    }
+
+    async fn write_if(
+        &self,
+        deadline: Instant,
+        choose: impl Fn(&OperatorCondition) -> UpgradeableEntry,
+        still_wanted: impl Fn() -> bool,
+    ) -> Result<Option<Written>, Error> {
         let attempt = || async {
             let mut object = self
                 .api
@@ -357,12 +405,16 @@ impl OperatorConditionClient {
             let current = object.spec.conditions.as_deref().unwrap_or_default();
             let Some(conditions) = upsert_upgradeable(current, &entry, &now) else {
                 tracing::debug!(name = %self.name, "spec already says Upgradeable={}", entry.state().condition_status());
-                return Ok(Written {
+                return Ok(Some(Written {
                     state: entry.state(),
                     changed: false,
                     object,
-                });
+                }));
             };
+            if !still_wanted() {
+                tracing::debug!(name = %self.name, "the write is no longer wanted; nothing sent");
+                return Ok(None);
+            }
             object.spec.conditions = Some(conditions);
             let updated = self
                 .api
@@ -374,11 +426,11 @@ impl OperatorConditionClient {
                 status = entry.state().condition_status(), reason = entry.reason().as_str(),
                 generation = updated.generation(), "wrote Upgradeable to spec.conditions"
             );
-            Ok(Written {
+            Ok(Some(Written {
                 state: entry.state(),
                 changed: true,
                 object: updated,
-            })
+            }))
         };
         with_retries(deadline, "setting Upgradeable in spec.conditions", attempt).await
     }
