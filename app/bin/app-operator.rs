@@ -4,7 +4,9 @@
 //!
 //! Exit codes: 0 stopped on SIGTERM/SIGINT (or `crd` written); 1 cannot
 //! start (no cluster configuration, release without migrations, endpoint
-//! cannot bind, OLM lookup failed); 2 usage error (clap).
+//! cannot bind, OLM lookup failed, leader-election durations out of order);
+//! 2 usage error (clap); 3 lost the leader Lease (stopped reconciling and
+//! writing at once; the kubelet restarts the container as a follower).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,17 +15,14 @@ use std::time::Duration;
 
 use app::cli::CommonArgs;
 use app::migrations::Release;
+use app::operator::leader::{self, LeaseSettings};
 use app::operator::metrics::Metrics;
 use app::operator::observe::PostgresSchemaReader;
 use app::operator::resources::PodSettings;
-use app::operator::{Context, OperatorConfig};
+use app::operator::{Context, OperatorConfig, ReadyWhen, RunError};
 use clap::{Parser, Subcommand};
 use upgrade_gate::shutdown::{self, StopSignals};
 use upgrade_gate::telemetry::{error_chain, init_logging};
-
-/// How long in-flight reconciles may take after SIGTERM before the process
-/// exits anyway: OLM stalls an upgrade while the old pod lingers.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,27 +40,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the operator.
-    Run {
-        /// Namespaces to watch, comma-separated; empty = all (OLM passes its
-        /// target namespaces here through the downward API).
-        #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
-        watch_namespace: String,
-        /// The image with app-db-upgrade and app-server (the operator's own).
-        #[arg(long, env = "UPGRADE_GATE_IMAGE")]
-        image: String,
-        /// Address of /healthz, /readyz and /metrics.
-        #[arg(long, env = "UPGRADE_GATE_LISTEN", default_value = "0.0.0.0:8080")]
-        listen: String,
-        /// This operator's OperatorCondition (OLM injects it); unset = no OLM.
-        #[arg(long, env = "OPERATOR_CONDITION_NAME")]
-        operator_condition_name: Option<String>,
-        /// The pod's namespace (downward API); default: the service-account namespace file.
-        #[arg(long, env = "POD_NAMESPACE")]
-        pod_namespace: Option<String>,
-        /// The pod's name, reported in Events (downward API).
-        #[arg(long, env = "POD_NAME")]
-        pod_name: Option<String>,
-    },
+    Run(Box<RunArgs>),
     /// Write the App CRD yaml (generated from the Rust types).
     Crd {
         /// Output file; `-` for stdout.
@@ -74,6 +53,101 @@ enum Command {
     },
 }
 
+/// `app-operator run`.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// Namespaces to watch, comma-separated; empty = all (OLM passes its
+    /// target namespaces here through the downward API).
+    #[arg(long, env = "WATCH_NAMESPACE", default_value = "")]
+    watch_namespace: String,
+    /// The image with app-db-upgrade and app-server (the operator's own).
+    #[arg(long, env = "UPGRADE_GATE_IMAGE")]
+    image: String,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "UPGRADE_GATE_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: String,
+    /// This operator's OperatorCondition (OLM injects it); unset = no OLM.
+    #[arg(long, env = "OPERATOR_CONDITION_NAME")]
+    operator_condition_name: Option<String>,
+    /// The pod's namespace (downward API); default: the service-account namespace file.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pod_namespace: Option<String>,
+    /// The pod's name, reported in Events and part of the leader
+    /// identity (downward API).
+    #[arg(long, env = "POD_NAME")]
+    pod_name: Option<String>,
+    /// When /readyz says ready: `started` (at once, leader or not: no
+    /// brake on OLM), `reconciled` (the leader reconciled every App
+    /// once and the OperatorCondition shows its gate decision; a
+    /// follower once it saw the leader renew), `verified` (as
+    /// `reconciled`, and every App is verified at this release's target;
+    /// under OLM v0 a CSV Installing for 5 minutes fails).
+    #[arg(long, env = "UPGRADE_GATE_READY_WHEN", value_enum, default_value_t = ReadyWhen::Reconciled)]
+    ready_when: ReadyWhen,
+    #[command(flatten)]
+    election: ElectionArgs,
+}
+
+/// Leader election over a Lease in the pod's namespace: only the leader
+/// reconciles and writes the gate.
+#[derive(Debug, clap::Args)]
+struct ElectionArgs {
+    /// Take part in leader election (`--leader-elect=false`: lead at once;
+    /// only safe with one process).
+    #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// The Lease's name (the same for every release).
+    #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT_LEASE_NAME", default_value = leader::LEASE_NAME)]
+    leader_elect_lease_name: String,
+    /// How long a follower waits for a Lease that stopped being renewed
+    /// before it takes over, e.g. `15s`.
+    #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = seconds)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader tries to renew before it gives up leadership
+    /// (and exits with code 3).
+    #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = seconds)]
+    leader_elect_renew_deadline: Duration,
+    /// Between renewals, and between a follower's tries.
+    #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = seconds)]
+    leader_elect_retry_period: Duration,
+    /// Release the Lease on a graceful stop so a successor leads at once.
+    /// `false` keeps it until it expires, as controller-runtime does by
+    /// default: the successor then waits up to the lease duration.
+    #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT_RELEASE_ON_STOP", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect_release_on_stop: bool,
+}
+
+/// `15s`, `1500ms` or `15` (seconds).
+fn seconds(text: &str) -> Result<Duration, String> {
+    let invalid = || format!("{text:?} is not a duration like 15s, 1500ms or 15");
+    if let Some(millis) = text.strip_suffix("ms") {
+        return millis
+            .parse()
+            .map(Duration::from_millis)
+            .map_err(|_| invalid());
+    }
+    let secs = text.strip_suffix('s').unwrap_or(text);
+    secs.parse().map(Duration::from_secs).map_err(|_| invalid())
+}
+
+/// A unique identity per process start: the pod's name (or host name) and
+/// the start time, so a restarted container never mistakes its
+/// predecessor's Lease for its own.
+fn identity(pod_name: Option<&str>) -> String {
+    let host = pod_name
+        .map(str::to_owned)
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "app-operator".to_owned());
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{host}_{}_{}", started.as_micros(), std::process::id())
+}
+
+/// How in-flight reconciles may take after SIGTERM before the process
+/// exits anyway: OLM stalls an upgrade while the old pod lingers.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 #[tokio::main]
@@ -84,14 +158,17 @@ async fn main() -> ExitCode {
     let stop = shutdown::listen();
     match cli.command {
         Command::Crd { output } => write_crd(&output),
-        Command::Run {
-            watch_namespace,
-            image,
-            listen,
-            operator_condition_name,
-            pod_namespace,
-            pod_name,
-        } => {
+        Command::Run(args) => {
+            let RunArgs {
+                watch_namespace,
+                image,
+                listen,
+                operator_condition_name,
+                pod_namespace,
+                pod_name,
+                ready_when,
+                election,
+            } = *args;
             let release: Release = match cli.common.release.parse() {
                 Ok(release) => release,
                 Err(error) => return fail(&error),
@@ -107,6 +184,15 @@ async fn main() -> ExitCode {
                         .map(|s| s.trim().to_owned())
                 })
                 .unwrap_or_else(|| client.default_namespace().to_owned());
+            let election = election.leader_elect.then(|| LeaseSettings {
+                name: election.leader_elect_lease_name,
+                namespace: pod_namespace.clone(),
+                identity: identity(pod_name.as_deref()),
+                lease_duration: election.leader_elect_lease_duration,
+                renew_deadline: election.leader_elect_renew_deadline,
+                retry_period: election.leader_elect_retry_period,
+                release_on_stop: election.leader_elect_release_on_stop,
+            });
             let pods = PodSettings {
                 image,
                 release: release.to_string(),
@@ -132,6 +218,9 @@ async fn main() -> ExitCode {
                 operator_condition_name,
                 pod_namespace,
                 listen,
+                ready_when,
+                election,
+                shutdown_grace: SHUTDOWN_GRACE,
             };
             run(ctx, config, stop).await
         }
@@ -143,19 +232,22 @@ async fn run(ctx: Arc<Context>, config: OperatorConfig, mut stop: StopSignals) -
     let operator = app::operator::run(ctx, config, shutdown_rx);
     tokio::pin!(operator);
     tokio::select! {
-        result = &mut operator => return match result { Ok(()) => ExitCode::SUCCESS, Err(error) => fail(&error) },
+        result = &mut operator => return exit_code(result),
         signal = stop.recv() => tracing::info!(%signal, "stopping"),
     }
     let _receivers_gone = shutdown_tx.send(true);
-    match tokio::time::timeout(SHUTDOWN_GRACE, &mut operator).await {
-        Ok(Ok(())) => ExitCode::SUCCESS,
-        Ok(Err(error)) => fail(&error),
-        Err(_) => {
-            tracing::warn!(
-                grace_seconds = SHUTDOWN_GRACE.as_secs(),
-                "in-flight work did not finish in time; exiting"
-            );
-            ExitCode::SUCCESS
+    // The run bounds itself: in-flight work gets the grace, the Lease's
+    // release one retry period.
+    exit_code(operator.await)
+}
+
+fn exit_code(result: Result<(), RunError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(RunError::Start(error)) => fail(&error),
+        Err(RunError::LostLease(lost)) => {
+            eprintln!("app-operator: {lost}; stopped reconciling (exit 3: restart as a follower)");
+            ExitCode::from(3)
         }
     }
 }

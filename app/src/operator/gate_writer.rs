@@ -1,33 +1,187 @@
-//! Writes the operator-wide gate decision (`gate::decide_gate`) into this
+//! Keeps the operator-wide gate decision (`gate::decide_gate`) in this
 //! operator's OperatorCondition with the `operator_condition` library.
+//!
+//! The object is not ours alone: OLM recreates it empty after a deletion
+//! (and an absent `Upgradeable` means upgradeable), `upgrade-gate release`,
+//! a person or a GitOps tool may rewrite `spec.conditions`. So the gate
+//! loop reads the object every [`POLL_INTERVAL`] and puts its answer back
+//! whenever the object shows something else ([`next_write`], pure). A write
+//! carries the observation of the Apps it was decided from and is dropped
+//! when a newer observation exists by the time it is sent
+//! (`OperatorConditionClient::set_if`), and it is given up after
+//! [`WRITE_BUDGET`]: an old decision is never written late.
 //!
 //! Owns: finding the OperatorCondition (OLM injects
 //! `OPERATOR_CONDITION_NAME` into the operator's container; the namespace is
-//! the pod's) and telling "no OLM" apart, said once in the log. Must not
-//! touch: the decision, or any condition but `Upgradeable` (the library
-//! keeps foreign entries and cannot delete).
+//! the pod's), telling "no OLM" apart, reading what the object shows and
+//! writing our entry. Must not touch: the decision, or any condition but
+//! `Upgradeable` (the library keeps foreign entries and cannot delete).
 
 use std::time::Duration;
 
+use kube::ResourceExt;
 use tokio::time::Instant;
 
 use crate::operator::gate::GateDecision;
 use upgrade_gate::operator_condition::{
-    OperatorConditionClient, Reason, UpgradeableEntry, operator_conditions_served,
+    OperatorCondition, OperatorConditionClient, Reason, UpgradeableEntry,
+    operator_conditions_served,
 };
 
-/// How long one gate write may retry before the next decision tries again.
-const WRITE_DEADLINE: Duration = Duration::from_secs(30);
+/// How long finding out whether OLM serves OperatorConditions may retry.
+const DISCOVERY_DEADLINE: Duration = Duration::from_secs(30);
+/// How often the object is read to notice a deletion or a foreign write.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How long one read may retry.
+const READ_BUDGET: Duration = Duration::from_secs(1);
+/// How long one write (read, update, retries on conflict) may take; after
+/// that the decision is taken again from the latest observation.
+pub const WRITE_BUDGET: Duration = Duration::from_secs(2);
 
-/// The gate could not be written.
+/// The gate could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum GateWriteError {
     /// The reason or message is not a valid condition entry.
     #[error("invalid Upgradeable entry")]
     Entry(#[from] upgrade_gate::operator_condition::InvalidEntry),
-    /// The API server refused or the deadline passed.
-    #[error("cannot write the OperatorCondition")]
-    Write(#[from] upgrade_gate::operator_condition::Error),
+    /// The API server refused or the budget ran out.
+    #[error("cannot read or write the OperatorCondition")]
+    Api(#[from] upgrade_gate::operator_condition::Error),
+}
+
+/// Our `Upgradeable` entry as the object shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// The object does not exist (deleted: OLM recreates it).
+    NoObject,
+    /// The object (`uid`) has no `Upgradeable` entry in `spec.conditions`.
+    NoEntry { uid: String },
+    /// spec's `Upgradeable` entry of the object `uid`.
+    Entry {
+        uid: String,
+        status: String,
+        reason: String,
+        message: String,
+    },
+}
+
+impl Shown {
+    /// What `object` shows (`None`: it does not exist).
+    pub fn of(object: Option<&OperatorCondition>) -> Shown {
+        let Some(object) = object else {
+            return Shown::NoObject;
+        };
+        let uid = object.uid().unwrap_or_default();
+        match object.upgradeable_in_spec() {
+            None => Shown::NoEntry { uid },
+            Some(entry) => Shown::Entry {
+                uid,
+                status: entry.status().to_owned(),
+                reason: entry.reason().to_owned(),
+                message: entry.message().to_owned(),
+            },
+        }
+    }
+
+    fn says(&self, decision: &GateDecision) -> bool {
+        matches!(self, Shown::Entry { status, reason, message, .. }
+            if status == status_of(decision) && reason == decision.reason && *message == decision.message)
+    }
+
+    fn uid(&self) -> Option<&str> {
+        match self {
+            Shown::NoObject => None,
+            Shown::NoEntry { uid } | Shown::Entry { uid, .. } => Some(uid),
+        }
+    }
+}
+
+fn status_of(decision: &GateDecision) -> &'static str {
+    if decision.upgradeable {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// What someone else did to our entry since this process last wrote or
+/// saw it: the label of the restore counter and the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// The object was deleted and recreated (a new uid), empty or not.
+    Recreated,
+    /// Our entry was dropped from `spec.conditions` (a rewrite).
+    EntryRemoved,
+    /// Another status: `True` written by another writer, a release, a person.
+    OtherStatus(String),
+    /// Same status, another reason or message.
+    OtherText,
+}
+
+impl Found {
+    /// The metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Found::Recreated => "recreated",
+            Found::EntryRemoved => "entry_removed",
+            Found::OtherStatus(status) if status == "True" => "other_true",
+            Found::OtherStatus(status) if status == "False" => "other_false",
+            Found::OtherStatus(_) => "other_status",
+            Found::OtherText => "other_text",
+        }
+    }
+}
+
+/// What to do after reading the object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NextWrite {
+    /// The object shows our decision.
+    Nothing,
+    /// The object is gone; OLM recreates it, then we write.
+    AwaitObject,
+    /// Write our decision: the first time, because it changed, or (with
+    /// `Some`) to restore it after someone else's change.
+    Write { restore: Option<Found> },
+}
+
+/// The pure rule: given our decision, what the object shows, and what it
+/// showed after our last write (or read that matched), what to write.
+pub fn next_write(decision: &GateDecision, shown: &Shown, last: Option<&Shown>) -> NextWrite {
+    if *shown == Shown::NoObject {
+        return NextWrite::AwaitObject;
+    }
+    if shown.says(decision) {
+        return NextWrite::Nothing;
+    }
+    let restore = match last {
+        // Nothing of ours there yet: our first write.
+        None => None,
+        Some(last) if last.uid() != shown.uid() => Some(Found::Recreated),
+        // The object still shows what we last saw: our decision moved.
+        Some(last) if last == shown => None,
+        Some(last) => Some(match (shown, last) {
+            (Shown::NoObject | Shown::NoEntry { .. }, _) => Found::EntryRemoved,
+            (
+                Shown::Entry { status, .. },
+                Shown::Entry {
+                    status: last_status,
+                    ..
+                },
+            ) if status == last_status => Found::OtherText,
+            (Shown::Entry { status, .. }, _) => Found::OtherStatus(status.clone()),
+        }),
+    };
+    NextWrite::Write { restore }
+}
+
+/// What a write did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The object shows the decision (`changed`: this write changed it).
+    Applied { shown: Shown, changed: bool },
+    /// A newer observation existed when the write was to be sent: nothing
+    /// was sent.
+    Stale,
 }
 
 /// Where gate decisions go.
@@ -54,7 +208,7 @@ impl GateSink {
                 why: "OPERATOR_CONDITION_NAME is not set (not installed by OLM)".to_owned(),
             });
         };
-        if !operator_conditions_served(client, Instant::now() + WRITE_DEADLINE).await? {
+        if !operator_conditions_served(client, Instant::now() + DISCOVERY_DEADLINE).await? {
             return Ok(GateSink::NoOlm {
                 why: "the cluster does not serve operators.coreos.com/v2 OperatorConditions"
                     .to_owned(),
@@ -67,12 +221,20 @@ impl GateSink {
         ))))
     }
 
-    /// Writes the decision; `Ok(true)` when the object changed. Without OLM
-    /// nothing is written.
-    pub async fn apply(&self, decision: &GateDecision) -> Result<bool, GateWriteError> {
-        let GateSink::Olm(condition) = self else {
-            return Ok(false);
-        };
+    /// What the object shows now (one GET, retried within [`READ_BUDGET`]).
+    pub async fn read(condition: &OperatorConditionClient) -> Result<Shown, GateWriteError> {
+        let object = condition.get(Instant::now() + READ_BUDGET).await?;
+        Ok(Shown::of(object.as_ref()))
+    }
+
+    /// Writes `decision` unless `still_current` says, right before the
+    /// update is sent, that a newer observation exists; gives up after
+    /// [`WRITE_BUDGET`].
+    pub async fn write(
+        condition: &OperatorConditionClient,
+        decision: &GateDecision,
+        still_current: impl Fn() -> bool,
+    ) -> Result<WriteOutcome, GateWriteError> {
         let reason = Reason::new(decision.reason)?;
         let entry = if decision.upgradeable {
             UpgradeableEntry::open(reason, decision.message.clone())?
@@ -80,8 +242,182 @@ impl GateSink {
             UpgradeableEntry::closed(reason, decision.message.clone())?
         };
         let written = condition
-            .set(&entry, Instant::now() + WRITE_DEADLINE)
+            .set_if(&entry, Instant::now() + WRITE_BUDGET, still_current)
             .await?;
-        Ok(written.changed())
+        Ok(match written {
+            Some(written) => WriteOutcome::Applied {
+                shown: Shown::of(Some(written.object())),
+                changed: written.changed(),
+            },
+            None => WriteOutcome::Stale,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(upgradeable: bool) -> GateDecision {
+        GateDecision {
+            upgradeable,
+            reason: if upgradeable {
+                "UpgradeComplete"
+            } else {
+                "UpgradeInProgress"
+            },
+            message: if upgradeable { "done" } else { "running" }.to_owned(),
+        }
+    }
+
+    fn entry(uid: &str, status: &str, reason: &str, message: &str) -> Shown {
+        Shown::Entry {
+            uid: uid.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+
+    fn ours(uid: &str, upgradeable: bool) -> Shown {
+        let d = decision(upgradeable);
+        entry(uid, status_of(&d), d.reason, &d.message)
+    }
+
+    #[test]
+    fn next_write_table() {
+        let closed = decision(false);
+        let open = decision(true);
+        let write = |restore: Option<Found>| NextWrite::Write { restore };
+        let no_entry = |uid: &str| Shown::NoEntry { uid: uid.into() };
+        let cases: Vec<(&str, &GateDecision, Shown, Option<Shown>, NextWrite)> = vec![
+            (
+                "object gone",
+                &closed,
+                Shown::NoObject,
+                Some(ours("u1", false)),
+                NextWrite::AwaitObject,
+            ),
+            (
+                "object gone, nothing written yet",
+                &closed,
+                Shown::NoObject,
+                None,
+                NextWrite::AwaitObject,
+            ),
+            (
+                "shows our decision",
+                &closed,
+                ours("u1", false),
+                Some(ours("u1", false)),
+                NextWrite::Nothing,
+            ),
+            (
+                "first write: the init container's entry",
+                &closed,
+                entry(
+                    "u1",
+                    "False",
+                    "UpgradeInProgress",
+                    "held by the init container",
+                ),
+                None,
+                write(None),
+            ),
+            (
+                "first write: empty object",
+                &open,
+                no_entry("u1"),
+                None,
+                write(None),
+            ),
+            (
+                "our decision changed",
+                &open,
+                ours("u1", false),
+                Some(ours("u1", false)),
+                write(None),
+            ),
+            (
+                "recreated empty",
+                &closed,
+                no_entry("u2"),
+                Some(ours("u1", false)),
+                write(Some(Found::Recreated)),
+            ),
+            (
+                "recreated with an entry",
+                &closed,
+                entry("u2", "True", "X", "y"),
+                Some(ours("u1", false)),
+                write(Some(Found::Recreated)),
+            ),
+            (
+                "recreated, already says ours",
+                &closed,
+                ours("u2", false),
+                Some(ours("u1", false)),
+                NextWrite::Nothing,
+            ),
+            (
+                "entry dropped by a rewrite",
+                &closed,
+                no_entry("u1"),
+                Some(ours("u1", false)),
+                write(Some(Found::EntryRemoved)),
+            ),
+            (
+                "a foreign True",
+                &closed,
+                entry("u1", "True", "Released", "upgrade-gate release"),
+                Some(ours("u1", false)),
+                write(Some(Found::OtherStatus("True".into()))),
+            ),
+            (
+                "a foreign False while we say True",
+                &open,
+                entry("u1", "False", "Held", "someone"),
+                Some(ours("u1", true)),
+                write(Some(Found::OtherStatus("False".into()))),
+            ),
+            (
+                "an Unknown",
+                &closed,
+                entry("u1", "Unknown", "R", "m"),
+                Some(ours("u1", false)),
+                write(Some(Found::OtherStatus("Unknown".into()))),
+            ),
+            (
+                "same status, foreign text",
+                &closed,
+                entry("u1", "False", "Manual", "held by hand"),
+                Some(ours("u1", false)),
+                write(Some(Found::OtherText)),
+            ),
+            (
+                "foreign change and our change at once",
+                &open,
+                entry("u1", "False", "Manual", "x"),
+                Some(ours("u1", false)),
+                write(Some(Found::OtherText)),
+            ),
+        ];
+        for (case, decision, shown, last, expected) in cases {
+            assert_eq!(
+                next_write(decision, &shown, last.as_ref()),
+                expected,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn found_labels() {
+        assert_eq!(Found::Recreated.label(), "recreated");
+        assert_eq!(Found::EntryRemoved.label(), "entry_removed");
+        assert_eq!(Found::OtherStatus("True".into()).label(), "other_true");
+        assert_eq!(Found::OtherStatus("False".into()).label(), "other_false");
+        assert_eq!(Found::OtherStatus("Maybe".into()).label(), "other_status");
+        assert_eq!(Found::OtherText.label(), "other_text");
     }
 }

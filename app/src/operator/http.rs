@@ -1,6 +1,6 @@
 //! The operator's HTTP endpoints: `/healthz` (the process serves),
-//! `/readyz` (the first full reconcile pass and gate decision are done) and
-//! `/metrics` (Prometheus text).
+//! `/readyz` (as `--ready-when` says; the body says why not) and
+//! `/metrics` (Prometheus text). Served from the start, leader or not.
 //!
 //! Owns: routing and serving until shutdown. Must not touch: the
 //! reconcile state beyond reading readiness and metrics.
@@ -32,13 +32,12 @@ pub fn router(readiness: Arc<Readiness>, metrics: Arc<Metrics>) -> Router {
 }
 
 async fn readyz(State(shared): State<Shared>) -> impl IntoResponse {
-    if shared.readiness.is_ready() {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (
+    match shared.readiness.verdict() {
+        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+        Err(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: first reconcile pass or gate decision pending\n",
-        )
+            format!("not ready: {why}\n"),
+        ),
     }
 }
 

@@ -1,8 +1,9 @@
 //! The operator's Prometheus metrics (`/metrics`, OpenMetrics text).
 //!
 //! Owns: the registry and the metric families — reconciles and their
-//! errors by kind, upgrade durations, the gate state. Must not touch:
-//! anything but counting.
+//! errors by kind, upgrade durations, the gate state, its restores and
+//! dropped stale writes, and leadership. Must not touch: anything but
+//! counting.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -28,6 +29,14 @@ pub struct StepLabels {
     pub step: String,
 }
 
+/// Labels of the gate restore counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FoundLabels {
+    /// What the OperatorCondition showed instead of our entry
+    /// (`gate_writer::Found::label`).
+    pub found: String,
+}
+
 /// Every metric the operator exports.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -36,6 +45,9 @@ pub struct Metrics {
     upgrade_seconds: Histogram,
     gate_open: Gauge,
     gate_writes: Counter,
+    gate_restores: Family<FoundLabels, Counter>,
+    gate_stale_writes: Counter,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -49,6 +61,9 @@ impl Default for Metrics {
         ]);
         let gate_open = Gauge::default();
         let gate_writes = Counter::default();
+        let gate_restores = Family::<FoundLabels, Counter>::default();
+        let gate_stale_writes = Counter::default();
+        let leader = Gauge::default();
         registry.register(
             "reconciles",
             "Reconciles by decided step",
@@ -74,6 +89,21 @@ impl Default for Metrics {
             "OperatorCondition writes that changed it",
             gate_writes.clone(),
         );
+        registry.register(
+            "gate_restores",
+            "Writes that put the gate back after someone else changed the OperatorCondition, by what was found",
+            gate_restores.clone(),
+        );
+        registry.register(
+            "gate_stale_writes",
+            "Gate writes dropped because a newer App observation existed when they were to be sent",
+            gate_stale_writes.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this process holds the leader Lease (reconciles and writes the gate), else 0",
+            leader.clone(),
+        );
         gate_open.set(-1);
         Metrics {
             registry: Mutex::new(registry),
@@ -82,6 +112,9 @@ impl Default for Metrics {
             upgrade_seconds,
             gate_open,
             gate_writes,
+            gate_restores,
+            gate_stale_writes,
+            leader,
         }
     }
 }
@@ -118,6 +151,25 @@ impl Metrics {
         }
     }
 
+    /// One restore of the gate after someone else's change (`found`).
+    pub fn gate_restored(&self, found: &str) {
+        self.gate_restores
+            .get_or_create(&FoundLabels {
+                found: found.to_owned(),
+            })
+            .inc();
+    }
+
+    /// One gate write dropped as stale.
+    pub fn gate_write_stale(&self) {
+        self.gate_stale_writes.inc();
+    }
+
+    /// Whether this process leads.
+    pub fn leading(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
     /// The OpenMetrics text.
     pub fn encode(&self) -> String {
         let mut text = String::new();
@@ -142,6 +194,9 @@ mod tests {
         metrics.failed("act");
         metrics.upgrade_finished(Duration::from_secs(42));
         metrics.gate(true, true);
+        metrics.gate_restored("recreated");
+        metrics.gate_write_stale();
+        metrics.leading(true);
         let text = metrics.encode();
         for needle in [
             "app_operator_reconciles_total{step=\"MarkReady\"} 1",
@@ -149,6 +204,9 @@ mod tests {
             "app_operator_upgrade_duration_seconds_count 1",
             "app_operator_gate_upgradeable 1",
             "app_operator_gate_writes_total 1",
+            "app_operator_gate_restores_total{found=\"recreated\"} 1",
+            "app_operator_gate_stale_writes_total 1",
+            "app_operator_leader 1",
         ] {
             assert!(text.contains(needle), "{needle} missing in\n{text}");
         }

@@ -2,23 +2,27 @@
 //! gate once every App's database is verified at this release's schema.
 //!
 //! Owns: the reconcile loop (kube-runtime `Controller`, one per watched
-//! namespace), the shared [`Context`], the gate loop and the operator's
-//! HTTP endpoints. One file per step: `observe` (reads), `decide` (pure
-//! table), `act` (writes); `gate` is the pure operator-wide decision and
-//! `gate_writer` puts it into the OperatorCondition. Must not touch: the
-//! database (only `observe`'s read-only query) or OLM's objects other than
-//! this operator's own OperatorCondition.
+//! namespace), the shared [`Context`], the gate loop, readiness and the
+//! operator's HTTP endpoints, and the order of a run: serve the endpoints,
+//! win the leader Lease (`leader`), then reconcile and keep the gate until
+//! stopped or the Lease is lost. One file per step: `observe` (reads),
+//! `decide` (pure table), `act` (writes); `gate` is the pure operator-wide
+//! decision and `gate_writer` keeps it in the OperatorCondition. Must not
+//! touch: the database (only `observe`'s read-only query) or OLM's objects
+//! other than this operator's own OperatorCondition.
 
 pub mod act;
 pub mod decide;
 pub mod gate;
 pub mod gate_writer;
 pub mod http;
+pub mod leader;
 pub mod metrics;
 pub mod observe;
 pub mod resources;
 
 use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,7 +43,10 @@ use crate::migrations::{self, Release};
 use crate::operator::act::{ActContext, ActError};
 use crate::operator::decide::{SchemaTarget, Step};
 use crate::operator::gate::{GateDecision, decide_gate, view_of};
-use crate::operator::gate_writer::GateSink;
+use crate::operator::gate_writer::{
+    GateSink, NextWrite, POLL_INTERVAL, Shown, WriteOutcome, next_write,
+};
+use crate::operator::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::operator::metrics::Metrics;
 use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
 use crate::operator::resources::{MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
@@ -75,6 +82,9 @@ pub enum StartError {
     /// The gate's OperatorCondition could not be looked up.
     #[error(transparent)]
     Gate(#[from] gate_writer::GateWriteError),
+    /// The leader-election settings cannot work.
+    #[error(transparent)]
+    Election(#[from] SettingsError),
     /// The HTTP endpoint could not bind.
     #[error("cannot listen on {address}")]
     Listen {
@@ -247,30 +257,149 @@ pub struct OperatorConfig {
     pub pod_namespace: String,
     /// Address of /healthz, /readyz, /metrics.
     pub listen: String,
+    /// When `/readyz` says ready.
+    pub ready_when: ReadyWhen,
+    /// Leader election; `None`: this process leads at once (one replica,
+    /// or a test).
+    pub election: Option<LeaseSettings>,
+    /// How long in-flight reconciles may take after a stop request before
+    /// the run ends anyway: OLM stalls an upgrade while the old pod lingers.
+    pub shutdown_grace: Duration,
 }
 
-/// Readiness: after the first full reconcile pass and gate decision.
-#[derive(Default)]
-pub struct Readiness(AtomicBool);
+/// When the pod counts as ready. OLM v0 moves a CSV to `Succeeded` (and so
+/// lets the next one replace it) only once its Deployment is Available, and
+/// OLM v1's Boxcutter runtime rolls the next revision out only then:
+/// readiness is a brake on upgrades, and each mode sets it differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReadyWhen {
+    /// As soon as the endpoints serve, leader or not (what
+    /// controller-runtime's health probes do; no brake).
+    Started,
+    /// After this pod won the Lease, reconciled every App once and the
+    /// object shows its gate decision.
+    Reconciled,
+    /// As `reconciled`, and every App is verified at this release's target
+    /// (the gate is open): the strongest brake, at OLM v0's cost of failing
+    /// a CSV that stays Installing for 5 minutes.
+    Verified,
+}
+
+/// Whether the leader's work has reached what `mode` waits for.
+pub fn work_ready(
+    mode: ReadyWhen,
+    first_pass: bool,
+    gate_applied: bool,
+    upgradeable: bool,
+) -> bool {
+    match mode {
+        ReadyWhen::Started => true,
+        ReadyWhen::Reconciled => first_pass && gate_applied,
+        ReadyWhen::Verified => first_pass && gate_applied && upgradeable,
+    }
+}
+
+/// The readiness verdict: `Err` says why not. A follower whose leader was
+/// seen renewing is ready as a standby, so that a Deployment with two
+/// replicas can be Available (Recreate needs every replica ready); one that
+/// has not yet seen the holder renew (a dead predecessor's Lease) is not.
+pub fn readiness(mode: ReadyWhen, standing: &Standing, work_done: bool) -> Result<(), String> {
+    match (mode, standing) {
+        (ReadyWhen::Started, _) => Ok(()),
+        (_, Standing::Leading) if work_done => Ok(()),
+        (ReadyWhen::Reconciled, Standing::Leading) => {
+            Err("leading; first reconcile pass or gate decision pending".to_owned())
+        }
+        (ReadyWhen::Verified, Standing::Leading) => {
+            Err("leading; not every App is verified at this release's target yet".to_owned())
+        }
+        (_, Standing::Following { alive: true, .. }) => Ok(()),
+        (
+            _,
+            Standing::Following {
+                holder,
+                alive: false,
+            },
+        ) => Err(format!(
+            "waiting for the leader Lease held by {holder} (not seen renewing)"
+        )),
+        (_, Standing::Unknown) => Err("the leader Lease has not been read yet".to_owned()),
+    }
+}
+
+/// Readiness as `/readyz` serves it.
+pub struct Readiness {
+    mode: ReadyWhen,
+    standing: watch::Receiver<Standing>,
+    work_done: AtomicBool,
+}
 
 impl Readiness {
-    /// Whether the operator is ready.
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+    /// Readiness in `mode`, following the election's `standing`.
+    pub fn new(mode: ReadyWhen, standing: watch::Receiver<Standing>) -> Self {
+        Readiness {
+            mode,
+            standing,
+            work_done: AtomicBool::new(false),
+        }
     }
 
-    fn set_ready(&self) {
-        self.0.store(true, Ordering::Release);
+    /// `Ok` when ready, else why not.
+    pub fn verdict(&self) -> Result<(), String> {
+        readiness(
+            self.mode,
+            &self.standing.borrow(),
+            self.work_done.load(Ordering::Acquire),
+        )
+    }
+
+    /// Whether the operator is ready.
+    pub fn is_ready(&self) -> bool {
+        self.verdict().is_ok()
+    }
+
+    fn mode(&self) -> ReadyWhen {
+        self.mode
+    }
+
+    /// Latches: once the work was ready, the pod stays ready (an App added
+    /// later closes the gate, not the pod).
+    fn set_work_done(&self) {
+        self.work_done.store(true, Ordering::Release);
+    }
+
+    fn work_done(&self) -> bool {
+        self.work_done.load(Ordering::Acquire)
     }
 }
 
-/// Runs the operator until `shutdown` turns true.
+/// How a run ended other than by a stop.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// It could not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// It lost the leader Lease: it stopped reconciling and writing.
+    #[error(transparent)]
+    LostLease(#[from] LostLease),
+}
+
+/// Runs the operator until `shutdown` turns true or the leader Lease is
+/// lost: serves the endpoints at once, waits for the Lease, then
+/// reconciles and keeps the gate. On a stop the work gets
+/// `shutdown_grace`, then the Lease is released (or kept, as configured).
 pub async fn run(
     ctx: Arc<Context>,
     config: OperatorConfig,
     shutdown: watch::Receiver<bool>,
-) -> Result<(), StartError> {
-    let readiness = Arc::new(Readiness::default());
+) -> Result<(), RunError> {
+    let initial = if config.election.is_some() {
+        Standing::Unknown
+    } else {
+        Standing::Leading
+    };
+    let (standing_tx, standing_rx) = watch::channel(initial);
+    let readiness = Arc::new(Readiness::new(config.ready_when, standing_rx));
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
         .map_err(|source| StartError::Listen {
@@ -284,6 +413,75 @@ pub async fn run(
         stopped(shutdown.clone()),
     ));
 
+    let mut leadership = match config.election.clone() {
+        None => None,
+        Some(settings) => {
+            let mut elector =
+                Elector::new(ctx.client.clone(), settings).map_err(StartError::from)?;
+            tracing::info!(lease = %elector.settings().name, identity = %elector.settings().identity, "waiting for the leader Lease");
+            tokio::select! {
+                () = elector.acquire(&standing_tx) => {}
+                () = stopped(shutdown.clone()) => {
+                    tracing::info!("stopped before leading");
+                    join_server(server).await;
+                    return Ok(());
+                }
+            }
+            Some(elector.keep())
+        }
+    };
+    ctx.metrics.leading(true);
+
+    let outcome = {
+        let work = lead(ctx.clone(), &config, readiness, shutdown.clone());
+        let lost = async {
+            match leadership.as_mut() {
+                Some(leadership) => leadership.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let grace = async {
+            stopped(shutdown.clone()).await;
+            tokio::time::sleep(config.shutdown_grace).await;
+        };
+        tokio::select! {
+            result = work => result.map_err(RunError::from),
+            lost = lost => Err(RunError::LostLease(lost)),
+            () = grace => {
+                tracing::warn!(grace_seconds = config.shutdown_grace.as_secs(), "in-flight work did not finish in time; stopping anyway");
+                Ok(())
+            }
+        }
+    };
+    ctx.metrics.leading(false);
+    if let Err(RunError::LostLease(lost)) = &outcome {
+        // Stop at once, as controller-runtime does: the process exits and
+        // restarts as a follower; nothing of the work is awaited.
+        tracing::error!(error = %lost, "lost the leader Lease: stopped reconciling and writing the gate");
+        return outcome;
+    }
+    if let Some(leadership) = leadership {
+        leadership.step_down().await;
+    }
+    join_server(server).await;
+    tracing::info!("app-operator stopped");
+    outcome
+}
+
+async fn join_server(server: tokio::task::JoinHandle<()>) {
+    // The HTTP server stops on the same signal; a join error is a panic there.
+    if let Err(error) = server.await {
+        tracing::warn!(%error, "HTTP server ended abnormally");
+    }
+}
+
+/// The leader's work: the controllers and the gate loop, until `shutdown`.
+async fn lead(
+    ctx: Arc<Context>,
+    config: &OperatorConfig,
+    readiness: Arc<Readiness>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), StartError> {
     let sink = GateSink::find(
         &ctx.client,
         config.operator_condition_name.as_deref(),
@@ -334,11 +532,6 @@ pub async fn run(
     tracing::info!(release = %ctx.release, namespaces = ?config.namespaces, "app-operator started");
     let gate = gate_loop(stores, ctx.clone(), sink, readiness, shutdown.clone());
     tokio::join!(futures::future::join_all(streams), gate);
-    // The HTTP server stops on the same signal; a join error is a panic there.
-    if let Err(error) = server.await {
-        tracing::warn!(%error, "HTTP server ended abnormally");
-    }
-    tracing::info!("app-operator stopped");
     Ok(())
 }
 
@@ -356,16 +549,62 @@ pub fn stopped(
     }
 }
 
-/// Pause before writing the gate again after a failed write.
-const GATE_WRITE_RETRY: Duration = Duration::from_secs(5);
 /// How often the gate is recomputed from the in-memory App stores besides
 /// the wake-up after each reconcile: a deleted App is never reconciled, so
-/// only this notices that it is gone. No request is made unless the
-/// decision changed.
+/// only this notices that it is gone. The object itself is read at most
+/// every [`POLL_INTERVAL`] (and whenever the decision changed).
 const GATE_RECHECK: Duration = Duration::from_secs(1);
 
-/// Recomputes the gate after every reconcile (and every [`GATE_RECHECK`])
-/// and writes it when it changed.
+/// The Apps as the stores hold them now, and a fingerprint of that
+/// observation (every App's uid and resourceVersion): a gate decision is
+/// written only while the fingerprint it was decided from is still the
+/// latest.
+pub fn observe_apps(stores: &[Store<App>]) -> (Vec<Arc<App>>, u64) {
+    let apps: Vec<Arc<App>> = stores.iter().flat_map(Store::state).collect();
+    let mut keys: Vec<(Option<&str>, Option<&str>)> = apps
+        .iter()
+        .map(|app| {
+            (
+                app.metadata.uid.as_deref(),
+                app.metadata.resource_version.as_deref(),
+            )
+        })
+        .collect();
+    keys.sort_unstable();
+    let mut hasher = DefaultHasher::new();
+    keys.hash(&mut hasher);
+    (apps, hasher.finish())
+}
+
+/// What the gate loop knows about the object between rounds.
+#[derive(Default)]
+struct GateMemory {
+    /// What the object showed after our last write or matching read.
+    last_shown: Option<Shown>,
+    /// The decision the object showed then (or the last one logged
+    /// without OLM).
+    applied: Option<GateDecision>,
+    /// When the object was last read.
+    last_read: Option<tokio::time::Instant>,
+    /// The object is gone and that was logged.
+    awaiting_logged: bool,
+}
+
+/// The result of one gate round.
+enum GateRound {
+    /// The object shows the decision (or there is no OLM).
+    Applied,
+    /// Not (yet): a read or write failed, or the object is gone.
+    Pending,
+    /// The decision went stale while it was written: decide again now.
+    Stale,
+}
+
+/// Recomputes the gate after every reconcile (and every [`GATE_RECHECK`]),
+/// reads the object every [`POLL_INTERVAL`] and writes the decision
+/// whenever the object shows something else: after a change of the
+/// decision, a deletion (OLM recreates the object empty) or another
+/// writer's change.
 async fn gate_loop(
     stores: Vec<Store<App>>,
     ctx: Arc<Context>,
@@ -379,42 +618,195 @@ async fn gate_loop(
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
     }
-    let mut applied: Option<GateDecision> = None;
+    let mut memory = GateMemory::default();
     loop {
-        let apps: Vec<Arc<App>> = stores.iter().flat_map(Store::state).collect();
+        let (apps, observed) = observe_apps(&stores);
         let views: Vec<_> = apps.iter().map(|app| view_of(app, &ctx.target)).collect();
         let decision = decide_gate(&views, &ctx.target);
-        let mut retry = false;
-        if applied.as_ref() != Some(&decision) {
-            match sink.apply(&decision).await {
-                Ok(changed) => {
-                    tracing::info!(upgradeable = decision.upgradeable, reason = decision.reason, message = %decision.message, changed, "gate decided");
-                    ctx.metrics.gate(decision.upgradeable, changed);
-                    applied = Some(decision);
+        let round = match &sink {
+            GateSink::NoOlm { .. } => {
+                if memory.applied.as_ref() != Some(&decision) {
+                    tracing::info!(upgradeable = decision.upgradeable, reason = decision.reason, message = %decision.message, "gate decided (not written: no OLM)");
+                    ctx.metrics.gate(decision.upgradeable, false);
+                    memory.applied = Some(decision.clone());
                 }
-                Err(error) => {
-                    tracing::warn!(error = %error_chain(&error), "cannot write the gate; retrying");
-                    ctx.metrics.failed("gate");
-                    retry = true;
-                }
+                GateRound::Applied
             }
-        }
-        if !retry && ctx.all_reconciled(&apps) && !readiness.is_ready() {
-            tracing::info!(
-                apps = apps.len(),
-                "first reconcile pass and gate decision done: ready"
-            );
-            readiness.set_ready();
-        }
-        let pause = if retry {
-            GATE_WRITE_RETRY
-        } else {
-            GATE_RECHECK
+            GateSink::Olm(condition) => {
+                let still_current = || observe_apps(&stores).1 == observed;
+                keep_gate(
+                    condition,
+                    &decision,
+                    still_current,
+                    &mut memory,
+                    &ctx.metrics,
+                )
+                .await
+            }
         };
+        if matches!(round, GateRound::Stale) {
+            ctx.metrics.gate_write_stale();
+            tracing::debug!(
+                "the App observation changed while the gate was written; deciding again"
+            );
+            continue;
+        }
+        let applied = matches!(round, GateRound::Applied);
+        if !readiness.work_done()
+            && work_ready(
+                readiness.mode(),
+                ctx.all_reconciled(&apps),
+                applied,
+                decision.upgradeable,
+            )
+        {
+            tracing::info!(apps = apps.len(), mode = ?readiness.mode(), "ready");
+            readiness.set_work_done();
+        }
         tokio::select! {
             _ = ctx.gate_wakeup.notified() => {}
-            _ = tokio::time::sleep(pause) => {}
+            _ = tokio::time::sleep(GATE_RECHECK) => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
+    }
+}
+
+/// One round against the object: read it when due, then write the
+/// decision if it shows something else (see `gate_writer::next_write`).
+async fn keep_gate(
+    condition: &upgrade_gate::operator_condition::OperatorConditionClient,
+    decision: &GateDecision,
+    still_current: impl Fn() -> bool,
+    memory: &mut GateMemory,
+    metrics: &Metrics,
+) -> GateRound {
+    let changed = memory.applied.as_ref() != Some(decision);
+    let due = memory
+        .last_read
+        .is_none_or(|read| read.elapsed() >= POLL_INTERVAL);
+    if !changed && !due {
+        return GateRound::Applied;
+    }
+    memory.last_read = Some(tokio::time::Instant::now());
+    let shown = match GateSink::read(condition).await {
+        Ok(shown) => shown,
+        Err(error) => {
+            tracing::warn!(error = %error_chain(&error), "cannot read the OperatorCondition; trying again");
+            metrics.failed("gate");
+            return GateRound::Pending;
+        }
+    };
+    let restore = match next_write(decision, &shown, memory.last_shown.as_ref()) {
+        NextWrite::Nothing => {
+            memory.last_shown = Some(shown);
+            memory.awaiting_logged = false;
+            if changed {
+                tracing::info!(upgradeable = decision.upgradeable, reason = decision.reason, message = %decision.message, "gate decided; the OperatorCondition already says so");
+                metrics.gate(decision.upgradeable, false);
+            }
+            memory.applied = Some(decision.clone());
+            return GateRound::Applied;
+        }
+        NextWrite::AwaitObject => {
+            if !memory.awaiting_logged {
+                tracing::warn!(
+                    name = condition.name(),
+                    "the OperatorCondition is gone; the gate is restored as soon as OLM recreates it"
+                );
+                memory.awaiting_logged = true;
+            }
+            return GateRound::Pending;
+        }
+        NextWrite::Write { restore } => restore,
+    };
+    memory.awaiting_logged = false;
+    if let Some(found) = &restore {
+        tracing::warn!(
+            found = found.label(), shown = ?shown, upgradeable = decision.upgradeable, reason = decision.reason,
+            "the OperatorCondition no longer shows the gate; restoring it"
+        );
+    }
+    match GateSink::write(condition, decision, still_current).await {
+        Ok(WriteOutcome::Applied { shown, changed }) => {
+            if let Some(found) = &restore {
+                metrics.gate_restored(found.label());
+            }
+            tracing::info!(upgradeable = decision.upgradeable, reason = decision.reason, message = %decision.message, changed, restored = restore.as_ref().map(|f| f.label()), "gate written");
+            metrics.gate(decision.upgradeable, changed);
+            memory.last_shown = Some(shown);
+            memory.applied = Some(decision.clone());
+            GateRound::Applied
+        }
+        Ok(WriteOutcome::Stale) => GateRound::Stale,
+        Err(error) => {
+            tracing::warn!(error = %error_chain(&error), "cannot write the gate; trying again with the next decision");
+            metrics.failed("gate");
+            memory.applied = None;
+            GateRound::Pending
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "gate_loop_tests.rs"]
+mod gate_loop_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_ready_table() {
+        use ReadyWhen::*;
+        // (mode, first pass, gate applied, upgradeable) → ready
+        let cases = [
+            (Started, false, false, false, true),
+            (Reconciled, false, true, true, false),
+            (Reconciled, true, false, true, false),
+            (Reconciled, true, true, false, true),
+            (Verified, true, true, false, false),
+            (Verified, true, false, true, false),
+            (Verified, true, true, true, true),
+        ];
+        for (mode, first, applied, upgradeable, ready) in cases {
+            assert_eq!(
+                work_ready(mode, first, applied, upgradeable),
+                ready,
+                "{mode:?} first={first} applied={applied} upgradeable={upgradeable}"
+            );
+        }
+    }
+
+    #[test]
+    fn readiness_table() {
+        use ReadyWhen::*;
+        let following = |alive| Standing::Following {
+            holder: "other".into(),
+            alive,
+        };
+        let cases = [
+            (Started, Standing::Unknown, false, true),
+            (Started, following(false), false, true),
+            (Reconciled, Standing::Unknown, false, false),
+            (Reconciled, following(false), false, false),
+            (Reconciled, following(true), false, true),
+            (Reconciled, Standing::Leading, false, false),
+            (Reconciled, Standing::Leading, true, true),
+            (Verified, following(true), false, true),
+            (Verified, Standing::Leading, false, false),
+            (Verified, Standing::Leading, true, true),
+        ];
+        for (mode, standing, work_done, ready) in cases {
+            let verdict = readiness(mode, &standing, work_done);
+            assert_eq!(
+                verdict.is_ok(),
+                ready,
+                "{mode:?} {standing:?} {work_done}: {verdict:?}"
+            );
+        }
+        assert!(
+            readiness(Verified, &Standing::Leading, false)
+                .is_err_and(|why| why.contains("verified at this release's target"))
+        );
     }
 }

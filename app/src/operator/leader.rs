@@ -1,0 +1,508 @@
+//! Leader election over a `coordination.k8s.io/v1` Lease, with the rules
+//! of client-go's `leaderelection` package (what controller-runtime uses):
+//! a holder renews every retry period and gives up leadership when it could
+//! not renew for the renew deadline; a candidate takes the Lease over when
+//! it is free (`holderIdentity` empty: released) or when the record has not
+//! changed for the lease duration, measured on the candidate's own clock
+//! from when it saw the record change — never by comparing the holder's
+//! `renewTime` with the local clock, so skewed clocks cannot shorten a
+//! lease. Every write is an update carrying the resourceVersion it was
+//! decided from: of two candidates only one can win (the other gets 409).
+//!
+//! Owns: the one Lease named in [`LeaseSettings`] in the operator's
+//! namespace — reading it, creating it, renewing it, releasing it — and
+//! telling the rest of the operator whether it leads ([`Standing`]). Must
+//! not touch: anything else; what the operator does as leader is `run`'s.
+//!
+//! The decisions are pure ([`observe`], [`attempt`], [`claimed`],
+//! [`released`]) and table-tested; [`Elector`] does the requests.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+use upgrade_gate::telemetry::error_chain;
+
+/// How the election runs; the defaults are controller-runtime's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseSettings {
+    /// The Lease's name (shared by every release of the operator).
+    pub name: String,
+    /// The operator's namespace.
+    pub namespace: String,
+    /// This process: unique per start, so a restarted container never
+    /// mistakes its predecessor's lease for its own.
+    pub identity: String,
+    /// How long a candidate waits for a record that stopped changing
+    /// before it takes the Lease over (controller-runtime: 15 s).
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up
+    /// leadership (controller-runtime: 10 s). Shorter than the lease
+    /// duration, so a leader that cannot renew stops before anyone else
+    /// may start.
+    pub renew_deadline: Duration,
+    /// Between two renewals, and between two tries of a candidate
+    /// (controller-runtime: 2 s).
+    pub retry_period: Duration,
+    /// Whether a graceful stop releases the Lease, so that a successor
+    /// takes over at once (controller-runtime's `LeaderElectionReleaseOnCancel`,
+    /// off there by default; on here).
+    pub release_on_stop: bool,
+}
+
+/// The Lease's name: the same for every release, so an old and a new
+/// operator never lead at once.
+pub const LEASE_NAME: &str = "upgrade-gate-app-operator";
+/// controller-runtime's default lease duration.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// controller-runtime's default renew deadline.
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
+/// controller-runtime's default retry period.
+pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+
+/// The settings cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    /// client-go's rule: the lease must outlast the renew deadline, which
+    /// must outlast the retry period, or two leaders can overlap.
+    #[error(
+        "leader election needs lease duration ({lease:?}) > renew deadline ({renew:?}) > retry period ({retry:?}) > 0"
+    )]
+    Order {
+        lease: Duration,
+        renew: Duration,
+        retry: Duration,
+    },
+}
+
+impl LeaseSettings {
+    /// Checks client-go's ordering of the three durations.
+    pub fn check(&self) -> Result<(), SettingsError> {
+        let ordered = self.lease_duration > self.renew_deadline
+            && self.renew_deadline > self.retry_period
+            && !self.retry_period.is_zero();
+        if ordered {
+            Ok(())
+        } else {
+            Err(SettingsError::Order {
+                lease: self.lease_duration,
+                renew: self.renew_deadline,
+                retry: self.retry_period,
+            })
+        }
+    }
+}
+
+/// The fields of a Lease the election reads, as the API server returned them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// `holderIdentity`; empty when nobody holds it (released).
+    pub holder: String,
+    /// `leaseDurationSeconds`.
+    pub duration: Duration,
+    /// `acquireTime`, `renewTime`, `leaseTransitions`: compared to notice a
+    /// renewal.
+    pub acquire_time: Option<MicroTime>,
+    pub renew_time: Option<MicroTime>,
+    pub transitions: i32,
+}
+
+impl Record {
+    /// The record of a Lease (a spec-less Lease reads as free).
+    pub fn of(lease: &Lease) -> Record {
+        let spec = lease.spec.clone().unwrap_or_default();
+        Record {
+            holder: spec.holder_identity.unwrap_or_default(),
+            duration: Duration::from_secs(
+                u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
+            ),
+            acquire_time: spec.acquire_time,
+            renew_time: spec.renew_time,
+            transitions: spec.lease_transitions.unwrap_or(0),
+        }
+    }
+}
+
+/// What a candidate remembers of the Lease: the record last read, when (on
+/// its own clock) it last saw the record change, and whether it has seen
+/// it change at all since it started looking (a holder that renews is alive).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    pub record: Record,
+    pub changed_at: Instant,
+    pub seen_changing: bool,
+}
+
+/// Folds one read into what was known: the time only moves when the record
+/// changed.
+pub fn observe(previous: Option<&Observed>, record: Record, now: Instant) -> Observed {
+    match previous {
+        Some(previous) if previous.record == record => previous.clone(),
+        Some(_) => Observed {
+            record,
+            changed_at: now,
+            seen_changing: true,
+        },
+        None => Observed {
+            record,
+            changed_at: now,
+            seen_changing: false,
+        },
+    }
+}
+
+/// What to do after a read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// No Lease yet: create it, holding it.
+    Create,
+    /// Free (released) or expired: take it over.
+    TakeOver,
+    /// Ours: renew it.
+    Renew,
+    /// Someone else holds it and it has not expired: wait.
+    Wait {
+        holder: String,
+        /// The holder was seen renewing (not just an old record).
+        alive: bool,
+    },
+}
+
+/// The decision after a read (`None`: the Lease does not exist).
+pub fn attempt(observed: Option<&Observed>, me: &str, now: Instant) -> Attempt {
+    let Some(observed) = observed else {
+        return Attempt::Create;
+    };
+    let record = &observed.record;
+    if record.holder == me {
+        Attempt::Renew
+    } else if record.holder.is_empty() || observed.changed_at + record.duration <= now {
+        Attempt::TakeOver
+    } else {
+        Attempt::Wait {
+            holder: record.holder.clone(),
+            alive: observed.seen_changing,
+        }
+    }
+}
+
+fn seconds(duration: Duration) -> i32 {
+    i32::try_from(duration.as_secs()).unwrap_or(i32::MAX)
+}
+
+/// The spec that holds the Lease for `me` (create, take over or renew).
+/// A renewal keeps the acquire time and the transition count; a takeover
+/// counts one more transition.
+pub fn claimed(
+    old: Option<&Record>,
+    me: &str,
+    settings: &LeaseSettings,
+    now: Timestamp,
+) -> LeaseSpec {
+    let renewing = old.is_some_and(|old| old.holder == me);
+    let (acquire_time, transitions) = match old {
+        Some(old) if renewing => (
+            old.acquire_time.clone().unwrap_or(MicroTime(now)),
+            old.transitions,
+        ),
+        Some(old) => (MicroTime(now), old.transitions.saturating_add(1)),
+        None => (MicroTime(now), 0),
+    };
+    LeaseSpec {
+        holder_identity: Some(me.to_owned()),
+        lease_duration_seconds: Some(seconds(settings.lease_duration)),
+        acquire_time: Some(acquire_time),
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(transitions),
+        ..LeaseSpec::default()
+    }
+}
+
+/// The spec that releases the Lease (client-go's release): no holder, a
+/// one-second duration, the transition count kept.
+pub fn released(old: &Record, now: Timestamp) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: None,
+        lease_duration_seconds: Some(1),
+        acquire_time: Some(MicroTime(now)),
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(old.transitions),
+        ..LeaseSpec::default()
+    }
+}
+
+/// Where this process stands in the election.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Not yet read, or the last read failed.
+    Unknown,
+    /// Waiting for `holder`'s Lease; `alive` once it was seen renewing.
+    Following { holder: String, alive: bool },
+    /// This process leads.
+    Leading,
+}
+
+/// Why leadership ended other than by a stop.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LostLease {
+    /// Another identity holds the Lease now.
+    #[error("lost the leader Lease to {holder}")]
+    TakenBy { holder: String },
+    /// The Lease was not renewed within the renew deadline.
+    #[error("could not renew the leader Lease within {deadline:?}; last error: {last}")]
+    NotRenewed { deadline: Duration, last: String },
+    /// The renewal task ended without a verdict (it panicked).
+    #[error("the Lease renewal stopped unexpectedly")]
+    RenewalGone,
+}
+
+/// One round's outcome.
+enum Round {
+    Holding,
+    Waiting(Attempt),
+}
+
+/// Does the election's requests for one process.
+pub struct Elector {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    observed: Option<Observed>,
+    lease: Option<Lease>,
+}
+
+impl Elector {
+    /// An elector for `settings` (checked).
+    pub fn new(client: kube::Client, settings: LeaseSettings) -> Result<Self, SettingsError> {
+        settings.check()?;
+        Ok(Elector {
+            api: Api::namespaced(client, &settings.namespace),
+            settings,
+            observed: None,
+            lease: None,
+        })
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &LeaseSettings {
+        &self.settings
+    }
+
+    /// Tries until this process leads, publishing where it stands on
+    /// `standing` after every read. Never gives up: a missing right or an
+    /// unreachable API server is logged and tried again.
+    pub async fn acquire(&mut self, standing: &watch::Sender<Standing>) {
+        let mut waiting_for: Option<String> = None;
+        loop {
+            match self.round().await {
+                Ok(Round::Holding) => {
+                    tracing::info!(lease = %self.settings.name, identity = %self.settings.identity, "acquired the leader Lease");
+                    standing.send_replace(Standing::Leading);
+                    return;
+                }
+                Ok(Round::Waiting(Attempt::Wait { holder, alive })) => {
+                    if waiting_for.as_ref() != Some(&holder) {
+                        tracing::info!(lease = %self.settings.name, %holder, "another process leads; waiting for its Lease");
+                        waiting_for = Some(holder.clone());
+                    }
+                    standing.send_replace(Standing::Following { holder, alive });
+                }
+                Ok(Round::Waiting(_)) => {}
+                Err(error) => {
+                    tracing::warn!(lease = %self.settings.name, namespace = %self.settings.namespace, error = %error_chain(&error), "cannot take part in the leader election (needs get, create and update on coordination.k8s.io leases); retrying");
+                    standing.send_replace(Standing::Unknown);
+                }
+            }
+            tokio::time::sleep(self.settings.retry_period).await;
+        }
+    }
+
+    /// One read and, if the decision says so, one write. 409 on the write
+    /// means another candidate wrote first: wait for the next round.
+    async fn round(&mut self) -> Result<Round, kube::Error> {
+        let lease = self.api.get_opt(&self.settings.name).await?;
+        let now = Instant::now();
+        self.observed = lease
+            .as_ref()
+            .map(|lease| observe(self.observed.as_ref(), Record::of(lease), now));
+        self.lease = lease;
+        let decision = attempt(self.observed.as_ref(), &self.settings.identity, now);
+        let old = self.observed.as_ref().map(|o| &o.record);
+        let spec = claimed(
+            old,
+            &self.settings.identity,
+            &self.settings,
+            Timestamp::now(),
+        );
+        let written = match (&decision, &self.lease) {
+            (Attempt::Wait { .. }, _) => return Ok(Round::Waiting(decision)),
+            (Attempt::Create, _) | (_, None) => {
+                let lease = Lease {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(self.settings.name.clone()),
+                        namespace: Some(self.settings.namespace.clone()),
+                        ..Default::default()
+                    },
+                    spec: Some(spec),
+                };
+                self.api.create(&PostParams::default(), &lease).await
+            }
+            (Attempt::TakeOver | Attempt::Renew, Some(current)) => {
+                let mut lease = current.clone();
+                lease.spec = Some(spec);
+                self.api
+                    .replace(&self.settings.name, &PostParams::default(), &lease)
+                    .await
+            }
+        };
+        match written {
+            Ok(lease) => {
+                self.observed = Some(observe(
+                    self.observed.as_ref(),
+                    Record::of(&lease),
+                    Instant::now(),
+                ));
+                self.lease = Some(lease);
+                Ok(Round::Holding)
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                tracing::debug!(lease = %self.settings.name, "another candidate wrote the Lease first");
+                Ok(Round::Waiting(decision))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Renews until leadership is lost (the returned [`Leadership`] says
+    /// when) or [`Leadership::step_down`] is called.
+    pub fn keep(self) -> Leadership {
+        let (lost_tx, lost_rx) = oneshot::channel();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let task = tokio::spawn(self.renew_until_lost(lost_tx, stop_rx));
+        Leadership {
+            lost: lost_rx,
+            stop: Some(stop_tx),
+            task,
+        }
+    }
+
+    async fn renew_until_lost(
+        mut self,
+        lost: oneshot::Sender<LostLease>,
+        mut stop: oneshot::Receiver<()>,
+    ) {
+        let mut renewed_at = Instant::now();
+        loop {
+            let deadline = renewed_at + self.settings.renew_deadline;
+            let retry_period = self.settings.retry_period;
+            let renewal = async {
+                tokio::time::sleep(retry_period).await;
+                tokio::time::timeout_at(deadline, self.round()).await
+            };
+            let round = tokio::select! {
+                _ = &mut stop => {
+                    self.stop_leading().await;
+                    return;
+                }
+                round = renewal => round,
+            };
+            let error = match round {
+                Ok(Ok(Round::Holding)) => {
+                    renewed_at = Instant::now();
+                    continue;
+                }
+                Ok(Ok(Round::Waiting(Attempt::Wait { holder, .. }))) => {
+                    let _receiver_gone = lost.send(LostLease::TakenBy { holder });
+                    return;
+                }
+                Ok(Ok(Round::Waiting(other))) => format!("renewal not written ({other:?})"),
+                Ok(Err(error)) => error_chain(&error),
+                Err(_) => "renewal timed out".to_owned(),
+            };
+            if Instant::now() >= deadline {
+                let _receiver_gone = lost.send(LostLease::NotRenewed {
+                    deadline: self.settings.renew_deadline,
+                    last: error,
+                });
+                return;
+            }
+            tracing::warn!(lease = %self.settings.name, %error, "cannot renew the leader Lease; retrying");
+        }
+    }
+
+    /// On a graceful stop: release the Lease, or keep it until it expires.
+    async fn stop_leading(&mut self) {
+        if self.settings.release_on_stop {
+            self.release().await;
+        } else {
+            tracing::info!(lease = %self.settings.name, "stopping; the leader Lease is kept until it expires");
+        }
+    }
+
+    /// Gives the Lease up if this process still holds it (a read, then an
+    /// update with its resourceVersion), within one retry period.
+    async fn release(&mut self) {
+        let release = async {
+            let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
+                return Ok(false);
+            };
+            let record = Record::of(&lease);
+            if record.holder != self.settings.identity {
+                return Ok(false);
+            }
+            let mut lease = lease;
+            lease.spec = Some(released(&record, Timestamp::now()));
+            self.api
+                .replace(&self.settings.name, &PostParams::default(), &lease)
+                .await
+                .map(|_| true)
+        };
+        match tokio::time::timeout(self.settings.retry_period, release).await {
+            Ok(Ok(true)) => {
+                tracing::info!(lease = %self.settings.name, "released the leader Lease")
+            }
+            Ok(Ok(false)) => {
+                tracing::info!(lease = %self.settings.name, "the leader Lease is no longer ours; nothing to release")
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(lease = %self.settings.name, error = %error_chain(&error), "cannot release the leader Lease; it expires by itself")
+            }
+            Err(_) => {
+                tracing::warn!(lease = %self.settings.name, "releasing the leader Lease timed out; it expires by itself")
+            }
+        }
+    }
+}
+
+/// Leadership being kept by a background renewal.
+pub struct Leadership {
+    lost: oneshot::Receiver<LostLease>,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Leadership {
+    /// Resolves when leadership is lost (never while it is kept).
+    pub async fn lost(&mut self) -> LostLease {
+        (&mut self.lost).await.unwrap_or(LostLease::RenewalGone)
+    }
+
+    /// Stops renewing and, if configured, releases the Lease. Call after
+    /// the leader's work has stopped.
+    pub async fn step_down(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _renewal_gone = stop.send(());
+        }
+        if let Err(error) = self.task.await {
+            tracing::warn!(%error, "the Lease renewal ended abnormally");
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "leader_tests.rs"]
+mod tests;
