@@ -193,7 +193,10 @@ pub fn release_csv(
         .as_ref()
         .and_then(|pod| pod.service_account_name.clone())
         .unwrap_or_else(|| "default".to_owned());
-    let permissions = install::namespace_permissions(&sources.namespace_rules)?;
+    let permissions = own_operator_condition_only(
+        install::namespace_permissions(&sources.namespace_rules)?,
+        &name,
+    );
 
     let crd = &sources.crd;
     let storage_version = crd
@@ -330,6 +333,26 @@ pub fn release_csv(
     })
 }
 
+/// The rules with every `operatorconditions` rule limited to the CSV's own
+/// OperatorCondition (`resourceNames: [<csv name>]`), as OLM's own Role is:
+/// in a namespace shared with other operators, rights on every
+/// OperatorCondition could hold back or release theirs.
+fn own_operator_condition_only(rules: Vec<PolicyRule>, csv_name: &str) -> Vec<PolicyRule> {
+    rules
+        .into_iter()
+        .map(|mut rule| {
+            let conditions = rule
+                .resources
+                .as_ref()
+                .is_some_and(|resources| resources.iter().any(|r| r == "operatorconditions"));
+            if conditions {
+                rule.resource_names = Some(vec![csv_name.to_owned()]);
+            }
+            rule
+        })
+        .collect()
+}
+
 /// The package icon (also the catalog's).
 pub fn icon() -> Icon {
     Icon {
@@ -411,6 +434,19 @@ mod tests {
             {"name": "OPERATOR_CONDITION_NAME", "value": "upgrade-gate.v7.10.0"}
         )));
         assert_eq!(value["spec"]["installModes"].as_array().unwrap().len(), 4);
+        let rules = value["spec"]["install"]["spec"]["permissions"][0]["rules"]
+            .as_array()
+            .unwrap();
+        let condition_rules: Vec<&Value> = rules
+            .iter()
+            .filter(|rule| rule["resources"] == serde_json::json!(["operatorconditions"]))
+            .collect();
+        assert_eq!(condition_rules.len(), 1, "{rules:?}");
+        assert_eq!(
+            condition_rules[0]["resourceNames"],
+            serde_json::json!(["upgrade-gate.v7.10.0"]),
+            "only its own OperatorCondition"
+        );
     }
 
     #[test]
