@@ -6,13 +6,17 @@
 #   tools/image.sh base                  localhost/upgrade-gate-base:<hash of its package spec>
 #   tools/image.sh app                   localhost/upgrade-gate:<app version>, from the
 #                                        gate's and the sample's [[bin]]s built by cargo on the host
+#   tools/image.sh gate                  localhost/upgrade-gate-hold:<gate version>: the static
+#                                        (musl) upgrade-gate binary alone, FROM scratch
 #
 # Archives: $UPGRADE_GATE_CACHE/images/pause-3.10.oci.tar (shared), and the
-# checkout's own target/images/upgrade-gate-<version>.oci.tar (two checkouts
-# may build the same tag from different sources). Prints the archive path
-# (pause, app) or the image reference (base) on stdout.
-# Owns: tools/pause/, the root Containerfile's build; writes only to the
-# cache, to podman's storage and to target/image-bins/ (the prebuilt context).
+# checkout's own target/images/upgrade-gate-<version>.oci.tar and
+# upgrade-gate-hold-<gate version>.oci.tar (two checkouts may build the same
+# tag from different sources). Prints the archive path (pause, app, gate) or
+# the image reference (base) on stdout.
+# Owns: tools/pause/, the root Containerfile's and Containerfile.gate's
+# builds; writes only to the cache, to podman's storage and to
+# target/image-bins/ and target/gate-image/ (the prebuilt contexts).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -160,12 +164,57 @@ build_app() {
   printf '%s\n' "$archive"
 }
 
+# The gate-only image: upgrade-gate built for musl (static: no libc in the
+# image), the host's CA bundle, FROM scratch (Containerfile.gate). Tagged with
+# the gate crate's version.
+gate_target=x86_64-unknown-linux-musl
+build_gate() {
+  ensure_debian_packages podman jq file musl-tools ca-certificates
+  if ! rustup target list --installed | grep -qx "$gate_target"; then
+    log "rustup target add $gate_target"
+    rustup target add "$gate_target" >&2
+  fi
+  local metadata version target_dir
+  metadata=$(cd "$repo_root" && cargo metadata --no-deps --format-version 1)
+  target_dir=$(jq -r .target_directory <<<"$metadata")
+  version=$(jq -r --arg manifest "$repo_root/Cargo.toml" \
+    '.packages[] | select(.manifest_path == $manifest) | .version' <<<"$metadata")
+  local start
+  start=$(now)
+  log "cargo build --release --target $gate_target --bin upgrade-gate"
+  (cd "$repo_root" && cargo build --release --target "$gate_target" --package upgrade-gate --bin upgrade-gate)
+  log "cargo build in $(elapsed_since "$start") s"
+  local binary="$target_dir/$gate_target/release/upgrade-gate"
+  # Static: the image has no loader and no libc to resolve anything with.
+  if ! file "$binary" | grep -q 'static'; then
+    echo "$binary is not statically linked: $(file -b "$binary")" >&2
+    exit 1
+  fi
+
+  hold_lock images
+  local tag="localhost/upgrade-gate-hold:$version"
+  local staged="$repo_root/target/gate-image"
+  rm -rf "$staged"
+  mkdir -p "$staged"
+  cp -p "$binary" "$staged/upgrade-gate"
+  cp -L /etc/ssl/certs/ca-certificates.crt "$staged/ca-certificates.crt"
+  start=$(now)
+  podman build --quiet --build-arg "VERSION=$version" \
+    -f "$repo_root/Containerfile.gate" -t "$tag" "$staged" >/dev/null
+  log "built $tag ($(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si) uncompressed) in $(elapsed_since "$start") s"
+  local archive="$target_dir/images/upgrade-gate-hold-$version.oci.tar"
+  mkdir -p "$target_dir/images"
+  save_archive "$tag" "$archive"
+  printf '%s\n' "$archive"
+}
+
 case ${1:-} in
   pause) build_pause ;;
   base) build_base ;;
   app) build_app ;;
+  gate) build_gate ;;
   *)
-    echo "usage: $0 pause | base | app" >&2
+    echo "usage: $0 pause | base | app | gate" >&2
     exit 2
     ;;
 esac
