@@ -7,6 +7,8 @@ set positional-arguments := false
 # The sample application's version: the newest release this build plays by
 # default, and the tag of its image.
 version := `sed -n 's/^version = "\(.*\)"$/\1/p' app/Cargo.toml | head -n1`
+# The gate crate's version: the tag of the gate-only image.
+gate_version := `sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1`
 # Built tools, base images and other caches live outside the work tree.
 cache := env_var_or_default("UPGRADE_GATE_CACHE", env_var("HOME") / ".cache/upgrade-gate")
 
@@ -35,6 +37,7 @@ test:
 # Unit, mocked-API and doc tests (plain `cargo test`), then the binaries as processes.
 test-fast:
     cargo test
+    cargo test --package upgrade-gate --features testing --doc
     cargo build --workspace --bins
     cargo test --package upgrade-gate-tests --test cli
 
@@ -109,13 +112,26 @@ pause-image:
 base-image:
     UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh base
 
-# Build localhost/upgrade-gate:<version> from host-built release binaries + OCI archive.
+# Build both images + OCI archives: the sample's localhost/upgrade-gate:<version>
+# (every binary, PostgreSQL client) and the gate-only localhost/upgrade-gate-hold:<gate version>.
 image:
     UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh app
+    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh gate
 
-# Print the path of the image's OCI archive (written by `just image`).
+# Print the path of the sample image's OCI archive (written by `just image`).
 image-archive:
     @echo "{{justfile_directory()}}/target/images/upgrade-gate-{{version}}.oci.tar"
+
+# Print the path of the gate-only image's OCI archive (written by `just image`).
+gate-image-archive:
+    @echo "{{justfile_directory()}}/target/images/upgrade-gate-hold-{{gate_version}}.oci.tar"
+
+# Install the kubectl plugin (`kubectl upgrade-gate status`): the upgrade-gate
+# binary under the name kubectl looks for, in DIR (on PATH).
+install-plugin DIR=(env_var("HOME") / ".local/bin"):
+    cargo build --release --package upgrade-gate --bin upgrade-gate
+    install -D -m 0755 target/release/upgrade-gate "{{DIR}}/kubectl-upgrade_gate"
+    @echo "installed {{DIR}}/kubectl-upgrade_gate: run kubectl upgrade-gate status -A"
 
 # ---- Local cluster harness (harness/, docs/harness.md) ----
 # `cluster` is the harness CLI; the cluster's components outlive it (daemons),
@@ -131,16 +147,17 @@ cluster_test_threads := "6"
 cluster-up NAME="dev": cluster-bins pause-image image
     UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)" \
     UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}" \
-      {{cluster}} up {{NAME}} --image "$(just image-archive)"
+      {{cluster}} up {{NAME}} --image "$(just image-archive)" --image "$(just gate-image-archive)"
 
 # Print `export` lines (KUBECONFIG, DATABASE_URL, ...) for: eval "$(just cluster-env NAME)"
 cluster-env NAME="dev":
     @{{cluster}} env {{NAME}}
     @echo "export UPGRADE_GATE_IMAGE=localhost/upgrade-gate:{{version}}"
+    @echo "export UPGRADE_GATE_HOLD_IMAGE=localhost/upgrade-gate-hold:{{gate_version}}"
 
 # (Re)build our image and import it into cluster NAME's containerd.
 cluster-load NAME="dev": image
-    {{cluster}} load {{NAME}} "$(just image-archive)"
+    {{cluster}} load {{NAME}} "$(just image-archive)" "$(just gate-image-archive)"
 
 # Tear cluster NAME down; fails if anything of it is left.
 cluster-down NAME="dev":
@@ -181,10 +198,11 @@ test-cluster FILTER="": cluster-bins pause-image image
     trap finish EXIT
     export UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)"
     export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
-    "$cluster_bin" up "$name" --image "$(just image-archive)"
+    "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)"
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
     sampler=$!
     eval "$("$cluster_bin" env "$name")"
     export UPGRADE_GATE_IMAGE="localhost/upgrade-gate:{{version}}"
+    export UPGRADE_GATE_HOLD_IMAGE="localhost/upgrade-gate-hold:{{gate_version}}"
     cargo build --workspace --bins
     cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}

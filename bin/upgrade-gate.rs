@@ -1,17 +1,25 @@
 //! `upgrade-gate`: the init container that closes the OLM upgrade gate
-//! before the operator starts (`hold`), and the tool that opens it
-//! (`release`) or explains it (`status`). Parses the command line, calls
-//! `upgrade_gate::gate`, prints the result and exits with the documented
-//! code. No logic of its own.
+//! before the operator starts (`hold`), the tool that opens it (`release`)
+//! or explains it (`status`), the bundle checker (`lint-bundle`) — and,
+//! run under the name `kubectl-upgrade_gate`, the kubectl plugin
+//! (`kubectl upgrade-gate status`). Parses the command line, calls the
+//! library, prints the result and exits with the documented code. No logic
+//! of its own.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::time::Instant;
+use upgrade_gate::bundle_lint::{self, LINT_EXIT_CODES, Version};
 use upgrade_gate::gate::{self, GateError, Outcome, Target};
+use upgrade_gate::plugin::{self, Format, Scope};
 use upgrade_gate::shutdown;
 use upgrade_gate::telemetry::{LogArgs, init_logging};
+
+/// The name kubectl runs the plugin by (`kubectl upgrade-gate ...`).
+const PLUGIN_NAME: &str = "kubectl-upgrade_gate";
 
 const ABOUT: &str =
     "Holds OLM's upgrade gate (OperatorCondition Upgradeable) while an operator upgrades its data";
@@ -24,9 +32,18 @@ spec.conditions of the CSV's OperatorCondition and waits until OLM has copied it
 current generation, so OLM cannot replace the operator before its main container even starts. The \
 operator (or `upgrade-gate release`) sets Upgradeable=True when its upgrade is complete.
 
-Outside OLM (the cluster does not serve operators.coreos.com/v2 operatorconditions, or no name is \
-configured) every command logs why and exits 0. An API server that cannot be reached is not \
-\"outside OLM\": that fails closed.
+Which OperatorCondition: OLM does not inject OPERATOR_CONDITION_NAME into init containers, so write it \
+literally in the CSV. With POD_NAME (downward API) and get on pods, replicasets and deployments, hold \
+also finds the name itself (pod -> ReplicaSet -> Deployment -> its CSV) and refuses a configured name \
+that is not the pod's CSV. Under OLM v0 with no name and no way to find one, hold fails (exit 13): it \
+never passes silently.
+
+Without OLM (the cluster serves neither OLM v0's operatorconditions nor OLM v1's clusterextensions), \
+under OLM v1 (which has no OperatorConditions) and for a Deployment OLM did not install, every command \
+logs why in one line and exits 0. An API server that cannot be reached fails closed.
+
+Also: `upgrade-gate lint-bundle DIR` checks an operator's bundle for what the gate needs; as \
+`kubectl-upgrade_gate` on PATH this binary is the kubectl plugin `kubectl upgrade-gate status`.
 
 Logs go to stderr (RUST_LOG sets the level, default info); `status` prints to stdout.";
 
@@ -54,9 +71,13 @@ enum Command {
     /// Open the gate (Upgradeable=True; the entry is never removed). For Jobs, scripts and people.
     #[command(after_long_help = exit_codes_help())]
     Release(ReleaseArgs),
-    /// Show what OLM will decide about upgrading, and why.
+    /// Show what OLM will decide about upgrading, and why (one OperatorCondition; every CSV:
+    /// `kubectl upgrade-gate status`).
     #[command(after_long_help = exit_codes_help())]
     Status(StatusArgs),
+    /// Check an operator's bundle (registry+v1 directory) for what the gate needs.
+    #[command(after_long_help = lint_exit_codes_help())]
+    LintBundle(LintArgs),
 }
 
 #[derive(Debug, Args)]
@@ -65,10 +86,15 @@ struct TargetArgs {
     /// OPERATOR_CONDITION_NAME into init containers, so set it literally in the CSV.
     #[arg(long, env = "OPERATOR_CONDITION_NAME")]
     name: Option<String>,
-    /// When no name is given: read it from this Deployment's `olm.owner` label or
-    /// ClusterServiceVersion ownerReference (needs `get` on deployments).
+    /// The operator Deployment: its `olm.owner` label or ClusterServiceVersion ownerReference
+    /// gives the name, or checks the configured one (needs `get` on that Deployment).
     #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
     deployment: Option<String>,
+    /// This pod's name (set POD_NAME from the downward API, metadata.name): hold follows
+    /// pod -> ReplicaSet -> Deployment -> CSV to find or check the name (needs `get` on pods,
+    /// replicasets and deployments; without those rights the configured name is used as is).
+    #[arg(long, env = "POD_NAME")]
+    pod: Option<String>,
     /// Namespace of the OperatorCondition. Default: the pod's, from the service-account
     /// mount (/var/run/secrets/kubernetes.io/serviceaccount/namespace).
     #[arg(long, env = "POD_NAMESPACE")]
@@ -91,6 +117,10 @@ struct HoldArgs {
     /// operator opens the gate when its upgrade is complete". Kept when spec already says False.
     #[arg(long, env = "UPGRADE_GATE_MESSAGE")]
     message: Option<String>,
+    /// When an admin's spec.overrides sets Upgradeable=True (OLM then ignores the gate), warn
+    /// and exit 0 instead of failing with exit 12.
+    #[arg(long, env = "UPGRADE_GATE_ALLOW_OVERRIDE")]
+    allow_override: bool,
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +156,35 @@ enum Output {
     Json,
 }
 
+#[derive(Debug, Args)]
+struct LintArgs {
+    /// Bundle directories (each with manifests/ holding one ClusterServiceVersion).
+    #[arg(required = true, value_name = "DIR")]
+    bundles: Vec<PathBuf>,
+    /// Output: one line per finding (`FILE: SEVERITY: FIELD: MESSAGE`), or one JSON document.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// Count warnings as problems (exit 1).
+    #[arg(long)]
+    strict: bool,
+    /// Releases whose upgrade must run (comma-separated versions, e.g. 7.10.0): a skipRange
+    /// or skips that jumps over one is named in its warning.
+    #[arg(long, value_delimiter = ',', value_parser = parse_version)]
+    must_run: Vec<Version>,
+}
+
+fn parse_version(text: &str) -> Result<Version, String> {
+    Version::parse(text).map_err(|e| format!("{text:?} is not a version like 1.2.3: {e}"))
+}
+
+fn lint_exit_codes_help() -> String {
+    let table: Vec<String> = LINT_EXIT_CODES
+        .iter()
+        .map(|(code, meaning)| format!("  {code:>3}  {meaning}"))
+        .collect();
+    format!("Exit codes:\n{}", table.join("\n"))
+}
+
 fn parse_timeout(text: &str) -> Result<Duration, String> {
     let seconds = text.parse::<u64>().map(Duration::from_secs);
     let friendly = || {
@@ -141,17 +200,25 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
+    let invoked_as = std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    if invoked_as.starts_with(PLUGIN_NAME) {
+        return plugin_main();
+    }
     let cli = Cli::parse();
     init_logging(cli.logging.log_format);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    if let Command::LintBundle(args) = &cli.command {
+        return ExitCode::from(lint(args));
+    }
+    let runtime = match runtime() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("upgrade-gate: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let result = runtime.block_on(async {
         // Installed before any request: as PID 1 an unhandled SIGTERM is ignored.
@@ -170,26 +237,74 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            eprintln!("upgrade-gate: cannot start the async runtime: {error}");
+            ExitCode::FAILURE
+        })
+}
+
+/// `lint-bundle`: pure file checks, no runtime.
+fn lint(args: &LintArgs) -> u8 {
+    let mut reports = Vec::new();
+    let mut code = 0;
+    for dir in &args.bundles {
+        match bundle_lint::lint_bundle(dir, &args.must_run) {
+            Ok(report) => {
+                code = code.max(report.exit_code(args.strict));
+                reports.push(report);
+            }
+            Err(error) => {
+                eprintln!("upgrade-gate lint-bundle: {}", one_line(&error.to_string()));
+                code = 2;
+            }
+        }
+    }
+    match args.output {
+        Output::Text => {
+            for report in &reports {
+                for finding in &report.findings {
+                    println!("{}", finding.line());
+                }
+                if report.findings.is_empty() {
+                    eprintln!("{}: {} is ready for the gate", report.bundle, report.csv);
+                }
+            }
+        }
+        Output::Json => {
+            match serde_json::to_string_pretty(&serde_json::json!({ "bundles": reports })) {
+                Ok(text) => println!("{text}"),
+                Err(error) => {
+                    eprintln!("upgrade-gate lint-bundle: cannot render JSON: {error}");
+                    code = 2;
+                }
+            }
+        }
+    }
+    code
+}
+
 async fn run(command: Command) -> Result<Outcome, GateError> {
     let target_args = match &command {
         Command::Hold(args) => &args.target,
         Command::Release(args) => &args.target,
         Command::Status(args) => &args.target,
-    };
-    let deadline = Instant::now() + target_args.timeout;
-    let Some(target) = target(target_args)? else {
-        if matches!(command, Command::Status(_)) {
+        Command::LintBundle(_) => {
             return Err(GateError::InvalidInput(
-                "status needs --name, OPERATOR_CONDITION_NAME or --deployment".into(),
+                "lint-bundle runs without a cluster".into(),
             ));
         }
-        return Ok(Outcome::OutsideOlm(gate::OutsideOlm::NoNameConfigured));
     };
+    let deadline = Instant::now() + target_args.timeout;
+    let target = target(target_args)?;
     match command {
         Command::Hold(args) => {
             let entry = gate::hold_entry(Some(&args.reason), args.message.as_deref())?;
             let client = gate::connect().await?;
-            gate::hold(&client, &target, &entry, deadline).await
+            gate::hold(&client, &target, &entry, args.allow_override, deadline).await
         }
         Command::Release(args) => {
             let entry = gate::release_entry(Some(&args.reason), args.message.as_deref())?;
@@ -197,6 +312,11 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             gate::release(&client, &target, &entry, args.wait, deadline).await
         }
         Command::Status(args) => {
+            if target.name.is_none() && target.pod.is_none() && target.deployment.is_none() {
+                return Err(GateError::InvalidInput(
+                    "status needs --name (OPERATOR_CONDITION_NAME), --deployment or --pod (POD_NAME); every CSV's gate: kubectl upgrade-gate status".into(),
+                ));
+            }
             let client = gate::connect().await?;
             let outcome = gate::status(&client, &target, deadline).await?;
             if let Outcome::Reported(report) = &outcome {
@@ -212,10 +332,11 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             }
             Ok(outcome)
         }
+        Command::LintBundle(_) => unreachable!("handled before the runtime starts"),
     }
 }
 
-fn target(args: &TargetArgs) -> Result<Option<Target>, GateError> {
+fn target(args: &TargetArgs) -> Result<Target, GateError> {
     let needs_file = args
         .namespace
         .as_deref()
@@ -224,6 +345,7 @@ fn target(args: &TargetArgs) -> Result<Option<Target>, GateError> {
     gate::resolve_target(
         args.name.as_deref(),
         args.deployment.as_deref(),
+        args.pod.as_deref(),
         args.namespace.as_deref(),
         file.as_deref(),
     )
@@ -231,25 +353,182 @@ fn target(args: &TargetArgs) -> Result<Option<Target>, GateError> {
 
 fn report(outcome: &Outcome) {
     match outcome {
-        Outcome::Held { confirmed, wrote } => tracing::info!(
+        Outcome::Held {
+            name,
+            confirmed,
+            wrote,
+        } => tracing::info!(
+            operator_condition = %name,
             generation = confirmed.generation(),
             reason = confirmed.reason(),
             wrote,
             "OLM confirmed Upgradeable=False: the gate is closed"
         ),
-        Outcome::Released { wrote, confirmed } => match confirmed {
+        Outcome::Released {
+            name,
+            wrote,
+            confirmed,
+        } => match confirmed {
             Some(confirmed) => tracing::info!(
+                operator_condition = %name,
                 generation = confirmed.generation(),
                 wrote,
                 "OLM confirmed Upgradeable=True: the gate is open"
             ),
             None => tracing::info!(
+                operator_condition = %name,
                 wrote,
                 "spec says Upgradeable=True: the gate opens once OLM copies it"
             ),
         },
         Outcome::Reported(_) => {}
         Outcome::OutsideOlm(why) => tracing::info!("{why}"),
+    }
+}
+
+const PLUGIN_ABOUT: &str =
+    "Every CSV with its upgrade gate: OLM's verdict, the CSV waiting on it and since when";
+
+#[derive(Debug, Parser)]
+#[command(name = "kubectl upgrade-gate", bin_name = "kubectl upgrade-gate", version, about = PLUGIN_ABOUT, after_long_help = plugin_exit_codes_help())]
+struct PluginCli {
+    /// Path to the kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, global = true)]
+    context: Option<String>,
+    /// The namespace (default: the context's).
+    #[arg(short = 'n', long, global = true)]
+    namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long, global = true, conflicts_with = "namespace")]
+    all_namespaces: bool,
+    #[command(subcommand)]
+    command: PluginCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum PluginCommand {
+    /// List every CSV with its gate: OLM's verdict (UPGRADEABLE, BY which rule), the reason in
+    /// status, the CSV waiting to replace it (NEXT), its phase and for how long (WAITING).
+    #[command(after_long_help = plugin_exit_codes_help())]
+    Status(PluginStatusArgs),
+}
+
+#[derive(Debug, Args)]
+struct PluginStatusArgs {
+    /// Output format (default: a table).
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<PluginOutput>,
+    /// After the list, print each row again when it changes (Ctrl-C ends it, exit 0).
+    #[arg(short = 'w', long)]
+    watch: bool,
+    /// Give up listing after this long (e.g. 30s).
+    #[arg(long, default_value = "30s", value_parser = parse_timeout)]
+    request_timeout: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PluginOutput {
+    /// The table with the override, the gate's age and OLM's message.
+    Wide,
+    /// `{"items": [...]}` (with --watch: one row per line).
+    Json,
+    /// `items: [...]` (with --watch: one document per row).
+    Yaml,
+}
+
+fn plugin_exit_codes_help() -> String {
+    let codes = [0, 2, 3, 4, 5, 7, 8, 10];
+    let table: Vec<String> = gate::EXIT_CODES
+        .iter()
+        .filter(|(code, _)| codes.contains(code))
+        .map(|(code, meaning)| match code {
+            0 => format!("  {code:>3}  listed (or the cluster has no OLM v0: one line says so); --watch ended by Ctrl-C"),
+            4 => format!("  {code:>3}  forbidden: list and watch on clusterserviceversions and operatorconditions are needed"),
+            5 => format!("  {code:>3}  not found: the cluster does not serve the listed resource"),
+            _ => format!("  {code:>3}  {meaning}"),
+        })
+        .collect();
+    format!(
+        "Exit codes (one line on stderr says why):\n{}",
+        table.join("\n")
+    )
+}
+
+fn plugin_main() -> ExitCode {
+    let cli = PluginCli::parse();
+    init_logging(upgrade_gate::telemetry::LogFormat::Text);
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    let PluginCommand::Status(args) = cli.command;
+    let format = match args.output {
+        None => Format::Table,
+        Some(PluginOutput::Wide) => Format::Wide,
+        Some(PluginOutput::Json) => Format::Json,
+        Some(PluginOutput::Yaml) => Format::Yaml,
+    };
+    let result = runtime.block_on(async {
+        let mut stop = shutdown::listen();
+        let work = async {
+            let (client, context_namespace) =
+                plugin::connect(cli.kubeconfig.as_deref(), cli.context.as_deref()).await?;
+            let scope = if cli.all_namespaces {
+                Scope::All
+            } else {
+                Scope::Namespace(cli.namespace.clone().unwrap_or(context_namespace))
+            };
+            let deadline = Instant::now() + args.request_timeout;
+            let listed = plugin::list(&client, &scope, deadline).await?;
+            match listed.olm {
+                gate::Olm::V0 => {}
+                gate::Olm::V1 => {
+                    eprintln!("OLM v1 runs here: {}", gate::OLM_V1_PROTECTION);
+                    return Ok(());
+                }
+                gate::Olm::None => {
+                    eprintln!("the cluster serves no OLM API: no CSVs, no gates");
+                    return Ok(());
+                }
+            }
+            if args.watch {
+                return plugin::watch(&client, &scope, format, cli.all_namespaces, |text| {
+                    print!("{text}")
+                })
+                .await;
+            }
+            if listed.rows.is_empty() && matches!(format, Format::Table | Format::Wide) {
+                match &scope {
+                    Scope::All => eprintln!("No ClusterServiceVersions found."),
+                    Scope::Namespace(namespace) => {
+                        eprintln!("No ClusterServiceVersions found in {namespace} namespace.")
+                    }
+                }
+                return Ok(());
+            }
+            let now = k8s_openapi::jiff::Timestamp::now();
+            print!(
+                "{}",
+                plugin::render(&listed.rows, format, cli.all_namespaces, now)?
+            );
+            Ok(())
+        };
+        match stop.unless_stopped(work).await {
+            Ok(result) => result,
+            // Ctrl-C is how a watch ends.
+            Err(_) if args.watch => Ok(()),
+            Err(signal) => Err(GateError::Stopped(signal)),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kubectl upgrade-gate: {}", one_line(&error.to_string()));
+            ExitCode::from(gate::exit_code(&Err(error)))
+        }
     }
 }
 
@@ -276,5 +555,6 @@ mod tests {
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+        PluginCli::command().debug_assert();
     }
 }

@@ -7,8 +7,12 @@
 #      + operatorhub + good-practices: tools/olm/cmd/validate-bundle, the
 #      stand-in for `operator-sdk bundle validate --select-optional
 #      suite=operatorframework`);
-#   3. both catalogs pass `opm validate`;
-#   4. the GitHub workflows pass actionlint.
+#   3. each bundle has what the gate needs (`upgrade-gate lint-bundle`:
+#      the hold init container first, its literal OPERATOR_CONDITION_NAME,
+#      rights limited to the CSV's own OperatorCondition, Recreate, a
+#      readiness probe; warnings on skipRange/skips);
+#   4. both catalogs pass `opm validate`;
+#   5. the GitHub workflows pass actionlint.
 # Needs the tools directory (`just cluster-bins`). Reads the work tree only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,6 +45,13 @@ for bundle in bundle/*/; do
     failed=1
   fi
 done
+
+step "upgrade-gate lint-bundle (what the gate needs)"
+if cargo run --quiet --package upgrade-gate --bin upgrade-gate -- lint-bundle --strict bundle/*/; then
+  echo "ok    bundle/*/"
+else
+  failed=1
+fi
 
 step "opm validate"
 for catalog in catalog catalog-local; do

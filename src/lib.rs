@@ -10,16 +10,51 @@
 //! (or `upgrade-gate release`, or any client of this library) opens it with
 //! `Upgradeable=True` when its upgrade is complete.
 //!
+//! Operators in any language use the `upgrade-gate` binary (its image holds
+//! nothing else); operators written in Rust can also use this library:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use upgrade_gate::operator_condition::{OperatorConditionClient, Reason, UpgradeableEntry};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! // OLM injects the name into the operator's (main) containers.
+//! let name = std::env::var("OPERATOR_CONDITION_NAME")?;
+//! let client = kube::Client::try_default().await?;
+//! let condition = OperatorConditionClient::new(client, "operators", &name);
+//! let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+//!
+//! // The data upgrade is done: let OLM move on (opening means True, never removal).
+//! let entry = UpgradeableEntry::open(Reason::new("UpgradeComplete")?, "schema is at 1.2.0")?;
+//! let confirmed = condition
+//!     .wait_for_olm(condition.set(&entry, deadline).await?, deadline)
+//!     .await?;
+//! println!("OLM shows Upgradeable=True at generation {}", confirmed.generation());
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The modules, one per concern (each says in its own comment what it owns
 //! and what it must not touch):
 //!
 //! | module | concern |
 //! | --- | --- |
 //! | [`operator_condition`] | OLM's v2 `OperatorCondition`: the `Upgradeable` entry, OLM's verdict, writes that wait for OLM |
-//! | [`gate`] | `upgrade-gate hold` / `release` / `status`: the init container's steps and exit codes |
+//! | [`gate`] | `upgrade-gate hold` / `release` / `status`: which OLM, which OperatorCondition (fail closed), the init container's steps and exit codes |
+//! | [`bundle_lint`] | `upgrade-gate lint-bundle`: what an operator's bundle needs for the gate to hold |
+//! | [`plugin`] | `kubectl upgrade-gate status`: every CSV's gate and the CSV waiting on it |
 //! | [`telemetry`] | logging set-up and one-line error rendering |
 //! | [`shutdown`] | the SIGTERM / SIGINT stop request a process honours (PID 1 in a container) |
+//! | `testing` (feature `testing`) | a fake API server with OLM's copy rules, for tests without a cluster |
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod bundle_lint;
 pub mod gate;
 pub mod operator_condition;
+pub mod plugin;
 pub mod shutdown;
 pub mod telemetry;
+#[cfg(any(test, feature = "testing"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;

@@ -1,33 +1,60 @@
 //! The gate: `upgrade-gate hold` (the operator pod's init container),
 //! `release` and `status`, as library code under the thin `bin/upgrade-gate.rs`.
 //!
-//! Owns: the order of steps for each command — is OLM in play (discovery),
-//! which OperatorCondition, write, wait for OLM — and how each ends
+//! Owns: the order of steps for each command — which OLM (discovery), who
+//! owns the pod (its owner chain), which OperatorCondition (the set-up
+//! rules of [`decide`]), write, wait for OLM — and how each ends
 //! ([`Outcome`], [`GateError`], [`exit_code`]). Must not touch: how the
 //! OperatorCondition is written or read (that is
 //! [`crate::operator_condition`]'s), or any object but the OperatorCondition
-//! and one read of the operator Deployment.
+//! and reads of the pod, its ReplicaSet and its Deployment.
 //!
 //! `hold` closes the race of the feature request: OLM may create the next CSV
 //! seconds after this one succeeds, so the gate must be closed — and OLM
 //! must have *copied* it into status — before the main container starts.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use upgrade_gate::gate::{self, Outcome, resolve_target};
+//!
+//! # async fn example() -> Result<(), upgrade_gate::gate::GateError> {
+//! let client = gate::connect().await?;
+//! let target = resolve_target(Some("my-operator.v1.2.0"), None, None, Some("operators"), None)?;
+//! let entry = gate::hold_entry(None, None)?;
+//! let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+//! match gate::hold(&client, &target, &entry, false, deadline).await? {
+//!     Outcome::Held { name, confirmed, .. } => {
+//!         println!("{name}: OLM shows Upgradeable=False at generation {}", confirmed.generation())
+//!     }
+//!     Outcome::OutsideOlm(why) => println!("nothing to gate: {why}"),
+//!     other => println!("{other:?}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
+mod detect;
 mod outcome;
+mod owner_chain;
 mod report;
+mod setup;
 mod target;
 
-pub use outcome::{EXIT_CODES, GateError, Outcome, OutsideOlm, exit_code, exit_code_table};
-pub use report::{EntryReport, StatusReport};
-pub use target::{
-    NameSource, OLM_OWNER_KIND_LABEL, OLM_OWNER_LABEL, SERVICE_ACCOUNT_NAMESPACE_FILE, Target,
-    owning_csv, resolve_target,
+pub use detect::{CLUSTER_EXTENSIONS, CLUSTER_EXTENSIONS_GROUP_VERSION, Olm, detect_olm};
+pub use outcome::{EXIT_CODES, GateError, Outcome, exit_code, exit_code_table};
+pub use owner_chain::{
+    Chain, OLM_MANAGED_LABEL, OLM_OWNER_KIND_LABEL, OLM_OWNER_LABEL, OLM_V1_OWNER_KIND_LABEL,
+    OLM_V1_OWNER_NAME_LABEL, Owner, controller_of, deployment_owner, owning_csv, read_chain,
 };
+pub use report::{EntryReport, StatusReport};
+pub use setup::{
+    ADD_NAME_TO_CSV, Located, NameFound, OLM_V1_PROTECTION, OutsideOlm, SetupError, decide,
+};
+pub use target::{SERVICE_ACCOUNT_NAMESPACE_FILE, Target, resolve_target};
 
 use tokio::time::Instant;
 
-use crate::operator_condition::{
-    OperatorConditionClient, Reason, UpgradeableEntry, operator_conditions_served,
-};
+use crate::operator_condition::{OlmVerdict, OperatorConditionClient, Reason, UpgradeableEntry};
 
 /// The reason `hold` writes unless told otherwise.
 pub const DEFAULT_HOLD_REASON: &str = "UpgradeInProgress";
@@ -79,53 +106,73 @@ pub async fn connect() -> Result<kube::Client, GateError> {
         .map_err(|e| GateError::NoClusterConfig(e.to_string()))
 }
 
-/// The OperatorCondition to act on, or why OLM is not in play: asks
-/// discovery first (a 403 on the object cannot tell "no OLM" from "not
-/// allowed"), then resolves the name.
-async fn locate(
+/// Observes (which OLM; the pod's owners, when OLM v0 is served) and
+/// decides where the gate acts ([`decide`]).
+pub async fn locate(
+    client: &kube::Client,
+    target: &Target,
+    deadline: Instant,
+) -> Result<(Olm, Located), GateError> {
+    let olm = detect_olm(client, deadline).await?;
+    let chain = if olm == Olm::V0 {
+        read_chain(
+            client,
+            &target.namespace,
+            target.pod.as_deref(),
+            target.deployment.as_deref(),
+            deadline,
+        )
+        .await?
+    } else {
+        Chain::NotAsked
+    };
+    if let Chain::Unreadable(why) = &chain {
+        tracing::info!(%why, "the pod's owners cannot be read (get on pods, replicasets and deployments is optional)");
+    }
+    let located = decide(olm, target.name.as_deref(), &chain)?;
+    if let Located::Gate { name, found } = &located {
+        match found {
+            NameFound::Configured => {}
+            NameFound::ConfirmedByOwner { deployment } => {
+                tracing::info!(operator_condition = %name, %deployment, "the pod's Deployment belongs to the configured CSV")
+            }
+            NameFound::FromOwner { deployment } => {
+                tracing::info!(operator_condition = %name, %deployment, "found the OperatorCondition name on the pod's Deployment")
+            }
+        }
+    }
+    Ok((olm, located))
+}
+
+async fn condition_client(
     client: &kube::Client,
     target: &Target,
     deadline: Instant,
 ) -> Result<Result<OperatorConditionClient, OutsideOlm>, GateError> {
-    if !operator_conditions_served(client, deadline).await? {
-        return Ok(Err(OutsideOlm::ApiNotServed));
-    }
-    let name = match &target.name {
-        NameSource::Given(name) => name.clone(),
-        NameSource::OwnerOfDeployment(deployment) => {
-            match target::owning_csv_of_deployment(client, &target.namespace, deployment, deadline)
-                .await?
-            {
-                Some(name) => {
-                    tracing::info!(%deployment, operator_condition = %name, "found the OperatorCondition name on the Deployment");
-                    name
-                }
-                None => {
-                    return Ok(Err(OutsideOlm::DeploymentNotFromCsv {
-                        deployment: deployment.clone(),
-                    }));
-                }
-            }
-        }
-    };
-    Ok(Ok(OperatorConditionClient::new(
-        client.clone(),
-        &target.namespace,
-        &name,
-    )))
+    Ok(match locate(client, target, deadline).await?.1 {
+        Located::Gate { name, .. } => Ok(OperatorConditionClient::new(
+            client.clone(),
+            &target.namespace,
+            &name,
+        )),
+        Located::Outside(outside) => Err(outside),
+    })
 }
 
 /// `hold`: closes the gate (unless spec already says False, whose reason
 /// and message then stay) and waits until OLM's status shows False at the
-/// current generation. Succeeds only when OLM confirmed it, or when OLM is
-/// not in play.
+/// current generation. Succeeds only when OLM confirmed it, or when no
+/// OperatorCondition guards this operator. An admin's override
+/// `Upgradeable=True` makes OLM ignore the gate: that ends in
+/// [`GateError::Overridden`] unless `allow_override`.
 pub async fn hold(
     client: &kube::Client,
     target: &Target,
     entry: &UpgradeableEntry,
+    allow_override: bool,
     deadline: Instant,
 ) -> Result<Outcome, GateError> {
-    let condition = match locate(client, target, deadline).await? {
+    let condition = match condition_client(client, target, deadline).await? {
         Ok(condition) => condition,
         Err(outside) => return Ok(Outcome::OutsideOlm(outside)),
     };
@@ -135,7 +182,20 @@ pub async fn hold(
         tracing::info!(name = %condition.name(), "spec already says Upgradeable=False; keeping its reason and message");
     }
     let confirmed = condition.wait_for_olm(written, deadline).await?;
-    Ok(Outcome::Held { confirmed, wrote })
+    if let OlmVerdict::OverriddenTrue { message } = confirmed.verdict() {
+        if !allow_override {
+            return Err(GateError::Overridden {
+                name: condition.name().to_owned(),
+                message: message.clone(),
+            });
+        }
+        tracing::warn!(name = %condition.name(), override_message = %message, "spec.overrides sets Upgradeable=True: OLM ignores the gate; starting anyway (--allow-override)");
+    }
+    Ok(Outcome::Held {
+        name: condition.name().to_owned(),
+        confirmed,
+        wrote,
+    })
 }
 
 /// `release`: sets `Upgradeable=True` (never removes the entry); with
@@ -147,7 +207,7 @@ pub async fn release(
     wait: bool,
     deadline: Instant,
 ) -> Result<Outcome, GateError> {
-    let condition = match locate(client, target, deadline).await? {
+    let condition = match condition_client(client, target, deadline).await? {
         Ok(condition) => condition,
         Err(outside) => return Ok(Outcome::OutsideOlm(outside)),
     };
@@ -158,7 +218,11 @@ pub async fn release(
     } else {
         None
     };
-    Ok(Outcome::Released { wrote, confirmed })
+    Ok(Outcome::Released {
+        name: condition.name().to_owned(),
+        wrote,
+        confirmed,
+    })
 }
 
 /// `status`: reads the object once and reports what OLM will decide.
@@ -167,30 +231,26 @@ pub async fn status(
     target: &Target,
     deadline: Instant,
 ) -> Result<Outcome, GateError> {
-    let name_hint = match &target.name {
-        NameSource::Given(name) => name.clone(),
-        NameSource::OwnerOfDeployment(deployment) => format!("(owner of Deployment {deployment})"),
-    };
-    let condition = match locate(client, target, deadline).await? {
-        Ok(condition) => condition,
-        Err(OutsideOlm::ApiNotServed) => {
-            let report = StatusReport::new(&target.namespace, &name_hint, false, None);
+    let (olm, located) = locate(client, target, deadline).await?;
+    let name = match located {
+        Located::Gate { name, .. } => name,
+        Located::Outside(
+            outside @ (OutsideOlm::NotManagedByOlm { .. } | OutsideOlm::ManagedByOlmV1 { .. }),
+        ) => {
+            return Ok(Outcome::OutsideOlm(outside));
+        }
+        Located::Outside(_) => {
+            let name = target.name.clone().unwrap_or_default();
+            let report = StatusReport::new(&target.namespace, &name, olm, None);
             return Ok(Outcome::Reported(Box::new(report)));
         }
-        Err(outside) => return Ok(Outcome::OutsideOlm(outside)),
     };
+    let condition = OperatorConditionClient::new(client.clone(), &target.namespace, &name);
     let object = condition.get(deadline).await?;
-    let report = StatusReport::new(
-        condition.namespace(),
-        condition.name(),
-        true,
-        object.as_ref(),
-    );
+    let report = StatusReport::new(&target.namespace, &name, olm, object.as_ref());
     Ok(Outcome::Reported(Box::new(report)))
 }
 
-#[cfg(test)]
-mod mock_api;
 #[cfg(test)]
 mod mock_tests;
 

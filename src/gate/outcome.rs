@@ -3,53 +3,31 @@
 //! Owns: the exit-code table (one documented code per outcome, also printed
 //! by `--help`) and the pure mapping to it. Must not touch: I/O.
 
-use std::fmt;
-
 use crate::operator_condition::{Confirmed, Error as ConditionError, Obstacle};
 use crate::shutdown::StopSignal;
 
 use super::report::StatusReport;
-
-/// Why the gate did nothing and succeeded: OLM is not in play.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum OutsideOlm {
-    /// The cluster answers but does not serve `operators.coreos.com/v2`
-    /// `operatorconditions`.
-    ApiNotServed,
-    /// Neither `--name`, `OPERATOR_CONDITION_NAME` nor `--deployment` is set.
-    NoNameConfigured,
-    /// The named Deployment is not owned by a ClusterServiceVersion.
-    DeploymentNotFromCsv { deployment: String },
-}
-
-impl fmt::Display for OutsideOlm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OutsideOlm::ApiNotServed => write!(
-                f,
-                "the cluster does not serve operators.coreos.com/v2 operatorconditions: not installed by OLM, nothing to gate"
-            ),
-            OutsideOlm::NoNameConfigured => write!(
-                f,
-                "no OperatorCondition name configured (--name, OPERATOR_CONDITION_NAME, --deployment): not installed by OLM, nothing to gate"
-            ),
-            OutsideOlm::DeploymentNotFromCsv { deployment } => write!(
-                f,
-                "Deployment {deployment} has neither an olm.owner label nor a ClusterServiceVersion owner: not installed by OLM, nothing to gate"
-            ),
-        }
-    }
-}
+use super::setup::{OutsideOlm, SetupError};
 
 /// A successful ending.
 #[derive(Clone, Debug)]
 pub enum Outcome {
-    /// `hold`: OLM confirmed `Upgradeable=False`. `wrote` is false when spec
-    /// already said False (its reason and message were kept).
-    Held { confirmed: Confirmed, wrote: bool },
-    /// `release`: spec says `Upgradeable=True`; `confirmed` when `--wait`.
-    Released {
+    /// `hold`: OLM confirmed `Upgradeable=False`.
+    Held {
+        /// The `OperatorCondition` it closed.
+        name: String,
+        /// OLM's confirmation (its verdict says whether an override wins).
+        confirmed: Confirmed,
+        /// False when spec already said False (its reason and message were kept).
         wrote: bool,
+    },
+    /// `release`: spec says `Upgradeable=True`.
+    Released {
+        /// The `OperatorCondition` it opened.
+        name: String,
+        /// False when spec already said True.
+        wrote: bool,
+        /// OLM's confirmation, with `--wait`.
         confirmed: Option<Confirmed>,
     },
     /// `status`: what OLM will decide.
@@ -70,6 +48,20 @@ pub enum GateError {
     /// Talking to the API server or waiting for OLM failed.
     #[error(transparent)]
     Condition(#[from] ConditionError),
+    /// The set-up leaves the gate no OperatorCondition to act on safely.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// `hold` closed the gate and OLM confirmed it, but an admin's
+    /// `spec.overrides` entry `Upgradeable=True` makes OLM ignore it.
+    #[error(
+        "the gate is closed in status, but spec.overrides of OperatorCondition {name} sets Upgradeable=True ({message:?}), so OLM upgrades anyway: remove the override to let the gate work, or pass --allow-override to start regardless"
+    )]
+    Overridden {
+        /// The `OperatorCondition`.
+        name: String,
+        /// The override's message.
+        message: String,
+    },
     /// SIGTERM or SIGINT came before the command finished.
     #[error(
         "stopped by {0} before the command finished: the gate was not confirmed (an entry may already be written to spec)"
@@ -82,7 +74,7 @@ pub enum GateError {
 pub const EXIT_CODES: &[(u8, &str)] = &[
     (
         0,
-        "done: hold confirmed by OLM, release written (and confirmed with --wait), status printed, or outside OLM (nothing to gate)",
+        "done: hold confirmed by OLM, release written (and confirmed with --wait), status printed, or no OperatorCondition guards this operator (no OLM, OLM v1, a Deployment OLM did not install)",
     ),
     (
         2,
@@ -94,11 +86,11 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         4,
-        "forbidden until --timeout: RBAC does not allow get/update on the OperatorCondition (or get on the Deployment)",
+        "forbidden until --timeout: RBAC does not allow get/update on the OperatorCondition",
     ),
     (
         5,
-        "not found until --timeout: the OperatorCondition (or the --deployment) never appeared",
+        "not found until --timeout: the OperatorCondition never appeared",
     ),
     (
         6,
@@ -124,6 +116,18 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
         11,
         "stopped by SIGTERM or SIGINT before the command finished: the gate was not confirmed",
     ),
+    (
+        12,
+        "overridden: hold closed the gate, but spec.overrides sets Upgradeable=True, so OLM ignores it (--allow-override starts regardless)",
+    ),
+    (
+        13,
+        "set-up: OLM v0 is installed but the OperatorCondition name is unknown: set OPERATOR_CONDITION_NAME on the init container in the CSV",
+    ),
+    (
+        14,
+        "set-up: the configured name is not the CSV that owns this pod's Deployment",
+    ),
 ];
 
 /// The process exit code for a command's result (see [`EXIT_CODES`]).
@@ -133,6 +137,9 @@ pub fn exit_code(result: &Result<Outcome, GateError>) -> u8 {
         GateError::InvalidInput(_) => 2,
         GateError::NoClusterConfig(_) => 10,
         GateError::Stopped(_) => 11,
+        GateError::Overridden { .. } => 12,
+        GateError::Setup(SetupError::NameUnknown { .. }) => 13,
+        GateError::Setup(SetupError::NameMismatch { .. }) => 14,
         GateError::Condition(error) => match error {
             ConditionError::DeadlineReached { last, .. } => match last {
                 Obstacle::Unreachable(_) | Obstacle::Timeout => 3,
@@ -144,7 +151,12 @@ pub fn exit_code(result: &Result<Outcome, GateError>) -> u8 {
                 Obstacle::Rejected { .. } | Obstacle::Unexpected(_) => 8,
             },
             ConditionError::NotConfirmed { .. } => 6,
-            ConditionError::Failed { .. } => 8,
+            ConditionError::Failed { obstacle, .. } => match obstacle {
+                // Refusals a caller chose not to wait out (a list by a person).
+                Obstacle::Forbidden(_) => 4,
+                Obstacle::NotFound(_) => 5,
+                _ => 8,
+            },
             ConditionError::Superseded { .. } => 9,
         },
     }
@@ -174,19 +186,17 @@ mod tests {
     #[test]
     fn exit_code_table_maps_every_ending() {
         let cases: Vec<(&str, Result<Outcome, GateError>, u8)> = vec![
-            (
-                "outside OLM",
-                Ok(Outcome::OutsideOlm(OutsideOlm::ApiNotServed)),
-                0,
-            ),
+            ("outside OLM", Ok(Outcome::OutsideOlm(OutsideOlm::NoOlm)), 0),
             (
                 "released",
                 Ok(Outcome::Released {
+                    name: "x.v1".into(),
                     wrote: true,
                     confirmed: None,
                 }),
                 0,
             ),
+            ("OLM v1", Ok(Outcome::OutsideOlm(OutsideOlm::OlmV1)), 0),
             ("invalid input", Err(GateError::InvalidInput("x".into())), 2),
             (
                 "unreachable",
@@ -248,6 +258,30 @@ mod tests {
                 11,
             ),
             ("SIGINT", Err(GateError::Stopped(StopSignal::Interrupt)), 11),
+            (
+                "overridden",
+                Err(GateError::Overridden {
+                    name: "x.v1".into(),
+                    message: "admin".into(),
+                }),
+                12,
+            ),
+            (
+                "name unknown",
+                Err(GateError::Setup(SetupError::NameUnknown {
+                    why: "w".into(),
+                })),
+                13,
+            ),
+            (
+                "name mismatch",
+                Err(GateError::Setup(SetupError::NameMismatch {
+                    configured: "a.v1".into(),
+                    deployment: "op".into(),
+                    csv: "b.v1".into(),
+                })),
+                14,
+            ),
         ];
         for (case, result, code) in &cases {
             assert_eq!(exit_code(result), *code, "case: {case}");

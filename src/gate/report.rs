@@ -9,16 +9,23 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::detect::Olm;
+use super::setup::OLM_V1_PROTECTION;
 use crate::operator_condition::{ConditionView, CopyState, OlmVerdict, OperatorCondition};
 
 /// One `Upgradeable` entry as shown to people.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryReport {
+    /// `status`: `True`, `False`, `Unknown`.
     pub status: String,
+    /// `reason`.
     pub reason: String,
+    /// `message`.
     pub message: String,
+    /// `lastTransitionTime` (RFC 3339).
     pub last_transition_time: String,
+    /// `observedGeneration` (status entries only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }
@@ -39,12 +46,17 @@ impl EntryReport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusReport {
+    /// The OperatorCondition's namespace.
     pub namespace: String,
+    /// The OperatorCondition's (= the CSV's) name.
     pub name: String,
     /// Whether the cluster serves `operators.coreos.com/v2` operatorconditions.
     pub served: bool,
+    /// Which OLM the cluster runs.
+    pub olm: Olm,
     /// Whether the object exists.
     pub exists: bool,
+    /// `metadata.generation`, when the object exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
     /// The `Upgradeable` entry of `spec.conditions` OLM's copy ends with.
@@ -70,19 +82,21 @@ pub struct StatusReport {
 }
 
 impl StatusReport {
-    /// The report for `namespace/name`, given whether the API is served and
-    /// the object as read (`None`: absent).
+    /// The report for `namespace/name`, given which OLM runs and the object
+    /// as read (`None`: absent).
     pub fn new(
         namespace: &str,
         name: &str,
-        served: bool,
+        olm: Olm,
         object: Option<&OperatorCondition>,
     ) -> StatusReport {
         let verdict = OlmVerdict::of(object);
+        let served = olm == Olm::V0;
         StatusReport {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             served,
+            olm,
             exists: object.is_some(),
             generation: object.map(OperatorCondition::generation),
             spec: object
@@ -97,10 +111,13 @@ impl StatusReport {
             copy: object.map(CopyState::of),
             deployments: object.map(|o| o.deployments().to_vec()).unwrap_or_default(),
             upgradeable: verdict.upgradeable(),
-            explanation: if served {
-                verdict.explanation()
-            } else {
-                "the cluster does not serve operators.coreos.com/v2 operatorconditions: OLM is not installed, nothing blocks upgrades".into()
+            explanation: match olm {
+                Olm::V0 => verdict.explanation(),
+                Olm::V1 => format!("OLM v1 runs here: {OLM_V1_PROTECTION}"),
+                Olm::None => {
+                    "the cluster serves no OLM API: OLM is not installed, nothing blocks upgrades"
+                        .into()
+                }
             },
             verdict,
         }
@@ -115,11 +132,13 @@ impl StatusReport {
         line(&mut out, "Name", &self.name);
         line(&mut out, "Namespace", &self.namespace);
         if !self.served {
-            line(
-                &mut out,
-                "API",
-                "operators.coreos.com/v2 operatorconditions not served",
-            );
+            let api = match self.olm {
+                Olm::V1 => {
+                    "OLM v1 (clusterextensions); operators.coreos.com/v2 operatorconditions not served"
+                }
+                Olm::V0 | Olm::None => "operators.coreos.com/v2 operatorconditions not served",
+            };
+            line(&mut out, "API", api);
         } else if let Some(generation) = self.generation {
             line(&mut out, "Generation", &generation.to_string());
             line(&mut out, "Deployments", &self.deployments.join(", "));
@@ -193,7 +212,7 @@ mod tests {
 
     #[test]
     fn shows_spec_not_yet_copied_and_why_blocked() {
-        let report = StatusReport::new("apps", "app.v2", true, Some(&object()));
+        let report = StatusReport::new("apps", "app.v2", Olm::V0, Some(&object()));
         assert!(!report.upgradeable);
         let text = report.render_text();
         for expected in [
@@ -214,11 +233,18 @@ mod tests {
 
     #[test]
     fn absent_and_not_served() {
-        let absent = StatusReport::new("apps", "app.v2", true, None);
+        let absent = StatusReport::new("apps", "app.v2", Olm::V0, None);
         assert!(absent.upgradeable);
         assert!(absent.render_text().contains("Exists:       no"));
-        let not_served = StatusReport::new("apps", "app.v2", false, None);
+        let not_served = StatusReport::new("apps", "app.v2", Olm::None, None);
         assert!(not_served.render_text().contains("not served"));
         assert!(not_served.upgradeable);
+        let v1 = StatusReport::new("apps", "app.v2", Olm::V1, None);
+        let text = v1.render_text();
+        assert!(
+            text.contains("OLM v1") && text.contains("no OperatorConditions"),
+            "{text}"
+        );
+        assert_eq!(serde_json::to_value(&v1).expect("serializes")["olm"], "v1");
     }
 }

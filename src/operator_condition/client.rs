@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
 
-use super::olm::{Confirmation, CopyState, confirmation};
+use super::olm::{Confirmation, CopyState, OlmVerdict, confirmation};
 use super::resource::{GROUP, OperatorCondition, PLURAL, VERSION};
 use super::upsert::{GateState, UpgradeableEntry, upsert_upgradeable};
 use crate::telemetry::error_chain;
@@ -40,7 +40,12 @@ pub enum Obstacle {
     TooManyRequests(String),
     /// 5xx: the API server failed.
     #[error("server error ({code}): {message}")]
-    ServerError { code: u16, message: String },
+    ServerError {
+        /// The HTTP status code.
+        code: u16,
+        /// The API server's message.
+        message: String,
+    },
     /// No answer: connection refused, reset, DNS or TLS failure.
     #[error("API server unreachable: {0}")]
     Unreachable(String),
@@ -49,7 +54,12 @@ pub enum Obstacle {
     Timeout,
     /// Any other 4xx: the request itself is wrong; retrying will not help.
     #[error("rejected ({code}): {message}")]
-    Rejected { code: u16, message: String },
+    Rejected {
+        /// The HTTP status code.
+        code: u16,
+        /// The API server's message.
+        message: String,
+    },
     /// A response that could not be understood, or a client-side failure.
     #[error("unexpected failure: {0}")]
     Unexpected(String),
@@ -91,25 +101,33 @@ pub enum Error {
     /// A transient obstacle persisted until the deadline.
     #[error("deadline reached while {action}; last: {last}")]
     DeadlineReached {
+        /// What was being done.
         action: &'static str,
+        /// The last obstacle before the deadline.
         last: Obstacle,
     },
     /// The API server refused in a way retrying cannot fix.
     #[error("{action} failed: {obstacle}")]
     Failed {
+        /// What was being done.
         action: &'static str,
+        /// The refusal.
         obstacle: Obstacle,
     },
     /// The write is in spec, but OLM's status copy did not show it in time.
     #[error("deadline reached waiting for OLM to confirm Upgradeable={}: {pending}", .state.condition_status())]
     NotConfirmed {
+        /// The state written.
         state: GateState,
+        /// How far OLM's copy had come.
         pending: CopyState,
     },
     /// While waiting, someone else changed spec's `Upgradeable` entry.
     #[error("while waiting for OLM to confirm Upgradeable={}, spec's Upgradeable entry was changed by someone else (now {})", .wanted.condition_status(), .spec_status.as_deref().unwrap_or("absent"))]
     Superseded {
+        /// The state written.
         wanted: GateState,
+        /// What spec says now (`None`: no `Upgradeable` entry).
         spec_status: Option<String>,
     },
 }
@@ -150,6 +168,7 @@ pub struct Confirmed {
     generation: i64,
     reason: String,
     message: String,
+    verdict: OlmVerdict,
 }
 
 impl Confirmed {
@@ -168,6 +187,12 @@ impl Confirmed {
     /// The message in OLM's status entry.
     pub fn message(&self) -> &str {
         &self.message
+    }
+    /// What OLM decides from the object as confirmed. Usually what the
+    /// state says; but an admin's `spec.overrides` entry wins over it
+    /// ([`OlmVerdict::OverriddenTrue`]: OLM ignores a closed gate).
+    pub fn verdict(&self) -> &OlmVerdict {
+        &self.verdict
     }
 }
 
@@ -456,6 +481,7 @@ impl OperatorConditionClient {
                         generation: object.generation(),
                         reason: entry.map(|e| e.reason().to_owned()).unwrap_or_default(),
                         message: entry.map(|e| e.message().to_owned()).unwrap_or_default(),
+                        verdict: OlmVerdict::of(Some(&object)),
                     });
                 }
                 Confirmation::Superseded { spec_status } => {
@@ -497,8 +523,48 @@ fn poll_backoff() -> ExponentialBuilder {
         .without_max_times()
 }
 
-/// Between failed requests: 200 ms doubling to 5 s, with jitter.
-fn retry_backoff() -> ExponentialBuilder {
+/// How soon a request is tried again after an obstacle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RetryPace {
+    /// At once, on a fresh read: a 409 only says the object changed since
+    /// it was read, and the next read has the change.
+    AtOnce,
+    /// About a second: a missing object or Role (404, 403) appears when
+    /// OLM gets to it; waiting longer only delays the operator's start.
+    Short,
+    /// Backing off to 5 s: the API server is overloaded, failing or gone.
+    Long,
+}
+
+/// Conflicts retried at once in a row before they wait like a 404: a
+/// writer that keeps changing the object gets a moment.
+const CONFLICTS_AT_ONCE: usize = 3;
+
+impl RetryPace {
+    /// The pace for `obstacle`, given how many conflicts came right before it.
+    pub(crate) fn after(obstacle: &Obstacle, conflicts_in_a_row: usize) -> RetryPace {
+        match obstacle {
+            Obstacle::Conflict(_) if conflicts_in_a_row < CONFLICTS_AT_ONCE => RetryPace::AtOnce,
+            Obstacle::Conflict(_) | Obstacle::NotFound(_) | Obstacle::Forbidden(_) => {
+                RetryPace::Short
+            }
+            _ => RetryPace::Long,
+        }
+    }
+}
+
+/// 200 ms doubling to 700 ms, each with up to as much again of jitter:
+/// about a second between tries once it is capped.
+fn short_backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_millis(700))
+        .with_jitter()
+        .without_max_times()
+}
+
+/// 200 ms doubling to 5 s, with jitter.
+fn long_backoff() -> ExponentialBuilder {
     ExponentialBuilder::default()
         .with_min_delay(Duration::from_millis(200))
         .with_max_delay(Duration::from_secs(5))
@@ -506,9 +572,41 @@ fn retry_backoff() -> ExponentialBuilder {
         .without_max_times()
 }
 
+/// The pause before each retry, by [`RetryPace`]: each pace keeps its own
+/// growing backoff.
+struct Pauses {
+    short: backon::ExponentialBackoff,
+    long: backon::ExponentialBackoff,
+    conflicts_in_a_row: usize,
+}
+
+impl Pauses {
+    fn new() -> Pauses {
+        Pauses {
+            short: short_backoff().build(),
+            long: long_backoff().build(),
+            conflicts_in_a_row: 0,
+        }
+    }
+
+    fn after(&mut self, obstacle: &Obstacle) -> Duration {
+        let pace = RetryPace::after(obstacle, self.conflicts_in_a_row);
+        self.conflicts_in_a_row = match obstacle {
+            Obstacle::Conflict(_) => self.conflicts_in_a_row + 1,
+            _ => 0,
+        };
+        match pace {
+            RetryPace::AtOnce => Duration::ZERO,
+            RetryPace::Short => self.short.next().unwrap_or(Duration::from_secs(1)),
+            RetryPace::Long => self.long.next().unwrap_or(Duration::from_secs(5)),
+        }
+    }
+}
+
 /// Runs `attempt` until it succeeds, fails for good, or the next try would
 /// start after `deadline`. Each try is cut off after [`ATTEMPT_TIMEOUT`] or
-/// at the deadline, whichever is first.
+/// at the deadline, whichever is first. The pause before a retry depends on
+/// what failed ([`RetryPace`]).
 pub(crate) async fn with_retries<T, F, Fut>(
     deadline: Instant,
     action: &'static str,
@@ -527,10 +625,18 @@ where
                 .unwrap_or(Err(Obstacle::Timeout))
         }
     };
+    let mut pauses = Pauses::new();
+    // The builder only says "retry forever"; `adjust` picks each pause.
+    let forever = backon::ConstantBuilder::default()
+        .with_delay(Duration::ZERO)
+        .without_max_times();
     timed
-        .retry(retry_backoff())
+        .retry(forever)
         .when(Obstacle::is_transient)
-        .adjust(|_, pause| pause.filter(|pause| Instant::now() + *pause < deadline))
+        .adjust(|obstacle, _| {
+            let pause = pauses.after(obstacle);
+            (Instant::now() + pause < deadline).then_some(pause)
+        })
         .notify(|obstacle, pause| {
             tracing::warn!(%obstacle, retry_in = ?pause, "{action}: retrying");
         })
@@ -583,6 +689,60 @@ mod tests {
         assert!(!obstacle.is_transient());
         assert!(Obstacle::Timeout.is_transient());
         assert!(Obstacle::Unreachable("refused".into()).is_transient());
+    }
+
+    #[test]
+    fn retry_pace_table() {
+        let conflict = Obstacle::Conflict("changed".into());
+        let cases = [
+            (conflict.clone(), 0, RetryPace::AtOnce),
+            (conflict.clone(), 2, RetryPace::AtOnce),
+            (conflict.clone(), 3, RetryPace::Short),
+            (Obstacle::NotFound("gone".into()), 0, RetryPace::Short),
+            (Obstacle::Forbidden("no".into()), 5, RetryPace::Short),
+            (Obstacle::TooManyRequests("slow".into()), 0, RetryPace::Long),
+            (
+                Obstacle::ServerError {
+                    code: 503,
+                    message: "down".into(),
+                },
+                0,
+                RetryPace::Long,
+            ),
+            (Obstacle::Unreachable("refused".into()), 0, RetryPace::Long),
+            (Obstacle::Timeout, 0, RetryPace::Long),
+        ];
+        for (obstacle, conflicts, pace) in cases {
+            assert_eq!(
+                RetryPace::after(&obstacle, conflicts),
+                pace,
+                "{obstacle:?} after {conflicts} conflicts"
+            );
+        }
+    }
+
+    #[test]
+    fn pauses_follow_the_pace_and_a_non_conflict_resets_the_conflict_count() {
+        let mut pauses = Pauses::new();
+        let conflict = Obstacle::Conflict("changed".into());
+        let not_found = Obstacle::NotFound("gone".into());
+        for _ in 0..CONFLICTS_AT_ONCE {
+            assert_eq!(pauses.after(&conflict), Duration::ZERO);
+        }
+        assert!(pauses.after(&conflict) > Duration::ZERO, "then it waits");
+        for _ in 0..10 {
+            let pause = pauses.after(&not_found);
+            assert!(pause <= Duration::from_millis(1400), "{pause:?}");
+        }
+        assert_eq!(pauses.after(&conflict), Duration::ZERO, "count reset");
+        let mut long = Vec::new();
+        for _ in 0..10 {
+            long.push(pauses.after(&Obstacle::Timeout));
+        }
+        assert!(
+            long[9] >= Duration::from_secs(5),
+            "backs off to 5 s: {long:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -26,22 +26,41 @@ pub enum OlmVerdict {
     /// No `OperatorCondition` exists: upgradeable.
     NoOperatorCondition,
     /// `spec.overrides[Upgradeable]` is `True`: upgradeable, whatever status says.
-    OverriddenTrue { message: String },
+    OverriddenTrue {
+        /// The override's message.
+        message: String,
+    },
     /// `spec.overrides[Upgradeable]` exists and is not `True` (`False`,
     /// `Unknown`, anything): blocked, whatever status says.
-    OverriddenNotTrue { status: String, message: String },
+    OverriddenNotTrue {
+        /// The override's status.
+        status: String,
+        /// The override's message.
+        message: String,
+    },
     /// `status.conditions[Upgradeable]` was copied at an older generation
     /// than the object's: blocked ("outdated"), whatever its status.
     StatusOutdated {
+        /// The status entry's status.
         status: String,
+        /// The generation it was copied at.
         observed_generation: i64,
+        /// The object's generation.
         generation: i64,
     },
     /// `status.conditions[Upgradeable]` is `False` at the current generation: blocked.
-    StatusFalse { reason: String, message: String },
+    StatusFalse {
+        /// The status entry's reason.
+        reason: String,
+        /// The status entry's message.
+        message: String,
+    },
     /// `status.conditions[Upgradeable]` is current and not `False` (`True`,
     /// `Unknown`, anything else): upgradeable.
-    StatusNotFalse { status: String },
+    StatusNotFalse {
+        /// The status entry's status.
+        status: String,
+    },
     /// No `Upgradeable` entry in status (nothing copied yet, or never
     /// written): upgradeable. A `False` that is only in `spec` does not count.
     NoStatusEntry,
@@ -141,12 +160,16 @@ pub enum CopyState {
     NotCopied,
     /// Status shows an older generation.
     Outdated {
+        /// The generation status was copied at.
         observed_generation: i64,
+        /// The object's generation.
         generation: i64,
     },
     /// Status is current but says something else than spec (a copy is due).
     Differs {
+        /// What spec says.
         spec_status: String,
+        /// What status says.
         status_status: String,
     },
 }

@@ -1,4 +1,6 @@
 //! The workspace's binaries as processes, with no cluster and no database:
 //! how they stop on signals and what they print.
 
+mod lint_bundle;
+mod plugin;
 mod signals;

@@ -1079,7 +1079,7 @@ async fn hold_against_an_api_server_without_olms_api_exits_0_and_says_so() {
     assert!(
         outside
             .text()
-            .contains("does not serve operators.coreos.com/v2 operatorconditions"),
+            .contains("serves neither OLM v0's operators.coreos.com/v2 operatorconditions nor OLM v1's clusterextensions"),
         "hold did not say why it did nothing:\n{}",
         outside.text()
     );

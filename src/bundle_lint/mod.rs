@@ -1,0 +1,238 @@
+//! `upgrade-gate lint-bundle DIR`: checks any operator's registry+v1 bundle
+//! (`manifests/*.clusterserviceversion.yaml` and the rest) for what the gate
+//! needs to hold:
+//!
+//! - an init container running `upgrade-gate hold`, first among the init
+//!   containers (anything before it runs ungated);
+//! - its `OPERATOR_CONDITION_NAME` (or `--name`) written literally and equal
+//!   to the CSV's `metadata.name` (OLM injects it into containers, never
+//!   into init containers);
+//! - the rights: get and update on `operatorconditions` with
+//!   `resourceNames: [<the CSV's name>]`, in the CSV's own permissions;
+//! - update strategy `Recreate`: every RollingUpdate either runs the old and
+//!   the new release side by side or lets the Deployment count as Available
+//!   while the new pod still waits in its gate;
+//! - a readiness probe on the operator container;
+//! - warnings on `olm.skipRange` and `spec.skips`, which jump over releases
+//!   whose upgrades then never run.
+//!
+//! Owns: reading the bundle directory and the report (one line per finding,
+//! or JSON) with its exit code. Must not touch: the cluster or any file
+//! outside the bundle (nothing is written).
+//!
+//! ```
+//! use upgrade_gate::bundle_lint::{Rule, check_csv};
+//! let csv = serde_json::json!({
+//!     "metadata": {"name": "op.v1.0.0"},
+//!     "spec": {"install": {"spec": {"deployments": []}}}
+//! });
+//! let findings = check_csv(&csv, "manifests/op.clusterserviceversion.yaml", &[]);
+//! assert!(findings.iter().any(|f| f.rule == Rule::GateInitContainer));
+//! ```
+
+mod rules;
+mod skips;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use rules::check_csv;
+pub use semver::Version;
+pub use skips::{SkipRange, SkipRangeError};
+
+/// How serious a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The gate cannot hold as bundled: exit 1.
+    Error,
+    /// Worth a look (exit 1 only with `--strict`).
+    Warning,
+}
+
+/// Which check a finding comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    /// The CSV has a name (the OperatorCondition is named after it).
+    CsvName,
+    /// An init container runs `upgrade-gate hold`.
+    GateInitContainer,
+    /// It is the first init container.
+    GateFirst,
+    /// Its OperatorCondition name is literal and the CSV's.
+    ConditionName,
+    /// The rights on the OperatorCondition, limited to its name.
+    ConditionRights,
+    /// An update strategy that never runs two releases at once.
+    UpdateStrategy,
+    /// A readiness probe on the operator container.
+    ReadinessProbe,
+    /// `olm.skipRange` / `spec.skips` jumps.
+    Skips,
+}
+
+/// One problem, located by file and field path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// The file, as given on the command line joined with its path in the bundle.
+    pub file: String,
+    /// The field path in the document, e.g. `spec.install.spec.deployments[0].spec.strategy.type`.
+    pub field: String,
+    /// Error or warning.
+    pub severity: Severity,
+    /// The check.
+    pub rule: Rule,
+    /// What is wrong and what to do, in one line.
+    pub message: String,
+}
+
+impl Finding {
+    /// `FILE: SEVERITY: FIELD: MESSAGE`, one line.
+    pub fn line(&self) -> String {
+        let severity = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        format!(
+            "{}: {severity}: {}: {}",
+            self.file, self.field, self.message
+        )
+    }
+}
+
+/// Everything `lint-bundle` found in one bundle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The bundle directory.
+    pub bundle: String,
+    /// The CSV's name.
+    pub csv: String,
+    /// The findings, errors and warnings, in the order checked.
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// The exit code: 0 clean (warnings allowed unless `strict`), 1 findings.
+    pub fn exit_code(&self, strict: bool) -> u8 {
+        let counts = |finding: &&Finding| strict || finding.severity == Severity::Error;
+        u8::from(self.findings.iter().any(|finding| counts(&finding)))
+    }
+}
+
+/// The exit codes of `lint-bundle`, documented once (`--help`, docs/gate.md).
+pub const LINT_EXIT_CODES: &[(u8, &str)] = &[
+    (
+        0,
+        "no errors (warnings are printed; with --strict there were none)",
+    ),
+    (
+        1,
+        "the bundle has errors (or, with --strict, warnings): one line each",
+    ),
+    (
+        2,
+        "usage: bad flags, or DIR is not a readable registry+v1 bundle (no manifests/ with one ClusterServiceVersion)",
+    ),
+];
+
+/// Why a bundle could not be checked at all.
+#[derive(Debug, thiserror::Error)]
+pub enum LintError {
+    /// A file or directory could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A manifest is not YAML.
+    #[error("{path} is not valid YAML: {message}")]
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, on one line.
+        message: String,
+    },
+    /// No ClusterServiceVersion, or more than one.
+    #[error(
+        "{dir} is not a registry+v1 bundle: expected exactly one ClusterServiceVersion in {dir}/manifests, found {found}"
+    )]
+    NotABundle {
+        /// The directory.
+        dir: String,
+        /// How many were found.
+        found: usize,
+    },
+}
+
+/// Reads the CSV of the bundle in `dir`: the one document of kind
+/// ClusterServiceVersion among `manifests/*.yaml`, `*.yml` and `*.json`.
+/// Returns its file (as `dir/manifests/NAME`) and value.
+pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
+    let manifests = dir.join("manifests");
+    let read_dir = |path: &Path| {
+        std::fs::read_dir(path).map_err(|source| LintError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    };
+    let mut files: Vec<PathBuf> = read_dir(&manifests)?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        })
+        .collect();
+    files.sort();
+    let mut csvs = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).map_err(|source| LintError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let documents: Vec<Value> =
+            serde_saphyr::from_multiple(&text).map_err(|error| LintError::Yaml {
+                path: path.clone(),
+                message: error
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            })?;
+        for document in documents {
+            if document["kind"] == "ClusterServiceVersion" {
+                csvs.push((path.display().to_string(), document));
+            }
+        }
+    }
+    if csvs.len() == 1 {
+        Ok(csvs.remove(0))
+    } else {
+        Err(LintError::NotABundle {
+            dir: dir.display().to_string(),
+            found: csvs.len(),
+        })
+    }
+}
+
+/// Reads and checks the bundle in `dir`.
+pub fn lint_bundle(dir: &Path, must_run: &[Version]) -> Result<Report, LintError> {
+    let (file, csv) = read_csv(dir)?;
+    Ok(Report {
+        bundle: dir.display().to_string(),
+        csv: csv["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        findings: check_csv(&csv, &file, must_run),
+    })
+}
+
+#[cfg(test)]
+mod tests;

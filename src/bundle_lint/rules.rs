@@ -1,0 +1,395 @@
+//! The checks of one ClusterServiceVersion, as pure functions of its JSON
+//! value: what the gate needs to hold (see [`super`] for the list).
+//!
+//! Owns: the rules and their wording. Must not touch: files (the caller
+//! reads them) or the cluster.
+
+use semver::Version;
+use serde_json::Value;
+
+use super::skips::{SkipRange, SkipRangeError};
+use super::{Finding, Rule, Severity};
+
+/// The env var that names the OperatorCondition.
+const CONDITION_NAME_ENV: &str = "OPERATOR_CONDITION_NAME";
+/// The annotation `kubectl` reads for a pod's default container.
+const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
+
+/// Collects findings for one file.
+struct Findings<'a> {
+    file: &'a str,
+    found: Vec<Finding>,
+}
+
+impl Findings<'_> {
+    fn add(&mut self, severity: Severity, rule: Rule, field: String, message: String) {
+        self.found.push(Finding {
+            file: self.file.to_owned(),
+            field,
+            severity,
+            rule,
+            message,
+        });
+    }
+    fn error(&mut self, rule: Rule, field: String, message: String) {
+        self.add(Severity::Error, rule, field, message);
+    }
+    fn warning(&mut self, rule: Rule, field: String, message: String) {
+        self.add(Severity::Warning, rule, field, message);
+    }
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_default()
+}
+
+fn list(value: &Value) -> &[Value] {
+    value.as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+/// `command` then `args` of a container, as strings.
+fn argv(container: &Value) -> Vec<&str> {
+    list(&container["command"])
+        .iter()
+        .chain(list(&container["args"]))
+        .map(text)
+        .collect()
+}
+
+/// Whether the container runs `upgrade-gate hold`: a program named
+/// `upgrade-gate` followed by `hold`, or (an image whose entry point is the
+/// gate) no command and `hold` as the first argument.
+pub(super) fn runs_hold(container: &Value) -> bool {
+    let argv = argv(container);
+    let by_program = argv
+        .windows(2)
+        .any(|pair| pair[0].rsplit('/').next() == Some("upgrade-gate") && pair[1] == "hold");
+    let by_entry_point = list(&container["command"]).is_empty()
+        && list(&container["args"]).first().map(text) == Some("hold");
+    by_program || by_entry_point
+}
+
+/// The name `hold` is given: `--name X` / `--name=X`, else the
+/// `OPERATOR_CONDITION_NAME` env entry. `Err`: set, but not literally.
+fn configured_name(container: &Value) -> Option<Result<(String, String), String>> {
+    let argv = argv(container);
+    for (index, argument) in argv.iter().enumerate() {
+        if let Some(value) = argument.strip_prefix("--name=") {
+            return Some(Ok((value.to_owned(), "args".to_owned())));
+        }
+        if *argument == "--name" {
+            return Some(
+                argv.get(index + 1)
+                    .map(|value| ((*value).to_owned(), "args".to_owned()))
+                    .ok_or_else(|| "args".to_owned()),
+            );
+        }
+    }
+    let env = list(&container["env"]);
+    env.iter().enumerate().find_map(|(index, entry)| {
+        (text(&entry["name"]) == CONDITION_NAME_ENV).then(|| {
+            let field = format!("env[{index}]");
+            match entry.get("value").and_then(Value::as_str) {
+                Some(value) => Ok((value.to_owned(), format!("{field}.value"))),
+                None => Err(field),
+            }
+        })
+    })
+}
+
+/// Checks one CSV (as parsed from `file`). `must_run`: releases whose
+/// upgrade must run (a skip over them is worth a warning of its own).
+pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> {
+    let mut findings = Findings {
+        file,
+        found: Vec::new(),
+    };
+    let name = text(&csv["metadata"]["name"]);
+    if name.is_empty() {
+        findings.error(
+            Rule::CsvName,
+            "metadata.name".into(),
+            "the CSV has no name; the OperatorCondition is named after it".into(),
+        );
+    }
+    let install = &csv["spec"]["install"]["spec"];
+    let deployments = list(&install["deployments"]);
+    let gated: Vec<(usize, &Value)> = deployments
+        .iter()
+        .enumerate()
+        .filter(|(_, deployment)| {
+            list(&deployment["spec"]["template"]["spec"]["initContainers"])
+                .iter()
+                .any(runs_hold)
+        })
+        .collect();
+    if gated.is_empty() {
+        findings.error(
+            Rule::GateInitContainer,
+            "spec.install.spec.deployments".into(),
+            "no Deployment has an init container running `upgrade-gate hold`: nothing closes the gate before the operator starts".into(),
+        );
+    }
+    for (index, deployment) in gated {
+        check_deployment(&mut findings, name, index, deployment);
+    }
+    check_rights(&mut findings, install, name);
+    check_skips(&mut findings, csv, must_run);
+    findings.found
+}
+
+fn check_deployment(findings: &mut Findings<'_>, csv_name: &str, index: usize, deployment: &Value) {
+    let base = format!("spec.install.spec.deployments[{index}].spec");
+    let spec = &deployment["spec"];
+    let pod = &spec["template"]["spec"];
+    let init_containers = list(&pod["initContainers"]);
+    for (position, container) in init_containers.iter().enumerate() {
+        if !runs_hold(container) {
+            continue;
+        }
+        let field = format!("{base}.template.spec.initContainers[{position}]");
+        if position > 0 {
+            let before = text(&init_containers[0]["name"]);
+            findings.error(
+                Rule::GateFirst,
+                field.clone(),
+                format!("`upgrade-gate hold` must be the first init container: {before:?} runs before the gate is closed, and OLM may replace the operator meanwhile"),
+            );
+        }
+        match configured_name(container) {
+            None => findings.error(
+                Rule::ConditionName,
+                format!("{field}.env"),
+                format!("no {CONDITION_NAME_ENV}: OLM injects it into containers, never into init containers; add {{name: {CONDITION_NAME_ENV}, value: {csv_name}}} (the CSV's metadata.name)"),
+            ),
+            Some(Err(place)) => findings.error(
+                Rule::ConditionName,
+                format!("{field}.{place}"),
+                format!("{CONDITION_NAME_ENV} must be written literally (value: {csv_name}); OLM fills no valueFrom with the CSV's name"),
+            ),
+            Some(Ok((value, place))) if value != csv_name => findings.error(
+                Rule::ConditionName,
+                format!("{field}.{place}"),
+                format!("the OperatorCondition name is {value:?} but the CSV is {csv_name:?}: a copied CSV that kept its predecessor's name closes the wrong gate"),
+            ),
+            Some(Ok(_)) => {}
+        }
+    }
+    check_strategy(findings, &base, spec);
+    check_readiness(findings, &base, pod, &spec["template"]["metadata"]);
+}
+
+fn int_or_percent(value: &Value, replicas: i64, round_up: bool) -> Option<i64> {
+    if let Some(number) = value.as_i64() {
+        return Some(number);
+    }
+    let percent: f64 = value.as_str()?.strip_suffix('%')?.parse().ok()?;
+    let exact = percent * replicas as f64 / 100.0;
+    Some(if round_up {
+        exact.ceil()
+    } else {
+        exact.floor()
+    } as i64)
+}
+
+/// Only `Recreate` never runs two releases at once; every RollingUpdate
+/// either starts the new pod beside an old one, or lets the Deployment
+/// count as Available while the new pod still waits in its gate.
+fn check_strategy(findings: &mut Findings<'_>, base: &str, spec: &Value) {
+    let strategy = &spec["strategy"];
+    let kind = strategy["type"].as_str().unwrap_or("RollingUpdate");
+    if kind == "Recreate" {
+        return;
+    }
+    let replicas = spec["replicas"].as_i64().unwrap_or(1);
+    let rolling = &strategy["rollingUpdate"];
+    let default = Value::from("25%");
+    let surge = rolling.get("maxSurge").unwrap_or(&default);
+    let unavailable = rolling.get("maxUnavailable").unwrap_or(&default);
+    // Kubernetes rounds maxSurge up and maxUnavailable down.
+    let surge = int_or_percent(surge, replicas, true).unwrap_or(1);
+    let unavailable = int_or_percent(unavailable, replicas, false).unwrap_or(0);
+    let why = if surge > 0 {
+        format!(
+            "maxSurge {surge} starts the new release's pod while the old release's pod still runs"
+        )
+    } else if unavailable >= replicas {
+        format!(
+            "maxUnavailable {unavailable} >= replicas {replicas} lets the Deployment count as Available while the new pod still waits in its gate, so OLM may move on; and the old pod may still be terminating when the new one starts"
+        )
+    } else {
+        format!(
+            "with maxSurge 0 and maxUnavailable {unavailable} < replicas {replicas}, old pods keep running beside the new release's pods"
+        )
+    };
+    findings.error(
+        Rule::UpdateStrategy,
+        format!("{base}.strategy.type"),
+        format!("{kind}: {why}; use strategy type Recreate, which starts the new pod only after every old one is gone"),
+    );
+}
+
+fn check_readiness(
+    findings: &mut Findings<'_>,
+    base: &str,
+    pod: &Value,
+    template_metadata: &Value,
+) {
+    let containers = list(&pod["containers"]);
+    let default_name = template_metadata["annotations"][DEFAULT_CONTAINER_ANNOTATION].as_str();
+    let chosen = match default_name {
+        Some(wanted) => containers
+            .iter()
+            .position(|container| text(&container["name"]) == wanted),
+        None => (!containers.is_empty()).then_some(0),
+    };
+    let Some(position) = chosen else {
+        findings.error(
+            Rule::ReadinessProbe,
+            format!("{base}.template.spec.containers"),
+            "no operator container found (the first container, or the one kubectl.kubernetes.io/default-container names)".into(),
+        );
+        return;
+    };
+    if containers[position]
+        .get("readinessProbe")
+        .is_none_or(Value::is_null)
+    {
+        findings.error(
+            Rule::ReadinessProbe,
+            format!("{base}.template.spec.containers[{position}].readinessProbe"),
+            format!("container {:?} has no readiness probe: OLM counts the CSV Succeeded (and may replace it) as soon as the pod runs; make it ready only once the operator works, and keep it unready until its upgrade is done under OLM v1", text(&containers[position]["name"])),
+        );
+    }
+}
+
+fn grants(rule: &Value, field: &str, wanted: &str) -> bool {
+    list(&rule[field])
+        .iter()
+        .any(|value| text(value) == wanted || text(value) == "*")
+}
+
+fn grants_gate_rights(rule: &Value) -> bool {
+    grants(rule, "apiGroups", "operators.coreos.com")
+        && grants(rule, "resources", "operatorconditions")
+}
+
+/// The rights: get and update on the OperatorCondition of this CSV's name
+/// only, in the CSV's namespaced permissions (they exist before the
+/// Deployment; OLM's own Role is bound later).
+fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) {
+    let mut limited = false;
+    for (set, scope) in [
+        ("permissions", "namespace"),
+        ("clusterPermissions", "cluster"),
+    ] {
+        for (p, permission) in list(&install[set]).iter().enumerate() {
+            for (r, rule) in list(&permission["rules"]).iter().enumerate() {
+                if !grants_gate_rights(rule) {
+                    continue;
+                }
+                let field = format!("spec.install.spec.{set}[{p}].rules[{r}]");
+                let names = list(&rule["resourceNames"]);
+                if names.is_empty() {
+                    findings.error(
+                        Rule::ConditionRights,
+                        format!("{field}.resourceNames"),
+                        format!("grants operatorconditions in the whole {scope}: another operator's gate could be held or released with it; add resourceNames: [{csv_name}]"),
+                    );
+                    continue;
+                }
+                if !names.iter().any(|name| text(name) == csv_name) {
+                    findings.error(
+                        Rule::ConditionRights,
+                        format!("{field}.resourceNames"),
+                        format!(
+                            "resourceNames does not name this CSV's OperatorCondition {csv_name:?}"
+                        ),
+                    );
+                    continue;
+                }
+                let missing: Vec<&str> = ["get", "update"]
+                    .into_iter()
+                    .filter(|verb| !grants(rule, "verbs", verb))
+                    .collect();
+                if missing.is_empty() {
+                    limited = true;
+                } else {
+                    findings.error(
+                        Rule::ConditionRights,
+                        format!("{field}.verbs"),
+                        format!("`upgrade-gate hold` needs get and update on its OperatorCondition; missing {}", missing.join(", ")),
+                    );
+                }
+            }
+        }
+    }
+    if !limited
+        && !findings
+            .found
+            .iter()
+            .any(|finding| finding.rule == Rule::ConditionRights)
+    {
+        findings.error(
+            Rule::ConditionRights,
+            "spec.install.spec.permissions".into(),
+            format!("no rule grants get and update on operatorconditions {csv_name:?}: OLM binds its own Role asynchronously, so the gate's first requests would be forbidden; add apiGroups [operators.coreos.com], resources [operatorconditions], resourceNames [{csv_name}], verbs [get, update, patch]"),
+        );
+    }
+}
+
+/// `olm.skipRange` and `spec.skips` let OLM jump over releases: their
+/// upgrades never run, and this release's gate reads the skipped-from CSV's
+/// OperatorCondition. Warned about always; named when a jump passes a
+/// release of `must_run`.
+fn check_skips(findings: &mut Findings<'_>, csv: &Value, must_run: &[Version]) {
+    let version = Version::parse(text(&csv["spec"]["version"])).ok();
+    let field = "metadata.annotations.olm.skipRange";
+    if let Some(range) = csv["metadata"]["annotations"]["olm.skipRange"].as_str() {
+        match SkipRange::parse(range) {
+            Err(SkipRangeError(why)) => findings.error(
+                Rule::Skips,
+                field.into(),
+                format!("{range:?} is not a version range OLM understands: {why}"),
+            ),
+            Ok(parsed) => {
+                let jumped: Vec<String> = must_run
+                    .iter()
+                    .filter(|release| version.as_ref().is_none_or(|v| *release < v))
+                    .filter(|release| parsed.has_version_below(release))
+                    .map(ToString::to_string)
+                    .collect();
+                let message = if jumped.is_empty() {
+                    format!(
+                        "{range:?} lets OLM upgrade straight to this release from any version in the range: the releases in between never run their upgrade, so this release's must include theirs (cumulative)"
+                    )
+                } else {
+                    format!(
+                        "{range:?} lets OLM jump over {} whose upgrade must run: clusters on older versions never run it unless this release's upgrade includes it",
+                        jumped.join(", ")
+                    )
+                };
+                findings.warning(Rule::Skips, field.into(), message);
+            }
+        }
+    }
+    for (index, skipped) in list(&csv["spec"]["skips"]).iter().enumerate() {
+        let skipped = text(skipped);
+        let skipped_version = skipped
+            .rsplit_once(".v")
+            .and_then(|(_, v)| Version::parse(v).ok());
+        let must = skipped_version
+            .as_ref()
+            .is_some_and(|v| must_run.contains(v));
+        let message = if must {
+            format!(
+                "skips {skipped}, whose upgrade must run: OLM never installs it, so its upgrade never runs unless this release's includes it"
+            )
+        } else {
+            format!(
+                "skips {skipped}: OLM never installs it, so its upgrade never runs; this release's must include it (cumulative)"
+            )
+        };
+        findings.warning(Rule::Skips, format!("spec.skips[{index}]"), message);
+    }
+}

@@ -1,0 +1,351 @@
+//! `kubectl upgrade-gate status`: every CSV with its gate — OLM's verdict,
+//! the reason and message OLM reads, an admin's override, the CSV waiting to
+//! replace it and since when — in one namespace (`-n`) or all (`-A`), once
+//! or following changes (`--watch`).
+//!
+//! Owns: connecting the way kubectl does (`--kubeconfig`, `--context`), the
+//! list and watch of ClusterServiceVersions and OperatorConditions, and the
+//! output formats. Must not touch: any object (read-only: list and watch).
+//!
+//! The `upgrade-gate` binary becomes this plugin when it runs under the
+//! name `kubectl-upgrade_gate` (a copy or link on `PATH`): kubectl then
+//! finds it for `kubectl upgrade-gate ...`.
+//!
+//! ```
+//! use upgrade_gate::plugin::{Columns, render_table, rows, table_cells};
+//! let rows = rows(&[], &[]);
+//! let now = "2026-03-01T12:00:00Z".parse().unwrap();
+//! let text = render_table(&table_cells(&rows, Columns { namespace: false, wide: false }, now));
+//! assert!(text.starts_with("CSV"));
+//! ```
+
+mod rows;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::time::Instant;
+
+pub use rows::{
+    Columns, EntryView, GateRow, GateView, NextCsv, age, is_copied, render_table, rows, table_cells,
+};
+
+use crate::gate::{GateError, Olm, detect_olm};
+use crate::operator_condition::{self, Obstacle, OperatorCondition};
+
+/// Which namespaces to show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One namespace (`-n`, or the kubeconfig context's).
+    Namespace(String),
+    /// Every namespace (`-A`).
+    All,
+}
+
+/// The output format (`-o`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// A table (the default).
+    Table,
+    /// A table with the message, override and the gate's age.
+    Wide,
+    /// JSON: `{"items": [...]}` (with `--watch`, one row per line).
+    Json,
+    /// YAML: `items: [...]` (with `--watch`, one document per row).
+    Yaml,
+}
+
+/// A client the way kubectl makes one: `--kubeconfig` (else `KUBECONFIG`,
+/// `~/.kube/config`, or the in-cluster service account) and `--context`;
+/// also the context's namespace.
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<(kube::Client, String), GateError> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..KubeConfigOptions::default()
+    };
+    let unusable = |error: &dyn std::error::Error| {
+        GateError::NoClusterConfig(crate::telemetry::error_chain(error))
+    };
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
+            let file = Kubeconfig::read_from(path).map_err(|e| unusable(&e))?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|e| unusable(&e))?
+        }
+        (None, Some(_)) => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| unusable(&e))?,
+        (None, None) => kube::Config::infer().await.map_err(|e| unusable(&e))?,
+    };
+    let namespace = config.default_namespace.clone();
+    let client = kube::Client::try_from(config).map_err(|e| unusable(&e))?;
+    Ok((client, namespace))
+}
+
+fn csv_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"),
+        "clusterserviceversions",
+    )
+}
+
+fn csv_api(client: &kube::Client, scope: &Scope) -> Api<DynamicObject> {
+    match scope {
+        Scope::Namespace(namespace) => {
+            Api::namespaced_with(client.clone(), namespace, &csv_resource())
+        }
+        Scope::All => Api::all_with(client.clone(), &csv_resource()),
+    }
+}
+
+fn condition_api(client: &kube::Client, scope: &Scope) -> Api<OperatorCondition> {
+    match scope {
+        Scope::Namespace(namespace) => Api::namespaced(client.clone(), namespace),
+        Scope::All => Api::all(client.clone()),
+    }
+}
+
+/// Lists, retrying what is transient until `deadline`; 403 and 404 end it
+/// at once (exit 4 and 5).
+async fn list_all<K>(
+    api: &Api<K>,
+    what: &'static str,
+    deadline: Instant,
+) -> Result<Vec<K>, GateError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let list = || async {
+        match api.list(&ListParams::default()).await {
+            Ok(list) => Ok(Ok(list.items)),
+            Err(error) => match Obstacle::of(&error) {
+                obstacle @ (Obstacle::Forbidden(_) | Obstacle::NotFound(_)) => Ok(Err(obstacle)),
+                obstacle => Err(obstacle),
+            },
+        }
+    };
+    operator_condition::with_retries(deadline, what, list)
+        .await?
+        .map_err(|obstacle| {
+            GateError::Condition(operator_condition::Error::Failed {
+                action: what,
+                obstacle,
+            })
+        })
+}
+
+fn to_value(object: &DynamicObject) -> Value {
+    serde_json::to_value(object).unwrap_or(Value::Null)
+}
+
+/// What one look at the cluster found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// Which OLM runs.
+    pub olm: Olm,
+    /// The rows (none unless OLM v0 runs).
+    pub rows: Vec<GateRow>,
+}
+
+/// Lists the CSVs and OperatorConditions in `scope` and builds the rows.
+pub async fn list(
+    client: &kube::Client,
+    scope: &Scope,
+    deadline: Instant,
+) -> Result<Listed, GateError> {
+    let olm = detect_olm(client, deadline).await?;
+    if olm != Olm::V0 {
+        return Ok(Listed {
+            olm,
+            rows: Vec::new(),
+        });
+    }
+    let csvs = list_all(
+        &csv_api(client, scope),
+        "listing ClusterServiceVersions",
+        deadline,
+    )
+    .await?;
+    let conditions = list_all(
+        &condition_api(client, scope),
+        "listing OperatorConditions",
+        deadline,
+    )
+    .await?;
+    let csvs: Vec<Value> = csvs.iter().map(to_value).collect();
+    Ok(Listed {
+        olm,
+        rows: rows(&csvs, &conditions),
+    })
+}
+
+#[derive(Serialize)]
+struct Items<'a> {
+    items: &'a [GateRow],
+}
+
+/// The rows in `format` (`namespace`: show a NAMESPACE column).
+pub fn render(
+    rows: &[GateRow],
+    format: Format,
+    namespace: bool,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Result<String, GateError> {
+    let invalid = |error: &dyn std::error::Error| {
+        GateError::InvalidInput(format!("cannot render the rows: {error}"))
+    };
+    match format {
+        Format::Table | Format::Wide => {
+            let columns = Columns {
+                namespace,
+                wide: format == Format::Wide,
+            };
+            Ok(render_table(&table_cells(rows, columns, now)))
+        }
+        Format::Json => serde_json::to_string_pretty(&Items { items: rows })
+            .map(|text| text + "\n")
+            .map_err(|e| invalid(&e)),
+        Format::Yaml => serde_saphyr::to_string(&Items { items: rows }).map_err(|e| invalid(&e)),
+    }
+}
+
+/// One row changed, in `format`, for `--watch` (tables print the header once).
+fn render_change(
+    row: &GateRow,
+    format: Format,
+    namespace: bool,
+    header: bool,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Result<String, GateError> {
+    let invalid = |error: &dyn std::error::Error| {
+        GateError::InvalidInput(format!("cannot render the row: {error}"))
+    };
+    match format {
+        Format::Table | Format::Wide => {
+            let columns = Columns {
+                namespace,
+                wide: format == Format::Wide,
+            };
+            let cells = table_cells(std::slice::from_ref(row), columns, now);
+            let rendered = render_table(&cells);
+            Ok(if header {
+                rendered
+            } else {
+                rendered
+                    .lines()
+                    .skip(1)
+                    .map(|line| format!("{line}\n"))
+                    .collect()
+            })
+        }
+        Format::Json => serde_json::to_string(row)
+            .map(|text| text + "\n")
+            .map_err(|e| invalid(&e)),
+        Format::Yaml => serde_saphyr::to_string(row)
+            .map(|text| format!("---\n{text}"))
+            .map_err(|e| invalid(&e)),
+    }
+}
+
+fn key(meta: &kube::api::ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Follows CSVs and OperatorConditions in `scope` and calls `print` with
+/// every row that changed (all rows once both lists are in). Ends only
+/// with an error (or when the caller stops it).
+pub async fn watch(
+    client: &kube::Client,
+    scope: &Scope,
+    format: Format,
+    namespace_column: bool,
+    mut print: impl FnMut(&str),
+) -> Result<(), GateError> {
+    let config = watcher::Config::default();
+    let csvs = watcher(csv_api(client, scope), config.clone()).map(|event| event.map(Change::Csv));
+    let conditions =
+        watcher(condition_api(client, scope), config).map(|event| event.map(Change::Condition));
+    let mut events = futures::stream::select(csvs.boxed(), conditions.boxed());
+    let mut csv_objects: BTreeMap<(String, String), Value> = BTreeMap::new();
+    let mut condition_objects: BTreeMap<(String, String), OperatorCondition> = BTreeMap::new();
+    let mut printed: BTreeMap<(String, String), GateRow> = BTreeMap::new();
+    let (mut csvs_listed, mut conditions_listed) = (false, false);
+    let mut header = true;
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|error| {
+            GateError::Condition(operator_condition::Error::Failed {
+                action: "watching",
+                obstacle: Obstacle::Unexpected(crate::telemetry::error_chain(&error)),
+            })
+        })?;
+        match event {
+            Change::Csv(event) => apply(&mut csv_objects, &mut csvs_listed, event, |o| {
+                (key(&o.metadata), to_value(&o))
+            }),
+            Change::Condition(event) => {
+                apply(&mut condition_objects, &mut conditions_listed, event, |o| {
+                    (key(kube::Resource::meta(&o)), o)
+                })
+            }
+        }
+        if !(csvs_listed && conditions_listed) {
+            continue;
+        }
+        let csvs: Vec<Value> = csv_objects.values().cloned().collect();
+        let conditions: Vec<OperatorCondition> = condition_objects.values().cloned().collect();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        for row in rows(&csvs, &conditions) {
+            let row_key = (row.namespace.clone(), row.csv.clone());
+            if printed.get(&row_key) == Some(&row) {
+                continue;
+            }
+            print(&render_change(&row, format, namespace_column, header, now)?);
+            header = false;
+            printed.insert(row_key, row);
+        }
+    }
+    Ok(())
+}
+
+enum Change {
+    Csv(watcher::Event<DynamicObject>),
+    Condition(watcher::Event<OperatorCondition>),
+}
+
+/// Applies one watcher event to `objects`; `listed` is true while a full
+/// list is in (false during a re-list).
+fn apply<K, V>(
+    objects: &mut BTreeMap<(String, String), V>,
+    listed: &mut bool,
+    event: watcher::Event<K>,
+    entry: impl Fn(K) -> ((String, String), V),
+) {
+    match event {
+        watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+            let (key, value) = entry(object);
+            objects.insert(key, value);
+        }
+        watcher::Event::Delete(object) => {
+            let (key, _) = entry(object);
+            objects.remove(&key);
+        }
+        watcher::Event::Init => {
+            objects.clear();
+            *listed = false;
+        }
+        watcher::Event::InitDone => *listed = true,
+    }
+}

@@ -1,0 +1,156 @@
+//! `upgrade-gate lint-bundle` as a process, on copies of the project's own
+//! bundles: clean ones pass (exit 0), broken copies are named file and field
+//! (exit 1), a directory that is not a bundle is refused (exit 2).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use upgrade_gate_tests::{binary, repository_root};
+
+const CSV: &str = "manifests/upgrade-gate.clusterserviceversion.yaml";
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn lint(args: &[&str]) -> Run {
+    let output = Command::new(binary("upgrade-gate"))
+        .arg("lint-bundle")
+        .args(args)
+        .output()
+        .expect("run upgrade-gate lint-bundle");
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// A copy of bundle/7.10.1 with `edit` applied to its CSV's text.
+fn broken_copy(dir: &Path, name: &str, edit: impl Fn(&str) -> String) -> PathBuf {
+    let source = repository_root().join("bundle/7.10.1");
+    let copy = dir.join(name);
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(copy.join(sub)).expect("mkdir");
+        for entry in std::fs::read_dir(source.join(sub)).expect("read the bundle") {
+            let entry = entry.expect("entry");
+            std::fs::copy(entry.path(), copy.join(sub).join(entry.file_name())).expect("copy");
+        }
+    }
+    let csv = copy.join(CSV);
+    let text = std::fs::read_to_string(&csv).expect("read the CSV");
+    let edited = edit(&text);
+    assert_ne!(edited, text, "{name}: the edit changed nothing");
+    std::fs::write(&csv, edited).expect("write the CSV");
+    copy
+}
+
+#[test]
+fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
+    let bundles: Vec<String> = ["7.9.3", "7.10.0", "7.10.1"]
+        .iter()
+        .map(|release| {
+            repository_root()
+                .join("bundle")
+                .join(release)
+                .display()
+                .to_string()
+        })
+        .collect();
+    let args: Vec<&str> = bundles.iter().map(String::as_str).collect();
+    let clean = lint(&args);
+    assert_eq!(clean.code, Some(0), "{}{}", clean.stdout, clean.stderr);
+    assert_eq!(clean.stdout, "", "no findings");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases: [(&str, fn(&str) -> String, &str); 5] = [
+        (
+            "rights-for-every-condition",
+            |text| {
+                text.replacen(
+                    "          resourceNames:\n          - upgrade-gate.v7.10.1\n",
+                    "",
+                    1,
+                )
+            },
+            "spec.install.spec.permissions[0].rules[0].resourceNames: grants operatorconditions in the whole namespace",
+        ),
+        (
+            "rolling-update",
+            |text| text.replace("type: Recreate", "type: RollingUpdate"),
+            "spec.install.spec.deployments[0].spec.strategy.type: RollingUpdate",
+        ),
+        (
+            "previous-name",
+            |text| text.replace("value: upgrade-gate.v7.10.1", "value: upgrade-gate.v7.10.0"),
+            "initContainers[0].env[1].value: the OperatorCondition name is \"upgrade-gate.v7.10.0\"",
+        ),
+        (
+            "no-readiness-probe",
+            |text| text.replace("readinessProbe:", "startupProbe:"),
+            "spec.install.spec.deployments[0].spec.template.spec.containers[0].readinessProbe",
+        ),
+        (
+            "no-gate",
+            |text| text.replace("- hold\n", "- status\n"),
+            "spec.install.spec.deployments: no Deployment has an init container running `upgrade-gate hold`",
+        ),
+    ];
+    for (name, edit, expected) in cases {
+        let copy = broken_copy(dir.path(), name, edit);
+        let run = lint(&[copy.to_str().expect("UTF-8 path")]);
+        assert_eq!(run.code, Some(1), "{name}: {}{}", run.stdout, run.stderr);
+        let file = copy.join(CSV).display().to_string();
+        assert!(
+            run.stdout.lines().any(
+                |line| line.starts_with(&format!("{file}: error: ")) && line.contains(expected)
+            ),
+            "{name}: no line naming {expected:?}:\n{}",
+            run.stdout
+        );
+        println!("{name}:\n{}", run.stdout);
+    }
+
+    let skip = broken_copy(dir.path(), "skip-range", |text| {
+        text.replacen(
+            "  annotations:\n",
+            "  annotations:\n    olm.skipRange: '>=7.9.0 <7.10.1'\n",
+            1,
+        )
+    });
+    let skip_path = skip.to_str().expect("UTF-8 path");
+    let warned = lint(&[skip_path, "--must-run", "7.10.0"]);
+    assert_eq!(
+        warned.code,
+        Some(0),
+        "a warning alone passes: {}",
+        warned.stdout
+    );
+    assert!(
+        warned.stdout.contains("warning: metadata.annotations.olm.skipRange: \">=7.9.0 <7.10.1\" lets OLM jump over 7.10.0"),
+        "{}",
+        warned.stdout
+    );
+    assert_eq!(
+        lint(&[skip_path, "--strict"]).code,
+        Some(1),
+        "--strict counts warnings"
+    );
+
+    let json = lint(&[skip_path, "-o", "json"]);
+    let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("-o json is JSON");
+    assert_eq!(report["bundles"][0]["findings"][0]["rule"], "skips");
+    assert_eq!(report["bundles"][0]["findings"][0]["severity"], "warning");
+
+    let not_a_bundle = lint(&[dir.path().to_str().expect("UTF-8 path")]);
+    assert_eq!(not_a_bundle.code, Some(2), "{}", not_a_bundle.stderr);
+    assert!(
+        not_a_bundle
+            .stderr
+            .starts_with("upgrade-gate lint-bundle: cannot read"),
+        "{}",
+        not_a_bundle.stderr
+    );
+}
