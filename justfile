@@ -204,5 +204,6 @@ test-cluster FILTER="": cluster-bins pause-image image
     eval "$("$cluster_bin" env "$name")"
     export UPGRADE_GATE_IMAGE="localhost/upgrade-gate:{{version}}"
     export UPGRADE_GATE_HOLD_IMAGE="localhost/upgrade-gate-hold:{{gate_version}}"
+    export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
     cargo build --workspace --bins
     cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}

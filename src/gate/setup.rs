@@ -107,7 +107,7 @@ impl std::fmt::Display for OutsideOlm {
 }
 
 /// What to add to the CSV, said by every [`SetupError::NameUnknown`].
-pub const ADD_NAME_TO_CSV: &str = "in the CSV, set env OPERATOR_CONDITION_NAME to the CSV's metadata.name on this init container (OLM injects it into containers, never into init containers)";
+pub const ADD_NAME_TO_CSV: &str = "in the CSV, set env OPERATOR_CONDITION_NAME to the CSV's metadata.name on the container running upgrade-gate (OLM injects it into containers, never into init containers)";
 
 /// A set-up the gate refuses to run with.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

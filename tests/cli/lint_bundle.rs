@@ -65,7 +65,8 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
     assert_eq!(clean.stdout, "", "no findings");
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let cases: [(&str, fn(&str) -> String, &str); 5] = [
+    type Edit = fn(&str) -> String;
+    let cases: [(&str, Edit, &str); 5] = [
         (
             "rights-for-every-condition",
             |text| {

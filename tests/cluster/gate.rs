@@ -50,7 +50,8 @@ use upgrade_gate_tests::apiserver_without_olm::ApiserverWithoutOlm;
 use upgrade_gate_tests::container_task_events::ContainerTaskEvents;
 use upgrade_gate_tests::gate_probe_catalog;
 use upgrade_gate_tests::gate_probe_catalog::{
-    GATE_CONTAINER, MAIN_CONTAINER, POD_LABEL, channel_until, csv_name, write_catalog,
+    GATE_CONTAINER, Images, MAIN_CONTAINER, POD_LABEL, channel_until, csv_name, hold_image,
+    write_catalog,
 };
 use upgrade_gate_tests::gate_process::{GateProcess, run_gate};
 use upgrade_gate_tests::object_history::{ObjectHistory, Observed};
@@ -82,7 +83,7 @@ fn subscriptions_api(namespace: &TestNamespace) -> Api<DynamicObject> {
 }
 
 /// Moves the Subscription to `channel`, where one more version waits.
-async fn switch_channel(namespace: &TestNamespace, channel: &str) {
+pub(crate) async fn switch_channel(namespace: &TestNamespace, channel: &str) {
     subscriptions_api(namespace)
         .patch(
             "gate-probe",
@@ -93,7 +94,7 @@ async fn switch_channel(namespace: &TestNamespace, channel: &str) {
         .unwrap_or_else(|error| panic!("moving the Subscription to {channel}: {error}"));
 }
 
-fn csv_api(namespace: &TestNamespace) -> Api<DynamicObject> {
+pub(crate) fn csv_api(namespace: &TestNamespace) -> Api<DynamicObject> {
     Api::namespaced_with(
         namespace.client(),
         &namespace.name,
@@ -135,14 +136,17 @@ fn closed_in_status(condition: &OperatorCondition) -> bool {
 }
 
 /// Phase and the reason/message of the newest status of a CSV.
-fn csv_phase(csv: &DynamicObject) -> (String, String, String) {
+pub(crate) fn csv_phase(csv: &DynamicObject) -> (String, String, String) {
     let status = &csv.data["status"];
     let text = |key: &str| status[key].as_str().unwrap_or_default().to_owned();
     (text("phase"), text("reason"), text("message"))
 }
 
 /// The newest recorded version of the object `name`, unless deleted.
-fn latest<'a, K: kube::Resource>(records: &'a [Observed<K>], name: &str) -> Option<&'a K> {
+pub(crate) fn latest<'a, K: kube::Resource>(
+    records: &'a [Observed<K>],
+    name: &str,
+) -> Option<&'a K> {
     records
         .iter()
         .rev()
@@ -168,7 +172,7 @@ fn median(samples: &[f64]) -> f64 {
 
 /// A CatalogSource for `address`, an OperatorGroup for the namespace and a
 /// Subscription to `channel` (Automatic approval).
-async fn subscribe(namespace: &TestNamespace, address: &str, channel: &str) {
+pub(crate) async fn subscribe(namespace: &TestNamespace, address: &str, channel: &str) {
     let client = namespace.client();
     let sources: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -487,7 +491,12 @@ async fn olm_starts_the_operator_only_after_its_status_shows_the_gate_closed() {
     let cluster = TestCluster::from_env();
     let containers = ContainerTaskEvents::record(&containerd_socket(&cluster)).await;
     let catalog_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
-    write_catalog(catalog_dir.path(), &cluster.image, &["0.1.0"]);
+    let gate_image = hold_image();
+    let images = Images {
+        gate: &gate_image,
+        operator: &cluster.image,
+    };
+    write_catalog(catalog_dir.path(), images, &["0.1.0"]);
     let served = cluster
         .serve_catalog(catalog_dir.path(), INSTALL_CATALOG_PORT)
         .await;
@@ -828,7 +837,7 @@ async fn hold_before_its_role_is_bound(namespace: &TestNamespace) {
 /// Whether `name` is `Pending` with reason `OperatorConditionNotUpgradeable`
 /// while the CSV it replaces is installed (`Succeeded`, or `Replacing`, as
 /// OLM marks it once its successor exists); answers OLM's message.
-fn held_by_the_gate(
+pub(crate) fn held_by_the_gate(
     records: &[Observed<DynamicObject>],
     name: &str,
     replaced: &str,
@@ -858,9 +867,13 @@ fn phases_before(
 async fn the_next_version_waits_for_the_gate_and_release_or_an_admin_override_lets_olm_proceed() {
     let cluster = TestCluster::from_env();
     let catalog_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
+    let gate_image = hold_image();
     write_catalog(
         catalog_dir.path(),
-        &cluster.image,
+        Images {
+            gate: &gate_image,
+            operator: &cluster.image,
+        },
         &["0.1.0", "0.2.0", "0.3.0"],
     );
     let served = cluster

@@ -3,9 +3,11 @@
 //! panics without it). Each test has namespaces of its own, so libtest runs
 //! them concurrently on the one cluster.
 
+mod adopt;
 mod gate;
 mod manifests;
 mod olm_install;
+mod olm_v1;
 mod operator;
 mod smoke;
 mod teardown;

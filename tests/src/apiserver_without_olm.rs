@@ -18,7 +18,8 @@ use harness::components::KubeApiserver;
 use harness::process::ProcessRecord;
 use harness::testing::{HOW_TO_START, TestCluster};
 
-/// A port on the node IP no cluster component uses.
+/// A port on the node IP no cluster component uses (one per test that
+/// starts such a server: they run concurrently).
 const PORT: u16 = 6543;
 /// Start-up on a loaded 2-core machine (bootstrap RBAC included).
 const READY_WITHIN: Duration = Duration::from_secs(120);
@@ -31,8 +32,14 @@ pub struct ApiserverWithoutOlm {
 }
 
 impl ApiserverWithoutOlm {
-    /// Starts it and waits until its `/readyz` says ok.
+    /// Starts it on the default port and waits until its `/readyz` says ok.
     pub async fn start(cluster: &TestCluster) -> Self {
+        Self::start_on(cluster, PORT).await
+    }
+
+    /// Starts it on `port` (of the node IP; one no other test uses) and
+    /// waits until its `/readyz` says ok.
+    pub async fn start_on(cluster: &TestCluster, port: u16) -> Self {
         let attached = Cluster::attach(&cluster.name)
             .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"));
         let context = attached.context();
@@ -45,7 +52,7 @@ impl ApiserverWithoutOlm {
         let mut spec = KubeApiserver { cluster: &context }.spec().args([
             // Later flags win: another port, another (empty) storage, and no
             // compaction of the shared etcd by this short-lived server.
-            format!("--secure-port={PORT}"),
+            format!("--secure-port={port}"),
             format!("--etcd-prefix={prefix}"),
             "--etcd-compaction-interval=0".to_owned(),
         ]);
@@ -59,7 +66,7 @@ impl ApiserverWithoutOlm {
             record,
             _dir: dir,
         };
-        let server = format!("https://{}:{PORT}", attached.layout().node_ip());
+        let server = format!("https://{}:{port}", attached.layout().node_ip());
         context
             .pki
             .write_kubeconfig(&guard.kubeconfig, &server, "admin")

@@ -1,11 +1,18 @@
 //! The test operator `gate-probe` and a file-based catalog with its bundles
 //! inline (`olm.bundle.object`, `image: ""`), built as JSON for `opm serve`.
 //!
-//! Owns: the shape of the test operator — a CSV without CRDs whose
-//! Deployment runs `upgrade-gate hold` from our image as its init container
-//! (with `OPERATOR_CONDITION_NAME` written literally, as OLM won't inject it
-//! into init containers) and a main container from the same image that first
-//! prints what `upgrade-gate status` says OLM will decide, then sleeps.
+//! Owns: the shape of the test operator — an operator that adopted the gate
+//! as docs/adopt.md says, using only the gate-only image and the CLI, not
+//! our library: a CSV without CRDs whose Deployment runs `hold` from the
+//! gate-only image (`localhost/upgrade-gate-hold`, entry point
+//! `upgrade-gate`) as its first init container, with `OPERATOR_CONDITION_NAME`
+//! written literally (OLM won't inject it into init containers) and
+//! `POD_NAME` so the gate checks it against the pod's owners; the rights of
+//! the recipe (its own OperatorCondition by name; get on pods, replicasets
+//! and its Deployment for that check); `Recreate`; and a main container from
+//! the project's image that first prints what `upgrade-gate status` says OLM
+//! will decide, then sleeps (ready once it printed). `upgrade-gate
+//! lint-bundle`'s checks pass on it.
 //! Must not touch: the cluster (pure JSON, plus writing the catalog file).
 
 use std::path::Path;
@@ -38,8 +45,29 @@ pub fn csv_name(version: &str) -> String {
     format!("{PACKAGE}.v{version}")
 }
 
+/// The images the test operator runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Images<'a> {
+    /// The gate-only image (`UPGRADE_GATE_HOLD_IMAGE`), for the init container.
+    pub gate: &'a str,
+    /// The project's image (`UPGRADE_GATE_IMAGE`: a shell, `sleep` and the
+    /// CLI), for the main container.
+    pub operator: &'a str,
+}
+
+/// The gate-only image the cluster has loaded (`just test-cluster` exports
+/// `UPGRADE_GATE_HOLD_IMAGE`); panics with how to get it.
+pub fn hold_image() -> String {
+    match std::env::var("UPGRADE_GATE_HOLD_IMAGE") {
+        Ok(image) if !image.is_empty() => image,
+        _ => panic!(
+            "UPGRADE_GATE_HOLD_IMAGE is not set: `just image` builds localhost/upgrade-gate-hold and `just test-cluster` loads and exports it"
+        ),
+    }
+}
+
 /// The CSV of `version`, replacing `replaces` (a CSV name) if given.
-pub fn cluster_service_version(image: &str, version: &str, replaces: Option<&str>) -> Value {
+pub fn cluster_service_version(images: Images<'_>, version: &str, replaces: Option<&str>) -> Value {
     let name = csv_name(version);
     let (label, value) = POD_LABEL;
     let mut spec = json!({
@@ -59,15 +87,26 @@ pub fn cluster_service_version(image: &str, version: &str, replaces: Option<&str
             "spec": {
                 // OLM binds its own Role for the OperatorCondition
                 // asynchronously; the CSV's permissions exist before the
-                // Deployment does.
+                // Deployment does. Only its own OperatorCondition; the
+                // reads of the pod's owners are the optional check.
                 "permissions": [{
                     "serviceAccountName": SERVICE_ACCOUNT,
-                    "rules": [{
-                        "apiGroups": ["operators.coreos.com"],
-                        "resources": ["operatorconditions"],
-                        "resourceNames": [name],
-                        "verbs": ["get", "update", "patch"]
-                    }]
+                    "rules": [
+                        {
+                            "apiGroups": ["operators.coreos.com"],
+                            "resources": ["operatorconditions"],
+                            "resourceNames": [name],
+                            "verbs": ["get", "update", "patch"]
+                        },
+                        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+                        {"apiGroups": ["apps"], "resources": ["replicasets"], "verbs": ["get"]},
+                        {
+                            "apiGroups": ["apps"],
+                            "resources": ["deployments"],
+                            "resourceNames": [DEPLOYMENT],
+                            "verbs": ["get"]
+                        }
+                    ]
                 }],
                 "deployments": [{
                     "name": DEPLOYMENT,
@@ -77,7 +116,7 @@ pub fn cluster_service_version(image: &str, version: &str, replaces: Option<&str
                         "strategy": {"type": "Recreate"},
                         "template": {
                             "metadata": {"labels": {label: value, "gate-probe/version": version}},
-                            "spec": pod_spec(image, &name)
+                            "spec": pod_spec(images, &name)
                         }
                     }
                 }]
@@ -98,11 +137,11 @@ pub fn cluster_service_version(image: &str, version: &str, replaces: Option<&str
     })
 }
 
-/// The operator pod: `upgrade-gate hold` as init container; the main
-/// container records OLM's verdict at its own start (`upgrade-gate status`,
-/// with the name OLM injects into main containers), then sleeps. `sleep` as
-/// PID 1 ignores SIGTERM, hence the short grace period.
-fn pod_spec(image: &str, csv: &str) -> Value {
+/// The operator pod: `hold` from the gate-only image as init container; the
+/// main container records OLM's verdict at its own start (`upgrade-gate
+/// status`, with the name OLM injects into main containers), then sleeps.
+/// `sleep` as PID 1 ignores SIGTERM, hence the short grace period.
+fn pod_spec(images: Images<'_>, csv: &str) -> Value {
     let restricted = json!({
         "allowPrivilegeEscalation": false,
         "readOnlyRootFilesystem": true,
@@ -114,11 +153,12 @@ fn pod_spec(image: &str, csv: &str) -> Value {
         "terminationGracePeriodSeconds": 1,
         "initContainers": [{
             "name": GATE_CONTAINER,
-            "image": image,
+            "image": images.gate,
             "imagePullPolicy": "Never",
-            "command": ["upgrade-gate", "hold"],
+            "args": ["hold"],
             "env": [
                 {"name": "OPERATOR_CONDITION_NAME", "value": csv},
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
                 {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
                 {"name": "UPGRADE_GATE_TIMEOUT", "value": "90s"}
             ],
@@ -126,25 +166,28 @@ fn pod_spec(image: &str, csv: &str) -> Value {
         }],
         "containers": [{
             "name": MAIN_CONTAINER,
-            "image": image,
+            "image": images.operator,
             "imagePullPolicy": "Never",
-            "command": ["sh", "-c", "upgrade-gate status && exec sleep infinity"],
+            "command": ["sh", "-c", "upgrade-gate status > /tmp/verdict && cat /tmp/verdict && exec sleep infinity"],
+            "readinessProbe": {"exec": {"command": ["test", "-s", "/tmp/verdict"]}, "periodSeconds": 1},
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
             "securityContext": restricted
-        }]
+        }],
+        "volumes": [{"name": "tmp", "emptyDir": {}}]
     })
 }
 
 /// The catalog's documents: the package, one channel per version
 /// ([`channel_until`]; the default is the last one) and one inline bundle
 /// per version, each replacing the one before.
-pub fn catalog(image: &str, versions: &[&str]) -> Vec<Value> {
+pub fn catalog(images: Images<'_>, versions: &[&str]) -> Vec<Value> {
     let mut entries = Vec::new();
     let mut channels = Vec::new();
     let mut bundles = Vec::new();
     let mut previous: Option<String> = None;
     for version in versions {
         let name = csv_name(version);
-        let csv = cluster_service_version(image, version, previous.as_deref());
+        let csv = cluster_service_version(images, version, previous.as_deref());
         let mut entry = json!({"name": name});
         if let Some(replaced) = &previous {
             entry["replaces"] = json!(replaced);
@@ -181,11 +224,11 @@ pub fn catalog(image: &str, versions: &[&str]) -> Vec<Value> {
 }
 
 /// Writes [`catalog`] to `dir/gate-probe/catalog.json` (the layout `opm serve` reads).
-pub fn write_catalog(dir: &Path, image: &str, versions: &[&str]) {
+pub fn write_catalog(dir: &Path, images: Images<'_>, versions: &[&str]) {
     let package_dir = dir.join(PACKAGE);
     std::fs::create_dir_all(&package_dir)
         .unwrap_or_else(|error| panic!("creating {}: {error}", package_dir.display()));
-    let text: String = catalog(image, versions)
+    let text: String = catalog(images, versions)
         .iter()
         .map(|document| format!("{document}\n"))
         .collect();
@@ -210,9 +253,14 @@ mod tests {
         serde_json::from_slice(&bytes).expect("JSON")
     }
 
+    const IMAGES: Images<'static> = Images {
+        gate: "gate-img",
+        operator: "img",
+    };
+
     #[test]
     fn each_channel_ends_one_version_later_and_each_version_replaces_the_one_before() {
-        let documents = catalog("img", &["0.1.0", "0.2.0", "0.3.0"]);
+        let documents = catalog(IMAGES, &["0.1.0", "0.2.0", "0.3.0"]);
         assert_eq!(documents[0]["schema"], "olm.package");
         assert_eq!(documents[0]["defaultChannel"], "until-0.3.0");
         assert_eq!(documents[1]["name"], "until-0.1.0");
@@ -232,13 +280,27 @@ mod tests {
 
     #[test]
     fn the_init_container_names_its_own_operator_condition_literally() {
-        let csv = cluster_service_version("img", "0.2.0", None);
+        let csv = cluster_service_version(IMAGES, "0.2.0", None);
         let deployment = &csv["spec"]["install"]["spec"]["deployments"][0]["spec"];
         let init = &deployment["template"]["spec"]["initContainers"][0];
-        assert_eq!(init["command"], json!(["upgrade-gate", "hold"]));
+        assert_eq!(
+            (&init["image"], &init["args"]),
+            (&json!("gate-img"), &json!(["hold"]))
+        );
         assert_eq!(init["env"][0]["value"], "gate-probe.v0.2.0");
         assert_eq!(deployment["strategy"]["type"], "Recreate");
         let rule = &csv["spec"]["install"]["spec"]["permissions"][0]["rules"][0];
         assert_eq!(rule["resourceNames"], json!(["gate-probe.v0.2.0"]));
+    }
+
+    #[test]
+    fn the_test_operator_passes_lint_bundle() {
+        let csv = cluster_service_version(IMAGES, "0.2.0", Some("gate-probe.v0.1.0"));
+        let findings = upgrade_gate::bundle_lint::check_csv(&csv, "gate-probe", &[]);
+        assert_eq!(
+            findings,
+            [],
+            "the recipe of docs/adopt.md, as lint-bundle checks it"
+        );
     }
 }
