@@ -16,7 +16,8 @@
 # the image reference (base) on stdout.
 # Owns: tools/pause/, the root Containerfile's and Containerfile.gate's
 # builds; writes only to the cache, to podman's storage and to
-# target/image-bins/ and target/gate-image/ (the prebuilt contexts).
+# target/image-bins/, target/image-pg-client/ and target/gate-image/ (the
+# prebuilt contexts).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -31,11 +32,13 @@ trap 'rm -rf "$scratch"' EXIT
 # The base root file system: Debian packages only, no package manager. Every
 # input is in base_args, so their hash names the image and a change rebuilds it.
 # The project's binaries need glibc and libgcc_s (both in --variant=essential);
-# the upgrade Job needs the PostgreSQL 15 client tools; TLS needs ca-certificates.
+# TLS needs ca-certificates. The upgrade Job's PostgreSQL 18 client tools
+# (tools/postgresql.sh; Debian has only 15) bring their own libraries and
+# need only glibc and zlib.
 # shellcheck disable=SC2054 # the commas belong to --include's value
 base_args=(
   --variant=essential
-  --include=ca-certificates,postgresql-client-15
+  --include=ca-certificates,zlib1g
   --dpkgopt='path-exclude=/usr/share/doc/*'
   --dpkgopt='path-exclude=/usr/share/man/*'
   --dpkgopt='path-exclude=/usr/share/locale/*'
@@ -151,6 +154,11 @@ build_app() {
   for binary in "${binaries[@]}"; do
     cp -p "$target_dir/release/$binary" "$staged/"
   done
+  # PostgreSQL 18's pg_dump, pg_restore and psql (bin/, lib/).
+  local pg_client="$repo_root/target/image-pg-client" postgresql
+  postgresql=$("$tools_src/postgresql.sh" fetch)
+  rm -rf "$pg_client"
+  cp -a "$postgresql/client" "$pg_client"
   start=$(now)
   podman build --quiet --target runtime-prebuilt \
     --build-arg "RUNTIME_BASE=$base" --build-arg "VERSION=$version" \
