@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
-# Benchmark of the database upgrade Job against PostgreSQL's own backup.
+# Benchmark: the database upgrade Job against what a careful person does by
+# hand, on the same sample database.
 #
-# Builds a sample database at release 7.9.3 (`app-db-upgrade seed`), then, in
-# each of N paired runs on a fresh copy of it:
-#   A: `app-db-upgrade run --backup-dir ...` to 7.10.1 (pg_dump -Fc backup,
-#      archive verification, migrations V3-V5)
-#   B: plain `pg_dump -Fc` of the same (pre-upgrade) database
-# and prints each run, the medians, the A/B ratio (median of the per-pair
-# ratios) and the 7.10.0 data migration's (V4) time per million executions.
+# Builds a sample database at release 7.9.3 (`app-db-upgrade seed`), then in
+# each of N paired runs makes two fresh copies of it and times, the two
+# sides alternating which goes first:
+#   ours:    app-db-upgrade run --backup-dir ...  (7.9.3 -> 7.10.1: writers
+#            locked out, pg_dump -Fc, pg_restore --list, SHA-256, fsync, V3-V5
+#            in one transaction)
+#   by hand: pg_dump -Fc; pg_restore --list of the archive; psql -1 applying
+#            the same migration files (V3, V4, V5)
+# Both use PostgreSQL 18's client tools (tools/postgresql.sh) and the same
+# compression and maintenance_work_mem; the server runs with PostgreSQL's
+# default settings. A CHECKPOINT precedes each side.
 #
-# Usage: tools/bench-db.sh [ROWS]   (or BENCH_DB_ROWS; default 2000000 ≈ 1 GiB)
-#        BENCH_DB_RUNS=3 (paired runs), UPGRADE_GATE_PG_BIN_DIR (server binaries).
-# Runs its own throwaway PostgreSQL as user `postgres` (so: as root), reachable
-# only through a Unix socket in its temporary directory; removes it on exit.
+# Writes target/bench-db.json {"ours_s", "by_hand_s", "ratio", "rows",
+# "phases": {...}, ...} (medians; ratio = median of the per-pair ratios)
+# and prints it. Then, once: a role whose statement_timeout is 5 s upgrades
+# a copy (must succeed), and the time writers were locked out is reported.
+#
+# Usage: tools/bench-db.sh [ROWS]   (or BENCH_DB_ROWS; default 2000000)
+#   BENCH_DB_RUNS=3                      paired runs
+#   BENCH_DB_COMPRESSION=<pg_dump -Z>    both sides (default: app-db-upgrade's default)
+#   BENCH_DB_MAINTENANCE_WORK_MEM=<mem>  both sides (default: the server's)
+#   BENCH_DB_SERVER_BIN=<dir>            server binaries (default Debian's 15)
+# Runs its own throwaway PostgreSQL as user `postgres` (so: as root),
+# reachable only through a Unix socket in its temporary directory; removes
+# it on exit. Not part of `just test`.
 set -euo pipefail
 
 rows="${1:-${BENCH_DB_ROWS:-2000000}}"
 runs="${BENCH_DB_RUNS:-3}"
-pg_bin="${UPGRADE_GATE_PG_BIN_DIR:-/usr/lib/postgresql/15/bin}"
+server_bin="${BENCH_DB_SERVER_BIN:-/usr/lib/postgresql/15/bin}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${repo}/target/release/app-db-upgrade"
+out="${repo}/target/bench-db.json"
 
-if [[ ! -x "${pg_bin}/initdb" ]]; then
-    echo "PostgreSQL server binaries not found in ${pg_bin}: install postgresql-15 or set UPGRADE_GATE_PG_BIN_DIR" >&2
+if [[ ! -x "${server_bin}/initdb" ]]; then
+    echo "PostgreSQL server binaries not found in ${server_bin}: install postgresql-15 or set BENCH_DB_SERVER_BIN" >&2
     exit 1
 fi
 if [[ "$(id -u)" != 0 ]]; then
@@ -30,27 +45,40 @@ if [[ "$(id -u)" != 0 ]]; then
     exit 1
 fi
 
+client_bin="$("${repo}/tools/postgresql.sh" client-bin)"
 (cd "${repo}" && cargo build --release --quiet --bin app-db-upgrade)
+default_compression="$(sed -n 's/^const DEFAULT_COMPRESSION: &str = "\(.*\)";/\1/p' "${repo}/app/bin/app-db-upgrade.rs")"
+compression="${BENCH_DB_COMPRESSION:-${default_compression}}"
+maintenance_work_mem="${BENCH_DB_MAINTENANCE_WORK_MEM:-server}"
 
 work="$(mktemp -d /tmp/bench-db.XXXXXX)"
 chown postgres: "${work}"
 as_postgres() { runuser -u postgres -- "$@"; }
 cleanup() {
-    as_postgres "${pg_bin}/pg_ctl" -D "${work}/data" stop -m immediate >/dev/null 2>&1 || true
+    as_postgres "${server_bin}/pg_ctl" -D "${work}/data" stop -m immediate >/dev/null 2>&1 || true
     rm -rf "${work}"
 }
 trap cleanup EXIT
 
-as_postgres "${pg_bin}/initdb" -D "${work}/data" -U postgres --auth-local=trust \
+as_postgres "${server_bin}/initdb" -D "${work}/data" -U postgres --auth-local=trust \
     --encoding=UTF8 --locale=C >/dev/null
-as_postgres "${pg_bin}/pg_ctl" -D "${work}/data" -l "${work}/postgres.log" -w \
-    -o "-k ${work} -p 5432 -c listen_addresses='' -c max_wal_size=8GB -c checkpoint_timeout=30min" \
-    start >/dev/null
+as_postgres "${server_bin}/pg_ctl" -D "${work}/data" -l "${work}/postgres.log" -w \
+    -o "-k ${work} -p 5432 -c listen_addresses=''" start >/dev/null
 
 export PGHOST="${work}" PGPORT=5432 PGUSER=postgres PGSSLMODE=disable
-export UPGRADE_GATE_PG_BIN_DIR="${pg_bin}" UPGRADE_GATE_TERMINATION_LOG="${work}/termination-log"
-psql_q() { "${pg_bin}/psql" -X -q -t -A -d postgres -c "$1"; }
+export UPGRADE_GATE_PG_BIN_DIR="${client_bin}" UPGRADE_GATE_TERMINATION_LOG="${work}/termination-log"
+export UPGRADE_GATE_BACKUP_COMPRESSION="${compression}" UPGRADE_GATE_MAINTENANCE_WORK_MEM="${maintenance_work_mem}"
+by_hand_options=""
+if [[ ${maintenance_work_mem} != server ]]; then
+    by_hand_options="-c maintenance_work_mem=${maintenance_work_mem}"
+fi
+psql_q() { "${client_bin}/psql" -X -q -t -A -d postgres -c "$1"; }
+# Everything is created by one role (a superuser, like postgres), so that at
+# the end the same role, given a 5 s statement_timeout, owns what V4 alters.
+psql_q "CREATE ROLE bench_owner LOGIN SUPERUSER" >/dev/null
+export PGUSER=bench_owner
 now() { date +%s.%N; }
+since() { echo "$(now) - $1" | bc; }
 
 psql_q "CREATE DATABASE bench_template"
 PGDATABASE=bench_template "${bin}" --release 7.9.3 run --no-backup >/dev/null 2>&1
@@ -58,42 +86,131 @@ started="$(now)"
 PGDATABASE=bench_template "${bin}" seed --rows "${rows}" 2>/dev/null
 PGDATABASE=bench_template psql_q "VACUUM ANALYZE" >/dev/null
 size="$(psql_q "SELECT pg_size_pretty(pg_database_size('bench_template'))")"
-printf 'sample database: %s executions at 7.9.3, %s, seeded in %.1f s\n' \
-    "${rows}" "${size}" "$(echo "$(now) - ${started}" | bc)"
+printf 'sample database: %s executions at 7.9.3, %s, seeded in %.1f s; server %s, client %s\n' \
+    "${rows}" "${size}" "$(since "${started}")" \
+    "$(psql_q 'SHOW server_version')" "$("${client_bin}/pg_dump" --version)"
+printf 'compression %s, maintenance_work_mem %s\n' "${compression}" "${maintenance_work_mem}"
 
-results="${work}/results"
-: >"${results}"
-for run in $(seq 1 "${runs}"); do
-    psql_q "CREATE DATABASE bench_run TEMPLATE bench_template"
-    started="$(now)"
-    PGDATABASE=bench_run "${bin}" run --backup-dir "${work}/backups" --output json \
-        >"${work}/outcome.json" 2>"${work}/upgrade.log"
-    upgrade_s="$(echo "$(now) - ${started}" | bc)"
-    started="$(now)"
-    "${pg_bin}/pg_dump" -Fc -d bench_template -f "${work}/plain.dump"
-    dump_s="$(echo "$(now) - ${started}" | bc)"
-    read -r backup_ms v4_ms < <(python3 -c '
-import json, sys
-o = json.load(open(sys.argv[1]))
-v4 = next(s["duration_ms"] for s in o["applied"] if s["version"] == 4)
-print(o["durations"]["backup_ms"], v4)' "${work}/outcome.json")
-    printf 'run %s: backup+upgrade %.2f s (backup %.2f s, V4 reshape %.2f s); plain pg_dump -Fc %.2f s; ratio %.2f\n' \
-        "${run}" "${upgrade_s}" "$(echo "${backup_ms} / 1000" | bc -l)" \
-        "$(echo "${v4_ms} / 1000" | bc -l)" "${dump_s}" "$(echo "${upgrade_s} / ${dump_s}" | bc -l)"
-    echo "${upgrade_s} ${dump_s} $(echo "${upgrade_s} / ${dump_s}" | bc -l) ${backup_ms} ${v4_ms}" >>"${results}"
-    psql_q "DROP DATABASE bench_run"
-    rm -rf "${work}/backups" "${work}/plain.dump"
+migrations=()
+for release in 7.10.0 7.10.1; do
+    for file in "${repo}"/migrations/"${release}"/V*.sql; do migrations+=(-f "${file}"); done
 done
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-column() { awk -v c="$1" '{ print $c }' "${results}" | median; }
-upgrade_median="$(column 1)"
-dump_median="$(column 2)"
-ratio_median="$(column 3)"
-v4_median_ms="$(column 5)"
-printf '\nmedians over %s runs, %s executions (%s):\n' "${runs}" "${rows}" "${size}"
-printf '  backup + upgrade 7.9.3 -> 7.10.1: %.2f s\n' "${upgrade_median}"
-printf '  plain pg_dump -Fc:                %.2f s\n' "${dump_median}"
-printf '  ratio (median of pairs):          %.2f\n' "${ratio_median}"
-printf '  V4 reshape (7.10.0 data migration): %.2f s = %.2f s per million executions\n' \
-    "$(echo "${v4_median_ms} / 1000" | bc -l)" "$(echo "${v4_median_ms} / 1000 / (${rows} / 1000000)" | bc -l)"
+# Each side gets its own fresh copy of the template, made just before it runs
+# and dropped after it (the disk holds one copy at a time).
+ours() {
+    local db=bench_ours
+    psql_q "CREATE DATABASE ${db} TEMPLATE bench_template"
+    psql_q CHECKPOINT
+    local started
+    started="$(now)"
+    PGDATABASE="${db}" "${bin}" run --backup-dir "${work}/backups" --output json \
+        >"${work}/outcome.json" 2>"${work}/upgrade.log" || {
+        cat "${work}/upgrade.log" >&2
+        return 1
+    }
+    ours_s="$(since "${started}")"
+    psql_q "DROP DATABASE ${db}"
+    rm -rf "${work}/backups"
+}
+
+by_hand() {
+    local db=bench_by_hand started
+    psql_q "CREATE DATABASE ${db} TEMPLATE bench_template"
+    psql_q CHECKPOINT
+    started="$(now)"
+    PGDATABASE="${db}" "${client_bin}/pg_dump" -Fc --compress="${compression}" -f "${work}/by-hand.dump"
+    dump_s="$(since "${started}")"
+    started="$(now)"
+    "${client_bin}/pg_restore" --list "${work}/by-hand.dump" >/dev/null
+    list_s="$(since "${started}")"
+    started="$(now)"
+    PGOPTIONS="${by_hand_options}" PGDATABASE="${db}" "${client_bin}/psql" -X -q -1 \
+        -v ON_ERROR_STOP=1 "${migrations[@]}" >/dev/null
+    migrate_s="$(since "${started}")"
+    by_hand_s="$(echo "${dump_s} + ${list_s} + ${migrate_s}" | bc)"
+    psql_q "DROP DATABASE ${db}"
+    rm -f "${work}/by-hand.dump"
+}
+
+results="${work}/results.jsonl"
+: >"${results}"
+for run in $(seq 1 "${runs}"); do
+    if ((run % 2 == 1)); then
+        first=ours
+        ours
+        by_hand
+    else
+        first=by_hand
+        by_hand
+        ours
+    fi
+    python3 - "${work}/outcome.json" "${run}" "${first}" "${ours_s}" "${by_hand_s}" \
+        "${dump_s}" "${list_s}" "${migrate_s}" >>"${results}" <<'EOF'
+import json, sys
+outcome = json.load(open(sys.argv[1]))
+run, first = int(sys.argv[2]), sys.argv[3]
+ours_s, by_hand_s, dump_s, list_s, migrate_s = map(float, sys.argv[4:9])
+steps = {f"V{s['version']}_s": s["duration_ms"] / 1000 for s in outcome["applied"]}
+d = outcome["durations"]
+print(json.dumps({
+    "run": run, "first": first, "ours_s": ours_s, "by_hand_s": by_hand_s,
+    "ratio": ours_s / by_hand_s,
+    "ours": {"backup_s": d["backup_ms"] / 1000, "migrations_s": d["migrations_ms"] / 1000,
+             "writers_locked_s": d["writers_locked_ms"] / 1000, "total_s": d["total_ms"] / 1000,
+             "archive_bytes": outcome["backup"]["size_bytes"], **steps},
+    "by_hand": {"pg_dump_s": dump_s, "pg_restore_list_s": list_s, "psql_migrations_s": migrate_s},
+}))
+EOF
+    tail -n1 "${results}" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print("run %d (%s first): ours %.2f s, by hand %.2f s, ratio %.3f"
+      % (r["run"], r["first"], r["ours_s"], r["by_hand_s"], r["ratio"]))'
+done
+
+# Once: the role, now with a 5 s statement_timeout, upgrades a copy of the
+# sample (the timeout applies to superusers all the same).
+psql_q "CREATE DATABASE bench_role TEMPLATE bench_template"
+psql_q "DROP DATABASE bench_template"
+psql_q "ALTER ROLE bench_owner SET statement_timeout = '5s'"
+started="$(now)"
+if PGDATABASE=bench_role "${bin}" run --no-backup --output json \
+    >"${work}/role-outcome.json" 2>"${work}/role.log"; then
+    role_result="succeeded"
+else
+    role_result="FAILED: $(grep '^error' "${work}/role.log" || tail -n1 "${work}/role.log")"
+fi
+role_s="$(since "${started}")"
+
+python3 - "${results}" "${out}" "${rows}" "${size}" "${compression}" "${maintenance_work_mem}" \
+    "${role_result}" "${role_s}" "${work}/role-outcome.json" <<'EOF'
+import json, statistics, sys
+results = [json.loads(line) for line in open(sys.argv[1])]
+out, rows, size, compression, mwm, role_result, role_s, role_outcome = sys.argv[2:10]
+median = lambda values: statistics.median(values)
+def phase_medians(side):
+    keys = results[0][side].keys()
+    return {k: median([r[side][k] for r in results]) for k in keys}
+role_phases = {}
+try:
+    o = json.load(open(role_outcome))
+    role_phases = {f"V{s['version']}_s": s["duration_ms"] / 1000 for s in o["applied"]}
+except (OSError, ValueError, KeyError):
+    pass
+report = {
+    "ours_s": round(median([r["ours_s"] for r in results]), 3),
+    "by_hand_s": round(median([r["by_hand_s"] for r in results]), 3),
+    "ratio": round(median([r["ratio"] for r in results]), 3),
+    "rows": int(rows),
+    "phases": {"ours": phase_medians("ours"), "by_hand": phase_medians("by_hand")},
+    "settings": {"database_size": size, "compression": compression, "maintenance_work_mem": mwm,
+                 "server": "PostgreSQL defaults", "runs": len(results)},
+    "role_statement_timeout_5s": {"result": role_result, "total_s": round(float(role_s), 2), **role_phases},
+    "runs": results,
+}
+with open(out, "w") as f:
+    json.dump(report, f, indent=2)
+print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2))
+EOF
+echo "written to ${out}"
