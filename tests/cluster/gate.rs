@@ -975,12 +975,20 @@ async fn the_next_version_waits_for_the_gate_and_release_or_an_admin_override_le
         HashSet::from(["Pending".to_owned()]),
         "{v2} left Pending while the gate was closed"
     );
-    // v2 installs with its own gate closed; then v3 appears and v2's gate holds it.
-    csvs.wait_for(&format!("{v2} to succeed"), OLM_STEP, |records| {
-        latest(records, &v2)
-            .filter(|csv| csv_phase(csv).0 == "Succeeded")
-            .map(drop)
-    })
+    // v2 installs with its own gate closed; then v3 appears and v2's gate
+    // holds it. The channel moves only once v1 is gone: OLM's resolution
+    // fails while a replaced CSV still exists and is retried only at the
+    // catalog operator's 15-minute wakeup.
+    csvs.wait_for(
+        &format!("{v2} to succeed and {v1} to be deleted"),
+        OLM_STEP,
+        |records| {
+            latest(records, &v2)
+                .filter(|csv| csv_phase(csv).0 == "Succeeded")
+                .filter(|_| latest(records, &v1).is_none())
+                .map(drop)
+        },
+    )
     .await;
     switch_channel(&namespace, &channel_until("0.3.0")).await;
     csvs.wait_for(
