@@ -287,31 +287,28 @@ fn lint(args: &LintArgs) -> u8 {
     code
 }
 
+/// The target and the deadline of a cluster command.
+fn prepared(args: &TargetArgs) -> Result<(Target, Instant), GateError> {
+    let deadline = Instant::now() + args.timeout;
+    Ok((target(args)?, deadline))
+}
+
 async fn run(command: Command) -> Result<Outcome, GateError> {
-    let target_args = match &command {
-        Command::Hold(args) => &args.target,
-        Command::Release(args) => &args.target,
-        Command::Status(args) => &args.target,
-        Command::LintBundle(_) => {
-            return Err(GateError::InvalidInput(
-                "lint-bundle runs without a cluster".into(),
-            ));
-        }
-    };
-    let deadline = Instant::now() + target_args.timeout;
-    let target = target(target_args)?;
     match command {
         Command::Hold(args) => {
+            let (target, deadline) = prepared(&args.target)?;
             let entry = gate::hold_entry(Some(&args.reason), args.message.as_deref())?;
             let client = gate::connect().await?;
             gate::hold(&client, &target, &entry, args.allow_override, deadline).await
         }
         Command::Release(args) => {
+            let (target, deadline) = prepared(&args.target)?;
             let entry = gate::release_entry(Some(&args.reason), args.message.as_deref())?;
             let client = gate::connect().await?;
             gate::release(&client, &target, &entry, args.wait, deadline).await
         }
         Command::Status(args) => {
+            let (target, deadline) = prepared(&args.target)?;
             if target.name.is_none() && target.pod.is_none() && target.deployment.is_none() {
                 return Err(GateError::InvalidInput(
                     "status needs --name (OPERATOR_CONDITION_NAME), --deployment or --pod (POD_NAME); every CSV's gate: kubectl upgrade-gate status".into(),
@@ -332,7 +329,10 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             }
             Ok(outcome)
         }
-        Command::LintBundle(_) => unreachable!("handled before the runtime starts"),
+        // Checked before the runtime starts (main); no cluster involved.
+        Command::LintBundle(_) => Err(GateError::InvalidInput(
+            "lint-bundle runs without a cluster".into(),
+        )),
     }
 }
 
