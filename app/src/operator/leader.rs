@@ -16,6 +16,14 @@
 //!
 //! The decisions are pure ([`observe`], [`attempt`], [`claimed`],
 //! [`released`]) and table-tested; [`Elector`] does the requests.
+//!
+//! Why not a crate: `kube-leader-election` (0.44) requires kube 4 (we use
+//! 5); `kube-lease-manager` (0.13, kube 5) judges expiry by comparing the
+//! holder's `renewTime` with the local clock, keeps reporting leadership
+//! while its renewals fail (it has no renew deadline), and renews only
+//! every `duration - grace`. The renew deadline is what keeps two leaders
+//! from writing the gate at once, so it is written here, on kube's typed
+//! Lease API, in the few lines client-go's rules need.
 
 use std::time::Duration;
 
