@@ -9,5 +9,6 @@ mod manifests;
 mod olm_install;
 mod olm_v1;
 mod operator;
+mod operator_gate;
 mod smoke;
 mod teardown;
