@@ -32,8 +32,9 @@ use serde::{Deserialize, Serialize};
     category = "upgrade-gate",
     derive = "PartialEq",
     printcolumn(name = "Release", type_ = "string", description = "Release the database schema is at", json_path = ".status.database.release"),
-    printcolumn(name = "Phase", type_ = "string", description = "Ready, Upgrading, Degraded or Pending", json_path = ".status.phase"),
+    printcolumn(name = "Phase", type_ = "string", description = "Upgrading, Ready or Degraded", json_path = ".status.phase"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Progress", type_ = "string", description = "The running upgrade Job's step, percent done and time left", json_path = ".status.upgrade.progress.summary"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     // The upgrade Job's name is `<app>-db-<release>-<attempt>`; Job names
     // end up in a 63-character label value.
@@ -196,9 +197,9 @@ pub struct AppStatus {
     /// The `metadata.generation` this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// One-word summary for `kubectl get`: Pending, Upgrading, Ready, Degraded.
+    /// One-word summary for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<AppPhase>,
     /// `Ready`, `Progressing` and `Degraded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
@@ -209,6 +210,33 @@ pub struct AppStatus {
     /// The upgrade in flight (absent when none is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradeStatus>,
+    /// The last upgrade that finished: verified at its target by the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_upgrade: Option<FinishedUpgrade>,
+}
+
+impl AppStatus {
+    /// The condition of `type_`, if set.
+    pub fn condition(&self, type_: ConditionType) -> Option<&AppCondition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+
+    /// Whether the condition of `type_` is True.
+    pub fn holds(&self, type_: ConditionType) -> bool {
+        self.condition(type_)
+            .is_some_and(|c| c.status == ConditionStatus::True)
+    }
+}
+
+/// One-word summary of an App, the `Phase` column of `kubectl get apps`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum AppPhase {
+    /// An upgrade of the database is under way.
+    Upgrading,
+    /// The database is at this release's schema and the server runs it.
+    Ready,
+    /// A person is needed, or a failed upgrade waits for its retry.
+    Degraded,
 }
 
 /// Where the database schema is.
@@ -224,10 +252,10 @@ pub struct DatabaseSchemaStatus {
 }
 
 /// Phases of one upgrade, in order; `Failed` waits for the retry backoff,
-/// `GaveUp` waits for a person (raise `spec.upgrade.retryLimit`).
+/// `GaveUp` and `Refused` wait for a person.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum UpgradePhase {
-    /// Intent recorded; the Job is about to be created.
+    /// Intent recorded; the Job is created once no server pod is left.
     Pending,
     /// The Job exists and runs.
     Running,
@@ -237,10 +265,15 @@ pub enum UpgradePhase {
     Failed,
     /// The retry limit is reached.
     GaveUp,
+    /// The Job refused the database for a reason a retry cannot fix (newer
+    /// than the release, diverged history, invalid configuration).
+    Refused,
 }
 
 /// The upgrade in flight, written before its Job is created so that a
 /// restarted or newer operator adopts the Job instead of starting another.
+/// The Job carries this intent (from, to, attempt, start time) in its
+/// labels and annotations; only a Job of this App with this intent counts.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpgradeStatus {
@@ -261,7 +294,75 @@ pub struct UpgradeStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "date_time_schema")]
     pub last_failure_time: Option<Time>,
-    /// Where the Job writes its backup (`pvc/<claim>/<path>`).
+    /// Why the last attempt failed, as its Job reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<UpgradeFailure>,
+    /// Where the Job writes its backup (`pvc/<claim>`), then, once the Job
+    /// reported it, the archive itself (`pvc/<claim>/<path>`).
+    pub backup_location: String,
+    /// Where the running Job is, as it reports itself in the database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<UpgradeProgress>,
+}
+
+/// A failed attempt, from its Job's exit code and termination message.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeFailure {
+    /// The condition reason the failure was reported with.
+    pub reason: ConditionReason,
+    /// Whether a retry could succeed (false: the upgrade is refused).
+    pub retryable: bool,
+    /// Exit code of `app-db-upgrade` (absent when its container never ran
+    /// to an end, e.g. the Job's deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// What the Job said.
+    pub message: String,
+}
+
+/// How far the running upgrade Job is.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeProgress {
+    /// The step: `backup`, or `migration V<n>`.
+    pub step: String,
+    /// Percent of the step done, when the Job can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub percent: Option<i32>,
+    /// When the step is expected to end, when the Job can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "date_time_schema")]
+    pub eta: Option<Time>,
+    /// One line for `kubectl get apps`: step, percent, time left.
+    pub summary: String,
+    /// When the operator read this from the database.
+    #[schemars(schema_with = "date_time_schema")]
+    pub observed_time: Time,
+}
+
+/// The last upgrade that finished.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishedUpgrade {
+    /// Release the schema was at before ("none": empty).
+    pub from: String,
+    /// Release the schema is at now.
+    pub to: String,
+    /// The Job that did it.
+    pub job: String,
+    /// Attempts it took.
+    pub attempts: i32,
+    /// When its first attempt was recorded.
+    #[schemars(schema_with = "date_time_schema")]
+    pub start_time: Time,
+    /// When the operator verified the schema at the target.
+    #[schemars(schema_with = "date_time_schema")]
+    pub finish_time: Time,
+    /// From the first attempt's record to the verification.
+    pub duration_seconds: i64,
+    /// The backup taken before the first migration (`pvc/<claim>/<path>`).
     pub backup_location: String,
 }
 
@@ -271,11 +372,11 @@ pub struct UpgradeStatus {
 pub struct AppCondition {
     /// `Ready`, `Progressing` or `Degraded`.
     #[serde(rename = "type")]
-    pub type_: String,
+    pub type_: ConditionType,
     /// True, False or Unknown.
     pub status: ConditionStatus,
-    /// CamelCase reason (see docs/operator.md for the vocabulary).
-    pub reason: String,
+    /// CamelCase reason (docs/operator.md explains each).
+    pub reason: ConditionReason,
     /// What happened and what a person can do.
     pub message: String,
     /// When `status` last changed.
@@ -301,14 +402,250 @@ fn date_time_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "format": "date-time"})
 }
 
-/// The condition types an App carries.
-pub mod condition_type {
-    /// The database is at this release's schema and the server runs it.
-    pub const READY: &str = "Ready";
-    /// An upgrade is under way.
-    pub const PROGRESSING: &str = "Progressing";
+/// The condition types an App carries, in the order `status.conditions`
+/// lists them (alphabetical, as releases before the typed status wrote
+/// them, so an existing status is not rewritten for its order alone).
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+pub enum ConditionType {
     /// Something needs a person (or waits for a retry).
-    pub const DEGRADED: &str = "Degraded";
+    Degraded,
+    /// An upgrade is under way.
+    Progressing,
+    /// The database is at this release's schema and the server runs it.
+    Ready,
+}
+
+/// Declares [`ConditionReason`] with its spelling (`as_str`) and the list of
+/// every reason (`ALL`), from one list.
+macro_rules! condition_reasons {
+    ($( $(#[doc = $doc:literal])+ $reason:ident, )+) => {
+        /// Every reason an App's conditions carry. Reasons written by earlier
+        /// releases stay in the list so that existing statuses still parse.
+        #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+        pub enum ConditionReason {
+            $( $(#[doc = $doc])+ $reason, )+
+        }
+
+        impl ConditionReason {
+            /// Every reason, in declaration order.
+            pub const ALL: &[ConditionReason] = &[$(ConditionReason::$reason,)+];
+
+            /// The CamelCase spelling.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ConditionReason::$reason => stringify!($reason),)+
+                }
+            }
+        }
+    };
+}
+
+condition_reasons! {
+    /// Ready: the database is at this release's schema.
+    DatabaseAtTarget,
+    /// Degraded False: nothing needs a person.
+    AsExpected,
+    /// Ready False while an upgrade step is under way.
+    UpgradeInProgress,
+    /// Progressing: the server Deployment goes to zero replicas.
+    ScalingServerDown,
+    /// Progressing: server pods are still running; the Job waits for them.
+    WaitingForServerPods,
+    /// Progressing: the intent is recorded; the Job comes next.
+    UpgradePending,
+    /// Progressing: an earlier Job of this App, for another intent, still
+    /// holds the Job's name; it is removed once it has finished.
+    WaitingForStaleJob,
+    /// Progressing: the upgrade Job runs.
+    UpgradeJobRunning,
+    /// Progressing: the Job succeeded; the operator reads the schema.
+    VerifyingSchema,
+    /// Progressing: an attempt failed; the next one starts after a backoff.
+    RetryScheduled,
+    /// Progressing False: the last upgrade was verified.
+    UpgradeComplete,
+    /// The last attempt failed (its Job's exit code and message say why).
+    DatabaseUpgradeFailed,
+    /// The Job succeeded but the operator's own read is not at the target.
+    VerificationFailed,
+    /// The retry limit is reached.
+    RetryLimitReached,
+    /// The Job refused the database for a reason a retry cannot fix.
+    UpgradeRefused,
+    /// A migration failed on the data or the schema and was rolled back;
+    /// running it again fails the same way.
+    MigrationFailed,
+    /// The Job's command line or configuration is invalid (exit 2 or 3).
+    UpgradeConfigurationInvalid,
+    /// The Job's pod cannot be scheduled (e.g. its backup claim is missing).
+    UpgradeJobUnschedulable,
+    /// The Job's image cannot be pulled.
+    UpgradeJobImagePullFailed,
+    /// The Job's pod was not created (quota, admission).
+    UpgradeJobPodRejected,
+    /// The Job's container cannot start.
+    UpgradeJobCannotStart,
+    /// A Job with the upgrade Job's name exists and is not this App's.
+    UpgradeJobNameTaken,
+    /// The Secret named in `spec.database.secretRef` does not exist.
+    SecretNotFound,
+    /// The Secret lacks a key the spec names, or its values are unusable.
+    SecretInvalid,
+    /// Connecting to the database or reading its history failed.
+    DatabaseUnreachable,
+    /// The database has migrations newer than this release's target.
+    DatabaseNewerThanRelease,
+    /// The history diverges from the embedded migrations.
+    SchemaHistoryDiverged,
+}
+
+impl std::fmt::Display for ConditionReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The App's health as one value. [`Health::phase`] and
+/// [`Health::conditions`] are the only place where the phase and the
+/// Ready / Progressing / Degraded triple are built, so every state reads
+/// the same way in `kubectl describe app`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// The database is at target and the server runs this release.
+    Ready { message: String },
+    /// An upgrade step runs as planned.
+    Upgrading {
+        step: ConditionReason,
+        message: String,
+    },
+    /// An upgrade waits on something a person must fix (the Job cannot
+    /// start, its name is taken); it goes on by itself once fixed.
+    Stalled {
+        reason: ConditionReason,
+        message: String,
+    },
+    /// An attempt failed; the next one starts after a backoff.
+    RetryScheduled {
+        reason: ConditionReason,
+        message: String,
+    },
+    /// The database cannot be read or must not be touched.
+    Blocked {
+        reason: ConditionReason,
+        message: String,
+    },
+    /// The retry limit is reached.
+    GaveUp {
+        reason: ConditionReason,
+        message: String,
+    },
+    /// The Job refused the database; retrying cannot help.
+    Refused {
+        reason: ConditionReason,
+        message: String,
+    },
+}
+
+/// One condition as [`Health::conditions`] sets it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConditionPreset {
+    pub type_: ConditionType,
+    pub status: ConditionStatus,
+    pub reason: ConditionReason,
+    pub message: String,
+}
+
+impl Health {
+    /// The `status.phase` of this health.
+    pub fn phase(&self) -> AppPhase {
+        match self {
+            Health::Ready { .. } => AppPhase::Ready,
+            Health::Upgrading { .. } => AppPhase::Upgrading,
+            Health::Stalled { .. }
+            | Health::RetryScheduled { .. }
+            | Health::Blocked { .. }
+            | Health::GaveUp { .. }
+            | Health::Refused { .. } => AppPhase::Degraded,
+        }
+    }
+
+    /// Ready, Progressing and Degraded, in that order.
+    pub fn conditions(&self) -> [ConditionPreset; 3] {
+        use ConditionReason as R;
+        use ConditionStatus::{False, True};
+        let set = |type_, status, reason, message: &str| ConditionPreset {
+            type_,
+            status,
+            reason,
+            message: message.to_owned(),
+        };
+        let as_expected = set(ConditionType::Degraded, False, R::AsExpected, "");
+        let degraded = |reason, message: &str| set(ConditionType::Degraded, True, reason, message);
+        match self {
+            Health::Ready { message } => [
+                set(ConditionType::Ready, True, R::DatabaseAtTarget, message),
+                set(
+                    ConditionType::Progressing,
+                    False,
+                    R::UpgradeComplete,
+                    message,
+                ),
+                as_expected,
+            ],
+            Health::Upgrading { step, message } => [
+                set(ConditionType::Ready, False, R::UpgradeInProgress, message),
+                set(ConditionType::Progressing, True, *step, message),
+                as_expected,
+            ],
+            Health::Stalled { reason, message } => [
+                set(ConditionType::Ready, False, R::UpgradeInProgress, message),
+                set(ConditionType::Progressing, True, *reason, message),
+                degraded(*reason, message),
+            ],
+            Health::RetryScheduled { reason, message } => [
+                set(ConditionType::Ready, False, *reason, message),
+                set(ConditionType::Progressing, True, R::RetryScheduled, message),
+                degraded(*reason, message),
+            ],
+            Health::Blocked { reason, message } => [
+                set(ConditionType::Ready, False, *reason, message),
+                set(
+                    ConditionType::Progressing,
+                    False,
+                    *reason,
+                    "no upgrade runs while the database is blocked",
+                ),
+                degraded(*reason, message),
+            ],
+            Health::GaveUp { reason, message } => [
+                set(
+                    ConditionType::Ready,
+                    False,
+                    R::DatabaseUpgradeFailed,
+                    message,
+                ),
+                set(
+                    ConditionType::Progressing,
+                    False,
+                    R::RetryLimitReached,
+                    message,
+                ),
+                degraded(*reason, message),
+            ],
+            Health::Refused { reason, message } => [
+                set(ConditionType::Ready, False, R::UpgradeRefused, message),
+                set(
+                    ConditionType::Progressing,
+                    False,
+                    R::UpgradeRefused,
+                    message,
+                ),
+                degraded(*reason, message),
+            ],
+        }
+    }
 }
 
 /// The CRD as yaml, exactly as checked in at
@@ -337,6 +674,175 @@ mod tests {
             checked_in == generated,
             "{path} is out of date; run `just crd` and commit the result"
         );
+    }
+
+    #[test]
+    fn every_health_sets_the_phase_and_the_three_conditions_in_order() {
+        use ConditionReason as R;
+        let message = || "m".to_owned();
+        let cases = [
+            (
+                Health::Ready { message: message() },
+                AppPhase::Ready,
+                [
+                    ConditionStatus::True,
+                    ConditionStatus::False,
+                    ConditionStatus::False,
+                ],
+            ),
+            (
+                Health::Upgrading {
+                    step: R::UpgradeJobRunning,
+                    message: message(),
+                },
+                AppPhase::Upgrading,
+                [
+                    ConditionStatus::False,
+                    ConditionStatus::True,
+                    ConditionStatus::False,
+                ],
+            ),
+            (
+                Health::Stalled {
+                    reason: R::UpgradeJobUnschedulable,
+                    message: message(),
+                },
+                AppPhase::Degraded,
+                [
+                    ConditionStatus::False,
+                    ConditionStatus::True,
+                    ConditionStatus::True,
+                ],
+            ),
+            (
+                Health::RetryScheduled {
+                    reason: R::DatabaseUpgradeFailed,
+                    message: message(),
+                },
+                AppPhase::Degraded,
+                [
+                    ConditionStatus::False,
+                    ConditionStatus::True,
+                    ConditionStatus::True,
+                ],
+            ),
+            (
+                Health::Blocked {
+                    reason: R::SecretNotFound,
+                    message: message(),
+                },
+                AppPhase::Degraded,
+                [
+                    ConditionStatus::False,
+                    ConditionStatus::False,
+                    ConditionStatus::True,
+                ],
+            ),
+            (
+                Health::GaveUp {
+                    reason: R::RetryLimitReached,
+                    message: message(),
+                },
+                AppPhase::Degraded,
+                [
+                    ConditionStatus::False,
+                    ConditionStatus::False,
+                    ConditionStatus::True,
+                ],
+            ),
+            (
+                Health::Refused {
+                    reason: R::SchemaHistoryDiverged,
+                    message: message(),
+                },
+                AppPhase::Degraded,
+                [
+                    ConditionStatus::False,
+                    ConditionStatus::False,
+                    ConditionStatus::True,
+                ],
+            ),
+        ];
+        for (health, phase, statuses) in cases {
+            assert_eq!(health.phase(), phase, "{health:?}");
+            let conditions = health.conditions();
+            assert_eq!(
+                conditions.each_ref().map(|c| c.type_),
+                [
+                    ConditionType::Ready,
+                    ConditionType::Progressing,
+                    ConditionType::Degraded
+                ]
+            );
+            assert_eq!(
+                conditions.each_ref().map(|c| c.status),
+                statuses,
+                "{health:?}"
+            );
+            // Degraded names its cause when True, and nothing when False.
+            let degraded = &conditions[2];
+            assert_eq!(
+                degraded.reason == R::AsExpected,
+                degraded.status == ConditionStatus::False,
+                "{health:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn reasons_are_spelled_as_serialized() {
+        for reason in ConditionReason::ALL {
+            assert_eq!(
+                serde_json::to_value(reason).expect("json"),
+                serde_json::json!(reason.as_str())
+            );
+        }
+    }
+
+    /// Apps in clusters carry statuses written by earlier releases (phase
+    /// and reasons as strings, no lastUpgrade, no progress): they still
+    /// parse, so the operator's watch never fails on them.
+    #[test]
+    fn a_status_written_by_an_earlier_release_still_parses() {
+        let earlier_reasons = [
+            "SecretNotFound",
+            "SecretInvalid",
+            "DatabaseUnreachable",
+            "DatabaseNewerThanRelease",
+            "SchemaHistoryDiverged",
+            "UpgradeInProgress",
+            "ScalingServerDown",
+            "UpgradePending",
+            "UpgradeJobRunning",
+            "VerifyingSchema",
+            "DatabaseAtTarget",
+            "UpgradeComplete",
+            "AsExpected",
+            "DatabaseUpgradeFailed",
+            "VerificationFailed",
+            "RetryScheduled",
+            "RetryLimitReached",
+        ];
+        for (index, reason) in earlier_reasons.iter().enumerate() {
+            let phase = ["Ready", "Upgrading", "Degraded"][index % 3];
+            let upgrade_phase = ["Pending", "Running", "Verifying", "Failed", "GaveUp"][index % 5];
+            let status: AppStatus = serde_json::from_value(serde_json::json!({
+                "observedGeneration": 1,
+                "phase": phase,
+                "conditions": [{"type": "Degraded", "status": "True", "reason": reason,
+                                "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "upgrade": {"from": "7.9.3", "to": "7.10.1", "job": "shop-db-7-10-1-1",
+                            "phase": upgrade_phase, "attempts": 1,
+                            "startTime": "2026-01-01T00:00:00Z", "backupLocation": "pvc/b"}
+            }))
+            .unwrap_or_else(|e| panic!("{reason} / {phase} / {upgrade_phase}: {e}"));
+            assert_eq!(
+                status
+                    .condition(ConditionType::Degraded)
+                    .map(|c| c.reason.as_str()),
+                Some(*reason)
+            );
+        }
     }
 
     #[test]

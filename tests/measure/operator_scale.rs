@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use app::crd::{App, ConditionStatus};
+use app::crd::{App, ConditionType};
 use futures::{StreamExt, TryStreamExt};
 use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::batch::v1::Job;
@@ -44,12 +44,9 @@ const POD_READY: Duration = Duration::from_secs(180);
 const OPERATOR_PORT: u16 = 8080;
 
 fn ready(app: &App) -> bool {
-    app.status.as_ref().is_some_and(|status| {
-        status
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == ConditionStatus::True)
-    })
+    app.status
+        .as_ref()
+        .is_some_and(|status| status.holds(ConditionType::Ready))
 }
 
 async fn create_apps(namespace: &TestNamespace, prefix: &str, count: usize, url: &str) {
@@ -436,7 +433,7 @@ async fn measure_operator_memory_requests_and_startup() {
                 .as_ref()?
                 .conditions
                 .iter()
-                .find(|c| c.type_ == "Ready")
+                .find(|c| c.type_ == ConditionType::Ready)
                 .map(|c| c.last_transition_time.0)
         })
         .max();

@@ -3,20 +3,23 @@
 //! Owns: the writes — the App's status (a full `PUT /status` carrying the
 //! `resourceVersion` read, so a stale operator gets 409 instead of
 //! overwriting a newer intent), the upgrade Job (created only for an intent
-//! already in status; 409 AlreadyExists means adopt), the server Deployment
-//! (scaled or rolled only when it differs), and Events. Must not touch: the
-//! decision (no branching on observed state beyond "did it change").
+//! already in status, labelled with it; on 409 AlreadyExists nothing more is
+//! written and the next reconcile reads what holds the name), the server
+//! Deployment (scaled or rolled only when it differs), the deletion of
+//! finished Jobs (propagation Background, precondition on their UID), and
+//! Events. Must not touch: the decision (no branching on observed state
+//! beyond "did it change").
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 
 use crate::crd::App;
-use crate::operator::decide::{Decision, EventKind, ServerGoal, Step};
+use crate::operator::decide::{Decision, EventKind, JobToDelete, ServerGoal, Step};
 use crate::operator::observe::Observation;
-use crate::operator::resources::{self, PodSettings};
+use crate::operator::resources::{self, JobIntent, PodSettings};
 
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "app-operator";
@@ -34,6 +37,13 @@ pub enum ActError {
     /// Creating the upgrade Job failed.
     #[error("cannot create Job {job}")]
     CreateJob {
+        job: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting a finished Job failed.
+    #[error("cannot delete Job {job}")]
+    DeleteJob {
         job: String,
         #[source]
         source: kube::Error,
@@ -63,40 +73,76 @@ pub async fn act(
 ) -> Result<(), ActError> {
     let namespace = app.namespace().unwrap_or_default();
     let name = app.name_any();
-    match decision.step {
-        // The intent reaches status before any Job exists.
-        Step::RecordIntent => write_status(app, decision, ctx).await,
-        Step::StartJob => {
-            let job_name = decision
-                .status
-                .upgrade
-                .as_ref()
-                .map(|u| u.job.clone())
-                .unwrap_or_default();
-            create_job(app, &job_name, ctx).await?;
-            write_status(app, decision, ctx).await
+    let step = async {
+        match decision.step {
+            // The intent reaches status before any Job exists.
+            Step::RecordIntent => write_status(app, decision, ctx).await,
+            Step::StartJob => {
+                let Some(intent) = decision.status.upgrade.as_ref().map(JobIntent::of) else {
+                    return Ok(());
+                };
+                match create_job(app, &intent, ctx).await? {
+                    JobCreation::Created => write_status(app, decision, ctx).await,
+                    JobCreation::NameTaken => Ok(()),
+                }
+            }
+            Step::ScaleServerDown => {
+                apply_server(app, observation, decision.server, ctx).await?;
+                write_status(app, decision, ctx).await
+            }
+            Step::MarkReady => {
+                write_status(app, decision, ctx).await?;
+                apply_server(app, observation, decision.server, ctx).await
+            }
+            Step::NothingToDo
+            | Step::WaitForServerPods
+            | Step::RemoveStaleJob
+            | Step::Wait
+            | Step::ReportJobProblem
+            | Step::Verify
+            | Step::RetryWithBackoff
+            | Step::GiveUp
+            | Step::Refuse
+            | Step::ReportBlocked => {
+                write_status(app, decision, ctx).await?;
+                apply_server(app, observation, decision.server, ctx).await
+            }
         }
-        Step::ScaleServerDown => {
-            apply_server(app, observation, decision.server, ctx).await?;
-            write_status(app, decision, ctx).await
+    };
+    async {
+        step.await?;
+        for job in &decision.delete_jobs {
+            delete_job(app, job, ctx).await?;
         }
-        Step::MarkReady => {
-            write_status(app, decision, ctx).await?;
-            apply_server(app, observation, decision.server, ctx).await
-        }
-        Step::NothingToDo
-        | Step::Wait
-        | Step::Verify
-        | Step::RetryWithBackoff
-        | Step::GiveUp
-        | Step::ReportBlocked => {
-            write_status(app, decision, ctx).await?;
-            apply_server(app, observation, decision.server, ctx).await
-        }
+        Ok(())
     }
+    .await
     .inspect_err(
         |error| tracing::debug!(app = %format!("{namespace}/{name}"), %error, "act failed"),
     )
+}
+
+/// Deletes a finished Job of the App and its pods (propagation Background),
+/// only if it still is the Job that was read (its UID); one already gone
+/// or replaced is left alone.
+async fn delete_job(app: &App, job: &JobToDelete, ctx: &ActContext<'_>) -> Result<(), ActError> {
+    let namespace = app.namespace().unwrap_or_default();
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
+    let params = DeleteParams::background().preconditions(Preconditions {
+        uid: Some(job.uid.clone()),
+        resource_version: None,
+    });
+    match jobs.delete(&job.name, &params).await {
+        Ok(_) => {
+            tracing::info!(job = %format!("{namespace}/{}", job.name), "finished Job deleted");
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(source) => Err(ActError::DeleteJob {
+            job: format!("{namespace}/{}", job.name),
+            source,
+        }),
+    }
 }
 
 /// Replaces the status (with the read resourceVersion) when it differs, and
@@ -129,7 +175,7 @@ async fn write_status(
     tracing::info!(
         app = %format!("{namespace}/{}", app.name_any()),
         step = ?decision.step,
-        phase = decision.status.phase.as_deref().unwrap_or_default(),
+        phase = ?decision.status.phase,
         "status updated"
     );
     if let Some(event) = &decision.event {
@@ -164,12 +210,24 @@ fn truncate(text: &str, limit: usize) -> String {
     }
 }
 
-/// Creates the Job; one that exists already (same deterministic name) is
-/// adopted as it is.
-async fn create_job(app: &App, job_name: &str, ctx: &ActContext<'_>) -> Result<(), ActError> {
+/// Whether the Job was created.
+enum JobCreation {
+    Created,
+    /// A Job with the name exists (ours, not in the cache yet, or a foreign
+    /// one): nothing more is written; the next reconcile reads it.
+    NameTaken,
+}
+
+/// Creates the Job of `intent`.
+async fn create_job(
+    app: &App,
+    intent: &JobIntent,
+    ctx: &ActContext<'_>,
+) -> Result<JobCreation, ActError> {
     let namespace = app.namespace().unwrap_or_default();
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
-    let job = resources::upgrade_job(app, job_name, ctx.pods);
+    let job = resources::upgrade_job(app, intent, ctx.pods);
+    let job_name = &intent.job;
     match jobs
         .create(
             &PostParams {
@@ -181,12 +239,12 @@ async fn create_job(app: &App, job_name: &str, ctx: &ActContext<'_>) -> Result<(
         .await
     {
         Ok(_) => {
-            tracing::info!(job = %format!("{namespace}/{job_name}"), "upgrade Job created");
-            Ok(())
+            tracing::info!(job = %format!("{namespace}/{job_name}"), attempt = intent.attempt, "upgrade Job created");
+            Ok(JobCreation::Created)
         }
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            tracing::info!(job = %format!("{namespace}/{job_name}"), "upgrade Job exists; adopting it");
-            Ok(())
+            tracing::info!(job = %format!("{namespace}/{job_name}"), "a Job with this name exists; reading it again before anything else");
+            Ok(JobCreation::NameTaken)
         }
         Err(source) => Err(ActError::CreateJob {
             job: format!("{namespace}/{job_name}"),

@@ -1,16 +1,21 @@
 //! The App's upgrade state machine: from what `observe` saw to the one next
-//! step, the status to write and the Event to publish.
+//! step, the status to write, the Event to publish and the finished Jobs to
+//! clean up.
 //!
-//! Owns: every transition, in one table ([`decide`]'s `match`), and the
-//! retry backoff. Must not touch: any I/O — this module is pure, so the whole
-//! table is unit-tested.
+//! Owns: every transition, in one table ([`decide`]'s `match`), the retry
+//! backoff, which Job failures are retried, the Job retention and when a
+//! progress report is worth a status write. Must not touch: any I/O — this
+//! module is pure, so the whole table is unit-tested. The status vocabulary
+//! (phase, the condition triple of each state) is `crate::crd::Health`.
 //!
 //! Order of an upgrade: scale the server down → record the intent (status,
-//! with optimistic concurrency) → create the Job → wait → verify the schema
-//! with the operator's own read → mark Ready and run the server at this
-//! release. A failed Job is retried after a backoff until
-//! `spec.upgrade.retryLimit`, then the App is Degraded until a person raises
-//! the limit or fixes the database.
+//! with optimistic concurrency) → wait until no server pod is left → create
+//! the Job, which carries the intent → wait, reporting its progress → verify
+//! the schema with the operator's own read → mark Ready and run the server
+//! at this release. A Job that fails for a reason a retry can fix is retried
+//! after a backoff until `spec.upgrade.retryLimit`; one that refused the
+//! database (newer, diverged, misconfigured) is not retried: the App is
+//! Degraded until a person acts.
 
 use std::time::Duration;
 
@@ -18,9 +23,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::crd::{
-    AppCondition, AppStatus, ConditionStatus, DatabaseSchemaStatus, UpgradePhase, UpgradeStatus,
-    condition_type,
+    AppCondition, AppStatus, ConditionReason, ConditionType, DatabaseSchemaStatus, FinishedUpgrade,
+    Health, UpgradeFailure, UpgradePhase, UpgradeProgress, UpgradeStatus,
 };
+use crate::db_upgrade::outcome::FailureKind;
+use crate::db_upgrade::progress::{self, Progress};
 
 /// What this operator release brings every database to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,8 +38,7 @@ pub struct SchemaTarget {
     pub schema: DatabaseSchemaStatus,
 }
 
-/// Why the database cannot be upgraded or read right now; each is a
-/// condition reason.
+/// Why the database cannot be upgraded or read right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Blocker {
     /// The Secret named in `spec.database.secretRef` does not exist.
@@ -49,13 +55,13 @@ pub enum Blocker {
 
 impl Blocker {
     /// The condition reason.
-    pub fn reason(self) -> &'static str {
+    pub fn reason(self) -> ConditionReason {
         match self {
-            Blocker::SecretNotFound => "SecretNotFound",
-            Blocker::SecretInvalid => "SecretInvalid",
-            Blocker::DatabaseUnreachable => "DatabaseUnreachable",
-            Blocker::DatabaseNewerThanRelease => "DatabaseNewerThanRelease",
-            Blocker::SchemaHistoryDiverged => "SchemaHistoryDiverged",
+            Blocker::SecretNotFound => ConditionReason::SecretNotFound,
+            Blocker::SecretInvalid => ConditionReason::SecretInvalid,
+            Blocker::DatabaseUnreachable => ConditionReason::DatabaseUnreachable,
+            Blocker::DatabaseNewerThanRelease => ConditionReason::DatabaseNewerThanRelease,
+            Blocker::SchemaHistoryDiverged => ConditionReason::SchemaHistoryDiverged,
         }
     }
 
@@ -88,18 +94,140 @@ pub enum DatabaseObservation {
     AtTarget,
 }
 
-/// The Job of the upgrade attempt in status (or of attempt 1 when none is
-/// recorded).
+/// Why a Job's pod does not start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFailureKind {
+    /// The scheduler cannot place the pod (a missing claim, no room).
+    Unschedulable,
+    /// The image cannot be pulled.
+    ImagePull,
+    /// The Job controller cannot create the pod (quota, admission).
+    PodRejected,
+    /// The container cannot be created or started.
+    ContainerCannotStart,
+}
+
+impl StartFailureKind {
+    fn reason(self) -> ConditionReason {
+        match self {
+            StartFailureKind::Unschedulable => ConditionReason::UpgradeJobUnschedulable,
+            StartFailureKind::ImagePull => ConditionReason::UpgradeJobImagePullFailed,
+            StartFailureKind::PodRejected => ConditionReason::UpgradeJobPodRejected,
+            StartFailureKind::ContainerCannotStart => ConditionReason::UpgradeJobCannotStart,
+        }
+    }
+}
+
+/// A Job whose pod does not start, and what the cluster says about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartFailure {
+    pub kind: StartFailureKind,
+    /// The scheduler's, kubelet's or Job controller's message.
+    pub detail: String,
+}
+
+/// A failed Job, as its conditions, its pod and its termination message say.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct JobFailure {
+    /// The Job's `Failed` condition: reason and message.
+    pub condition: String,
+    /// `app-db-upgrade`'s exit code, if its container ended.
+    pub exit_code: Option<i32>,
+    /// The error line of its termination message (or the message's text).
+    pub error: Option<String>,
+    /// The failure's kind, when the termination message carries one.
+    pub kind: Option<FailureKind>,
+}
+
+/// Whether a failed attempt is worth another one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureClass {
+    /// A retry may succeed (network, lock, a killed pod, the deadline).
+    Transient,
+    /// A retry cannot succeed; the reason says why.
+    Permanent(ConditionReason),
+}
+
+/// Whether a failed Job is retried: the termination message's kind decides
+/// (`FailureKind::is_permanent`); without one (a killed pod, an older
+/// `app-db-upgrade`), the exit codes no retry can change (see `EXIT_CODES`):
+/// 2 invalid command line, 3 invalid configuration, 6 the database is newer
+/// than the release, 7 the history diverges.
+pub fn failure_class(failure: &JobFailure) -> FailureClass {
+    use ConditionReason as R;
+    match failure.kind {
+        Some(kind) if !kind.is_permanent() => FailureClass::Transient,
+        Some(kind) => FailureClass::Permanent(match kind {
+            FailureKind::InvalidConfiguration => R::UpgradeConfigurationInvalid,
+            FailureKind::DatabaseNewer => R::DatabaseNewerThanRelease,
+            FailureKind::HistoryDiverged => R::SchemaHistoryDiverged,
+            FailureKind::MigrationFailed => R::MigrationFailed,
+            _ => R::UpgradeRefused,
+        }),
+        None => match failure.exit_code {
+            Some(2 | 3) => FailureClass::Permanent(R::UpgradeConfigurationInvalid),
+            Some(6) => FailureClass::Permanent(R::DatabaseNewerThanRelease),
+            Some(7) => FailureClass::Permanent(R::SchemaHistoryDiverged),
+            _ => FailureClass::Transient,
+        },
+    }
+}
+
+impl JobFailure {
+    /// One line: exit code, error, the Job's condition.
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(code) = self.exit_code {
+            parts.push(format!("app-db-upgrade exited {code}"));
+        }
+        if let Some(error) = &self.error {
+            parts.push(error.clone());
+        }
+        if !self.condition.is_empty() {
+            parts.push(format!("Job {}", self.condition));
+        }
+        parts.join(": ")
+    }
+}
+
+/// The Job named in `status.upgrade.job` (or attempt 1's name when no
+/// upgrade is recorded), classified by owner and intent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JobObservation {
     /// No such Job.
     Absent,
-    /// It exists and has not finished.
-    Active,
-    /// Its `Complete` condition is True.
-    Succeeded,
-    /// Its `Failed` condition is True (`detail`: reason and message).
-    Failed { detail: String },
+    /// A Job with that name that is not this App's (another App's, or
+    /// nobody's): never adopted, never deleted, reported.
+    NotOurs { owner: String },
+    /// This App's Job with that name, made for another intent (an earlier
+    /// upgrade or attempt, or an operator that did not label intents): it
+    /// does not count; once finished it is removed to free the name.
+    Stale { uid: String, finished: bool },
+    /// The Job of this intent, not finished; `start_failure` when its pod
+    /// cannot start.
+    Active { start_failure: Option<StartFailure> },
+    /// The Job of this intent succeeded; `backup_location` is the archive it
+    /// reported (`pvc/<claim>/<path>`).
+    Succeeded { backup_location: Option<String> },
+    /// The Job of this intent failed.
+    Failed(JobFailure),
+}
+
+/// A finished Job of this App that no intent counts any more.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinishedJob {
+    pub name: String,
+    pub uid: String,
+    /// Its completion or failure time.
+    pub finished_at: Timestamp,
+}
+
+/// A Job to delete, with the uid it was read with (the delete's
+/// precondition: a Job recreated under that name is never deleted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobToDelete {
+    pub name: String,
+    pub uid: String,
 }
 
 /// Everything the decision needs; built by `observe`.
@@ -119,9 +247,15 @@ pub struct Observed {
     pub database: DatabaseObservation,
     /// The upgrade Job.
     pub job: JobObservation,
+    /// This App's finished Jobs besides the one that counts.
+    pub finished_jobs: Vec<FinishedJob>,
     /// Replicas of the App's server Deployment (`None`: no Deployment).
     pub server_replicas: Option<i32>,
-    /// The clock, for condition times and the retry backoff.
+    /// Names of the App's server pods whose containers have not all ended.
+    pub server_pods: Vec<String>,
+    /// The running Job's own report, read from its database session.
+    pub progress: Option<Progress>,
+    /// The clock, for condition times, the retry backoff and retention.
     pub now: Timestamp,
 }
 
@@ -133,12 +267,19 @@ pub enum Step {
     /// Stop the server before its schema changes under it.
     ScaleServerDown,
     /// Write `status.upgrade` (phase Pending) with optimistic concurrency;
-    /// the Job is created by the next reconcile.
+    /// the Job is created by a later reconcile.
     RecordIntent,
-    /// Create the Job named in `status.upgrade.job` (adopt it if it exists).
+    /// Server pods are still running: no Job until they are gone.
+    WaitForServerPods,
+    /// Delete this App's finished Job of another intent that holds the
+    /// Job's name.
+    RemoveStaleJob,
+    /// Create the Job named in `status.upgrade.job`, labelled with the intent.
     StartJob,
     /// The Job (or the backoff) runs; look again later.
     Wait,
+    /// The Job cannot start, or its name is taken: report, look again.
+    ReportJobProblem,
     /// The Job succeeded: move to Verifying, so that Ready is only ever set
     /// after the operator read the schema itself.
     Verify,
@@ -148,6 +289,8 @@ pub enum Step {
     RetryWithBackoff,
     /// The retry limit is reached: Degraded until a person acts.
     GiveUp,
+    /// The Job refused the database: Degraded, no retry.
+    Refuse,
     /// The database cannot be read or must not be touched: report it.
     ReportBlocked,
 }
@@ -196,16 +339,30 @@ pub struct Decision {
     pub event: Option<PhaseEvent>,
     /// When to look again if nothing changes before.
     pub requeue: Duration,
+    /// Finished Jobs of this App to delete (retention, or a stale Job in
+    /// the way), with propagation policy Background.
+    pub delete_jobs: Vec<JobToDelete>,
 }
 
-/// Requeue while a Job or a verification is under way (Job events also wake us).
-pub const REQUEUE_WAITING: Duration = Duration::from_secs(30);
-/// Requeue while the database cannot be read.
+/// Requeue while a Job runs: how often its progress is read.
+pub const REQUEUE_PROGRESS: Duration = Duration::from_secs(5);
+/// Requeue while server pods stop or a stale Job finishes (pod and Job
+/// events also wake the operator).
+pub const REQUEUE_WAITING: Duration = Duration::from_secs(10);
+/// Requeue while the database cannot be read or the Job cannot start.
 pub const REQUEUE_BLOCKED: Duration = Duration::from_secs(30);
 /// Steady-state resync of a Ready or given-up App.
 pub const REQUEUE_SETTLED: Duration = Duration::from_secs(300);
 /// Requeue right after a step whose effect the next reconcile continues.
 pub const REQUEUE_NEXT_STEP: Duration = Duration::from_secs(1);
+
+/// Finished Jobs kept per App, newest first (for `kubectl logs`).
+pub const KEEP_FINISHED_JOBS: usize = 3;
+/// How long a finished Job is kept at most.
+pub const FINISHED_JOB_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// How many pod names a message lists before "and N more".
+const NAMED_PODS: usize = 3;
 
 /// The delay before retry `attempts + 1`, after `attempts` failed: 30 s
 /// doubling per attempt, at most 10 minutes (no jitter: every reconcile must
@@ -224,19 +381,18 @@ pub fn retry_backoff(attempts: i32) -> Duration {
 }
 
 /// The deterministic Job name of an attempt: a restarted or newer operator
-/// computes the same name and adopts the Job.
+/// computes the same name and adopts the Job (when its intent matches).
 pub fn job_name(app: &str, release: &str, attempt: i32) -> String {
     format!("{app}-db-{}-{attempt}", release.replace('.', "-"))
 }
 
-/// Where the Job writes its backup: the root of the backup claim (the
-/// archive's file name, with release and time, is in the Job's log and
-/// termination message).
+/// Where the Job writes its backup, before it reported the archive: the
+/// backup claim.
 pub fn backup_location(claim: &str) -> String {
     format!("pvc/{claim}")
 }
 
-/// Release label of a schema point for messages ("empty" when nothing is applied).
+/// Release label of a schema point for messages ("none" when nothing is applied).
 fn release_label(schema: &DatabaseSchemaStatus) -> String {
     schema.release.clone().unwrap_or_else(|| "none".to_owned())
 }
@@ -246,6 +402,7 @@ fn release_label(schema: &DatabaseSchemaStatus) -> String {
 pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
     use DatabaseObservation as Db;
     use JobObservation as Job;
+    use UpgradePhase::{Failed, GaveUp, Pending, Refused, Running, Verifying};
 
     let upgrade = observed.status.upgrade.as_ref();
     // An upgrade recorded by an operator of another release was for another
@@ -254,38 +411,87 @@ pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
     let phase = upgrade.map(|u| u.phase);
     let attempts = upgrade.map_or(0, |u| u.attempts);
     let limit_reached = attempts >= observed.retry_limit;
+    // A person edited the spec since the status was written: the way to ask
+    // a refused upgrade for another attempt.
+    let spec_changed = observed.generation != observed.status.observed_generation;
 
-    match (phase, &observed.job, &observed.database) {
+    let decision = match (phase, &observed.job, &observed.database) {
         // No upgrade in flight.
         (None, _, Db::Blocked { blocker, detail }) => report_blocked(observed, *blocker, detail),
-        (None, Job::Active, Db::Behind { current }) => {
-            record_intent(observed, target, current, 1, UpgradePhase::Running)
-        }
+        (
+            None,
+            Job::Stale {
+                finished: false, ..
+            },
+            Db::Behind { .. },
+        ) => wait_for_stale_job(observed, target),
         (None, _, Db::Behind { current }) => begin_attempt(observed, target, current, 1),
         (None, _, Db::AtTarget) => mark_ready(observed, target),
 
-        // Intent recorded or Job running.
-        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Absent, _) => {
-            start_job(observed)
+        // Intent recorded or Job running: only a Job of this App with this
+        // intent counts. Another release's intent whose Job never ran is
+        // superseded by this release's own upgrade.
+        (
+            Some(Pending | Running),
+            Job::Absent | Job::NotOurs { .. } | Job::Stale { finished: true, .. },
+            _,
+        ) if foreign => start_over(observed, target),
+        (Some(Pending | Running), Job::NotOurs { owner }, _) => job_name_taken(observed, owner),
+        (
+            Some(Pending | Running),
+            Job::Stale {
+                finished: false, ..
+            },
+            _,
+        ) => wait_for_stale_job(observed, target),
+        (
+            Some(Pending | Running),
+            Job::Stale {
+                uid,
+                finished: true,
+            },
+            _,
+        ) => remove_stale_job(observed, uid),
+        (Some(Pending | Running), Job::Absent, _) if !observed.server_pods.is_empty() => {
+            wait_for_server_pods(observed)
         }
-        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Active, _) => {
-            wait_for_job(observed)
+        (Some(Pending | Running), Job::Absent, _) => start_job(observed),
+        (
+            Some(Pending | Running),
+            Job::Active {
+                start_failure: Some(failure),
+            },
+            _,
+        ) => job_cannot_start(observed, failure),
+        (
+            Some(Pending | Running),
+            Job::Active {
+                start_failure: None,
+            },
+            _,
+        ) => wait_for_job(observed),
+        (Some(Pending | Running), Job::Succeeded { backup_location }, _) => {
+            verify(observed, backup_location.as_deref())
         }
-        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Succeeded, _) => {
-            verify(observed)
-        }
-        (Some(UpgradePhase::Pending | UpgradePhase::Running), Job::Failed { detail }, _) => {
-            attempt_failed(observed, "DatabaseUpgradeFailed", detail)
-        }
+        (Some(Pending | Running), Job::Failed(failure), _) => match failure_class(failure) {
+            FailureClass::Permanent(reason) => refuse(observed, reason, failure),
+            FailureClass::Transient => attempt_failed(
+                observed,
+                ConditionReason::DatabaseUpgradeFailed,
+                Some(failure),
+                &failure.describe(),
+            ),
+        },
 
         // The Job succeeded; the operator's own read decides.
-        (Some(UpgradePhase::Verifying), _, Db::AtTarget) => mark_ready(observed, target),
-        (Some(UpgradePhase::Verifying), _, Db::Behind { current }) if foreign => {
+        (Some(Verifying), _, Db::AtTarget) => mark_ready(observed, target),
+        (Some(Verifying), _, Db::Behind { current }) if foreign => {
             begin_attempt(observed, target, current, 1)
         }
-        (Some(UpgradePhase::Verifying), _, Db::Behind { current }) => attempt_failed(
+        (Some(Verifying), _, Db::Behind { current }) => attempt_failed(
             observed,
-            "VerificationFailed",
+            ConditionReason::VerificationFailed,
+            None,
             &format!(
                 "the Job succeeded but the database is at release {} (migration {}), not at the target",
                 release_label(current),
@@ -293,7 +499,7 @@ pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
             ),
         ),
         (
-            Some(UpgradePhase::Verifying),
+            Some(Verifying),
             _,
             Db::Blocked {
                 blocker:
@@ -301,37 +507,74 @@ pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
                 ..
             },
         ) => wait_for_verification(observed),
-        (Some(UpgradePhase::Verifying), _, Db::Blocked { blocker, detail }) => {
+        (Some(Verifying), _, Db::Blocked { blocker, detail }) => {
             give_up(observed, blocker.reason(), detail)
         }
 
-        // A failed attempt or a given-up upgrade: a database fixed by other
+        // A failed, given-up or refused upgrade: a database fixed by other
         // means is accepted as it is read.
-        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::AtTarget) => {
-            mark_ready(observed, target)
-        }
-        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Behind { current })
-            if foreign =>
-        {
+        (Some(Failed | GaveUp | Refused), _, Db::AtTarget) => mark_ready(observed, target),
+        (Some(Failed | GaveUp | Refused), _, Db::Behind { current }) if foreign => {
             begin_attempt(observed, target, current, 1)
         }
-        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Behind { current })
-            if !limit_reached =>
-        {
+        (Some(Refused), _, Db::Behind { current }) if spec_changed => {
+            begin_attempt(observed, target, current, attempts + 1)
+        }
+        (Some(Refused), _, _) => stay(observed),
+        (Some(Failed | GaveUp), _, Db::Behind { current }) if !limit_reached => {
             match backoff_remaining(observed) {
                 Some(remaining) => wait_for_retry(observed, remaining),
                 None => begin_attempt(observed, target, current, attempts + 1),
             }
         }
-        (Some(UpgradePhase::Failed), _, Db::Behind { .. }) => {
+        (Some(Failed), _, Db::Behind { .. }) => {
             let detail = upgrade.map_or_else(String::new, |u| format!("last Job {}", u.job));
-            give_up(observed, "RetryLimitReached", &detail)
+            give_up(observed, ConditionReason::RetryLimitReached, &detail)
         }
-        (Some(UpgradePhase::GaveUp), _, Db::Behind { .. }) => stay_given_up(observed),
-        (Some(UpgradePhase::Failed | UpgradePhase::GaveUp), _, Db::Blocked { .. }) => {
-            stay_given_up(observed)
+        (Some(GaveUp), _, Db::Behind { .. }) => stay(observed),
+        (Some(Failed | GaveUp), _, Db::Blocked { .. }) => stay(observed),
+    };
+    with_retention(decision, observed)
+}
+
+/// The rows of "no upgrade in flight", for an intent that gives way.
+fn start_over(observed: &Observed, target: &SchemaTarget) -> Decision {
+    match &observed.database {
+        DatabaseObservation::Blocked { blocker, detail } => {
+            report_blocked(observed, *blocker, detail)
+        }
+        DatabaseObservation::Behind { current } => begin_attempt(observed, target, current, 1),
+        DatabaseObservation::AtTarget => mark_ready(observed, target),
+    }
+}
+
+/// Adds the finished Jobs past the retention to the decision's deletes.
+fn with_retention(mut decision: Decision, observed: &Observed) -> Decision {
+    for job in jobs_past_retention(&observed.finished_jobs, observed.now) {
+        if !decision.delete_jobs.iter().any(|d| d.uid == job.uid) {
+            decision.delete_jobs.push(job);
         }
     }
+    decision
+}
+
+/// Finished Jobs beyond the newest [`KEEP_FINISHED_JOBS`], or finished
+/// longer than [`FINISHED_JOB_RETENTION`] ago.
+pub fn jobs_past_retention(finished: &[FinishedJob], now: Timestamp) -> Vec<JobToDelete> {
+    let mut newest_first: Vec<&FinishedJob> = finished.iter().collect();
+    newest_first.sort_by(|a, b| b.finished_at.cmp(&a.finished_at).then(a.name.cmp(&b.name)));
+    let retention = SignedDuration::try_from(FINISHED_JOB_RETENTION).unwrap_or(SignedDuration::MAX);
+    newest_first
+        .into_iter()
+        .enumerate()
+        .filter(|(index, job)| {
+            *index >= KEEP_FINISHED_JOBS || now.duration_since(job.finished_at) > retention
+        })
+        .map(|(_, job)| JobToDelete {
+            name: job.name.clone(),
+            uid: job.uid.clone(),
+        })
+        .collect()
 }
 
 /// A new attempt: the server is stopped first, then the intent recorded.
@@ -347,7 +590,7 @@ fn begin_attempt(
     {
         scale_server_down(observed, target)
     } else {
-        record_intent(observed, target, current, attempt, UpgradePhase::Pending)
+        record_intent(observed, target, current, attempt)
     }
 }
 
@@ -365,8 +608,8 @@ fn backoff_remaining(observed: &Observed) -> Option<Duration> {
     }
 }
 
-/// The status with the three conditions set; a condition keeps its
-/// `lastTransitionTime` while its status stays the same.
+/// The status with its phase and conditions set from one [`Health`]; a
+/// condition keeps its `lastTransitionTime` while its status stays the same.
 struct StatusBuilder<'a> {
     observed: &'a Observed,
     status: AppStatus,
@@ -379,40 +622,34 @@ impl<'a> StatusBuilder<'a> {
         StatusBuilder { observed, status }
     }
 
-    fn condition(
-        mut self,
-        type_: &str,
-        status: ConditionStatus,
-        reason: &str,
-        message: String,
-    ) -> Self {
-        let previous = self
-            .observed
-            .status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == type_);
-        let last_transition_time = match previous {
-            Some(previous) if previous.status == status => previous.last_transition_time.clone(),
-            _ => Time(self.observed.now),
-        };
-        let condition = AppCondition {
-            type_: type_.to_owned(),
-            status,
-            reason: reason.to_owned(),
-            message,
-            last_transition_time,
-            observed_generation: self.observed.generation,
-        };
-        match self.status.conditions.iter_mut().find(|c| c.type_ == type_) {
-            Some(existing) => *existing = condition,
-            None => self.status.conditions.push(condition),
+    fn health(mut self, health: &Health) -> Self {
+        self.status.phase = Some(health.phase());
+        for preset in health.conditions() {
+            let previous = self.observed.status.condition(preset.type_);
+            let last_transition_time = match previous {
+                Some(previous) if previous.status == preset.status => {
+                    previous.last_transition_time.clone()
+                }
+                _ => Time(self.observed.now),
+            };
+            let condition = AppCondition {
+                type_: preset.type_,
+                status: preset.status,
+                reason: preset.reason,
+                message: preset.message,
+                last_transition_time,
+                observed_generation: self.observed.generation,
+            };
+            match self
+                .status
+                .conditions
+                .iter_mut()
+                .find(|c| c.type_ == preset.type_)
+            {
+                Some(existing) => *existing = condition,
+                None => self.status.conditions.push(condition),
+            }
         }
-        self
-    }
-
-    fn phase(mut self, phase: &str) -> Self {
-        self.status.phase = Some(phase.to_owned());
         self
     }
 
@@ -426,12 +663,20 @@ impl<'a> StatusBuilder<'a> {
         self
     }
 
+    fn last_upgrade(mut self, last: Option<FinishedUpgrade>) -> Self {
+        if last.is_some() {
+            self.status.last_upgrade = last;
+        }
+        self
+    }
+
     fn build(mut self) -> AppStatus {
-        self.status.conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+        self.status.conditions.sort_by_key(|c| c.type_);
         self.status
     }
 }
 
+/// A decision without deletes (retention adds its own).
 fn decision(
     step: Step,
     status: AppStatus,
@@ -445,6 +690,7 @@ fn decision(
         server,
         event,
         requeue,
+        delete_jobs: Vec::new(),
     }
 }
 
@@ -454,6 +700,20 @@ fn normal(reason: &'static str, note: String) -> Option<PhaseEvent> {
         reason,
         note,
     })
+}
+
+/// `event` only when the Progressing reason changes to `step`: a step whose
+/// message changes while it lasts (progress, pods left) publishes once.
+fn on_entry(
+    observed: &Observed,
+    step: ConditionReason,
+    event: Option<PhaseEvent>,
+) -> Option<PhaseEvent> {
+    let entering = observed
+        .status
+        .condition(ConditionType::Progressing)
+        .is_none_or(|c| c.reason != step);
+    event.filter(|_| entering)
 }
 
 fn warning(reason: &'static str, note: String) -> Option<PhaseEvent> {
@@ -479,38 +739,33 @@ fn in_flight(observed: &Observed) -> UpgradeStatus {
             attempts: 0,
             start_time: Time(observed.now),
             last_failure_time: None,
+            last_failure: None,
             backup_location: String::new(),
+            progress: None,
         })
+}
+
+/// "Job X upgrades the database of App Y from release A to B (attempt n)".
+fn job_sentence(observed: &Observed, upgrade: &UpgradeStatus) -> String {
+    format!(
+        "Job {} upgrades the database of App {} from release {} to {} (attempt {})",
+        upgrade.job, observed.name, upgrade.from, upgrade.to, upgrade.attempts
+    )
 }
 
 fn report_blocked(observed: &Observed, blocker: Blocker, detail: &str) -> Decision {
     let message = format!("App {}: {detail}; {}", observed.name, blocker.advice());
     let status = StatusBuilder::new(observed)
-        .phase("Degraded")
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
-            blocker.reason(),
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::False,
-            blocker.reason(),
-            "no upgrade runs while the database is blocked".to_owned(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::True,
-            blocker.reason(),
-            message.clone(),
-        )
+        .health(&Health::Blocked {
+            reason: blocker.reason(),
+            message: message.clone(),
+        })
         .build();
     decision(
         Step::ReportBlocked,
         status,
         ServerGoal::Keep,
-        warning(blocker.reason(), message),
+        warning(blocker.reason().as_str(), message),
         REQUEUE_BLOCKED,
     )
 }
@@ -521,25 +776,10 @@ fn scale_server_down(observed: &Observed, target: &SchemaTarget) -> Decision {
         observed.name, target.release
     );
     let status = StatusBuilder::new(observed)
-        .phase("Upgrading")
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
-            "UpgradeInProgress",
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::True,
-            "ScalingServerDown",
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::False,
-            "AsExpected",
-            String::new(),
-        )
+        .health(&Health::Upgrading {
+            step: ConditionReason::ScalingServerDown,
+            message: message.clone(),
+        })
         .build();
     decision(
         Step::ScaleServerDown,
@@ -555,7 +795,6 @@ fn record_intent(
     target: &SchemaTarget,
     current: &DatabaseSchemaStatus,
     attempt: i32,
-    phase: UpgradePhase,
 ) -> Decision {
     let job = job_name(&observed.name, &target.release, attempt);
     let start_time = match observed.status.upgrade.as_ref() {
@@ -566,49 +805,147 @@ fn record_intent(
         from: release_label(current),
         to: target.release.clone(),
         job: job.clone(),
-        phase,
+        phase: UpgradePhase::Pending,
         attempts: attempt,
         start_time,
         last_failure_time: None,
+        last_failure: None,
         backup_location: backup_location(&observed.backup_volume_claim),
+        progress: None,
     };
     let message = format!(
         "upgrading the database of App {} from release {} to {} with Job {job} (attempt {attempt} of {})",
         observed.name, upgrade.from, upgrade.to, observed.retry_limit
     );
-    let (step, reason, event_reason) = match phase {
-        UpgradePhase::Running => (Step::RecordIntent, "UpgradeJobRunning", "UpgradeJobAdopted"),
-        _ => (Step::RecordIntent, "UpgradePending", "UpgradeRecorded"),
-    };
     let status = StatusBuilder::new(observed)
-        .phase("Upgrading")
         .database(Some(current.clone()))
         .upgrade(Some(upgrade))
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
-            "UpgradeInProgress",
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::True,
-            reason,
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::False,
-            "AsExpected",
-            String::new(),
-        )
+        .health(&Health::Upgrading {
+            step: ConditionReason::UpgradePending,
+            message: message.clone(),
+        })
         .build();
     decision(
-        step,
+        Step::RecordIntent,
         status,
         ServerGoal::Stopped,
-        normal(event_reason, message),
+        normal("UpgradeRecorded", message),
         REQUEUE_NEXT_STEP,
+    )
+}
+
+/// "a, b, c and 2 more".
+fn name_list(names: &[String]) -> String {
+    let mut shown: Vec<&str> = names.iter().take(NAMED_PODS).map(String::as_str).collect();
+    let more = names.len().saturating_sub(NAMED_PODS);
+    let more = (more > 0).then(|| format!("and {more} more"));
+    shown.extend(more.as_deref());
+    shown.join(", ")
+}
+
+fn wait_for_server_pods(observed: &Observed) -> Decision {
+    let upgrade = in_flight(observed);
+    let count = observed.server_pods.len();
+    let message = format!(
+        "waiting for {count} server pod(s) of App {} to end before Job {} upgrades its database from release {} to {}: {}",
+        observed.name,
+        upgrade.job,
+        upgrade.from,
+        upgrade.to,
+        name_list(&observed.server_pods)
+    );
+    let status = StatusBuilder::new(observed)
+        .health(&Health::Upgrading {
+            step: ConditionReason::WaitingForServerPods,
+            message: message.clone(),
+        })
+        .build();
+    decision(
+        Step::WaitForServerPods,
+        status,
+        ServerGoal::Stopped,
+        on_entry(
+            observed,
+            ConditionReason::WaitingForServerPods,
+            normal("WaitingForServerPods", message),
+        ),
+        REQUEUE_WAITING,
+    )
+}
+
+fn wait_for_stale_job(observed: &Observed, target: &SchemaTarget) -> Decision {
+    let job = observed.status.upgrade.as_ref().map_or_else(
+        || job_name(&observed.name, &target.release, 1),
+        |u| u.job.clone(),
+    );
+    let message = format!(
+        "an earlier Job {job} of App {} (made for another upgrade or attempt) still runs; the upgrade waits for it to finish, then removes it",
+        observed.name
+    );
+    let status = StatusBuilder::new(observed)
+        .health(&Health::Upgrading {
+            step: ConditionReason::WaitingForStaleJob,
+            message: message.clone(),
+        })
+        .build();
+    decision(
+        Step::Wait,
+        status,
+        ServerGoal::Stopped,
+        on_entry(
+            observed,
+            ConditionReason::WaitingForStaleJob,
+            normal("WaitingForStaleJob", message),
+        ),
+        REQUEUE_WAITING,
+    )
+}
+
+fn remove_stale_job(observed: &Observed, uid: &str) -> Decision {
+    let upgrade = in_flight(observed);
+    let message = format!(
+        "removing the finished Job {} of App {}: it was made for another upgrade or attempt and does not count; the upgrade's own Job comes next",
+        upgrade.job, observed.name
+    );
+    let status = StatusBuilder::new(observed)
+        .health(&Health::Upgrading {
+            step: ConditionReason::WaitingForStaleJob,
+            message: message.clone(),
+        })
+        .build();
+    let mut removal = decision(
+        Step::RemoveStaleJob,
+        status,
+        ServerGoal::Stopped,
+        normal("StaleJobRemoved", message),
+        REQUEUE_NEXT_STEP,
+    );
+    removal.delete_jobs.push(JobToDelete {
+        name: upgrade.job,
+        uid: uid.to_owned(),
+    });
+    removal
+}
+
+fn job_name_taken(observed: &Observed, owner: &str) -> Decision {
+    let upgrade = in_flight(observed);
+    let message = format!(
+        "a Job named {} exists and is not App {}'s ({owner}); the operator neither adopts nor deletes it: delete or rename it so the upgrade from release {} to {} can start",
+        upgrade.job, observed.name, upgrade.from, upgrade.to
+    );
+    let reason = ConditionReason::UpgradeJobNameTaken;
+    let status = StatusBuilder::new(observed)
+        .health(&Health::Stalled {
+            reason,
+            message: message.clone(),
+        })
+        .build();
+    decision(
+        Step::ReportJobProblem,
+        status,
+        ServerGoal::Stopped,
+        warning(reason.as_str(), message),
+        REQUEUE_BLOCKED,
     )
 }
 
@@ -616,106 +953,177 @@ fn start_job(observed: &Observed) -> Decision {
     let mut upgrade = in_flight(observed);
     upgrade.phase = UpgradePhase::Running;
     let message = format!(
-        "Job {} upgrades the database of App {} from release {} to {} (attempt {}); logs: kubectl logs job/{}",
-        upgrade.job, observed.name, upgrade.from, upgrade.to, upgrade.attempts, upgrade.job
+        "{}; logs: kubectl logs job/{}",
+        job_sentence(observed, &upgrade),
+        upgrade.job
     );
     let status = StatusBuilder::new(observed)
-        .phase("Upgrading")
         .upgrade(Some(upgrade))
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
-            "UpgradeInProgress",
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::True,
-            "UpgradeJobRunning",
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::False,
-            "AsExpected",
-            String::new(),
-        )
+        .health(&Health::Upgrading {
+            step: ConditionReason::UpgradeJobRunning,
+            message: message.clone(),
+        })
         .build();
     decision(
         Step::StartJob,
         status,
         ServerGoal::Stopped,
         normal("UpgradeJobCreated", message),
+        REQUEUE_PROGRESS,
+    )
+}
+
+fn job_cannot_start(observed: &Observed, failure: &StartFailure) -> Decision {
+    let mut upgrade = in_flight(observed);
+    upgrade.phase = UpgradePhase::Running;
+    let reason = failure.kind.reason();
+    let message = format!(
+        "{}, but its pod cannot start: {}; fix it and the Job goes on (kubectl describe job/{})",
+        job_sentence(observed, &upgrade),
+        failure.detail,
+        upgrade.job
+    );
+    let status = StatusBuilder::new(observed)
+        .upgrade(Some(upgrade))
+        .health(&Health::Stalled {
+            reason,
+            message: message.clone(),
+        })
+        .build();
+    decision(
+        Step::ReportJobProblem,
+        status,
+        ServerGoal::Stopped,
+        warning(reason.as_str(), message),
         REQUEUE_WAITING,
     )
+}
+
+/// The step as the status shows it: `backup`, `migration V4`.
+fn step_label(step: &progress::Step) -> String {
+    match step {
+        progress::Step::Migration { version, .. } => format!("migration V{version}"),
+        other => other.to_string(),
+    }
+}
+
+/// The progress to show: the Job's new report when it differs enough from
+/// the one in status (another step, another percent, or an ETA moved by
+/// more than 30 s and 10 % of the time left), else the one in status, so a
+/// Job that reports every second does not write the App on every read.
+pub fn progress_to_show(
+    shown: Option<&UpgradeProgress>,
+    report: Option<&Progress>,
+    now: Timestamp,
+) -> Option<UpgradeProgress> {
+    let Some(report) = report else {
+        return shown.cloned();
+    };
+    let step = step_label(&report.step);
+    let percent = report
+        .amount
+        .as_ref()
+        .and_then(progress::Amount::fraction)
+        // A fraction in 0..=1: the cast cannot overflow.
+        .map(|fraction| (fraction * 100.0).floor() as i32);
+    let remaining = report.eta_seconds.map(Duration::from_secs);
+    let eta = remaining
+        .and_then(|left| SignedDuration::try_from(left).ok())
+        .and_then(|left| now.checked_add(left).ok());
+    if let Some(shown) = shown {
+        let eta_moved = match (shown.eta.as_ref().map(|t| t.0), eta) {
+            (Some(before), Some(after)) => {
+                let moved = before.duration_until(after).abs();
+                let left = now.duration_until(after).abs();
+                moved > SignedDuration::from_secs(30) && moved * 10 > left
+            }
+            (None, None) => false,
+            _ => true,
+        };
+        if shown.step == step && shown.percent == percent && !eta_moved {
+            return Some(shown.clone());
+        }
+    }
+    let mut summary = step.clone();
+    if let Some(percent) = percent {
+        summary.push_str(&format!(" {percent}%"));
+    }
+    if let Some(left) = remaining {
+        summary.push_str(&format!(", about {} left", human_duration(left)));
+    }
+    Some(UpgradeProgress {
+        step,
+        percent,
+        eta: eta.map(Time),
+        summary,
+        observed_time: Time(now),
+    })
+}
+
+/// 45s, 12m, 2h05m.
+fn human_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs();
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3600 => format!("{}m", seconds.div_ceil(60)),
+        _ => format!("{}h{:02}m", seconds / 3600, (seconds % 3600) / 60),
+    }
 }
 
 fn wait_for_job(observed: &Observed) -> Decision {
     let mut upgrade = in_flight(observed);
     upgrade.phase = UpgradePhase::Running;
+    upgrade.progress = progress_to_show(
+        upgrade.progress.as_ref(),
+        observed.progress.as_ref(),
+        observed.now,
+    );
+    let at = upgrade
+        .progress
+        .as_ref()
+        .map_or_else(String::new, |p| format!(", at {}", p.summary));
     let message = format!(
-        "Job {} upgrades the database of App {} from release {} to {} (attempt {}); logs: kubectl logs job/{}",
-        upgrade.job, observed.name, upgrade.from, upgrade.to, upgrade.attempts, upgrade.job
+        "{}{at}; logs: kubectl logs job/{}",
+        job_sentence(observed, &upgrade),
+        upgrade.job
     );
     let status = StatusBuilder::new(observed)
-        .phase("Upgrading")
         .upgrade(Some(upgrade))
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
-            "UpgradeInProgress",
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::True,
-            "UpgradeJobRunning",
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::False,
-            "AsExpected",
-            String::new(),
-        )
+        .health(&Health::Upgrading {
+            step: ConditionReason::UpgradeJobRunning,
+            message: message.clone(),
+        })
         .build();
     decision(
         Step::Wait,
         status,
         ServerGoal::Stopped,
-        normal("UpgradeJobRunning", message),
-        REQUEUE_WAITING,
+        on_entry(
+            observed,
+            ConditionReason::UpgradeJobRunning,
+            normal("UpgradeJobRunning", message),
+        ),
+        REQUEUE_PROGRESS,
     )
 }
 
-fn verify(observed: &Observed) -> Decision {
+fn verify(observed: &Observed, archive: Option<&str>) -> Decision {
     let mut upgrade = in_flight(observed);
     upgrade.phase = UpgradePhase::Verifying;
+    upgrade.progress = None;
+    if let Some(archive) = archive {
+        upgrade.backup_location = archive.to_owned();
+    }
     let message = format!(
         "Job {} succeeded; verifying that the database of App {} is at release {}",
         upgrade.job, observed.name, upgrade.to
     );
     let status = StatusBuilder::new(observed)
-        .phase("Upgrading")
         .upgrade(Some(upgrade))
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
-            "UpgradeInProgress",
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::True,
-            "VerifyingSchema",
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::False,
-            "AsExpected",
-            String::new(),
-        )
+        .health(&Health::Upgrading {
+            step: ConditionReason::VerifyingSchema,
+            message: message.clone(),
+        })
         .build();
     decision(
         Step::Verify,
@@ -733,25 +1141,10 @@ fn wait_for_verification(observed: &Observed) -> Decision {
         upgrade.job, observed.name, upgrade.to
     );
     let status = StatusBuilder::new(observed)
-        .phase("Upgrading")
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
-            "UpgradeInProgress",
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::True,
-            "VerifyingSchema",
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::False,
-            "AsExpected",
-            String::new(),
-        )
+        .health(&Health::Upgrading {
+            step: ConditionReason::VerifyingSchema,
+            message,
+        })
         .build();
     decision(
         Step::Wait,
@@ -760,6 +1153,28 @@ fn wait_for_verification(observed: &Observed) -> Decision {
         None,
         REQUEUE_BLOCKED,
     )
+}
+
+/// The upgrade just verified, for `status.lastUpgrade`.
+fn finished_upgrade(observed: &Observed) -> Option<FinishedUpgrade> {
+    let upgrade = observed.status.upgrade.as_ref()?;
+    if upgrade.phase != UpgradePhase::Verifying {
+        return None;
+    }
+    Some(FinishedUpgrade {
+        from: upgrade.from.clone(),
+        to: upgrade.to.clone(),
+        job: upgrade.job.clone(),
+        attempts: upgrade.attempts,
+        start_time: upgrade.start_time.clone(),
+        finish_time: Time(observed.now),
+        duration_seconds: observed
+            .now
+            .duration_since(upgrade.start_time.0)
+            .as_secs()
+            .max(0),
+        backup_location: upgrade.backup_location.clone(),
+    })
 }
 
 fn mark_ready(observed: &Observed, target: &SchemaTarget) -> Decision {
@@ -772,27 +1187,12 @@ fn mark_ready(observed: &Observed, target: &SchemaTarget) -> Decision {
     );
     let was_upgrading = observed.status.upgrade.is_some();
     let status = StatusBuilder::new(observed)
-        .phase("Ready")
         .database(Some(target.schema.clone()))
         .upgrade(None)
-        .condition(
-            condition_type::READY,
-            ConditionStatus::True,
-            "DatabaseAtTarget",
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::False,
-            "UpgradeComplete",
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::False,
-            "AsExpected",
-            String::new(),
-        )
+        .last_upgrade(finished_upgrade(observed))
+        .health(&Health::Ready {
+            message: message.clone(),
+        })
         .build();
     let step = if status == observed.status {
         Step::NothingToDo
@@ -813,10 +1213,21 @@ fn mark_ready(observed: &Observed, target: &SchemaTarget) -> Decision {
     )
 }
 
-fn attempt_failed(observed: &Observed, reason: &'static str, detail: &str) -> Decision {
+fn attempt_failed(
+    observed: &Observed,
+    reason: ConditionReason,
+    failure: Option<&JobFailure>,
+    detail: &str,
+) -> Decision {
     let upgrade = in_flight(observed);
+    let recorded = UpgradeFailure {
+        reason,
+        retryable: true,
+        exit_code: failure.and_then(|f| f.exit_code),
+        message: detail.to_owned(),
+    };
     if upgrade.attempts >= observed.retry_limit {
-        return give_up(observed, reason, detail);
+        return give_up_after(observed, reason, detail, Some(recorded));
     }
     let backoff = retry_backoff(upgrade.attempts);
     let message = format!(
@@ -833,29 +1244,16 @@ fn attempt_failed(observed: &Observed, reason: &'static str, detail: &str) -> De
     let failed = UpgradeStatus {
         phase: UpgradePhase::Failed,
         last_failure_time: Some(Time(observed.now)),
+        last_failure: Some(recorded),
+        progress: None,
         ..upgrade
     };
     let status = StatusBuilder::new(observed)
-        .phase("Degraded")
         .upgrade(Some(failed))
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
+        .health(&Health::RetryScheduled {
             reason,
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::True,
-            "RetryScheduled",
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::True,
-            reason,
-            message.clone(),
-        )
+            message: message.clone(),
+        })
         .build();
     decision(
         Step::RetryWithBackoff,
@@ -871,7 +1269,16 @@ fn wait_for_retry(observed: &Observed, remaining: Duration) -> Decision {
     decision(Step::Wait, status, ServerGoal::Stopped, None, remaining)
 }
 
-fn give_up(observed: &Observed, reason: &'static str, detail: &str) -> Decision {
+fn give_up(observed: &Observed, reason: ConditionReason, detail: &str) -> Decision {
+    give_up_after(observed, reason, detail, None)
+}
+
+fn give_up_after(
+    observed: &Observed,
+    reason: ConditionReason,
+    detail: &str,
+    failure: Option<UpgradeFailure>,
+) -> Decision {
     let upgrade = in_flight(observed);
     let message = format!(
         "gave up upgrading the database of App {} from release {} to {} after {} attempt(s), last Job {}: {detail}; read kubectl logs job/{}, fix the cause (restore with app-db-upgrade restore if needed), then raise spec.upgrade.retryLimit to try again",
@@ -885,29 +1292,16 @@ fn give_up(observed: &Observed, reason: &'static str, detail: &str) -> Decision 
                 .clone()
                 .unwrap_or(Time(observed.now)),
         ),
+        last_failure: failure.or(upgrade.last_failure.clone()),
+        progress: None,
         ..upgrade
     };
     let status = StatusBuilder::new(observed)
-        .phase("Degraded")
         .upgrade(Some(given_up))
-        .condition(
-            condition_type::READY,
-            ConditionStatus::False,
-            "DatabaseUpgradeFailed",
-            message.clone(),
-        )
-        .condition(
-            condition_type::PROGRESSING,
-            ConditionStatus::False,
-            "RetryLimitReached",
-            message.clone(),
-        )
-        .condition(
-            condition_type::DEGRADED,
-            ConditionStatus::True,
+        .health(&Health::GaveUp {
             reason,
-            message.clone(),
-        )
+            message: message.clone(),
+        })
         .build();
     decision(
         Step::GiveUp,
@@ -918,7 +1312,64 @@ fn give_up(observed: &Observed, reason: &'static str, detail: &str) -> Decision 
     )
 }
 
-fn stay_given_up(observed: &Observed) -> Decision {
+/// What a person does about a refusal.
+fn refusal_advice(reason: ConditionReason) -> &'static str {
+    match reason {
+        ConditionReason::DatabaseNewerThanRelease => {
+            "install the operator release that matches the database, or restore a backup taken by an older release"
+        }
+        ConditionReason::SchemaHistoryDiverged => {
+            "the database was changed outside this operator; restore a backup (app-db-upgrade restore) or repair the history by hand"
+        }
+        ConditionReason::UpgradeConfigurationInvalid => {
+            "fix what the message names (the App's Secret or the operator's settings)"
+        }
+        _ => "fix what the message names",
+    }
+}
+
+fn refuse(observed: &Observed, reason: ConditionReason, failure: &JobFailure) -> Decision {
+    let upgrade = in_flight(observed);
+    let detail = failure.describe();
+    let message = format!(
+        "Job {} refused to upgrade the database of App {} from release {} to {} (attempt {}), not retried: {detail}; {}; then edit the App's spec (e.g. raise spec.upgrade.retryLimit) to try again",
+        upgrade.job,
+        observed.name,
+        upgrade.from,
+        upgrade.to,
+        upgrade.attempts,
+        refusal_advice(reason)
+    );
+    let refused = UpgradeStatus {
+        phase: UpgradePhase::Refused,
+        last_failure_time: Some(Time(observed.now)),
+        last_failure: Some(UpgradeFailure {
+            reason,
+            retryable: false,
+            exit_code: failure.exit_code,
+            message: detail,
+        }),
+        progress: None,
+        ..upgrade
+    };
+    let status = StatusBuilder::new(observed)
+        .upgrade(Some(refused))
+        .health(&Health::Refused {
+            reason,
+            message: message.clone(),
+        })
+        .build();
+    decision(
+        Step::Refuse,
+        status,
+        ServerGoal::Stopped,
+        warning("UpgradeRefused", message),
+        REQUEUE_SETTLED,
+    )
+}
+
+/// A settled failure: nothing changes until a person acts.
+fn stay(observed: &Observed) -> Decision {
     let status = StatusBuilder::new(observed).build();
     decision(
         Step::NothingToDo,

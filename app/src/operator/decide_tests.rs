@@ -1,7 +1,10 @@
 //! The decision table, row by row, and invariants over every combination of
-//! phase × Job × database × server × target × retry budget × backoff.
+//! phase × Job × database × server × target × retry budget × backoff ×
+//! spec edits.
 
 use super::*;
+use crate::crd::{ConditionStatus, ConditionType};
+use crate::db_upgrade::progress::{Amount, Unit};
 
 const TARGET_RELEASE: &str = "7.10.1";
 
@@ -51,42 +54,95 @@ fn database(db: Db) -> DatabaseObservation {
     }
 }
 
-const JOBS: [fn() -> JobObservation; 4] = [
+fn transient_failure() -> JobFailure {
+    JobFailure {
+        condition: "BackoffLimitExceeded: Job has reached the specified backoff limit".to_owned(),
+        exit_code: Some(5),
+        error: Some("another upgrade holds the lock".to_owned()),
+        kind: Some(FailureKind::UpgradeLockTimeout),
+    }
+}
+
+fn permanent_failure() -> JobFailure {
+    JobFailure {
+        condition: "BackoffLimitExceeded: Job has reached the specified backoff limit".to_owned(),
+        exit_code: Some(7),
+        error: Some("refusing to touch the database: migration V2 checksum differs".to_owned()),
+        kind: Some(FailureKind::HistoryDiverged),
+    }
+}
+
+fn unschedulable() -> StartFailure {
+    StartFailure {
+        kind: StartFailureKind::Unschedulable,
+        detail:
+            "pod shop-db-7-10-1-1-x is unschedulable: persistentvolumeclaim \"backups\" not found"
+                .to_owned(),
+    }
+}
+
+/// Every Job observation, by index in the table below.
+const JOBS: [fn() -> JobObservation; 9] = [
     || JobObservation::Absent,
-    || JobObservation::Active,
-    || JobObservation::Succeeded,
-    || JobObservation::Failed {
-        detail: "BackoffLimitExceeded: Job has reached the specified backoff limit".to_owned(),
+    || JobObservation::NotOurs {
+        owner: "it has no controlling owner".to_owned(),
     },
+    || JobObservation::Stale {
+        uid: "stale-uid".to_owned(),
+        finished: false,
+    },
+    || JobObservation::Stale {
+        uid: "stale-uid".to_owned(),
+        finished: true,
+    },
+    || JobObservation::Active {
+        start_failure: None,
+    },
+    || JobObservation::Active {
+        start_failure: Some(unschedulable()),
+    },
+    || JobObservation::Succeeded {
+        backup_location: Some("pvc/backups/shop/shop--7.9.3--v2.dump".to_owned()),
+    },
+    || JobObservation::Failed(transient_failure()),
+    || JobObservation::Failed(permanent_failure()),
 ];
 
-const PHASES: [Option<UpgradePhase>; 6] = [
+const PHASES: [Option<UpgradePhase>; 7] = [
     None,
     Some(UpgradePhase::Pending),
     Some(UpgradePhase::Running),
     Some(UpgradePhase::Verifying),
     Some(UpgradePhase::Failed),
     Some(UpgradePhase::GaveUp),
+    Some(UpgradePhase::Refused),
 ];
 
 /// The knobs beside phase, Job and database.
 #[derive(Clone, Copy, Debug)]
 struct World {
+    /// The server Deployment asks for one replica.
     server_running: bool,
+    /// Server pods whose containers have not ended.
+    server_pods: usize,
     /// `status.upgrade.to` is another release's.
     foreign: bool,
     attempts: i32,
     retry_limit: i32,
     /// Seconds since the last failure.
     failed_ago: i64,
+    /// The spec changed since the status was written.
+    spec_changed: bool,
 }
 
 const BASE: World = World {
     server_running: false,
+    server_pods: 0,
     foreign: false,
     attempts: 1,
     retry_limit: 3,
     failed_ago: 3600,
+    spec_changed: false,
 };
 
 fn observed(phase: Option<UpgradePhase>, job: JobObservation, db: Db, world: World) -> Observed {
@@ -102,14 +158,20 @@ fn observed(phase: Option<UpgradePhase>, job: JobObservation, db: Db, world: Wor
         phase,
         attempts: world.attempts,
         start_time: Time(now() - SignedDuration::from_secs(7200)),
-        last_failure_time: matches!(phase, UpgradePhase::Failed | UpgradePhase::GaveUp)
-            .then(|| Time(now() - SignedDuration::from_secs(world.failed_ago))),
+        last_failure_time: matches!(
+            phase,
+            UpgradePhase::Failed | UpgradePhase::GaveUp | UpgradePhase::Refused
+        )
+        .then(|| Time(now() - SignedDuration::from_secs(world.failed_ago))),
+        last_failure: None,
         backup_location: backup_location("backups"),
+        progress: None,
     });
     Observed {
         name: "shop".to_owned(),
-        generation: Some(2),
+        generation: Some(2 + i64::from(world.spec_changed)),
         status: AppStatus {
+            observed_generation: Some(2),
             upgrade,
             ..AppStatus::default()
         },
@@ -117,7 +179,12 @@ fn observed(phase: Option<UpgradePhase>, job: JobObservation, db: Db, world: Wor
         backup_volume_claim: "backups".to_owned(),
         database: database(db),
         job,
+        finished_jobs: Vec::new(),
         server_replicas: Some(i32::from(world.server_running)),
+        server_pods: (0..world.server_pods)
+            .map(|i| format!("shop-server-{i}"))
+            .collect(),
+        progress: None,
         now: now(),
     }
 }
@@ -126,14 +193,20 @@ fn step_of(phase: Option<UpgradePhase>, job: JobObservation, db: Db, world: Worl
     decide(&observed(phase, job, db, world), &target()).step
 }
 
+fn condition(status: &AppStatus, type_: ConditionType) -> &AppCondition {
+    status
+        .condition(type_)
+        .unwrap_or_else(|| panic!("no {type_:?} condition in {status:#?}"))
+}
+
 use Step::*;
 
 /// One row per (phase, Job); columns are the database:
 /// [Unreachable, Newer, Behind, AtTarget]. Retry budget left, backoff due,
-/// server stopped, same target.
+/// server stopped and no pod left, same target, spec unchanged.
 #[test]
 fn the_decision_table() {
-    let p = |phase| Some(phase);
+    let p = Some;
     let rows: &[(Option<UpgradePhase>, usize, [Step; 4])] = &[
         (
             None,
@@ -145,117 +218,150 @@ fn the_decision_table() {
             1,
             [ReportBlocked, ReportBlocked, RecordIntent, MarkReady],
         ),
-        (
-            None,
-            2,
-            [ReportBlocked, ReportBlocked, RecordIntent, MarkReady],
-        ),
+        // An earlier Job of this App still runs: nothing starts beside it.
+        (None, 2, [ReportBlocked, ReportBlocked, Wait, MarkReady]),
         (
             None,
             3,
             [ReportBlocked, ReportBlocked, RecordIntent, MarkReady],
         ),
         (
-            p(UpgradePhase::Pending),
-            0,
-            [StartJob, StartJob, StartJob, StartJob],
-        ),
-        (p(UpgradePhase::Pending), 1, [Wait, Wait, Wait, Wait]),
-        (
-            p(UpgradePhase::Pending),
-            2,
-            [Verify, Verify, Verify, Verify],
-        ),
-        (p(UpgradePhase::Pending), 3, [RetryWithBackoff; 4]),
-        (
-            p(UpgradePhase::Running),
-            0,
-            [StartJob, StartJob, StartJob, StartJob],
-        ),
-        (p(UpgradePhase::Running), 1, [Wait, Wait, Wait, Wait]),
-        (
-            p(UpgradePhase::Running),
-            2,
-            [Verify, Verify, Verify, Verify],
-        ),
-        (p(UpgradePhase::Running), 3, [RetryWithBackoff; 4]),
-        (
-            p(UpgradePhase::Verifying),
-            0,
-            [Wait, GiveUp, RetryWithBackoff, MarkReady],
+            None,
+            4,
+            [ReportBlocked, ReportBlocked, RecordIntent, MarkReady],
         ),
         (
-            p(UpgradePhase::Verifying),
-            1,
-            [Wait, GiveUp, RetryWithBackoff, MarkReady],
+            None,
+            5,
+            [ReportBlocked, ReportBlocked, RecordIntent, MarkReady],
         ),
         (
-            p(UpgradePhase::Verifying),
-            2,
-            [Wait, GiveUp, RetryWithBackoff, MarkReady],
+            None,
+            6,
+            [ReportBlocked, ReportBlocked, RecordIntent, MarkReady],
         ),
         (
-            p(UpgradePhase::Verifying),
-            3,
-            [Wait, GiveUp, RetryWithBackoff, MarkReady],
+            None,
+            7,
+            [ReportBlocked, ReportBlocked, RecordIntent, MarkReady],
         ),
         (
-            p(UpgradePhase::Failed),
-            0,
-            [NothingToDo, NothingToDo, RecordIntent, MarkReady],
+            None,
+            8,
+            [ReportBlocked, ReportBlocked, RecordIntent, MarkReady],
         ),
-        (
-            p(UpgradePhase::Failed),
-            1,
-            [NothingToDo, NothingToDo, RecordIntent, MarkReady],
-        ),
-        (
-            p(UpgradePhase::Failed),
-            2,
-            [NothingToDo, NothingToDo, RecordIntent, MarkReady],
-        ),
-        (
-            p(UpgradePhase::Failed),
-            3,
-            [NothingToDo, NothingToDo, RecordIntent, MarkReady],
-        ),
-        // Given up with budget left: the limit was raised, so it tries again.
-        (
-            p(UpgradePhase::GaveUp),
-            0,
-            [NothingToDo, NothingToDo, RecordIntent, MarkReady],
-        ),
-        (
-            p(UpgradePhase::GaveUp),
-            1,
-            [NothingToDo, NothingToDo, RecordIntent, MarkReady],
-        ),
-        (
-            p(UpgradePhase::GaveUp),
-            2,
-            [NothingToDo, NothingToDo, RecordIntent, MarkReady],
-        ),
-        (
-            p(UpgradePhase::GaveUp),
-            3,
-            [NothingToDo, NothingToDo, RecordIntent, MarkReady],
-        ),
+        (p(UpgradePhase::Pending), 0, [StartJob; 4]),
+        (p(UpgradePhase::Pending), 1, [ReportJobProblem; 4]),
+        (p(UpgradePhase::Pending), 2, [Wait; 4]),
+        (p(UpgradePhase::Pending), 3, [RemoveStaleJob; 4]),
+        (p(UpgradePhase::Pending), 4, [Wait; 4]),
+        (p(UpgradePhase::Pending), 5, [ReportJobProblem; 4]),
+        (p(UpgradePhase::Pending), 6, [Verify; 4]),
+        (p(UpgradePhase::Pending), 7, [RetryWithBackoff; 4]),
+        (p(UpgradePhase::Pending), 8, [Refuse; 4]),
+        (p(UpgradePhase::Running), 0, [StartJob; 4]),
+        (p(UpgradePhase::Running), 1, [ReportJobProblem; 4]),
+        (p(UpgradePhase::Running), 2, [Wait; 4]),
+        (p(UpgradePhase::Running), 3, [RemoveStaleJob; 4]),
+        (p(UpgradePhase::Running), 4, [Wait; 4]),
+        (p(UpgradePhase::Running), 5, [ReportJobProblem; 4]),
+        (p(UpgradePhase::Running), 6, [Verify; 4]),
+        (p(UpgradePhase::Running), 7, [RetryWithBackoff; 4]),
+        (p(UpgradePhase::Running), 8, [Refuse; 4]),
     ];
+    let verifying = [Wait, GiveUp, RetryWithBackoff, MarkReady];
+    let retrying = [NothingToDo, NothingToDo, RecordIntent, MarkReady];
+    let refused = [NothingToDo, NothingToDo, NothingToDo, MarkReady];
+    let mut all: Vec<(Option<UpgradePhase>, usize, [Step; 4])> = rows.to_vec();
+    for job in 0..JOBS.len() {
+        all.push((p(UpgradePhase::Verifying), job, verifying));
+        all.push((p(UpgradePhase::Failed), job, retrying));
+        // Given up with budget left: the limit was raised, so it tries again.
+        all.push((p(UpgradePhase::GaveUp), job, retrying));
+        all.push((p(UpgradePhase::Refused), job, refused));
+    }
     assert_eq!(
-        rows.len(),
+        all.len(),
         PHASES.len() * JOBS.len(),
         "every (phase, Job) has a row"
     );
-    for (phase, job, expected) in rows {
+    for (phase, job, expected) in all {
         for (db, expected) in DBS.iter().zip(expected) {
-            let job_observation = JOBS[*job]();
+            let job_observation = JOBS[job]();
             assert_eq!(
-                &step_of(*phase, job_observation.clone(), *db, BASE),
+                step_of(phase, job_observation.clone(), *db, BASE),
                 expected,
                 "phase {phase:?}, job {job_observation:?}, database {db:?}"
             );
         }
     }
+}
+
+#[test]
+fn the_job_waits_until_no_server_pod_is_left() {
+    let world = World {
+        server_pods: 4,
+        ..BASE
+    };
+    for phase in [UpgradePhase::Pending, UpgradePhase::Running] {
+        let first = decide(
+            &observed(Some(phase), JobObservation::Absent, Db::Behind, world),
+            &target(),
+        );
+        assert_eq!(first.step, WaitForServerPods);
+        assert_eq!(first.server, ServerGoal::Stopped);
+        let progressing = condition(&first.status, ConditionType::Progressing);
+        assert_eq!(
+            (progressing.status, progressing.reason),
+            (ConditionStatus::True, ConditionReason::WaitingForServerPods)
+        );
+        assert!(
+            progressing.message.starts_with(
+                "waiting for 4 server pod(s) of App shop to end before Job shop-db-7-10-1-1"
+            ) && progressing
+                .message
+                .ends_with("shop-server-0, shop-server-1, shop-server-2, and 1 more"),
+            "{}",
+            progressing.message
+        );
+        assert_eq!(first.status.phase, Some(crate::crd::AppPhase::Upgrading));
+        assert_eq!(
+            first.event.as_ref().map(|e| e.reason),
+            Some("WaitingForServerPods")
+        );
+        // The next reconcile on the written status, one pod fewer: the
+        // message changes, no second Event.
+        let mut again = observed(
+            Some(phase),
+            JobObservation::Absent,
+            Db::Behind,
+            World {
+                server_pods: 3,
+                ..world
+            },
+        );
+        again.status = first.status.clone();
+        let second = decide(&again, &target());
+        assert_eq!((second.step, second.event), (WaitForServerPods, None));
+        // The last pod gone: now the Job is created.
+        again.server_pods.clear();
+        assert_eq!(decide(&again, &target()).step, StartJob);
+    }
+    // Replicas: 0 alone is not enough; a Deployment still asking for one is
+    // scaled down first.
+    let scaling = decide(
+        &observed(
+            None,
+            JobObservation::Absent,
+            Db::Behind,
+            World {
+                server_running: true,
+                ..world
+            },
+        ),
+        &target(),
+    );
+    assert_eq!(scaling.step, ScaleServerDown);
 }
 
 #[test]
@@ -274,17 +380,57 @@ fn a_running_server_is_scaled_down_before_the_intent_is_recorded() {
         decision.status.upgrade, None,
         "no intent before the server is down"
     );
-    // An already running Job is adopted even while the server still runs
-    // (it was started by another operator; the server goal is Stopped).
-    let adopt = decide(
-        &observed(None, JobObservation::Active, Db::Behind, world),
-        &target(),
-    );
-    assert_eq!(adopt.step, RecordIntent);
-    assert_eq!(adopt.server, ServerGoal::Stopped);
+    // A Job of this App with no intent in status is not adopted: the
+    // upgrade waits for it, with the server stopped.
+    let stale = decide(&observed(None, JOBS[2](), Db::Behind, world), &target());
+    assert_eq!((stale.step, stale.server), (Wait, ServerGoal::Stopped));
+    assert_eq!(stale.status.upgrade, None);
     assert_eq!(
-        adopt.status.upgrade.map(|u| u.phase),
-        Some(UpgradePhase::Running)
+        condition(&stale.status, ConditionType::Progressing).reason,
+        ConditionReason::WaitingForStaleJob
+    );
+}
+
+#[test]
+fn only_a_job_of_this_app_with_this_intent_counts() {
+    let running = Some(UpgradePhase::Running);
+    // Someone else's Job with our name: reported, never adopted or deleted.
+    let taken = decide(&observed(running, JOBS[1](), Db::Behind, BASE), &target());
+    assert_eq!(taken.step, ReportJobProblem);
+    assert!(taken.delete_jobs.is_empty());
+    let degraded = condition(&taken.status, ConditionType::Degraded);
+    assert_eq!(
+        (degraded.status, degraded.reason),
+        (ConditionStatus::True, ConditionReason::UpgradeJobNameTaken)
+    );
+    assert!(
+        degraded.message.contains("neither adopts nor deletes it"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(taken.event.map(|e| e.kind), Some(EventKind::Warning));
+    assert_eq!(
+        taken.status.upgrade.as_ref().map(|u| u.attempts),
+        Some(1),
+        "a foreign Job is no attempt"
+    );
+
+    // Our own finished Job of another intent: removed (by UID), then ours.
+    let stale = decide(&observed(running, JOBS[3](), Db::Behind, BASE), &target());
+    assert_eq!(stale.step, RemoveStaleJob);
+    assert_eq!(
+        stale.delete_jobs,
+        [JobToDelete {
+            name: "shop-db-7-10-1-1".to_owned(),
+            uid: "stale-uid".to_owned()
+        }]
+    );
+    assert_eq!(stale.status.upgrade.as_ref().map(|u| u.attempts), Some(1));
+    // Still running: waited for, not deleted.
+    let running_stale = decide(&observed(running, JOBS[2](), Db::Behind, BASE), &target());
+    assert_eq!(
+        (running_stale.step, running_stale.delete_jobs.len()),
+        (Wait, 0)
     );
 }
 
@@ -296,13 +442,20 @@ fn an_upgrade_of_another_release_is_adopted_then_superseded() {
         ..BASE
     };
     let cases = [
-        (Some(UpgradePhase::Pending), 1, Db::Behind, Wait),
-        (Some(UpgradePhase::Running), 1, Db::Behind, Wait),
-        (Some(UpgradePhase::Running), 2, Db::Behind, Verify),
+        (Some(UpgradePhase::Pending), 4, Db::Behind, Wait),
+        (Some(UpgradePhase::Running), 4, Db::Behind, Wait),
+        // Its Job never ran (or is gone): this release's own upgrade.
+        (Some(UpgradePhase::Pending), 0, Db::Behind, RecordIntent),
+        (Some(UpgradePhase::Pending), 1, Db::Behind, RecordIntent),
+        (Some(UpgradePhase::Running), 3, Db::AtTarget, MarkReady),
+        (Some(UpgradePhase::Running), 6, Db::Behind, Verify),
         (Some(UpgradePhase::Verifying), 0, Db::Behind, RecordIntent),
         (Some(UpgradePhase::Verifying), 0, Db::AtTarget, MarkReady),
-        (Some(UpgradePhase::Failed), 3, Db::Behind, RecordIntent),
-        (Some(UpgradePhase::GaveUp), 3, Db::Behind, RecordIntent),
+        (Some(UpgradePhase::Failed), 7, Db::Behind, RecordIntent),
+        (Some(UpgradePhase::GaveUp), 7, Db::Behind, RecordIntent),
+        // Refused by the other release: this release may accept the
+        // database (it knows newer migrations).
+        (Some(UpgradePhase::Refused), 8, Db::Behind, RecordIntent),
     ];
     for (phase, job, db, expected) in cases {
         let decision = decide(&observed(phase, JOBS[job](), db, world), &target());
@@ -323,8 +476,8 @@ fn the_retry_limit_gives_up() {
         ..BASE
     };
     let cases = [
-        (Some(UpgradePhase::Pending), 3, Db::Behind, GiveUp),
-        (Some(UpgradePhase::Running), 3, Db::Behind, GiveUp),
+        (Some(UpgradePhase::Pending), 7, Db::Behind, GiveUp),
+        (Some(UpgradePhase::Running), 7, Db::Behind, GiveUp),
         (Some(UpgradePhase::Verifying), 0, Db::Behind, GiveUp),
         (Some(UpgradePhase::Failed), 0, Db::Behind, GiveUp),
         (Some(UpgradePhase::GaveUp), 0, Db::Behind, NothingToDo),
@@ -334,12 +487,7 @@ fn the_retry_limit_gives_up() {
         let decision = decide(&observed(phase, JOBS[job](), db, world), &target());
         assert_eq!(decision.step, expected, "{phase:?} job {job} {db:?}");
         if expected == GiveUp {
-            let degraded = decision
-                .status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == condition_type::DEGRADED)
-                .expect("Degraded condition");
+            let degraded = condition(&decision.status, ConditionType::Degraded);
             assert_eq!(degraded.status, ConditionStatus::True);
             assert!(
                 degraded.message.contains("raise spec.upgrade.retryLimit"),
@@ -397,18 +545,160 @@ fn retry_backoff_doubles_up_to_ten_minutes() {
 }
 
 #[test]
-fn a_failed_job_reports_the_job_and_what_to_do() {
-    let decision = decide(
-        &observed(Some(UpgradePhase::Running), JOBS[3](), Db::Behind, BASE),
+fn which_failures_are_retried() {
+    use ConditionReason as R;
+    use FailureClass::{Permanent, Transient};
+    let kind = |kind: FailureKind, exit_code| JobFailure {
+        exit_code: Some(exit_code),
+        kind: Some(kind),
+        ..JobFailure::default()
+    };
+    let code = |exit_code| JobFailure {
+        exit_code,
+        ..JobFailure::default()
+    };
+    let cases = [
+        (
+            kind(FailureKind::InvalidConfiguration, 3),
+            Permanent(R::UpgradeConfigurationInvalid),
+        ),
+        (
+            kind(FailureKind::DatabaseNewer, 6),
+            Permanent(R::DatabaseNewerThanRelease),
+        ),
+        (
+            kind(FailureKind::HistoryDiverged, 7),
+            Permanent(R::SchemaHistoryDiverged),
+        ),
+        (
+            kind(FailureKind::MigrationFailed, 9),
+            Permanent(R::MigrationFailed),
+        ),
+        (
+            kind(FailureKind::NotAtTarget, 9),
+            Permanent(R::UpgradeRefused),
+        ),
+        (kind(FailureKind::MigrationInterrupted, 9), Transient),
+        (kind(FailureKind::ConnectionFailed, 4), Transient),
+        (kind(FailureKind::UpgradeLockTimeout, 5), Transient),
+        (kind(FailureKind::BackupFailed, 8), Transient),
+        (kind(FailureKind::TableLockTimeout, 15), Transient),
+        (kind(FailureKind::InsufficientSpace, 16), Transient),
+        (kind(FailureKind::Stopped, 14), Transient),
+        // No termination message (killed, deadline, an older Job): the
+        // exit code decides.
+        (code(Some(2)), Permanent(R::UpgradeConfigurationInvalid)),
+        (code(Some(3)), Permanent(R::UpgradeConfigurationInvalid)),
+        (code(Some(6)), Permanent(R::DatabaseNewerThanRelease)),
+        (code(Some(7)), Permanent(R::SchemaHistoryDiverged)),
+        (code(Some(9)), Transient),
+        (code(Some(137)), Transient),
+        (code(None), Transient),
+    ];
+    for (failure, expected) in cases {
+        assert_eq!(failure_class(&failure), expected, "{failure:?}");
+    }
+    // The codes the Job itself does not run again (its podFailurePolicy)
+    // are the ones the operator does not retry either.
+    for exit_code in crate::operator::resources::PERMANENT_EXIT_CODES {
+        assert!(
+            matches!(failure_class(&code(Some(exit_code))), Permanent(_)),
+            "{exit_code}"
+        );
+    }
+}
+
+#[test]
+fn a_permanent_refusal_is_not_retried_and_says_why() {
+    let refused = decide(
+        &observed(
+            Some(UpgradePhase::Running),
+            JOBS[8](),
+            Db::Behind,
+            World {
+                attempts: 1,
+                retry_limit: 5,
+                ..BASE
+            },
+        ),
         &target(),
     );
-    let ready = decision
-        .status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == condition_type::READY)
-        .expect("Ready");
-    assert_eq!(ready.reason, "DatabaseUpgradeFailed");
+    assert_eq!(refused.step, Refuse);
+    assert_eq!(refused.status.phase, Some(crate::crd::AppPhase::Degraded));
+    let upgrade = refused.status.upgrade.clone().expect("upgrade kept");
+    assert_eq!(upgrade.phase, UpgradePhase::Refused);
+    assert_eq!(upgrade.attempts, 1);
+    let failure = upgrade.last_failure.expect("the failure recorded");
+    assert_eq!(
+        (failure.reason, failure.retryable, failure.exit_code),
+        (ConditionReason::SchemaHistoryDiverged, false, Some(7))
+    );
+    let degraded = condition(&refused.status, ConditionType::Degraded);
+    assert_eq!(
+        (degraded.status, degraded.reason),
+        (
+            ConditionStatus::True,
+            ConditionReason::SchemaHistoryDiverged
+        )
+    );
+    for needle in [
+        "Job shop-db-7-10-1-1 refused",
+        "not retried",
+        "app-db-upgrade exited 7",
+        "migration V2 checksum differs",
+        "restore a backup",
+        "edit the App's spec",
+    ] {
+        assert!(
+            degraded.message.contains(needle),
+            "{needle:?} missing in {}",
+            degraded.message
+        );
+    }
+    let progressing = condition(&refused.status, ConditionType::Progressing);
+    assert_eq!(
+        (progressing.status, progressing.reason),
+        (ConditionStatus::False, ConditionReason::UpgradeRefused)
+    );
+    let event = refused.event.expect("an Event");
+    assert_eq!(
+        (event.kind, event.reason),
+        (EventKind::Warning, "UpgradeRefused")
+    );
+
+    // Hours later, with the budget left and the backoff long past: still no
+    // new attempt, no write.
+    let later = Observed {
+        status: refused.status.clone(),
+        now: now() + SignedDuration::from_secs(6 * 3600),
+        ..observed(
+            Some(UpgradePhase::Running),
+            JobObservation::Absent,
+            Db::Behind,
+            BASE,
+        )
+    };
+    let settled = decide(&later, &target());
+    assert_eq!(settled.step, NothingToDo);
+    assert_eq!(settled.status, refused.status);
+    // A person edits the spec: one new attempt.
+    let edited = Observed {
+        generation: Some(3),
+        ..later
+    };
+    let again = decide(&edited, &target());
+    assert_eq!(again.step, RecordIntent);
+    assert_eq!(again.status.upgrade.map(|u| u.attempts), Some(2));
+}
+
+#[test]
+fn a_transient_failure_reports_the_job_and_what_to_do() {
+    let decision = decide(
+        &observed(Some(UpgradePhase::Running), JOBS[7](), Db::Behind, BASE),
+        &target(),
+    );
+    let ready = condition(&decision.status, ConditionType::Ready);
+    assert_eq!(ready.reason, ConditionReason::DatabaseUpgradeFailed);
     for needle in [
         "App shop",
         "7.9.3",
@@ -416,6 +706,8 @@ fn a_failed_job_reports_the_job_and_what_to_do() {
         "shop-db-7-10-1-1",
         "kubectl logs job/shop-db-7-10-1-1",
         "attempt 1 of 3",
+        "app-db-upgrade exited 5",
+        "another upgrade holds the lock",
     ] {
         assert!(
             ready.message.contains(needle),
@@ -423,8 +715,279 @@ fn a_failed_job_reports_the_job_and_what_to_do() {
             ready.message
         );
     }
+    let upgrade = decision.status.upgrade.expect("upgrade");
+    assert_eq!(
+        upgrade.last_failure.map(|f| (f.retryable, f.exit_code)),
+        Some((true, Some(5)))
+    );
     assert_eq!(decision.event.map(|e| e.kind), Some(EventKind::Warning));
     assert_eq!(decision.requeue, Duration::from_secs(30));
+}
+
+#[test]
+fn a_job_whose_pod_cannot_start_is_reported_at_once() {
+    let cases = [
+        (
+            StartFailureKind::Unschedulable,
+            ConditionReason::UpgradeJobUnschedulable,
+        ),
+        (
+            StartFailureKind::ImagePull,
+            ConditionReason::UpgradeJobImagePullFailed,
+        ),
+        (
+            StartFailureKind::PodRejected,
+            ConditionReason::UpgradeJobPodRejected,
+        ),
+        (
+            StartFailureKind::ContainerCannotStart,
+            ConditionReason::UpgradeJobCannotStart,
+        ),
+    ];
+    for (kind, reason) in cases {
+        let job = JobObservation::Active {
+            start_failure: Some(StartFailure {
+                kind,
+                detail: "what the cluster says".to_owned(),
+            }),
+        };
+        let decision = decide(
+            &observed(Some(UpgradePhase::Running), job, Db::Behind, BASE),
+            &target(),
+        );
+        assert_eq!(decision.step, ReportJobProblem);
+        assert_eq!(decision.status.phase, Some(crate::crd::AppPhase::Degraded));
+        let degraded = condition(&decision.status, ConditionType::Degraded);
+        assert_eq!(
+            (degraded.status, degraded.reason),
+            (ConditionStatus::True, reason)
+        );
+        assert!(
+            degraded
+                .message
+                .contains("its pod cannot start: what the cluster says"),
+            "{}",
+            degraded.message
+        );
+        assert_eq!(
+            condition(&decision.status, ConditionType::Progressing).status,
+            ConditionStatus::True,
+            "the Job is still there and goes on once fixed"
+        );
+        assert!(decision.requeue <= REQUEUE_WAITING);
+        assert_eq!(
+            decision.event.map(|e| (e.kind, e.reason)),
+            Some((EventKind::Warning, reason.as_str()))
+        );
+        // Fixed (the pod started): no longer Degraded.
+        let started = Observed {
+            status: decision.status.clone(),
+            ..observed(Some(UpgradePhase::Running), JOBS[4](), Db::Behind, BASE)
+        };
+        let running = decide(&started, &target());
+        assert_eq!(running.step, Wait);
+        assert_eq!(
+            condition(&running.status, ConditionType::Degraded).status,
+            ConditionStatus::False
+        );
+    }
+}
+
+#[test]
+fn finished_jobs_are_kept_for_a_day_three_at_most() {
+    let hours_ago = |hours: i64| now() - SignedDuration::from_hours(hours);
+    let job = |name: &str, hours| FinishedJob {
+        name: name.to_owned(),
+        uid: format!("uid-{name}"),
+        finished_at: hours_ago(hours),
+    };
+    let delete = |jobs: &[FinishedJob]| -> Vec<String> {
+        jobs_past_retention(jobs, now())
+            .into_iter()
+            .map(|d| d.name)
+            .collect()
+    };
+    assert!(delete(&[]).is_empty());
+    assert!(delete(&[job("a", 1), job("b", 2), job("c", 23)]).is_empty());
+    assert_eq!(delete(&[job("old", 25), job("new", 1)]), ["old"]);
+    assert_eq!(
+        delete(&[job("d", 4), job("a", 1), job("c", 3), job("b", 2)]),
+        ["d"]
+    );
+    // Every decision carries the retention's deletes, with the UIDs read.
+    let mut ready = observed(None, JobObservation::Absent, Db::AtTarget, BASE);
+    ready.finished_jobs = vec![job("shop-db-7-10-0-1", 30)];
+    assert_eq!(
+        decide(&ready, &target()).delete_jobs,
+        [JobToDelete {
+            name: "shop-db-7-10-0-1".to_owned(),
+            uid: "uid-shop-db-7-10-0-1".to_owned()
+        }]
+    );
+}
+
+fn report(step: progress::Step, done: u64, total: u64, eta: Option<u64>) -> Progress {
+    Progress {
+        step,
+        amount: Some(Amount {
+            done,
+            total: Some(total),
+            unit: Unit::Rows,
+        }),
+        eta_seconds: eta,
+    }
+}
+
+fn migration(version: u32) -> progress::Step {
+    progress::Step::Migration {
+        version,
+        name: "reshape_executions".to_owned(),
+    }
+}
+
+#[test]
+fn progress_is_shown_and_written_only_when_it_moved() {
+    let first = progress_to_show(
+        None,
+        Some(&report(migration(4), 800_000, 2_000_000, Some(150))),
+        now(),
+    )
+    .expect("a report");
+    assert_eq!(first.step, "migration V4");
+    assert_eq!(first.percent, Some(40));
+    assert_eq!(first.summary, "migration V4 40%, about 3m left");
+    assert_eq!(
+        first.eta.as_ref().map(|t| t.0),
+        Some(now() + SignedDuration::from_secs(150))
+    );
+    let later = now() + SignedDuration::from_secs(2);
+    // Same percent, ETA a little later: the status keeps what it shows.
+    let same = progress_to_show(
+        Some(&first),
+        Some(&report(migration(4), 809_000, 2_000_000, Some(160))),
+        later,
+    );
+    assert_eq!(same.as_ref(), Some(&first));
+    // Another percent, another step, or an ETA moved far: a new value.
+    for moved in [
+        report(migration(4), 820_000, 2_000_000, Some(150)),
+        report(migration(5), 0, 10, None),
+        report(migration(4), 809_000, 2_000_000, Some(600)),
+    ] {
+        let shown = progress_to_show(Some(&first), Some(&moved), later).expect("shown");
+        assert_ne!(shown, first, "{moved:?}");
+        assert_eq!(shown.observed_time.0, later);
+    }
+    // No report (between sessions): what is shown stays.
+    assert_eq!(
+        progress_to_show(Some(&first), None, later),
+        Some(first.clone())
+    );
+    let lock = Progress {
+        step: progress::Step::WaitingForLock,
+        amount: None,
+        eta_seconds: None,
+    };
+    assert_eq!(
+        progress_to_show(None, Some(&lock), now()).map(|p| p.summary),
+        Some("waiting for the upgrade lock".to_owned())
+    );
+    assert_eq!(human_duration(Duration::from_secs(7500)), "2h05m");
+}
+
+#[test]
+fn a_running_job_shows_its_progress_with_one_event() {
+    let mut running = observed(Some(UpgradePhase::Running), JOBS[4](), Db::Behind, BASE);
+    running.progress = Some(report(progress::Step::Backup, 50, 200, Some(30)));
+    let first = decide(&running, &target());
+    assert_eq!(first.step, Wait);
+    let shown = first
+        .status
+        .upgrade
+        .as_ref()
+        .and_then(|u| u.progress.clone())
+        .expect("progress in status");
+    assert_eq!(shown.summary, "backup 25%, about 30s left");
+    let progressing = condition(&first.status, ConditionType::Progressing);
+    assert!(
+        progressing
+            .message
+            .contains("at backup 25%, about 30s left"),
+        "{}",
+        progressing.message
+    );
+    assert!(first.event.is_some(), "entering UpgradeJobRunning");
+    // Progress moves: the status changes, no second Event.
+    running.status = first.status.clone();
+    running.progress = Some(report(progress::Step::Backup, 150, 200, Some(5)));
+    let second = decide(&running, &target());
+    assert_ne!(second.status, first.status);
+    assert_eq!(second.event, None);
+    // The Job succeeded: the progress is cleared, the reported archive kept.
+    running.status = second.status;
+    running.job = JOBS[6]();
+    let verify = decide(&running, &target());
+    let upgrade = verify.status.upgrade.expect("upgrade");
+    assert_eq!(upgrade.progress, None);
+    assert_eq!(
+        upgrade.backup_location,
+        "pvc/backups/shop/shop--7.9.3--v2.dump"
+    );
+}
+
+#[test]
+fn the_last_upgrade_stays_in_status() {
+    let mut verifying = observed(
+        Some(UpgradePhase::Verifying),
+        JobObservation::Absent,
+        Db::AtTarget,
+        World {
+            attempts: 2,
+            ..BASE
+        },
+    );
+    if let Some(upgrade) = verifying.status.upgrade.as_mut() {
+        upgrade.backup_location = "pvc/backups/shop/a.dump".to_owned();
+    }
+    let ready = decide(&verifying, &target());
+    assert_eq!(ready.step, MarkReady);
+    assert_eq!(ready.status.upgrade, None);
+    let last = ready.status.last_upgrade.clone().expect("lastUpgrade");
+    assert_eq!(
+        (
+            last.from.as_str(),
+            last.to.as_str(),
+            last.job.as_str(),
+            last.attempts,
+            last.duration_seconds,
+            last.backup_location.as_str()
+        ),
+        (
+            "7.9.3",
+            "7.10.1",
+            "shop-db-7-10-1-2",
+            2,
+            7200,
+            "pvc/backups/shop/a.dump"
+        )
+    );
+    // Later reconciles keep it; a database fixed by other means records none.
+    let later = Observed {
+        status: ready.status.clone(),
+        now: now() + SignedDuration::from_secs(600),
+        ..observed(None, JobObservation::Absent, Db::AtTarget, BASE)
+    };
+    assert_eq!(decide(&later, &target()).status.last_upgrade, Some(last));
+    let fixed_by_hand = decide(
+        &observed(
+            Some(UpgradePhase::GaveUp),
+            JobObservation::Absent,
+            Db::AtTarget,
+            BASE,
+        ),
+        &target(),
+    );
+    assert_eq!(fixed_by_hand.status.last_upgrade, None);
 }
 
 /// Invariants over every combination of the table and its knobs.
@@ -435,19 +998,24 @@ fn invariants_over_every_combination() {
         for job in JOBS {
             for db in DBS {
                 for server_running in [false, true] {
-                    for foreign in [false, true] {
-                        for (attempts, retry_limit) in [(1, 3), (3, 3), (4, 3)] {
-                            for failed_ago in [5, 3600] {
-                                let world = World {
-                                    server_running,
-                                    foreign,
-                                    attempts,
-                                    retry_limit,
-                                    failed_ago,
-                                };
-                                let observed = observed(phase, job(), db, world);
-                                check_invariants(&observed);
-                                combinations += 1;
+                    for server_pods in [0, 2] {
+                        for foreign in [false, true] {
+                            for (attempts, retry_limit) in [(1, 3), (3, 3), (4, 3)] {
+                                for failed_ago in [5, 3600] {
+                                    for spec_changed in [false, true] {
+                                        let world = World {
+                                            server_running,
+                                            server_pods,
+                                            foreign,
+                                            attempts,
+                                            retry_limit,
+                                            failed_ago,
+                                            spec_changed,
+                                        };
+                                        check_invariants(&observed(phase, job(), db, world));
+                                        combinations += 1;
+                                    }
+                                }
                             }
                         }
                     }
@@ -455,20 +1023,35 @@ fn invariants_over_every_combination() {
             }
         }
     }
-    assert_eq!(combinations, 6 * 4 * 4 * 2 * 2 * 3 * 2);
+    assert_eq!(combinations, 7 * 9 * 4 * 2 * 2 * 2 * 3 * 2 * 2);
 }
 
 fn check_invariants(observed: &Observed) {
     let decision = decide(observed, &target());
     let context = format!("{observed:#?} → {:?}", decision.step);
-    let ready = decision
-        .status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == condition_type::READY);
+    let recorded = observed.status.upgrade.as_ref();
+    let foreign = recorded.is_some_and(|u| u.to != TARGET_RELEASE);
 
+    // The three conditions, in order, whenever a state sets them (a waiting
+    // or settled failure keeps the status as it was).
+    if decision.status.conditions != observed.status.conditions {
+        assert_eq!(
+            decision
+                .status
+                .conditions
+                .iter()
+                .map(|c| c.type_)
+                .collect::<Vec<_>>(),
+            [
+                ConditionType::Degraded,
+                ConditionType::Progressing,
+                ConditionType::Ready
+            ],
+            "{context}"
+        );
+    }
     // Ready only when the operator's own read shows the target.
-    if ready.is_some_and(|c| c.status == ConditionStatus::True) {
+    if decision.status.holds(ConditionType::Ready) {
         assert_eq!(
             observed.database,
             DatabaseObservation::AtTarget,
@@ -478,21 +1061,19 @@ fn check_invariants(observed: &Observed) {
     }
     // Ready is set by MarkReady (or kept by NothingToDo), never straight
     // from a succeeded Job.
-    if observed.job == JobObservation::Succeeded
+    if matches!(observed.job, JobObservation::Succeeded { .. })
         && matches!(
-            observed.status.upgrade.as_ref().map(|u| u.phase),
+            recorded.map(|u| u.phase),
             Some(UpgradePhase::Pending | UpgradePhase::Running)
         )
+        && !foreign
     {
         assert_eq!(decision.step, Verify, "{context}");
     }
-    // A Job is only created for an intent already in status.
+    // A Job is only created for an intent already in status, in place of no
+    // Job, and never while a server pod is left.
     if decision.step == StartJob {
-        let recorded = observed
-            .status
-            .upgrade
-            .as_ref()
-            .expect("intent recorded before the Job");
+        let recorded = recorded.expect("intent recorded before the Job");
         assert!(
             matches!(
                 recorded.phase,
@@ -500,21 +1081,54 @@ fn check_invariants(observed: &Observed) {
             ),
             "{context}"
         );
+        assert_eq!(observed.job, JobObservation::Absent, "{context}");
+        assert!(observed.server_pods.is_empty(), "{context}");
     }
-    // A new intent never runs beside a serving server, unless it adopts a
-    // running Job.
-    if decision.step == RecordIntent && observed.job != JobObservation::Active {
+    // Only finished Jobs of this App are deleted: never one that runs, never
+    // someone else's.
+    for deleted in &decision.delete_jobs {
+        let finished_stale = matches!(
+            &observed.job,
+            JobObservation::Stale { uid, finished: true } if *uid == deleted.uid
+        );
+        let past_retention = observed.finished_jobs.iter().any(|j| j.uid == deleted.uid);
+        assert!(finished_stale || past_retention, "{context}");
+    }
+    // A refusal is never retried without a person's edit (or another
+    // release taking over).
+    if recorded.is_some_and(|u| u.phase == UpgradePhase::Refused)
+        && observed.generation == observed.status.observed_generation
+        && !foreign
+    {
+        assert!(
+            matches!(decision.step, NothingToDo | MarkReady),
+            "{context}"
+        );
+    }
+    if matches!(&observed.job, JobObservation::Failed(f) if matches!(failure_class(f), FailureClass::Permanent(_)))
+        && matches!(
+            recorded.map(|u| u.phase),
+            Some(UpgradePhase::Pending | UpgradePhase::Running)
+        )
+        && !foreign
+    {
+        assert_eq!(decision.step, Refuse, "{context}");
+    }
+    // A new intent never runs beside a serving server.
+    if decision.step == RecordIntent {
         assert_ne!(observed.server_replicas, Some(1), "{context}");
     }
     // Job names are deterministic and within the retry budget (a new
-    // release starts its own budget).
+    // release starts its own budget; a person's edit after a refusal adds
+    // one).
     if let Some(upgrade) = &decision.status.upgrade {
         assert_eq!(
             upgrade.job,
             job_name("shop", &upgrade.to, upgrade.attempts),
             "{context}"
         );
-        if decision.step == RecordIntent {
+        if decision.step == RecordIntent && recorded.map(|u| u.phase) != Some(UpgradePhase::Refused)
+        {
             assert!(
                 upgrade.attempts <= observed.retry_limit || upgrade.attempts == 1,
                 "{context}"
@@ -537,21 +1151,17 @@ fn check_invariants(observed: &Observed) {
     // changes nothing (no hot loop). A given-up upgrade of another release
     // is followed by this release's own, and giving up on a database that
     // reads at target is followed by Ready, so those are not.
-    let foreign = observed
-        .status
-        .upgrade
-        .as_ref()
-        .is_some_and(|u| u.to != TARGET_RELEASE);
-    let gave_up_at_target =
-        decision.step == GiveUp && observed.database == DatabaseObservation::AtTarget;
+    let gave_up_at_target = matches!(decision.step, GiveUp | Refuse)
+        && observed.database == DatabaseObservation::AtTarget;
     if matches!(
         decision.step,
-        MarkReady | NothingToDo | ReportBlocked | GiveUp
+        MarkReady | NothingToDo | ReportBlocked | GiveUp | Refuse
     ) && !foreign
         && !gave_up_at_target
     {
         let again = Observed {
             status: decision.status.clone(),
+            generation: decision.status.observed_generation,
             now: observed.now + SignedDuration::from_secs(60),
             ..observed.clone()
         };
@@ -560,15 +1170,9 @@ fn check_invariants(observed: &Observed) {
             second.status, decision.status,
             "{context}: second decision changed the status"
         );
-        assert_eq!(
-            second.step,
-            if decision.step == MarkReady {
-                NothingToDo
-            } else {
-                second.step
-            },
-            "{context}"
-        );
+        if decision.step == MarkReady {
+            assert_eq!(second.step, NothingToDo, "{context}");
+        }
     }
 }
 
@@ -578,13 +1182,8 @@ fn blocked_messages_name_the_app_and_the_fix() {
         &observed(None, JobObservation::Absent, Db::Newer, BASE),
         &target(),
     );
-    let degraded = decision
-        .status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == condition_type::DEGRADED)
-        .expect("Degraded");
-    assert_eq!(degraded.reason, "DatabaseNewerThanRelease");
+    let degraded = condition(&decision.status, ConditionType::Degraded);
+    assert_eq!(degraded.reason, ConditionReason::DatabaseNewerThanRelease);
     assert!(
         degraded
             .message

@@ -9,7 +9,7 @@
 //! `Upgradeable=True` (reason `UpgradeComplete`) only when every App is Ready
 //! at this release's target, which is vacuously true with no Apps.
 
-use crate::crd::{App, ConditionStatus, UpgradePhase, condition_type};
+use crate::crd::{App, ConditionReason, ConditionType, UpgradePhase};
 use crate::operator::decide::SchemaTarget;
 
 /// One App as the gate sees it.
@@ -35,17 +35,26 @@ pub enum Standing {
         to: String,
         job: String,
         phase: UpgradePhase,
+        /// The running Job's step, percent and time left, when it reports.
+        progress: Option<String>,
     },
-    /// The last upgrade attempt failed (retrying or given up).
+    /// The last upgrade attempt failed: retrying (`Failed`), given up
+    /// (`GaveUp`) or refused for good (`Refused`).
     UpgradeFailed {
         from: String,
         to: String,
         job: String,
         attempts: i32,
-        gave_up: bool,
+        phase: UpgradePhase,
+        /// Why, as the Job reported it.
+        reason: Option<ConditionReason>,
     },
-    /// The database cannot be read or must not be touched.
-    Blocked { reason: String, message: String },
+    /// The database cannot be read or must not be touched, or the upgrade
+    /// waits on something a person must fix (its Job cannot start).
+    Blocked {
+        reason: ConditionReason,
+        message: String,
+    },
 }
 
 /// The answer to write.
@@ -74,37 +83,44 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
         Some(status) => {
             let current = status.observed_generation.is_some()
                 && status.observed_generation == app.metadata.generation;
-            let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
-            let ready =
-                condition(condition_type::READY).is_some_and(|c| c.status == ConditionStatus::True);
-            match (&status.upgrade, condition(condition_type::DEGRADED)) {
-                (Some(u), _) if matches!(u.phase, UpgradePhase::Failed | UpgradePhase::GaveUp) => {
+            let degraded = status
+                .condition(ConditionType::Degraded)
+                .filter(|_| status.holds(ConditionType::Degraded));
+            match (&status.upgrade, degraded) {
+                (Some(u), _)
+                    if matches!(
+                        u.phase,
+                        UpgradePhase::Failed | UpgradePhase::GaveUp | UpgradePhase::Refused
+                    ) =>
+                {
                     Standing::UpgradeFailed {
                         from: u.from.clone(),
                         to: u.to.clone(),
                         job: u.job.clone(),
                         attempts: u.attempts,
-                        gave_up: u.phase == UpgradePhase::GaveUp,
+                        phase: u.phase,
+                        reason: u.last_failure.as_ref().map(|f| f.reason),
                     }
                 }
-                (Some(u), _) => Standing::Upgrading {
+                (_, Some(degraded)) => Standing::Blocked {
+                    reason: degraded.reason,
+                    message: degraded.message.clone(),
+                },
+                (Some(u), None) => Standing::Upgrading {
                     from: u.from.clone(),
                     to: u.to.clone(),
                     job: u.job.clone(),
                     phase: u.phase,
+                    progress: u.progress.as_ref().map(|p| p.summary.clone()),
                 },
-                (None, Some(degraded)) if degraded.status == ConditionStatus::True => {
-                    Standing::Blocked {
-                        reason: degraded.reason.clone(),
-                        message: degraded.message.clone(),
-                    }
-                }
-                (None, _)
-                    if current && ready && status.database.as_ref() == Some(&target.schema) =>
+                (None, None)
+                    if current
+                        && status.holds(ConditionType::Ready)
+                        && status.database.as_ref() == Some(&target.schema) =>
                 {
                     Standing::AtTarget
                 }
-                (None, _) => Standing::NotYetChecked,
+                (None, None) => Standing::NotYetChecked,
             }
         }
     };
@@ -198,19 +214,29 @@ fn describe(app: &AppGateView) -> String {
             to,
             job,
             phase,
+            progress,
         } => {
-            format!("App {name} upgrading from release {from} to {to}, Job {job} ({phase:?})")
+            let at = progress
+                .as_ref()
+                .map_or_else(String::new, |p| format!(": {p}"));
+            format!("App {name} upgrading from release {from} to {to}, Job {job} ({phase:?}{at})")
         }
         Standing::UpgradeFailed {
             from,
             to,
             job,
             attempts,
-            gave_up,
+            phase,
+            reason,
         } => {
-            let state = if *gave_up { "gave up" } else { "retrying" };
+            let state = match phase {
+                UpgradePhase::GaveUp => "gave up",
+                UpgradePhase::Refused => "refused, not retried",
+                _ => "retrying",
+            };
+            let why = reason.map_or_else(String::new, |r| format!(" ({r})"));
             format!(
-                "App {name} failed to upgrade from release {from} to {to}, Job {job}, {attempts} attempt(s), {state}"
+                "App {name} failed to upgrade from release {from} to {to}, Job {job}, {attempts} attempt(s), {state}{why}"
             )
         }
         Standing::Blocked { reason, message } => {
@@ -249,6 +275,7 @@ mod tests {
                 to: "7.10.1".into(),
                 job: format!("{name}-db-7-10-1-1"),
                 phase: UpgradePhase::Running,
+                progress: Some("migration V4 40%, about 12s left".into()),
             },
         )
     }
@@ -261,7 +288,8 @@ mod tests {
                 to: "7.10.1".into(),
                 job: format!("{name}-db-7-10-1-3"),
                 attempts: 3,
-                gave_up: true,
+                phase: UpgradePhase::GaveUp,
+                reason: Some(ConditionReason::DatabaseUpgradeFailed),
             },
         )
     }
@@ -270,7 +298,7 @@ mod tests {
         view(
             name,
             Standing::Blocked {
-                reason: "DatabaseUnreachable".into(),
+                reason: ConditionReason::DatabaseUnreachable,
                 message: "cannot connect".into(),
             },
         )
@@ -319,6 +347,7 @@ mod tests {
             "from release 7.9.3 to 7.10.1",
             "Job shop-db-7-10-1-3",
             "App ns/ok upgrading",
+            "(Running: migration V4 40%, about 12s left)",
             "kubectl logs job/",
             "spec.overrides",
         ] {
@@ -382,7 +411,7 @@ mod tests {
             view_of(&app_with(failing, 2), &target()).standing,
             Standing::UpgradeFailed {
                 attempts: 2,
-                gave_up: false,
+                phase: UpgradePhase::Failed,
                 ..
             }
         ));

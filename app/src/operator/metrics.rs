@@ -1,9 +1,9 @@
 //! The operator's Prometheus metrics (`/metrics`, OpenMetrics text).
 //!
 //! Owns: the registry and the metric families — reconciles and their
-//! errors by kind, upgrade durations, the gate state, its restores and
-//! dropped stale writes, and leadership. Must not touch: anything but
-//! counting.
+//! errors by kind, upgrade durations and the progress of running upgrades,
+//! the gate state, its restores and dropped stale writes, and leadership.
+//! Must not touch: anything but counting.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -14,6 +14,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::crd::UpgradeProgress;
 
 /// Labels of the error counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -37,12 +39,21 @@ pub struct FoundLabels {
     pub found: String,
 }
 
+/// Labels of the per-App upgrade gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AppLabels {
+    /// `namespace/name`.
+    pub app: String,
+}
+
 /// Every metric the operator exports.
 pub struct Metrics {
     registry: Mutex<Registry>,
     reconciles: Family<StepLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
     upgrade_seconds: Histogram,
+    progress_percent: Family<AppLabels, Gauge>,
+    eta_seconds: Family<AppLabels, Gauge>,
     gate_open: Gauge,
     gate_writes: Counter,
     gate_restores: Family<FoundLabels, Counter>,
@@ -59,6 +70,8 @@ impl Default for Metrics {
         let upgrade_seconds = Histogram::new([
             10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 10_000.0,
         ]);
+        let progress_percent = Family::<AppLabels, Gauge>::default();
+        let eta_seconds = Family::<AppLabels, Gauge>::default();
         let gate_open = Gauge::default();
         let gate_writes = Counter::default();
         let gate_restores = Family::<FoundLabels, Counter>::default();
@@ -78,6 +91,16 @@ impl Default for Metrics {
             "upgrade_duration_seconds",
             "From the recorded upgrade intent to the verified schema",
             upgrade_seconds.clone(),
+        );
+        registry.register(
+            "upgrade_progress_percent",
+            "Percent of its current step a running upgrade Job reports, per App",
+            progress_percent.clone(),
+        );
+        registry.register(
+            "upgrade_eta_seconds",
+            "Seconds left in its current step a running upgrade Job estimates, per App",
+            eta_seconds.clone(),
         );
         registry.register(
             "gate_upgradeable",
@@ -110,6 +133,8 @@ impl Default for Metrics {
             reconciles,
             errors,
             upgrade_seconds,
+            progress_percent,
+            eta_seconds,
             gate_open,
             gate_writes,
             gate_restores,
@@ -141,6 +166,37 @@ impl Metrics {
     /// One upgrade verified, `elapsed` after its intent was recorded.
     pub fn upgrade_finished(&self, elapsed: Duration) {
         self.upgrade_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// The progress the App's status shows (none: the series are removed).
+    pub fn upgrade_progress(
+        &self,
+        app: &str,
+        progress: Option<&UpgradeProgress>,
+        now: k8s_openapi::jiff::Timestamp,
+    ) {
+        let labels = AppLabels {
+            app: app.to_owned(),
+        };
+        match progress.and_then(|p| p.percent) {
+            Some(percent) => {
+                self.progress_percent
+                    .get_or_create(&labels)
+                    .set(i64::from(percent));
+            }
+            None => {
+                self.progress_percent.remove(&labels);
+            }
+        }
+        match progress.and_then(|p| p.eta.as_ref()) {
+            Some(eta) => {
+                let left = now.duration_until(eta.0).as_secs().max(0);
+                self.eta_seconds.get_or_create(&labels).set(left);
+            }
+            None => {
+                self.eta_seconds.remove(&labels);
+            }
+        }
     }
 
     /// The gate decision just applied.
@@ -197,7 +253,21 @@ mod tests {
         metrics.gate_restored("recreated");
         metrics.gate_write_stale();
         metrics.leading(true);
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).expect("time");
+        let progress = UpgradeProgress {
+            step: "backup".into(),
+            percent: Some(40),
+            eta: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                now + k8s_openapi::jiff::SignedDuration::from_secs(90),
+            )),
+            summary: "backup 40%, about 2m left".into(),
+            observed_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now),
+        };
+        metrics.upgrade_progress("ns/shop", Some(&progress), now);
+        metrics.upgrade_progress("ns/done", Some(&progress), now);
+        metrics.upgrade_progress("ns/done", None, now);
         let text = metrics.encode();
+        assert!(!text.contains("ns/done"), "{text}");
         for needle in [
             "app_operator_reconciles_total{step=\"MarkReady\"} 1",
             "app_operator_reconcile_errors_total{stage=\"act\"} 1",
@@ -207,6 +277,8 @@ mod tests {
             "app_operator_gate_restores_total{found=\"recreated\"} 1",
             "app_operator_gate_stale_writes_total 1",
             "app_operator_leader 1",
+            "app_operator_upgrade_progress_percent{app=\"ns/shop\"} 40",
+            "app_operator_upgrade_eta_seconds{app=\"ns/shop\"} 90",
         ] {
             assert!(text.contains(needle), "{needle} missing in\n{text}");
         }

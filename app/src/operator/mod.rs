@@ -30,11 +30,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio::sync::{Notify, watch};
 
@@ -49,7 +50,7 @@ use crate::operator::gate_writer::{
 use crate::operator::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::operator::metrics::Metrics;
 use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
-use crate::operator::resources::{MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
+use crate::operator::resources::{APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
 use upgrade_gate::telemetry::error_chain;
 
 /// A reconcile failed at one stage.
@@ -217,6 +218,15 @@ pub async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, Recon
         }
     }
     ctx.metrics.reconciled(&format!("{:?}", decision.step));
+    ctx.metrics.upgrade_progress(
+        &format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any()),
+        decision
+            .status
+            .upgrade
+            .as_ref()
+            .and_then(|u| u.progress.as_ref()),
+        observation.observed.now,
+    );
     ctx.mark_reconciled(&app);
     ctx.gate_wakeup.notify_one();
     Ok(Action::requeue(decision.requeue))
@@ -493,6 +503,9 @@ async fn lead(
     }
 
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
+    // Server and Job pods (and stragglers labelled as the App's): a pod
+    // gone or unschedulable wakes its App at once.
+    let app_pods = watcher::Config::default().labels(APP_LABEL);
     let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
         vec![None]
     } else {
@@ -501,22 +514,29 @@ async fn lead(
     let mut stores: Vec<Store<App>> = Vec::new();
     let mut streams = Vec::new();
     for scope in scopes {
-        let (apps, jobs, deployments): (Api<App>, Api<Job>, Api<Deployment>) = match &scope {
-            Some(ns) => (
-                Api::namespaced(ctx.client.clone(), ns),
-                Api::namespaced(ctx.client.clone(), ns),
-                Api::namespaced(ctx.client.clone(), ns),
-            ),
-            None => (
-                Api::all(ctx.client.clone()),
-                Api::all(ctx.client.clone()),
-                Api::all(ctx.client.clone()),
-            ),
-        };
+        let (apps, jobs, deployments, pods): (Api<App>, Api<Job>, Api<Deployment>, Api<Pod>) =
+            match &scope {
+                Some(ns) => (
+                    Api::namespaced(ctx.client.clone(), ns),
+                    Api::namespaced(ctx.client.clone(), ns),
+                    Api::namespaced(ctx.client.clone(), ns),
+                    Api::namespaced(ctx.client.clone(), ns),
+                ),
+                None => (
+                    Api::all(ctx.client.clone()),
+                    Api::all(ctx.client.clone()),
+                    Api::all(ctx.client.clone()),
+                    Api::all(ctx.client.clone()),
+                ),
+            };
         let controller = Controller::new(apps, watcher::Config::default())
             .with_config(controller::Config::default().concurrency(MAX_CONCURRENT_RECONCILES))
             .owns(jobs, owned.clone())
             .owns(deployments, owned.clone())
+            .watches(pods, app_pods.clone(), |pod: Pod| {
+                let app = pod.labels().get(APP_LABEL)?.clone();
+                Some(ObjectRef::<App>::new(&app).within(&pod.namespace()?))
+            })
             .graceful_shutdown_on(stopped(shutdown.clone()));
         stores.push(controller.store());
         streams.push(

@@ -1,9 +1,12 @@
-//! Observe: gathers what one App's decision needs — its Secret, its upgrade
-//! Job, its server Deployment and its database's schema — into plain data.
+//! Observe: gathers what one App's decision needs — its Secret, its Jobs
+//! (and the pod of the one that counts), its server Deployment and pods,
+//! and its database's schema and upgrade sessions — into plain data.
 //!
-//! Owns: the reads (GETs and one short read-only database query) and their
-//! translation into `decide::Observed`. Must not touch: any write (that is
-//! `act`), or the decision itself.
+//! Owns: the reads (GETs and LISTs, one short read-only database session)
+//! and their translation into `decide::Observed`: which Job counts for the
+//! recorded intent, why a Job's pod does not start, what its termination
+//! message says. Must not touch: any write (that is `act`), or the decision
+//! itself.
 //!
 //! The Job is read before the database, so a Job seen as succeeded was
 //! finished before the schema was read: verification reads after the Job.
@@ -15,34 +18,52 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Event, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 
 use crate::crd::{App, DatabaseSchemaStatus, SecretKeys};
 use crate::db_config::{ConnectionArgs, ConnectionSettings};
+use crate::db_upgrade::outcome::{self, TerminationMessage};
+use crate::db_upgrade::progress::{self, Progress};
 use crate::migrations::Release;
 use crate::operator::decide::{
-    Blocker, DatabaseObservation, JobObservation, Observed, SchemaTarget, job_name,
+    Blocker, DatabaseObservation, FinishedJob, JobFailure, JobObservation, Observed, SchemaTarget,
+    StartFailure, StartFailureKind, job_name,
 };
-use crate::operator::resources::server_name;
+use crate::operator::resources::{
+    self, APP_LABEL, APP_UID_LABEL, COMPONENT_LABEL, JOB_CONTAINER, JobIntent, SERVER_COMPONENT,
+    server_name,
+};
 use crate::schema::{self, SchemaState, UpgradePlan};
 use upgrade_gate::telemetry::error_chain;
 
 /// How long the operator's own read of a database may take.
 pub const DATABASE_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Reads a database's migration history; behind a trait so the mocked-API
-/// tests run without PostgreSQL.
+/// What the operator's own read of a database gives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DatabaseRead {
+    /// The migration history.
+    pub schema: SchemaState,
+    /// `application_name` of the upgrade Job's sessions in that database,
+    /// where the Job reports its progress.
+    pub upgrade_sessions: Vec<String>,
+}
+
+/// Reads a database's migration history and upgrade sessions; behind a
+/// trait so the mocked-API tests run without PostgreSQL.
 pub trait SchemaReader: Send + Sync {
-    /// The history, or a one-line reason without secrets.
+    /// The read, or a one-line reason without secrets.
     fn read<'a>(
         &'a self,
         settings: &'a ConnectionSettings,
-    ) -> Pin<Box<dyn Future<Output = Result<SchemaState, String>> + Send + 'a>>;
+    ) -> Pin<Box<dyn Future<Output = Result<DatabaseRead, String>> + Send + 'a>>;
 }
 
-/// Connects with tokio-postgres and runs `schema::read_schema_state`.
+/// Connects with tokio-postgres, runs `schema::read_schema_state` and reads
+/// the upgrade Job's session names from `pg_stat_activity` (visible to any
+/// role).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PostgresSchemaReader;
 
@@ -50,16 +71,30 @@ impl SchemaReader for PostgresSchemaReader {
     fn read<'a>(
         &'a self,
         settings: &'a ConnectionSettings,
-    ) -> Pin<Box<dyn Future<Output = Result<SchemaState, String>> + Send + 'a>> {
+    ) -> Pin<Box<dyn Future<Output = Result<DatabaseRead, String>> + Send + 'a>> {
         Box::pin(async move {
             let read = async {
                 let client = settings
                     .connect("app-operator")
                     .await
                     .map_err(|e| error_chain(&e))?;
-                schema::read_schema_state(&client)
+                let schema = schema::read_schema_state(&client)
                     .await
-                    .map_err(|e| error_chain(&e))
+                    .map_err(|e| error_chain(&e))?;
+                // Progress is informational: a failed read of it is not a
+                // failed read of the database.
+                let upgrade_sessions = client
+                    .query(progress::PUBLISHED_PROGRESS_SQL, &[])
+                    .await
+                    .map(|rows| rows.iter().map(|row| row.get(0)).collect())
+                    .unwrap_or_else(|error| {
+                        tracing::debug!(error = %error_chain(&error), "cannot read the upgrade sessions");
+                        Vec::new()
+                    });
+                Ok(DatabaseRead {
+                    schema,
+                    upgrade_sessions,
+                })
             };
             tokio::time::timeout(DATABASE_READ_TIMEOUT, read)
                 .await
@@ -76,7 +111,7 @@ impl SchemaReader for PostgresSchemaReader {
 /// Reads failed; the reconcile is retried.
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    /// A GET failed for another reason than NotFound.
+    /// A GET or LIST failed for another reason than NotFound.
     #[error("cannot read {what}")]
     Read {
         what: String,
@@ -107,19 +142,34 @@ pub struct ObserveContext<'a> {
 pub async fn observe_app(app: &App, ctx: &ObserveContext<'_>) -> Result<Observation, ObserveError> {
     let name = app.metadata.name.clone().unwrap_or_default();
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
+    let app_uid = app.metadata.uid.clone().unwrap_or_default();
     let status = app.status.clone().unwrap_or_default();
+    let claim = &app.spec.upgrade.backup_volume_claim;
     let read_error = |what: String| move |source| ObserveError::Read { what, source };
+    let of_this_app = ListParams::default().labels(&format!("{APP_LABEL}={name}"));
 
-    let job_to_watch = status
-        .upgrade
-        .as_ref()
-        .map(|u| u.job.clone())
-        .unwrap_or_else(|| job_name(&name, &ctx.target.release, 1));
+    let intent = status.upgrade.as_ref().map(JobIntent::of);
+    let watched_job = intent.as_ref().map_or_else(
+        || job_name(&name, &ctx.target.release, 1),
+        |i| i.job.clone(),
+    );
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &namespace);
-    let job = jobs
-        .get_opt(&job_to_watch)
+    let app_jobs = jobs
+        .list(&of_this_app)
         .await
-        .map_err(read_error(format!("Job {namespace}/{job_to_watch}")))?;
+        .map_err(read_error(format!("the Jobs of App {namespace}/{name}")))?
+        .items;
+    // A Job with the name but without this App's label is found only by name.
+    let job = match app_jobs
+        .iter()
+        .find(|j| j.metadata.name.as_deref() == Some(&watched_job))
+    {
+        Some(job) => Some(job.clone()),
+        None => jobs
+            .get_opt(&watched_job)
+            .await
+            .map_err(read_error(format!("Job {namespace}/{watched_job}")))?,
+    };
 
     let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
     let server_deployment_name = server_name(&name);
@@ -130,6 +180,46 @@ pub async fn observe_app(app: &App, ctx: &ObserveContext<'_>) -> Result<Observat
             "Deployment {namespace}/{server_deployment_name}"
         )))?;
 
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let app_pods = pods
+        .list(&of_this_app)
+        .await
+        .map_err(read_error(format!("the pods of App {namespace}/{name}")))?
+        .items;
+
+    let job = match job {
+        None => JobObservation::Absent,
+        Some(job) => {
+            let job_pods = pods_of_job(&job, &app_pods);
+            // The Job controller could not create a pod: only its Events say why.
+            let rejection = if counts_for(&job, &app_uid, intent.as_ref())
+                && !is_finished(&job)
+                && job_pods.is_empty()
+            {
+                pod_creation_failure(ctx.client, &namespace, &job).await?
+            } else {
+                None
+            };
+            classify_job(
+                &job,
+                &app_uid,
+                intent.as_ref(),
+                &job_pods,
+                rejection.as_deref(),
+                claim,
+            )
+        }
+    };
+    let counted = !matches!(
+        job,
+        JobObservation::Absent | JobObservation::NotOurs { .. } | JobObservation::Stale { .. }
+    );
+    let finished_jobs = app_jobs
+        .iter()
+        .filter(|j| !(counted && j.metadata.name.as_deref() == Some(&watched_job)))
+        .filter_map(|j| finished_job(j, &app_uid))
+        .collect();
+
     let secret_name = &app.spec.database.secret_ref.name;
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let secret = secrets
@@ -137,22 +227,35 @@ pub async fn observe_app(app: &App, ctx: &ObserveContext<'_>) -> Result<Observat
         .await
         .map_err(read_error(format!("Secret {namespace}/{secret_name}")))?;
 
-    let database = match secret {
-        None => DatabaseObservation::Blocked {
-            blocker: Blocker::SecretNotFound,
-            detail: format!("Secret {namespace}/{secret_name} not found"),
-        },
-        Some(secret) => match connection_settings(app, &secret) {
-            Err(detail) => DatabaseObservation::Blocked {
-                blocker: Blocker::SecretInvalid,
-                detail: format!("Secret {namespace}/{secret_name}: {detail}"),
+    let now = Timestamp::now();
+    let (database, upgrade_sessions) = match secret {
+        None => (
+            DatabaseObservation::Blocked {
+                blocker: Blocker::SecretNotFound,
+                detail: format!("Secret {namespace}/{secret_name} not found"),
             },
-            Ok(settings) => match ctx.reader.read(&settings).await {
-                Err(detail) => DatabaseObservation::Blocked {
-                    blocker: Blocker::DatabaseUnreachable,
-                    detail,
+            Vec::new(),
+        ),
+        Some(secret) => match connection_settings(app, &secret) {
+            Err(detail) => (
+                DatabaseObservation::Blocked {
+                    blocker: Blocker::SecretInvalid,
+                    detail: format!("Secret {namespace}/{secret_name}: {detail}"),
                 },
-                Ok(state) => database_observation(&state, ctx.release),
+                Vec::new(),
+            ),
+            Ok(settings) => match ctx.reader.read(&settings).await {
+                Err(detail) => (
+                    DatabaseObservation::Blocked {
+                        blocker: Blocker::DatabaseUnreachable,
+                        detail,
+                    },
+                    Vec::new(),
+                ),
+                Ok(read) => (
+                    database_observation(&read.schema, ctx.release),
+                    read.upgrade_sessions,
+                ),
             },
         },
     };
@@ -163,16 +266,62 @@ pub async fn observe_app(app: &App, ctx: &ObserveContext<'_>) -> Result<Observat
             generation: app.metadata.generation,
             status,
             retry_limit: app.spec.upgrade.retry_limit,
-            backup_volume_claim: app.spec.upgrade.backup_volume_claim.clone(),
+            backup_volume_claim: claim.clone(),
             database,
-            job: job.as_ref().map_or(JobObservation::Absent, job_observation),
+            job,
+            finished_jobs,
             server_replicas: server
                 .as_ref()
                 .map(|d| d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)),
-            now: Timestamp::now(),
+            server_pods: running_server_pods(&app_pods),
+            progress: job_progress(&upgrade_sessions),
+            now,
         },
         server,
     })
+}
+
+/// The newest `FailedCreate` Event of the Job: why the Job controller
+/// could not create its pod (quota, admission).
+async fn pod_creation_failure(
+    client: &kube::Client,
+    namespace: &str,
+    job: &Job,
+) -> Result<Option<String>, ObserveError> {
+    let Some(uid) = job.metadata.uid.as_deref() else {
+        return Ok(None);
+    };
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let list = events
+        .list(
+            &ListParams::default().fields(&format!("involvedObject.uid={uid},reason=FailedCreate")),
+        )
+        .await
+        .map_err(|source| ObserveError::Read {
+            what: format!(
+                "the Events of Job {namespace}/{}",
+                job.metadata.name.as_deref().unwrap_or_default()
+            ),
+            source,
+        })?;
+    Ok(list
+        .items
+        .into_iter()
+        .max_by_key(|e| {
+            e.last_timestamp
+                .as_ref()
+                .or(e.first_timestamp.as_ref())
+                .map(|t| t.0)
+        })
+        .and_then(|e| e.message))
+}
+
+/// The running Job's own report, from its session names (the first that
+/// parses; sessions publishing nothing do not).
+pub fn job_progress(session_names: &[String]) -> Option<Progress> {
+    session_names
+        .iter()
+        .find_map(|name| progress::parse_application_name(name))
 }
 
 /// The schema plan as the decision sees it.
@@ -199,32 +348,291 @@ pub fn database_observation(state: &SchemaState, release: &Release) -> DatabaseO
     }
 }
 
-/// A Job's terminal state from its conditions.
-pub fn job_observation(job: &Job) -> JobObservation {
-    let conditions = job
+fn condition_holds(job: &Job, type_: &str) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == type_ && c.status == "True")
+        })
+}
+
+/// Its `Complete` or `Failed` condition is True (a pending `FailureTarget`
+/// is not terminal yet).
+pub fn is_finished(job: &Job) -> bool {
+    condition_holds(job, "Complete") || condition_holds(job, "Failed")
+}
+
+/// Why a Job is not this App's, or `None` when it is: its controller is this
+/// App (by UID) and its UID label, if any, agrees.
+pub fn foreign_owner(job: &Job, app_uid: &str) -> Option<String> {
+    let controller = job
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true));
+    let label = job
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(APP_UID_LABEL));
+    match controller {
+        None => Some("it has no controlling owner".to_owned()),
+        Some(owner)
+            if owner.kind != "App" || !owner.api_version.starts_with("upgrade-gate.dev/") =>
+        {
+            Some(format!("it is controlled by {} {}", owner.kind, owner.name))
+        }
+        Some(owner) if owner.uid != app_uid => Some(format!(
+            "it belongs to another App named {} (uid {})",
+            owner.name, owner.uid
+        )),
+        Some(_) => match label {
+            Some(uid) if uid != app_uid => Some(format!("it is labelled for App uid {uid}")),
+            _ => None,
+        },
+    }
+}
+
+/// The Job is this App's and carries the intent in status.
+fn counts_for(job: &Job, app_uid: &str, intent: Option<&JobIntent>) -> bool {
+    foreign_owner(job, app_uid).is_none()
+        && intent.is_some_and(|intent| JobIntent::carried_by(job).as_ref() == Some(intent))
+}
+
+/// The Job's pods: those it controls, by UID.
+pub fn pods_of_job<'a>(job: &Job, pods: &'a [Pod]) -> Vec<&'a Pod> {
+    let Some(uid) = job.metadata.uid.as_deref() else {
+        return Vec::new();
+    };
+    pods.iter()
+        .filter(|pod| {
+            pod.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.controller == Some(true) && r.uid == uid)
+        })
+        .collect()
+}
+
+/// Classifies the Job at the watched name for the App `app_uid` and the
+/// intent in status; `pods` are its pods, `rejection` why no pod could be
+/// created, `claim` the backup claim (for the archive's location).
+pub fn classify_job(
+    job: &Job,
+    app_uid: &str,
+    intent: Option<&JobIntent>,
+    pods: &[&Pod],
+    rejection: Option<&str>,
+    claim: &str,
+) -> JobObservation {
+    if let Some(owner) = foreign_owner(job, app_uid) {
+        return JobObservation::NotOurs { owner };
+    }
+    if !counts_for(job, app_uid, intent) {
+        return JobObservation::Stale {
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            finished: is_finished(job),
+        };
+    }
+    let terminated = last_termination(pods);
+    let message = terminated.and_then(|t| t.message.as_deref()).unwrap_or("");
+    let report = outcome::parse_termination_message(message.trim()).ok();
+    if condition_holds(job, "Complete") {
+        return JobObservation::Succeeded {
+            backup_location: match report {
+                Some(TerminationMessage::Succeeded(outcome)) => outcome
+                    .backup
+                    .and_then(|b| resources::backup_location_of(claim, &b.path.to_string_lossy())),
+                _ => None,
+            },
+        };
+    }
+    let failed = job
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let holds = |type_: &str| {
-        conditions
-            .iter()
-            .find(|c| c.type_ == type_ && c.status == "True")
-    };
-    if holds("Complete").is_some() {
-        JobObservation::Succeeded
-    } else if let Some(failed) = holds("Failed") {
-        JobObservation::Failed {
-            detail: format!(
-                "{}: {}",
-                failed.reason.as_deref().unwrap_or("Failed"),
-                failed.message.as_deref().unwrap_or("the Job failed")
-            ),
+        .and_then(|c| c.iter().find(|c| c.type_ == "Failed" && c.status == "True"));
+    match failed {
+        Some(failed) => {
+            let (error, kind) = match report {
+                Some(TerminationMessage::Failed(failure)) => {
+                    (Some(failure.error), Some(failure.kind))
+                }
+                _ => (last_line(message), None),
+            };
+            JobObservation::Failed(JobFailure {
+                condition: format!(
+                    "{}: {}",
+                    failed.reason.as_deref().unwrap_or("Failed"),
+                    failed.message.as_deref().unwrap_or("the Job failed")
+                ),
+                exit_code: terminated.map(|t| t.exit_code),
+                error,
+                kind,
+            })
         }
-    } else {
-        JobObservation::Active
+        None => JobObservation::Active {
+            start_failure: start_failure(pods, rejection),
+        },
     }
+}
+
+/// Longest error text taken from a message that is not the JSON outcome.
+const RAW_ERROR_CHARS: usize = 300;
+
+/// The last non-empty line of a termination message that is not the JSON
+/// outcome (the kubelet's fallback to the log's tail).
+fn last_line(message: &str) -> Option<String> {
+    message
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .map(|line| line.chars().take(RAW_ERROR_CHARS).collect())
+}
+
+/// The `app-db-upgrade` container's end in the newest pod that has one.
+fn last_termination<'a>(pods: &[&'a Pod]) -> Option<&'a ContainerStateTerminated> {
+    pods.iter()
+        .filter_map(|pod| {
+            let terminated = pod
+                .status
+                .as_ref()?
+                .container_statuses
+                .as_ref()?
+                .iter()
+                .find(|c| c.name == JOB_CONTAINER)?
+                .state
+                .as_ref()?
+                .terminated
+                .as_ref()?;
+            Some((terminated.finished_at.as_ref().map(|t| t.0), terminated))
+        })
+        .max_by_key(|(finished_at, _)| *finished_at)
+        .map(|(_, terminated)| terminated)
+}
+
+/// Container waiting reasons of an image that cannot be pulled.
+const IMAGE_PULL_FAILURES: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+/// Container waiting reasons of a container that cannot be created or run.
+const CONTAINER_START_FAILURES: &[&str] = &[
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// Why the Job's newest pod does not start, from its conditions and its
+/// container's waiting reason; with no pod, `rejection` (the Job
+/// controller's `FailedCreate`).
+pub fn start_failure(pods: &[&Pod], rejection: Option<&str>) -> Option<StartFailure> {
+    let Some(pod) = pods
+        .iter()
+        .max_by_key(|pod| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
+    else {
+        return rejection.map(|message| StartFailure {
+            kind: StartFailureKind::PodRejected,
+            detail: message.to_owned(),
+        });
+    };
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Pending") {
+        return None;
+    }
+    let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+    let waiting = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+        .find_map(|w| {
+            let reason = w.reason.as_deref()?;
+            let kind = if IMAGE_PULL_FAILURES.contains(&reason) {
+                StartFailureKind::ImagePull
+            } else if CONTAINER_START_FAILURES.contains(&reason) {
+                StartFailureKind::ContainerCannotStart
+            } else {
+                return None;
+            };
+            Some(StartFailure {
+                kind,
+                detail: format!(
+                    "pod {pod_name}: {reason}: {}",
+                    w.message.as_deref().unwrap_or("no message")
+                ),
+            })
+        });
+    let unschedulable = || {
+        status.conditions.iter().flatten().find_map(|c| {
+            (c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable"))
+            .then(|| StartFailure {
+                kind: StartFailureKind::Unschedulable,
+                detail: format!(
+                    "pod {pod_name} is unschedulable: {}",
+                    c.message.as_deref().unwrap_or("no message")
+                ),
+            })
+        })
+    };
+    waiting.or_else(unschedulable)
+}
+
+/// A finished Job of this App, for the retention.
+fn finished_job(job: &Job, app_uid: &str) -> Option<FinishedJob> {
+    if foreign_owner(job, app_uid).is_some() || !is_finished(job) {
+        return None;
+    }
+    let status = job.status.as_ref();
+    let failed_at = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Failed" && c.status == "True"))
+        .and_then(|c| c.last_transition_time.as_ref());
+    let finished_at = status
+        .and_then(|s| s.completion_time.as_ref())
+        .or(failed_at)
+        .or(job.metadata.creation_timestamp.as_ref())?
+        .0;
+    Some(FinishedJob {
+        name: job.metadata.name.clone()?,
+        uid: job.metadata.uid.clone()?,
+        finished_at,
+    })
+}
+
+/// Names of the App's server pods that may still write: every pod of the
+/// server component whose phase is not Succeeded or Failed (a pod being
+/// deleted counts until its containers have ended).
+pub fn running_server_pods(pods: &[Pod]) -> Vec<String> {
+    let mut names: Vec<String> = pods
+        .iter()
+        .filter(|pod| {
+            pod.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(COMPONENT_LABEL))
+                .is_some_and(|c| c == SERVER_COMPONENT)
+        })
+        .filter(|pod| {
+            !matches!(
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .filter_map(|pod| pod.metadata.name.clone())
+        .collect();
+    names.sort();
+    names
 }
 
 /// Connection settings from the App's Secret: the keys the spec names
@@ -359,36 +767,396 @@ mod tests {
         assert_eq!(error, "key \"dsn\" missing");
     }
 
+    const APP_UID: &str = "uid-shop";
+
+    fn intent() -> JobIntent {
+        JobIntent {
+            job: "shop-db-7-10-1-1".into(),
+            from: "7.9.3".into(),
+            to: "7.10.1".into(),
+            attempt: 1,
+            recorded_at: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    /// A Job of App `owner_uid` (none: no owner) carrying `intent` (none: an
+    /// unlabelled Job), with `conditions`.
+    fn job(
+        owner_uid: Option<&str>,
+        intent: Option<&JobIntent>,
+        conditions: serde_json::Value,
+    ) -> Job {
+        let mut labels = serde_json::json!({"upgrade-gate.dev/app": "shop"});
+        let mut annotations = serde_json::json!({});
+        if let Some(intent) = intent {
+            labels["upgrade-gate.dev/from-release"] = intent.from.clone().into();
+            labels["upgrade-gate.dev/release"] = intent.to.clone().into();
+            labels["upgrade-gate.dev/attempt"] = intent.attempt.to_string().into();
+            annotations["upgrade-gate.dev/intent-recorded-at"] = intent.recorded_at.clone().into();
+        }
+        let owners = owner_uid.map_or_else(
+            || serde_json::json!([]),
+            |uid| {
+                serde_json::json!([{"apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "App",
+                                    "name": "shop", "uid": uid, "controller": true}])
+            },
+        );
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "shop-db-7-10-1-1", "uid": "uid-job", "labels": labels,
+                         "annotations": annotations, "ownerReferences": owners},
+            "status": {"conditions": conditions}
+        }))
+        .expect("job")
+    }
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "shop-db-7-10-1-1-x", "creationTimestamp": "2026-01-01T00:00:01Z",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": "shop-db-7-10-1-1", "uid": "uid-job", "controller": true}]},
+            "status": status
+        }))
+        .expect("pod")
+    }
+
+    fn terminated(exit_code: i32, message: &str) -> Pod {
+        pod(
+            serde_json::json!({"phase": "Failed", "containerStatuses": [{
+            "name": "app-db-upgrade", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": exit_code, "message": message,
+                                     "finishedAt": "2026-01-01T00:01:00Z"}}}]}),
+        )
+    }
+
+    const FAILED: &str = r#"[{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": "2026-01-01T00:02:00Z"}]"#;
+
+    fn failed() -> serde_json::Value {
+        serde_json::from_str(FAILED).expect("conditions")
+    }
+
     #[test]
-    fn job_states() {
-        let job = |conditions: serde_json::Value| -> Job {
-            serde_json::from_value(serde_json::json!({"status": {"conditions": conditions}}))
-                .expect("job")
+    fn only_this_apps_job_with_this_intent_counts() {
+        let classify = |job: &Job, intent: Option<&JobIntent>| {
+            classify_job(job, APP_UID, intent, &[], None, "backups")
         };
+        let running = serde_json::json!([]);
+        let done = serde_json::json!([{"type": "Complete", "status": "True"}]);
+        let ours = intent();
+        // Not ours: no owner, another App, a UID label of another App.
+        assert!(matches!(
+            classify(&job(None, Some(&ours), running.clone()), Some(&ours)),
+            JobObservation::NotOurs { owner } if owner == "it has no controlling owner"
+        ));
+        assert!(matches!(
+            classify(&job(Some("uid-other"), Some(&ours), running.clone()), Some(&ours)),
+            JobObservation::NotOurs { owner } if owner.contains("another App named shop (uid uid-other)")
+        ));
+        let mut mislabelled = job(Some(APP_UID), Some(&ours), running.clone());
+        mislabelled
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(APP_UID_LABEL.into(), "uid-other".into());
+        assert!(matches!(
+            classify(&mislabelled, Some(&ours)),
+            JobObservation::NotOurs { .. }
+        ));
+        // Ours but for another intent: stale, running or finished.
+        let older = JobIntent {
+            recorded_at: "2025-06-01T00:00:00Z".into(),
+            ..intent()
+        };
+        let other_attempt = JobIntent {
+            attempt: 2,
+            ..intent()
+        };
+        for (job, finished) in [
+            (job(Some(APP_UID), Some(&older), running.clone()), false),
+            (job(Some(APP_UID), Some(&other_attempt), done.clone()), true),
+            (job(Some(APP_UID), None, done.clone()), true),
+        ] {
+            assert_eq!(
+                classify(&job, Some(&ours)),
+                JobObservation::Stale {
+                    uid: "uid-job".into(),
+                    finished
+                }
+            );
+        }
+        // No intent in status: any Job of ours is stale.
+        assert!(matches!(
+            classify(&job(Some(APP_UID), Some(&ours), running.clone()), None),
+            JobObservation::Stale {
+                finished: false,
+                ..
+            }
+        ));
+        // Ours with this intent.
         assert_eq!(
-            job_observation(&job(serde_json::json!([]))),
-            JobObservation::Active
-        );
-        assert_eq!(
-            job_observation(&job(
-                serde_json::json!([{"type": "Complete", "status": "True"}])
-            )),
-            JobObservation::Succeeded
-        );
-        assert_eq!(
-            job_observation(&job(
-                serde_json::json!([{"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "Job was active longer than specified deadline"}])
-            )),
-            JobObservation::Failed {
-                detail: "DeadlineExceeded: Job was active longer than specified deadline".into()
+            classify(&job(Some(APP_UID), Some(&ours), running), Some(&ours)),
+            JobObservation::Active {
+                start_failure: None
             }
         );
         // A pending failure (FailureTarget) is not terminal yet.
         assert_eq!(
-            job_observation(&job(
-                serde_json::json!([{"type": "FailureTarget", "status": "True"}])
-            )),
-            JobObservation::Active
+            classify(
+                &job(
+                    Some(APP_UID),
+                    Some(&ours),
+                    serde_json::json!([{"type": "FailureTarget", "status": "True"}])
+                ),
+                Some(&ours)
+            ),
+            JobObservation::Active {
+                start_failure: None
+            }
         );
+    }
+
+    #[test]
+    fn the_intent_a_job_carries_is_the_one_it_was_made_with() {
+        let status: crate::crd::UpgradeStatus = serde_json::from_value(serde_json::json!({
+            "from": "7.9.3", "to": "7.10.1", "job": "shop-db-7-10-1-1", "phase": "Pending",
+            "attempts": 1, "startTime": "2026-01-01T00:00:00Z", "backupLocation": "pvc/backups"
+        }))
+        .expect("status");
+        let intent = JobIntent::of(&status);
+        assert_eq!(intent, self::intent());
+        let app: App = serde_json::from_value(serde_json::json!({
+            "apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "App",
+            "metadata": {"name": "shop", "namespace": "ns", "uid": APP_UID},
+            "spec": {"database": {"secretRef": {"name": "app-db"}}, "upgrade": {"backupVolumeClaim": "backups"}}
+        }))
+        .expect("app");
+        let settings = resources::PodSettings {
+            image: "localhost/upgrade-gate:7.10.1".into(),
+            release: "7.10.1".into(),
+        };
+        let built = resources::upgrade_job(&app, &intent, &settings);
+        assert_eq!(JobIntent::carried_by(&built), Some(intent.clone()));
+        assert_eq!(foreign_owner(&built, APP_UID), None);
+        assert!(foreign_owner(&built, "uid-recreated").is_some());
+        assert_eq!(
+            classify_job(&built, APP_UID, Some(&intent), &[], None, "backups"),
+            JobObservation::Active {
+                start_failure: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_failed_job_is_read_from_its_pods_termination_message() {
+        let ours = intent();
+        let failed_job = job(Some(APP_UID), Some(&ours), failed());
+        let failure = outcome::Failure {
+            release: "7.10.1".into(),
+            exit_code: 7,
+            error: "refusing to touch the database: checksum of V2 differs".into(),
+            kind: outcome::FailureKind::HistoryDiverged,
+            permanent: true,
+            migration: None,
+            sqlstate: None,
+            finished_at: "2026-01-01T00:01:00.000Z".into(),
+        };
+        let pod = terminated(7, &failure.to_termination_json());
+        assert_eq!(
+            classify_job(&failed_job, APP_UID, Some(&ours), &[&pod], None, "backups"),
+            JobObservation::Failed(JobFailure {
+                condition: "BackoffLimitExceeded: Job has reached the specified backoff limit"
+                    .into(),
+                exit_code: Some(7),
+                error: Some("refusing to touch the database: checksum of V2 differs".into()),
+                kind: Some(outcome::FailureKind::HistoryDiverged),
+            })
+        );
+        // Not the JSON outcome (the kubelet's fallback to the log's tail):
+        // its last line, no kind.
+        let logged = terminated(1, "starting\n{\"level\":\"ERROR\",\"message\":\"boom\"}\n");
+        let JobObservation::Failed(failure) =
+            classify_job(&failed_job, APP_UID, Some(&ours), &[&logged], None, "b")
+        else {
+            panic!("a failure");
+        };
+        assert_eq!(
+            (failure.exit_code, failure.error.as_deref(), failure.kind),
+            (
+                Some(1),
+                Some("{\"level\":\"ERROR\",\"message\":\"boom\"}"),
+                None
+            )
+        );
+        // The deadline killed a pod that never started: no exit code.
+        let JobObservation::Failed(failure) =
+            classify_job(&failed_job, APP_UID, Some(&ours), &[], None, "b")
+        else {
+            panic!("a failure");
+        };
+        assert_eq!((failure.exit_code, failure.error), (None, None));
+    }
+
+    #[test]
+    fn a_succeeded_job_reports_its_archive_on_the_claim() {
+        let ours = intent();
+        let done = job(
+            Some(APP_UID),
+            Some(&ours),
+            serde_json::json!([{"type": "Complete", "status": "True"}]),
+        );
+        let migration = |version| crate::schema::MigrationRef {
+            version,
+            name: format!("m{version}"),
+            release: Some("7.10.1".into()),
+        };
+        let outcome = outcome::Outcome {
+            release: "7.10.1".into(),
+            from: Some(migration(2)),
+            to: migration(5),
+            applied: Vec::new(),
+            backup: Some(crate::db_upgrade::backup::Backup {
+                path: format!("{}/shop/shop--7.9.3--v2.dump", resources::BACKUP_DIR).into(),
+                size_bytes: 10,
+                entries: 3,
+                duration_ms: 5,
+            }),
+            durations: outcome::Durations::default(),
+            finished_at: String::new(),
+        };
+        let message = serde_json::to_string(&outcome).expect("json");
+        let mut pod = terminated(0, &message);
+        if let Some(status) = pod.status.as_mut() {
+            status.phase = Some("Succeeded".into());
+        }
+        assert_eq!(
+            classify_job(&done, APP_UID, Some(&ours), &[&pod], None, "backups"),
+            JobObservation::Succeeded {
+                backup_location: Some("pvc/backups/shop/shop--7.9.3--v2.dump".into())
+            }
+        );
+        assert_eq!(
+            classify_job(&done, APP_UID, Some(&ours), &[], None, "backups"),
+            JobObservation::Succeeded {
+                backup_location: None
+            }
+        );
+    }
+
+    #[test]
+    fn why_a_jobs_pod_does_not_start() {
+        let unschedulable = pod(serde_json::json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/1 nodes are available: persistentvolumeclaim \"nope\" not found."}]}));
+        let waiting = |reason: &str| {
+            pod(
+                serde_json::json!({"phase": "Pending", "containerStatuses": [{
+                "name": "app-db-upgrade", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": "details"}}}]}),
+            )
+        };
+        let running = pod(serde_json::json!({"phase": "Running"}));
+        let creating = waiting("ContainerCreating");
+        let kind = |pods: &[&Pod], rejection| start_failure(pods, rejection).map(|f| f.kind);
+        assert_eq!(
+            start_failure(&[&unschedulable], None),
+            Some(StartFailure {
+                kind: StartFailureKind::Unschedulable,
+                detail: "pod shop-db-7-10-1-1-x is unschedulable: 0/1 nodes are available: persistentvolumeclaim \"nope\" not found.".into()
+            })
+        );
+        for reason in ["ErrImagePull", "ImagePullBackOff", "InvalidImageName"] {
+            assert_eq!(
+                kind(&[&waiting(reason)], None),
+                Some(StartFailureKind::ImagePull),
+                "{reason}"
+            );
+        }
+        assert_eq!(
+            start_failure(&[&waiting("CreateContainerConfigError")], None).map(|f| f.detail),
+            Some("pod shop-db-7-10-1-1-x: CreateContainerConfigError: details".into())
+        );
+        assert_eq!(kind(&[&creating], None), None);
+        assert_eq!(kind(&[&running], Some("ignored")), None);
+        assert_eq!(
+            start_failure(&[], Some("pods \"x\" is forbidden: exceeded quota")),
+            Some(StartFailure {
+                kind: StartFailureKind::PodRejected,
+                detail: "pods \"x\" is forbidden: exceeded quota".into()
+            })
+        );
+        assert_eq!(kind(&[], None), None);
+    }
+
+    #[test]
+    fn server_pods_count_until_their_containers_ended() {
+        let pod = |name: &str, component: &str, phase: &str, deleting: bool| -> Pod {
+            let mut metadata = serde_json::json!({"name": name, "labels": {
+                "upgrade-gate.dev/app": "shop", "app.kubernetes.io/component": component}});
+            if deleting {
+                metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+            }
+            serde_json::from_value(
+                serde_json::json!({"metadata": metadata, "status": {"phase": phase}}),
+            )
+            .expect("pod")
+        };
+        let pods = [
+            pod("s-running", "server", "Running", false),
+            pod("s-terminating", "server", "Running", true),
+            pod("s-pending", "server", "Pending", false),
+            pod("s-done", "server", "Succeeded", true),
+            pod("s-failed", "server", "Failed", false),
+            pod("job-pod", "database-upgrade", "Running", false),
+        ];
+        assert_eq!(
+            running_server_pods(&pods),
+            ["s-pending", "s-running", "s-terminating"]
+        );
+    }
+
+    #[test]
+    fn finished_jobs_of_this_app_are_candidates_for_retention() {
+        let ours = intent();
+        let completed = |owner| {
+            let mut job = job(
+                owner,
+                Some(&ours),
+                serde_json::json!([{"type": "Complete", "status": "True"}]),
+            );
+            if let Some(status) = job.status.as_mut() {
+                status.completion_time =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        "2026-01-01T00:05:00Z".parse().expect("time"),
+                    ));
+            }
+            job
+        };
+        assert_eq!(
+            finished_job(&completed(Some(APP_UID)), APP_UID).map(|j| j.finished_at.to_string()),
+            Some("2026-01-01T00:05:00Z".into())
+        );
+        assert_eq!(finished_job(&completed(Some("uid-other")), APP_UID), None);
+        assert_eq!(
+            finished_job(
+                &job(Some(APP_UID), Some(&ours), serde_json::json!([])),
+                APP_UID
+            ),
+            None
+        );
+        assert!(finished_job(&job(Some(APP_UID), Some(&ours), failed()), APP_UID).is_some());
+    }
+
+    #[test]
+    fn progress_is_read_from_the_jobs_session_names() {
+        let names = [
+            "app-db-upgrade".to_owned(),
+            "app-db-upgrade V4 800000/2000000rows eta12s reshape_executions".to_owned(),
+        ];
+        let progress = job_progress(&names).expect("progress");
+        assert_eq!(
+            progress.to_string(),
+            "migration V4 reshape_executions: 800000/2000000 rows (40%), ETA 12s"
+        );
+        assert_eq!(job_progress(&names[..1]), None);
+        assert_eq!(job_progress(&[]), None);
     }
 }

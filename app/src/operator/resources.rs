@@ -1,9 +1,11 @@
 //! The objects the operator creates for an App: its upgrade Job and its
-//! server Deployment, built as plain values.
+//! server Deployment, built as plain values, and the labels by which they
+//! are found and recognised again.
 //!
-//! Owns: names, labels, ownerReferences, the pod security settings and the
-//! commands of `app-db-upgrade` and `app-server` in those pods. Must not
-//! touch: the cluster (`act` sends these) or the decision.
+//! Owns: names, labels, annotations (the intent a Job serves),
+//! ownerReferences, the pod security settings and the commands of
+//! `app-db-upgrade` and `app-server` in those pods. Must not touch: the
+//! cluster (`act` sends these) or the decision.
 //!
 //! Both pods take the database connection from the App's Secret mounted as
 //! files (`--database-secret-dir`), so the password is never in an
@@ -13,7 +15,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy};
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::batch::v1::{
+    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement, PodFailurePolicyRule,
+};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, KeyToPath,
     PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
@@ -23,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 
-use crate::crd::App;
+use crate::crd::{App, UpgradeStatus};
 
 /// Label on everything the operator creates; its Job and Deployment watches
 /// select on it.
@@ -32,14 +36,39 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "upgrade-gate-app-operator";
 /// Label naming the App an object belongs to.
 pub const APP_LABEL: &str = "upgrade-gate.dev/app";
-/// Label/annotation naming the release an object was made for.
+/// Label/annotation naming the release an object was made for (on a Job:
+/// the release its upgrade goes to).
 pub const RELEASE_LABEL: &str = "upgrade-gate.dev/release";
+/// Label with the UID of the App a Job (and its pod) belongs to: an App
+/// deleted and created again under the same name is another App.
+pub const APP_UID_LABEL: &str = "upgrade-gate.dev/app-uid";
+/// Label of a Job: the release its upgrade starts from (`none`: empty).
+pub const FROM_RELEASE_LABEL: &str = "upgrade-gate.dev/from-release";
+/// Label of a Job: its attempt number.
+pub const ATTEMPT_LABEL: &str = "upgrade-gate.dev/attempt";
+/// Annotation of a Job: when its upgrade's first attempt was recorded
+/// (`status.upgrade.startTime`), which tells two upgrades with the same
+/// releases and attempt apart.
+pub const INTENT_RECORDED_ANNOTATION: &str = "upgrade-gate.dev/intent-recorded-at";
+/// The standard component label.
+pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+/// [`COMPONENT_LABEL`] of the server's pods.
+pub const SERVER_COMPONENT: &str = "server";
+/// [`COMPONENT_LABEL`] of the upgrade Job and its pod.
+pub const JOB_COMPONENT: &str = "database-upgrade";
+/// The upgrade Job's container.
+pub const JOB_CONTAINER: &str = "app-db-upgrade";
 /// Upper bound of pod retries inside one upgrade Job; the operator's own
 /// retries (with backoff, `spec.upgrade.retryLimit`) come on top.
 pub const JOB_BACKOFF_LIMIT: i32 = 1;
+/// `app-db-upgrade` exit codes no retry can change (invalid command line or
+/// configuration, a database newer than the release, a diverged history):
+/// the Job fails at once instead of running its pod again.
+pub const PERMANENT_EXIT_CODES: [i32; 4] = [2, 3, 6, 7];
 
 const SECRET_DIR: &str = "/var/run/secrets/upgrade-gate.dev/database";
-const BACKUP_DIR: &str = "/var/lib/upgrade-gate/backups";
+/// Where the backup claim is mounted in the Job's pod.
+pub const BACKUP_DIR: &str = "/var/lib/upgrade-gate/backups";
 /// The port `app-server` listens on in its pod.
 pub const SERVER_PORT: i32 = 8080;
 
@@ -64,12 +93,66 @@ fn labels(app: &App, component: &str, release: &str) -> BTreeMap<String, String>
             APP_LABEL.to_owned(),
             app.metadata.name.clone().unwrap_or_default(),
         ),
-        (
-            "app.kubernetes.io/component".to_owned(),
-            component.to_owned(),
-        ),
+        (COMPONENT_LABEL.to_owned(), component.to_owned()),
         (RELEASE_LABEL.to_owned(), release.to_owned()),
     ])
+}
+
+/// The upgrade a Job serves: what `status.upgrade` recorded before the Job
+/// was created. Only a Job of the App carrying the intent in status counts
+/// as that upgrade's attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobIntent {
+    /// The Job's name.
+    pub job: String,
+    /// Release the upgrade starts from.
+    pub from: String,
+    /// Release the upgrade goes to.
+    pub to: String,
+    /// Attempt number.
+    pub attempt: i32,
+    /// `status.upgrade.startTime` as written (RFC 3339, seconds).
+    pub recorded_at: String,
+}
+
+impl JobIntent {
+    /// The intent of the upgrade in status.
+    pub fn of(upgrade: &UpgradeStatus) -> Self {
+        JobIntent {
+            job: upgrade.job.clone(),
+            from: upgrade.from.clone(),
+            to: upgrade.to.clone(),
+            attempt: upgrade.attempts,
+            recorded_at: serde_json::to_value(&upgrade.start_time)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The intent a Job carries, if it carries a whole one.
+    pub fn carried_by(job: &Job) -> Option<Self> {
+        let label = |key: &str| job.metadata.labels.as_ref()?.get(key).cloned();
+        Some(JobIntent {
+            job: job.metadata.name.clone()?,
+            from: label(FROM_RELEASE_LABEL)?,
+            to: label(RELEASE_LABEL)?,
+            attempt: label(ATTEMPT_LABEL)?.parse().ok()?,
+            recorded_at: job
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(INTENT_RECORDED_ANNOTATION)?
+                .clone(),
+        })
+    }
+}
+
+/// Where an archive the Job reported (a path in its pod) is, for a person:
+/// `pvc/<claim>/<path in the claim>`; `None` when it is not on the claim.
+pub fn backup_location_of(claim: &str, archive: &str) -> Option<String> {
+    let inside = archive.strip_prefix(BACKUP_DIR)?.trim_start_matches('/');
+    (!inside.is_empty()).then(|| format!("pvc/{claim}/{inside}"))
 }
 
 fn owned_meta(app: &App, name: &str, labels: BTreeMap<String, String>) -> ObjectMeta {
@@ -168,12 +251,25 @@ fn env(name: &str, value: &str) -> EnvVar {
     }
 }
 
-/// The upgrade Job of one attempt, named `job_name` (deterministic, so an
-/// existing one is adopted).
-pub fn upgrade_job(app: &App, job_name: &str, settings: &PodSettings) -> Job {
-    let labels = labels(app, "database-upgrade", &settings.release);
+/// The upgrade Job of one intent, named `intent.job` (deterministic, so a
+/// restarted operator finds it), labelled with the App's UID and the intent.
+pub fn upgrade_job(app: &App, intent: &JobIntent, settings: &PodSettings) -> Job {
+    let mut pod_labels = labels(app, JOB_COMPONENT, &settings.release);
+    pod_labels.insert(
+        APP_UID_LABEL.to_owned(),
+        app.metadata.uid.clone().unwrap_or_default(),
+    );
+    let mut job_labels = pod_labels.clone();
+    job_labels.insert(RELEASE_LABEL.to_owned(), intent.to.clone());
+    job_labels.insert(FROM_RELEASE_LABEL.to_owned(), intent.from.clone());
+    job_labels.insert(ATTEMPT_LABEL.to_owned(), intent.attempt.to_string());
+    let mut metadata = owned_meta(app, &intent.job, job_labels);
+    metadata.annotations = Some(BTreeMap::from([(
+        INTENT_RECORDED_ANNOTATION.to_owned(),
+        intent.recorded_at.clone(),
+    )]));
     let container = Container {
-        name: "app-db-upgrade".to_owned(),
+        name: JOB_CONTAINER.to_owned(),
         image: Some(settings.image.clone()),
         image_pull_policy: Some("IfNotPresent".to_owned()),
         command: Some(vec!["app-db-upgrade".to_owned()]),
@@ -202,13 +298,24 @@ pub fn upgrade_job(app: &App, job_name: &str, settings: &PodSettings) -> Job {
         ..Container::default()
     };
     Job {
-        metadata: owned_meta(app, job_name, labels.clone()),
+        metadata,
         spec: Some(JobSpec {
             active_deadline_seconds: Some(app.spec.upgrade.job_timeout_seconds),
             backoff_limit: Some(JOB_BACKOFF_LIMIT),
+            pod_failure_policy: Some(PodFailurePolicy {
+                rules: vec![PodFailurePolicyRule {
+                    action: "FailJob".to_owned(),
+                    on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                        container_name: Some(JOB_CONTAINER.to_owned()),
+                        operator: "In".to_owned(),
+                        values: PERMANENT_EXIT_CODES.to_vec(),
+                    }),
+                    ..PodFailurePolicyRule::default()
+                }],
+            }),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels),
+                    labels: Some(pod_labels),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {
@@ -240,16 +347,13 @@ pub fn upgrade_job(app: &App, job_name: &str, settings: &PodSettings) -> Job {
 /// The server Deployment at `replicas`, running `app-server` of this release.
 pub fn server_deployment(app: &App, replicas: i32, settings: &PodSettings) -> Deployment {
     let name = server_name(&app.metadata.name.clone().unwrap_or_default());
-    let labels = labels(app, "server", &settings.release);
+    let labels = labels(app, SERVER_COMPONENT, &settings.release);
     let selector = BTreeMap::from([
         (
             APP_LABEL.to_owned(),
             app.metadata.name.clone().unwrap_or_default(),
         ),
-        (
-            "app.kubernetes.io/component".to_owned(),
-            "server".to_owned(),
-        ),
+        (COMPONENT_LABEL.to_owned(), SERVER_COMPONENT.to_owned()),
     ]);
     let probe = |path: &str| Probe {
         http_get: Some(HTTPGetAction {
@@ -373,13 +477,39 @@ mod tests {
 
     #[test]
     fn the_job_runs_this_release_from_our_image_restricted_and_owned() {
-        let job = upgrade_job(&app(), "shop-db-7-10-1-1", &settings());
+        let intent = JobIntent {
+            job: "shop-db-7-10-1-2".into(),
+            from: "7.9.3".into(),
+            to: "7.10.1".into(),
+            attempt: 2,
+            recorded_at: "2026-01-01T00:00:00Z".into(),
+        };
+        let job = upgrade_job(&app(), &intent, &settings());
         let value = serde_json::to_value(&job).expect("serializes");
+        assert_eq!(value["metadata"]["name"], "shop-db-7-10-1-2");
         assert_eq!(value["metadata"]["ownerReferences"][0]["uid"], "u-1");
         assert_eq!(value["metadata"]["ownerReferences"][0]["controller"], true);
+        let labels = &value["metadata"]["labels"];
+        assert_eq!(labels[APP_UID_LABEL], "u-1");
+        assert_eq!(labels[FROM_RELEASE_LABEL], "7.9.3");
+        assert_eq!(labels[RELEASE_LABEL], "7.10.1");
+        assert_eq!(labels[ATTEMPT_LABEL], "2");
+        assert_eq!(
+            value["metadata"]["annotations"][INTENT_RECORDED_ANNOTATION],
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            value["spec"]["template"]["metadata"]["labels"][APP_UID_LABEL],
+            "u-1"
+        );
         let spec = &value["spec"];
         assert_eq!(spec["activeDeadlineSeconds"], 900);
         assert_eq!(spec["backoffLimit"], JOB_BACKOFF_LIMIT);
+        assert_eq!(
+            spec["podFailurePolicy"]["rules"][0],
+            serde_json::json!({"action": "FailJob", "onExitCodes": {
+                "containerName": "app-db-upgrade", "operator": "In", "values": [2, 3, 6, 7]}})
+        );
         let pod = &spec["template"]["spec"];
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
         assert_eq!(
@@ -412,6 +542,16 @@ mod tests {
             !value.to_string().contains("PGPASSWORD"),
             "no password in the pod spec"
         );
+    }
+
+    #[test]
+    fn an_archive_is_located_on_its_claim() {
+        assert_eq!(
+            backup_location_of("backups", &format!("{BACKUP_DIR}/shop/a.dump")),
+            Some("pvc/backups/shop/a.dump".into())
+        );
+        assert_eq!(backup_location_of("backups", "/tmp/a.dump"), None);
+        assert_eq!(backup_location_of("backups", BACKUP_DIR), None);
     }
 
     #[test]
