@@ -21,7 +21,7 @@ fn repository_root() -> PathBuf {
     upgrade_gate_tests::repository_root()
 }
 
-fn kubectl() -> PathBuf {
+pub(crate) fn kubectl() -> PathBuf {
     let tools = std::env::var_os("UPGRADE_GATE_TOOLS").unwrap_or_else(|| {
         panic!("UPGRADE_GATE_TOOLS is not set (`just tools-dir`): {HOW_TO_START}")
     });

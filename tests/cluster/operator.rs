@@ -11,16 +11,17 @@
 //! scenario that failed. Needs the shared test cluster (`just test-cluster`);
 //! panics without it.
 
+use std::process::Command;
 use std::time::Duration;
 
-use app::crd::{App, AppCondition, ConditionStatus, UpgradePhase};
+use app::crd::{App, AppCondition, ConditionReason, ConditionStatus, ConditionType, UpgradePhase};
 use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
@@ -84,8 +85,22 @@ impl Scenario {
         TestDatabase::create(&self.cluster.database_url, &name).await
     }
 
-    /// The App `name` with its Secret `<name>-db` holding `url`.
+    /// The App `name` with its Secret `<name>-db` holding `url`, backing up
+    /// to [`BACKUP_CLAIM`].
     async fn create_app(&self, name: &str, url: &str, retry_limit: i32, replicas: i32) {
+        self.create_app_with_claim(name, url, retry_limit, replicas, BACKUP_CLAIM)
+            .await;
+    }
+
+    /// The App `name` backing up to `claim`.
+    async fn create_app_with_claim(
+        &self,
+        name: &str,
+        url: &str,
+        retry_limit: i32,
+        replicas: i32,
+        claim: &str,
+    ) {
         let secret: Secret = serde_json::from_value(json!({
             "metadata": {"name": format!("{name}-db")},
             "stringData": {"url": url}
@@ -103,7 +118,7 @@ impl Scenario {
             "spec": {
                 "database": {"secretRef": {"name": format!("{name}-db")}, "sslMode": "disable"},
                 "server": {"replicas": replicas},
-                "upgrade": {"jobTimeoutSeconds": 300, "retryLimit": retry_limit, "backupVolumeClaim": BACKUP_CLAIM}
+                "upgrade": {"jobTimeoutSeconds": 300, "retryLimit": retry_limit, "backupVolumeClaim": claim}
             }
         }))
         .unwrap_or_else(|error| panic!("App: {error}"));
@@ -184,20 +199,16 @@ impl Scenario {
     }
 }
 
-fn condition<'a>(app: &'a App, type_: &str) -> Option<&'a AppCondition> {
-    app.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
+fn condition(app: &App, type_: ConditionType) -> Option<&AppCondition> {
+    app.status.as_ref()?.condition(type_)
 }
 
-fn holds(app: &App, type_: &str, reason: &str) -> bool {
+fn holds(app: &App, type_: ConditionType, reason: ConditionReason) -> bool {
     condition(app, type_).is_some_and(|c| c.status == ConditionStatus::True && c.reason == reason)
 }
 
 fn ready(app: &App) -> bool {
-    holds(app, "Ready", "DatabaseAtTarget")
+    holds(app, ConditionType::Ready, ConditionReason::DatabaseAtTarget)
 }
 
 fn upgrade_phase(app: &App) -> Option<UpgradePhase> {
@@ -373,7 +384,7 @@ async fn app_behind_keeps_the_gate_closed_until_verified(cluster: TestCluster) {
         .and_then(|s| s.completion_time.as_ref())
         .unwrap_or_else(|| panic!("the Job has no completionTime"))
         .0;
-    let ready_since = condition(&app, "Ready")
+    let ready_since = condition(&app, ConditionType::Ready)
         .unwrap_or_else(|| panic!("no Ready condition"))
         .last_transition_time
         .0;
@@ -395,6 +406,23 @@ async fn app_behind_keeps_the_gate_closed_until_verified(cluster: TestCluster) {
             && position("VerifyingSchema") < position("UpgradeComplete"),
         "Events out of order: {reasons:?}"
     );
+    // The last upgrade stays in status: from, to, how long, the archive.
+    let last = app
+        .status
+        .as_ref()
+        .and_then(|s| s.last_upgrade.as_ref())
+        .unwrap_or_else(|| panic!("no status.lastUpgrade: {:?}", app.status));
+    assert_eq!(
+        (last.from.as_str(), last.to.as_str(), last.job.as_str()),
+        (OLD_RELEASE, RELEASE, "shop-db-7-10-1-1")
+    );
+    assert!(
+        last.backup_location
+            .starts_with(&format!("pvc/{BACKUP_CLAIM}/"))
+            && last.backup_location.ends_with(".dump"),
+        "{last:?}"
+    );
+    assert!(last.duration_seconds >= 0, "{last:?}");
     if let (Some(done), Some(open)) = (timeline.job_done_at, timeline.gate_open_at) {
         println!(
             "figure: Job success seen → Upgradeable=True seen in OLM's status: {:.2} s (polled every {:?})",
@@ -404,27 +432,87 @@ async fn app_behind_keeps_the_gate_closed_until_verified(cluster: TestCluster) {
     }
 }
 
-/// A login that cannot change the schema: each Job fails, the App is
-/// Degraded with `DatabaseUpgradeFailed`, retried once after the backoff
+/// Stops every pod of Job `job` (SIGTERM while it waits for the upgrade
+/// lock the test holds: `app-db-upgrade` exits 14, a failure a retry can
+/// fix) until the Job has failed.
+async fn stop_job_pods_until_failed(scenario: &Scenario, database: &TestDatabase, job: &str) {
+    let pods = scenario.namespace.api::<Pod>();
+    let jobs = scenario.namespace.api::<Job>();
+    wait::until(&format!("Job {job} failed"), JOB_DONE, || async {
+        let current = jobs
+            .get_opt(job)
+            .await
+            .unwrap_or_else(|error| panic!("reading Job {job}: {error}"));
+        if current.as_ref().is_some_and(|j| job_condition(j, "Failed")) {
+            return Look::Done(());
+        }
+        if database.upgrade_lock_waiters().await == 0 {
+            return Look::NotYet(format!("no pod of {job} waits for the lock yet"));
+        }
+        let waiting = pods
+            .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+            .await
+            .unwrap_or_else(|error| panic!("listing the pods of {job}: {error}"))
+            .items
+            .into_iter()
+            .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+            .filter(|pod| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+        for pod in waiting {
+            pods.delete(&pod.name_any(), &DeleteParams::default())
+                .await
+                .unwrap_or_else(|error| panic!("deleting pod {}: {error}", pod.name_any()));
+        }
+        Look::NotYet(format!("{job}: {:?}", current.and_then(|j| j.status)))
+    })
+    .await;
+}
+
+/// Each Job is stopped (a failure a retry can fix): the App is Degraded
+/// with `DatabaseUpgradeFailed`, retried once after the 30 s backoff
 /// (retryLimit 2), then given up; the gate stays closed.
-async fn failing_job_degrades_retries_bounded_and_keeps_the_gate_closed(cluster: TestCluster) {
+async fn transient_failures_retry_with_backoff_then_give_up(cluster: TestCluster) {
     let scenario = Scenario::start(cluster, "op-fail").await;
-    let mut database = scenario.database("shop").await;
+    let database = scenario.database("shop").await;
     database.seed_at(OLD_RELEASE, 100);
-    let reader = database.read_only_login().await;
-    scenario.create_app("shop", &reader, 2, 0).await;
+    let lock = database.hold_upgrade_lock().await;
+    scenario.create_app("shop", &database.url, 2, 0).await;
     let operator = scenario.install_operator().await;
 
+    stop_job_pods_until_failed(&scenario, &database, "shop-db-7-10-1-1").await;
     let failed = scenario
         .wait_for_app("shop", "first attempt failed", JOB_DONE, |app| {
             upgrade_phase(app) == Some(UpgradePhase::Failed)
-                && holds(app, "Degraded", "DatabaseUpgradeFailed")
+                && holds(
+                    app,
+                    ConditionType::Degraded,
+                    ConditionReason::DatabaseUpgradeFailed,
+                )
         })
         .await;
     assert!(
-        holds(&failed, "Progressing", "RetryScheduled"),
+        holds(
+            &failed,
+            ConditionType::Progressing,
+            ConditionReason::RetryScheduled
+        ),
         "{:?}",
         failed.status
+    );
+    let first = failed
+        .status
+        .as_ref()
+        .and_then(|s| s.upgrade.clone())
+        .unwrap_or_else(|| panic!("no status.upgrade"));
+    let failure = first
+        .last_failure
+        .clone()
+        .unwrap_or_else(|| panic!("no lastFailure: {first:?}"));
+    // The stopped pods are gone (deleted), so only the Job's condition tells.
+    assert!(
+        failure.retryable
+            && failure.reason == ConditionReason::DatabaseUpgradeFailed
+            && failure.message.contains("BackoffLimitExceeded"),
+        "{failure:?}"
     );
     let gate = operator
         .wait_for_gate("the gate closed for the failure", POD_READY, |gate| {
@@ -434,37 +522,58 @@ async fn failing_job_degrades_retries_bounded_and_keeps_the_gate_closed(cluster:
     assert!(gate.message.contains("shop"), "{gate:?}");
 
     // 30 s backoff, then attempt 2, which fails too: the limit is reached.
+    stop_job_pods_until_failed(&scenario, &database, "shop-db-7-10-1-2").await;
     let given_up = scenario
-        .wait_for_app("shop", "given up", Duration::from_secs(240), |app| {
+        .wait_for_app("shop", "given up", JOB_DONE, |app| {
             upgrade_phase(app) == Some(UpgradePhase::GaveUp)
         })
         .await;
+    lock.release().await;
     let upgrade = given_up
         .status
         .as_ref()
         .and_then(|s| s.upgrade.as_ref())
         .unwrap_or_else(|| panic!("no status.upgrade"));
     assert_eq!(upgrade.attempts, 2);
-    assert!(holds(&given_up, "Degraded", "DatabaseUpgradeFailed"));
-    let progressing = condition(&given_up, "Progressing");
+    assert!(holds(
+        &given_up,
+        ConditionType::Degraded,
+        ConditionReason::DatabaseUpgradeFailed
+    ));
+    let progressing = condition(&given_up, ConditionType::Progressing);
     assert!(
-        progressing
-            .is_some_and(|c| c.status == ConditionStatus::False && c.reason == "RetryLimitReached"),
+        progressing.is_some_and(|c| c.status == ConditionStatus::False
+            && c.reason == ConditionReason::RetryLimitReached),
         "{progressing:?}"
     );
-    let mut jobs: Vec<(String, bool)> = scenario
-        .jobs_of("shop")
-        .await
+    let jobs = scenario.jobs_of("shop").await;
+    let mut failed_jobs: Vec<(String, bool)> = jobs
         .iter()
         .map(|job| (job.name_any(), job_condition(job, "Failed")))
         .collect();
-    jobs.sort();
+    failed_jobs.sort();
     assert_eq!(
-        jobs,
+        failed_jobs,
         [
             ("shop-db-7-10-1-1".to_owned(), true),
             ("shop-db-7-10-1-2".to_owned(), true)
         ]
+    );
+    // The second attempt waited for the backoff.
+    let first_failed_at = first
+        .last_failure_time
+        .unwrap_or_else(|| panic!("no lastFailureTime"))
+        .0;
+    let second_created = jobs
+        .iter()
+        .find(|job| job.name_any() == "shop-db-7-10-1-2")
+        .and_then(|job| job.metadata.creation_timestamp.as_ref())
+        .unwrap_or_else(|| panic!("no creationTimestamp"))
+        .0;
+    assert!(
+        second_created.duration_since(first_failed_at)
+            >= k8s_openapi::jiff::SignedDuration::from_secs(29),
+        "attempt 2 created at {second_created}, attempt 1 failed at {first_failed_at}"
     );
     let gate = operator
         .gate()
@@ -474,6 +583,334 @@ async fn failing_job_degrades_retries_bounded_and_keeps_the_gate_closed(cluster:
         gate.status == "False" && gate.current && gate.reason == "DatabaseUpgradeFailed",
         "{gate:?}"
     );
+}
+
+/// `kubectl describe app` as a person runs it.
+fn describe_app(scenario: &Scenario, name: &str) -> String {
+    let output = Command::new(super::manifests::kubectl())
+        .env("KUBECONFIG", &scenario.cluster.kubeconfig)
+        .args(["describe", "app", name, "-n", scenario.ns()])
+        .output()
+        .unwrap_or_else(|error| panic!("running kubectl describe: {error}"));
+    assert!(
+        output.status.success(),
+        "kubectl describe app failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The history diverges while the Job waits for the lock: the Job refuses
+/// (exit 7), its pod is not run again (podFailurePolicy), the operator
+/// does not retry, and `kubectl describe app` says why, in the status and
+/// an Event.
+async fn a_permanent_refusal_is_shown_and_not_retried(cluster: TestCluster) {
+    let scenario = Scenario::start(cluster, "op-refuse").await;
+    let database = scenario.database("shop").await;
+    database.seed_at(OLD_RELEASE, 100);
+    let lock = database.hold_upgrade_lock().await;
+    scenario.create_app("shop", &database.url, 3, 0).await;
+    let _operator = scenario.install_operator().await;
+    wait::until("the upgrade Job waiting for the lock", JOB_DONE, || async {
+        match database.upgrade_lock_waiters().await {
+            0 => Look::NotYet("no session waits for the upgrade lock".to_owned()),
+            _ => Look::Done(()),
+        }
+    })
+    .await;
+    let (admin, connection) = tokio_postgres::connect(&database.url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|error| panic!("connecting to {}: {error}", database.name));
+    let connection = tokio::spawn(connection);
+    admin
+        .batch_execute(&format!(
+            "UPDATE {} SET checksum = '1' WHERE version = 2",
+            app::schema::HISTORY_TABLE
+        ))
+        .await
+        .unwrap_or_else(|error| panic!("changing the history: {error}"));
+    drop(admin);
+    let _closed = connection.await;
+    lock.release().await;
+
+    let refused = scenario
+        .wait_for_app("shop", "refused", JOB_DONE, |app| {
+            upgrade_phase(app) == Some(UpgradePhase::Refused)
+        })
+        .await;
+    assert!(
+        holds(
+            &refused,
+            ConditionType::Degraded,
+            ConditionReason::SchemaHistoryDiverged
+        ),
+        "{:?}",
+        refused.status
+    );
+    let upgrade = refused
+        .status
+        .as_ref()
+        .and_then(|s| s.upgrade.clone())
+        .unwrap_or_else(|| panic!("no status.upgrade"));
+    let failure = upgrade
+        .last_failure
+        .clone()
+        .unwrap_or_else(|| panic!("no lastFailure: {upgrade:?}"));
+    assert_eq!(
+        (upgrade.attempts, failure.exit_code, failure.retryable),
+        (1, Some(7), false),
+        "{failure:?}"
+    );
+    let jobs = scenario.jobs_of("shop").await;
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(
+        jobs[0].status.as_ref().and_then(|s| s.failed),
+        Some(1),
+        "the refusing pod is not run again"
+    );
+    let reasons = scenario.event_reasons("shop").await;
+    assert!(reasons.iter().any(|r| r == "UpgradeRefused"), "{reasons:?}");
+    let described = describe_app(&scenario, "shop");
+    for needle in [
+        "SchemaHistoryDiverged",
+        "UpgradeRefused",
+        "Refused",
+        "not retried",
+    ] {
+        assert!(
+            described.contains(needle),
+            "{needle:?} missing in kubectl describe app:\n{described}"
+        );
+    }
+
+    // Before, a failed Job was retried 30 s after its failure. Past that
+    // (and after a reconcile a changed annotation forces), still one Job.
+    let failed_at = upgrade
+        .last_failure_time
+        .unwrap_or_else(|| panic!("no lastFailureTime"))
+        .0;
+    let only_the_first_job_until = |until: Timestamp| {
+        let scenario = &scenario;
+        async move {
+            wait::until(
+                &format!("{until} without a retry"),
+                Duration::from_secs(90),
+                || async {
+                    let jobs = scenario.jobs_of("shop").await;
+                    assert_eq!(
+                        jobs.iter().map(ResourceExt::name_any).collect::<Vec<_>>(),
+                        ["shop-db-7-10-1-1"],
+                        "a refused upgrade was retried"
+                    );
+                    if Timestamp::now() > until {
+                        Look::Done(())
+                    } else {
+                        Look::NotYet(format!("waiting until {until}"))
+                    }
+                },
+            )
+            .await;
+        }
+    };
+    only_the_first_job_until(failed_at + k8s_openapi::jiff::SignedDuration::from_secs(31)).await;
+    scenario
+        .namespace
+        .api::<App>()
+        .patch(
+            "shop",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"test.upgrade-gate.dev/nudge": "1"}}}),
+            ),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("annotating App shop: {error}"));
+    only_the_first_job_until(failed_at + k8s_openapi::jiff::SignedDuration::from_secs(40)).await;
+    let still = scenario
+        .app("shop")
+        .await
+        .unwrap_or_else(|| panic!("App shop vanished"));
+    assert_eq!(upgrade_phase(&still), Some(UpgradePhase::Refused));
+    assert_eq!(
+        still
+            .status
+            .as_ref()
+            .and_then(|s| s.upgrade.as_ref())
+            .map(|u| u.attempts),
+        Some(1)
+    );
+}
+
+/// The App's backup claim does not exist: its Job's pod is Unschedulable,
+/// which the App reports within a minute (not after the Job's deadline);
+/// once the claim exists, the upgrade completes.
+async fn a_missing_backup_claim_is_reported_within_a_minute(cluster: TestCluster) {
+    const CLAIM: &str = "late-backups";
+    let scenario = Scenario::start(cluster, "op-claim").await;
+    let database = scenario.database("shop").await;
+    database.seed_at(OLD_RELEASE, 100);
+    scenario
+        .create_app_with_claim("shop", &database.url, 3, 0, CLAIM)
+        .await;
+    let _operator = scenario.install_operator().await;
+    let job = wait::until("the upgrade Job created", JOB_DONE, || async {
+        match scenario.jobs_of("shop").await.pop() {
+            Some(job) => Look::Done(job),
+            None => Look::NotYet("no Job yet".to_owned()),
+        }
+    })
+    .await;
+    let seen_created = Instant::now();
+    let reported = scenario
+        .wait_for_app(
+            "shop",
+            "the Job reported unschedulable",
+            Duration::from_secs(90),
+            |app| {
+                holds(
+                    app,
+                    ConditionType::Degraded,
+                    ConditionReason::UpgradeJobUnschedulable,
+                )
+            },
+        )
+        .await;
+    let seen_reported = seen_created.elapsed();
+    let degraded = condition(&reported, ConditionType::Degraded)
+        .unwrap_or_else(|| panic!("no Degraded condition"));
+    assert!(degraded.message.contains(CLAIM), "{}", degraded.message);
+    let created = job
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .unwrap_or_else(|| panic!("the Job has no creationTimestamp"))
+        .0;
+    let reported_after = degraded.last_transition_time.0.duration_since(created);
+    println!(
+        "figure: missing backup claim: Job created → App Degraded UpgradeJobUnschedulable {:.1} s (condition time − Job creation), {:.1} s as the test saw it",
+        reported_after.as_secs_f64(),
+        seen_reported.as_secs_f64()
+    );
+    assert!(
+        reported_after < k8s_openapi::jiff::SignedDuration::from_secs(60),
+        "reported {reported_after} after the Job's creation"
+    );
+    assert_eq!(
+        reported.status.as_ref().and_then(|s| s.phase),
+        Some(app::crd::AppPhase::Degraded)
+    );
+
+    let _claim = BackupVolume::create(
+        scenario.client.clone(),
+        scenario.cluster.kubeconfig.clone(),
+        scenario.ns(),
+        CLAIM,
+    )
+    .await;
+    let app = scenario
+        .wait_for_app("shop", "Ready once the claim exists", JOB_DONE, ready)
+        .await;
+    assert_eq!(
+        scenario.jobs_of("shop").await.len(),
+        1,
+        "the same Job went on once its pod could be scheduled"
+    );
+    assert_database_at_target(&app);
+}
+
+/// A server pod of the App is still running (a straggler outside the
+/// Deployment, which has no replicas): the intent is recorded, but no Job
+/// exists until the pod is gone.
+async fn the_job_waits_until_the_server_pods_are_gone(cluster: TestCluster) {
+    let scenario = Scenario::start(cluster, "op-pods").await;
+    let database = scenario.database("shop").await;
+    database.seed_at(OLD_RELEASE, 100);
+    let straggler: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "shop-straggler", "labels": {
+            APP_LABEL: "shop", "app.kubernetes.io/component": "server"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "automountServiceAccountToken": false,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "server", "image": scenario.cluster.image, "imagePullPolicy": "IfNotPresent",
+                "command": ["sleep", "3600"],
+                "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                                    "capabilities": {"drop": ["ALL"]}}
+            }]
+        }
+    }))
+    .unwrap_or_else(|error| panic!("Pod: {error}"));
+    let pods = scenario.namespace.api::<Pod>();
+    pods.create(&PostParams::default(), &straggler)
+        .await
+        .unwrap_or_else(|error| panic!("creating the straggler pod: {error}"));
+    wait::until("the straggler running", POD_READY, || async {
+        let pod = pods
+            .get("shop-straggler")
+            .await
+            .unwrap_or_else(|error| panic!("reading the straggler: {error}"));
+        match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+            Some("Running") => Look::Done(()),
+            other => Look::NotYet(format!("{other:?}")),
+        }
+    })
+    .await;
+    scenario.create_app("shop", &database.url, 3, 0).await;
+    let _operator = scenario.install_operator().await;
+    let waiting = scenario
+        .wait_for_app("shop", "waiting for the server pod", JOB_DONE, |app| {
+            condition(app, ConditionType::Progressing)
+                .is_some_and(|c| c.reason == ConditionReason::WaitingForServerPods)
+        })
+        .await;
+    let message = condition(&waiting, ConditionType::Progressing)
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("1 server pod(s)") && message.contains("shop-straggler"),
+        "{message}"
+    );
+    assert_eq!(upgrade_phase(&waiting), Some(UpgradePhase::Pending));
+    // Longer than the operator's requeue while it waits (10 s): still no Job.
+    let watching = Instant::now();
+    wait::until(
+        "a requeue to pass without a Job",
+        Duration::from_secs(30),
+        || async {
+            let jobs = scenario.jobs_of("shop").await;
+            assert!(
+                jobs.is_empty(),
+                "a Job started beside a server pod: {jobs:?}"
+            );
+            if watching.elapsed() > Duration::from_secs(12) {
+                Look::Done(())
+            } else {
+                Look::NotYet("watching".to_owned())
+            }
+        },
+    )
+    .await;
+
+    pods.delete("shop-straggler", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap_or_else(|error| panic!("deleting the straggler: {error}"));
+    let deleted = Instant::now();
+    wait::until("the upgrade Job created", JOB_DONE, || async {
+        match scenario.jobs_of("shop").await.len() {
+            0 => Look::NotYet("no Job yet".to_owned()),
+            _ => Look::Done(()),
+        }
+    })
+    .await;
+    println!(
+        "figure: last server pod deleted → upgrade Job created {:.1} s",
+        deleted.elapsed().as_secs_f64()
+    );
+    scenario
+        .wait_for_app("shop", "Ready", JOB_DONE, ready)
+        .await;
 }
 
 /// The operator pod is deleted while its Job waits (the test holds the
@@ -541,8 +978,9 @@ async fn restarted_operator_adopts_the_running_job(cluster: TestCluster) {
     );
 }
 
-/// One App Ready, one whose upgrade failed for good: the gate stays closed
-/// and names the failing App.
+/// One App Ready, one whose upgrade failed for good (a login that cannot
+/// change the schema: the migration fails, which no retry fixes): the gate
+/// stays closed and names the failing App.
 async fn one_failing_app_of_two_keeps_the_gate_closed(cluster: TestCluster) {
     let scenario = Scenario::start(cluster, "op-two").await;
     let good_database = scenario.database("good").await;
@@ -554,7 +992,7 @@ async fn one_failing_app_of_two_keeps_the_gate_closed(cluster: TestCluster) {
     let operator = scenario.install_operator().await;
 
     wait::until(
-        "good Ready and bad given up",
+        "good Ready and bad refused",
         Duration::from_secs(180),
         || async {
             let gate = operator.gate().await;
@@ -564,8 +1002,8 @@ async fn one_failing_app_of_two_keeps_the_gate_closed(cluster: TestCluster) {
             let good = scenario.app("good").await;
             let bad = scenario.app("bad").await;
             let good_ready = good.as_ref().is_some_and(ready);
-            let bad_given_up = bad.as_ref().and_then(upgrade_phase) == Some(UpgradePhase::GaveUp);
-            if good_ready && bad_given_up {
+            let bad_refused = bad.as_ref().and_then(upgrade_phase) == Some(UpgradePhase::Refused);
+            if good_ready && bad_refused {
                 Look::Done(())
             } else {
                 Look::NotYet(format!(
@@ -673,7 +1111,10 @@ async fn operator_pod_upgrades_apps_and_drives_the_gate() {
     }
     spawn!(fresh_app_becomes_ready_and_opens_the_gate);
     spawn!(app_behind_keeps_the_gate_closed_until_verified);
-    spawn!(failing_job_degrades_retries_bounded_and_keeps_the_gate_closed);
+    spawn!(transient_failures_retry_with_backoff_then_give_up);
+    spawn!(a_permanent_refusal_is_shown_and_not_retried);
+    spawn!(a_missing_backup_claim_is_reported_within_a_minute);
+    spawn!(the_job_waits_until_the_server_pods_are_gone);
     spawn!(restarted_operator_adopts_the_running_job);
     spawn!(one_failing_app_of_two_keeps_the_gate_closed);
     spawn!(deleted_app_leaves_no_orphans);
