@@ -767,11 +767,12 @@ async fn a_pod_the_job_controller_cannot_create_is_reported() {
 #[tokio::test]
 async fn finished_jobs_past_the_retention_are_deleted() {
     let (ctx, mut handle) = context(ScriptedDatabase::at(5));
+    // Conditions in the order the operator writes them (alphabetical).
     let ready = json!({"observedGeneration": 1, "phase": "Ready",
         "conditions": [
-            {"type": "Ready", "status": "True", "reason": "DatabaseAtTarget", "message": "the database of App shop is at release 7.10.1 (migration V5__index_executions_for_activity_page); the server runs release 7.10.1", "lastTransitionTime": RECORDED_AT, "observedGeneration": 1},
+            {"type": "Degraded", "status": "False", "reason": "AsExpected", "message": "", "lastTransitionTime": RECORDED_AT, "observedGeneration": 1},
             {"type": "Progressing", "status": "False", "reason": "UpgradeComplete", "message": "the database of App shop is at release 7.10.1 (migration V5__index_executions_for_activity_page); the server runs release 7.10.1", "lastTransitionTime": RECORDED_AT, "observedGeneration": 1},
-            {"type": "Degraded", "status": "False", "reason": "AsExpected", "message": "", "lastTransitionTime": RECORDED_AT, "observedGeneration": 1}],
+            {"type": "Ready", "status": "True", "reason": "DatabaseAtTarget", "message": "the database of App shop is at release 7.10.1 (migration V5__index_executions_for_activity_page); the server runs release 7.10.1", "lastTransitionTime": RECORDED_AT, "observedGeneration": 1}],
         "database": {"release": "7.10.1", "migration": "V5__index_executions_for_activity_page"}});
     let mut old = job(Some(APP_UID), Some(1), complete());
     old["status"]["completionTime"] = "2020-01-01T00:00:00Z".into();

@@ -585,6 +585,21 @@ async fn transient_failures_retry_with_backoff_then_give_up(cluster: TestCluster
     );
 }
 
+/// `kubectl get apps` as a person runs it.
+fn kubectl_get_apps(scenario: &Scenario) -> String {
+    let output = Command::new(super::manifests::kubectl())
+        .env("KUBECONFIG", &scenario.cluster.kubeconfig)
+        .args(["get", "apps", "-n", scenario.ns()])
+        .output()
+        .unwrap_or_else(|error| panic!("running kubectl get apps: {error}"));
+    assert!(
+        output.status.success(),
+        "kubectl get apps failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// `kubectl describe app` as a person runs it.
 fn describe_app(scenario: &Scenario, name: &str) -> String {
     let output = Command::new(super::manifests::kubectl())
@@ -914,7 +929,8 @@ async fn the_job_waits_until_the_server_pods_are_gone(cluster: TestCluster) {
 }
 
 /// The operator pod is deleted while its Job waits (the test holds the
-/// database's upgrade lock): the new pod adopts the Job, no second Job.
+/// database's upgrade lock): the Job's progress is shown, the new pod
+/// adopts the Job, no second Job.
 async fn restarted_operator_adopts_the_running_job(cluster: TestCluster) {
     let scenario = Scenario::start(cluster, "op-restart").await;
     let database = scenario.database("shop").await;
@@ -933,6 +949,33 @@ async fn restarted_operator_adopts_the_running_job(cluster: TestCluster) {
     let jobs = scenario.jobs_of("shop").await;
     assert_eq!(jobs.len(), 1, "{jobs:?}");
     let job_uid = jobs[0].uid();
+
+    // The Job says where it is (in its database session's name); the
+    // operator shows it in the status, `kubectl get apps` and the gate.
+    const WAITING: &str = "waiting for the upgrade lock";
+    scenario
+        .wait_for_app("shop", "progress in status", POD_READY, |app| {
+            app.status
+                .as_ref()
+                .and_then(|s| s.upgrade.as_ref())
+                .and_then(|u| u.progress.as_ref())
+                .is_some_and(|p| p.step == WAITING)
+        })
+        .await;
+    let listed = kubectl_get_apps(&scenario);
+    assert!(
+        listed
+            .lines()
+            .next()
+            .is_some_and(|h| h.contains("PROGRESS"))
+            && listed.contains(WAITING),
+        "{listed}"
+    );
+    operator
+        .wait_for_gate("the gate naming the Job's step", POD_READY, |gate| {
+            gate.status == "False" && gate.message.contains(WAITING)
+        })
+        .await;
 
     let first_uid = first_pod.uid();
     scenario
@@ -979,8 +1022,8 @@ async fn restarted_operator_adopts_the_running_job(cluster: TestCluster) {
 }
 
 /// One App Ready, one whose upgrade failed for good (a login that cannot
-/// change the schema: the migration fails, which no retry fixes): the gate
-/// stays closed and names the failing App.
+/// change the schema; retryLimit 1, so refused or given up): the gate stays
+/// closed and names the failing App.
 async fn one_failing_app_of_two_keeps_the_gate_closed(cluster: TestCluster) {
     let scenario = Scenario::start(cluster, "op-two").await;
     let good_database = scenario.database("good").await;
@@ -992,7 +1035,7 @@ async fn one_failing_app_of_two_keeps_the_gate_closed(cluster: TestCluster) {
     let operator = scenario.install_operator().await;
 
     wait::until(
-        "good Ready and bad refused",
+        "good Ready and bad failed for good",
         Duration::from_secs(180),
         || async {
             let gate = operator.gate().await;
@@ -1002,8 +1045,11 @@ async fn one_failing_app_of_two_keeps_the_gate_closed(cluster: TestCluster) {
             let good = scenario.app("good").await;
             let bad = scenario.app("bad").await;
             let good_ready = good.as_ref().is_some_and(ready);
-            let bad_refused = bad.as_ref().and_then(upgrade_phase) == Some(UpgradePhase::Refused);
-            if good_ready && bad_refused {
+            let bad_failed_for_good = matches!(
+                bad.as_ref().and_then(upgrade_phase),
+                Some(UpgradePhase::Refused | UpgradePhase::GaveUp)
+            );
+            if good_ready && bad_failed_for_good {
                 Look::Done(())
             } else {
                 Look::NotYet(format!(

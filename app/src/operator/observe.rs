@@ -1018,6 +1018,7 @@ mod tests {
                 size_bytes: 10,
                 entries: 3,
                 duration_ms: 5,
+                sha256: "ab".repeat(32),
             }),
             durations: outcome::Durations::default(),
             finished_at: String::new(),

@@ -283,6 +283,14 @@ pub fn upgrade_job(app: &App, intent: &JobIntent, settings: &PodSettings) -> Job
             SECRET_DIR.to_owned(),
             "--log-format".to_owned(),
             "json".to_owned(),
+            // The App's own directory on the claim: Apps sharing a claim
+            // never share backups (or their retention).
+            "--app".to_owned(),
+            format!(
+                "{}/{}",
+                app.metadata.namespace.as_deref().unwrap_or_default(),
+                app.metadata.name.as_deref().unwrap_or_default()
+            ),
         ]),
         env: Some(vec![
             env("PGSSLMODE", app.spec.database.ssl_mode.as_libpq()),
@@ -525,6 +533,16 @@ mod tests {
                 serde_json::json!("--release"),
                 serde_json::json!("7.10.1")
             ])
+        );
+        let args = container["args"].as_array().cloned().unwrap_or_default();
+        assert_eq!(
+            args[args.len() - 2..],
+            [serde_json::json!("--app"), serde_json::json!("ns/shop")],
+            "the App's own backup directory"
+        );
+        assert!(
+            crate::db_upgrade::backup::AppIdentity::parse("ns/shop").is_ok(),
+            "app-db-upgrade accepts it"
         );
         assert_eq!(
             container["securityContext"]["capabilities"]["drop"],
