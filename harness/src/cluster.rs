@@ -58,6 +58,11 @@ pub enum ClusterError {
     Postgres(#[from] PostgresError),
     #[error("PostgreSQL started but could not be handed over to the cluster's teardown")]
     PostgresDetach,
+    #[error("cluster {name} has no recorded {component} process")]
+    NoComponent {
+        name: ClusterName,
+        component: &'static str,
+    },
     #[error("importing {archive}: {detail}")]
     Import { archive: PathBuf, detail: String },
     #[error("leftovers of an earlier cluster {name} could not be cleared:\n{details}")]
@@ -207,6 +212,34 @@ impl Cluster {
             start_and_wait(&opm.spec(), &opm.component(), OLM_READY, || opm.ready()).await?;
         self.state.record(record.clone())?;
         Ok((record, opm.address()))
+    }
+
+    /// Kills OLM's `olm` operator with SIGKILL, as a crash would, starts it
+    /// again from the same spec and waits until it is ready; its record in
+    /// the state file is replaced, so `down` stops the new process. Returns
+    /// how long it was gone.
+    pub async fn restart_olm(&mut self) -> Result<Duration, ClusterError> {
+        let context = self.context();
+        let olm = Olm { cluster: &context };
+        let position = self
+            .state
+            .processes
+            .iter()
+            .position(|record| record.component == Olm::NAME)
+            .ok_or_else(|| ClusterError::NoComponent {
+                name: self.state.layout.name.clone(),
+                component: Olm::NAME,
+            })?;
+        let since = Instant::now();
+        self.state.processes[position].kill();
+        let probe = HealthProbe::new(&context.pki.ca())?;
+        let record = start_and_wait(&olm.spec(), "Restarting olm", OLM_READY, || {
+            olm.ready(&probe)
+        })
+        .await?;
+        self.state.processes[position] = record;
+        self.state.save()?;
+        Ok(since.elapsed())
     }
 
     async fn start_all(

@@ -234,6 +234,19 @@ impl ProcessRecord {
         Stopped::Killed
     }
 
+    /// Sends SIGKILL (no chance to clean up, as in a crash) and waits for
+    /// the process to be gone.
+    pub fn kill(&self) -> Stopped {
+        if !self.is_running() {
+            return Stopped::AlreadyGone;
+        }
+        if kill(Pid::from_raw(self.pid), Signal::SIGKILL).is_err() {
+            return Stopped::AlreadyGone;
+        }
+        wait_until(|| !self.is_running(), Duration::from_secs(10));
+        Stopped::Killed
+    }
+
     pub fn log_tail(&self) -> String {
         log_tail(&self.log, 30)
     }
@@ -431,6 +444,25 @@ mod tests {
         ));
         assert_eq!(record.stop(Duration::from_millis(300)), Stopped::Killed);
         assert!(!record.is_running());
+    }
+
+    #[test]
+    fn a_killed_process_gets_no_say() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = dir.path().join("victim.log");
+        let spec = ProcessSpec::new("victim", "/bin/sh", &log).args([
+            "-c",
+            "trap 'echo cleaned up' TERM; echo trapped; while :; do sleep 1; done",
+        ]);
+        let record = spec.start().expect("start");
+        assert!(wait_until(
+            || log_tail(&log, 5).contains("trapped"),
+            Duration::from_secs(10)
+        ));
+        assert_eq!(record.kill(), Stopped::Killed);
+        assert!(!record.is_running());
+        assert!(!log_tail(&log, 5).contains("cleaned up"));
+        assert_eq!(record.kill(), Stopped::AlreadyGone);
     }
 
     #[tokio::test]

@@ -111,6 +111,20 @@ impl TestCluster {
     }
 }
 
+impl TestCluster {
+    /// Kills OLM's `olm` operator (SIGKILL) and starts it again, for tests
+    /// of what a crash of OLM does mid-upgrade; returns once it is ready
+    /// again. Every test on the shared cluster sees OLM pause meanwhile.
+    pub async fn restart_olm(&self) -> Duration {
+        let mut cluster = crate::cluster::Cluster::attach(&self.name)
+            .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"));
+        cluster
+            .restart_olm()
+            .await
+            .unwrap_or_else(|error| panic!("restarting olm on cluster {}: {error}", self.name))
+    }
+}
+
 /// A running `opm serve`; stopped on drop.
 #[derive(Debug)]
 pub struct ServedCatalog {
