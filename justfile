@@ -39,7 +39,7 @@ test-fast:
     cargo test
     cargo test --package upgrade-gate --features testing --doc
     cargo build --workspace --bins
-    cargo test --package upgrade-gate-tests --test cli
+    cargo test --package upgrade-gate-tests --lib --test cli
 
 # The database upgrade against throwaway PostgreSQL 15 and 18 servers (root; docs/database-upgrade.md).
 test-postgres:
@@ -174,6 +174,29 @@ demo: cluster-bins pause-image image
     UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}" \
     DEMO_IMAGE_ARCHIVE="$(just image-archive)" \
       tools/demo/run.sh
+
+# The chain runner (`chain`, tests/bin/chain.rs) on a local cluster of its
+# own, started and torn down by it. Settings are KEY=VALUE words.
+chain_env := "UPGRADE_GATE_TOOLS=\"$(UPGRADE_GATE_CACHE=" + cache + " tools/bin-dir.sh)\" UPGRADE_GATE_PAUSE_ARCHIVE=" + pause_archive + " UPGRADE_GATE_IMAGE_ARCHIVE=\"$(just image-archive)\""
+
+# Each run in a fresh namespace with its own database and Subscription, judged
+# raced/damaged; writes target/race/gate-<GATE>.json and prints a table (docs/race.md).
+# Settings: RUNS=N (10), GATE=on|off (on), ROWS=N executions seeded (2000000).
+# The race, measured: RUNS runs of the chain with the gate on or off.
+race *SETTINGS: cluster-bins pause-image image
+    #!/usr/bin/env bash
+    set -euo pipefail
+    runs=10 gate=on rows=2000000
+    for setting in {{SETTINGS}}; do
+      case $setting in
+        RUNS=*) runs=${setting#RUNS=} ;;
+        GATE=*) gate=${setting#GATE=} ;;
+        ROWS=*) rows=${setting#ROWS=} ;;
+        *) echo "just race: unknown setting $setting (RUNS=N GATE=on|off ROWS=N)" >&2; exit 2 ;;
+      esac
+    done
+    cargo build --workspace --bins
+    {{chain_env}} target/debug/chain --cluster "race-$$" race --runs "$runs" --gate "$gate" --rows "$rows"
 
 # The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
 # tears it down and checks leftovers.

@@ -7,6 +7,7 @@
 //! `UPGRADE_GATE_PG18_DIR` and `UPGRADE_GATE_PG_BIN_DIR`); without them the
 //! tests fail and say so.
 
+mod chain_digest;
 mod db_tls;
 mod db_upgrade;
 mod fixture;

@@ -4,7 +4,7 @@
 //! to the Job's UID. The guard deletes the (cluster-scoped) volume and the
 //! directory; the claim goes with the namespace.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::PostParams;
@@ -23,7 +23,23 @@ pub struct BackupVolume {
 impl BackupVolume {
     /// Creates claim `claim` in `namespace` and the volume bound to it.
     pub async fn create(client: Client, kubeconfig: PathBuf, namespace: &str, claim: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
+        Self::create_in(&std::env::temp_dir(), client, kubeconfig, namespace, claim).await
+    }
+
+    /// [`Self::create`] with the volume's directory below `parent` (e.g.
+    /// the cluster's state directory, which its teardown removes even when
+    /// the guard is never dropped).
+    pub async fn create_in(
+        parent: &Path,
+        client: Client,
+        kubeconfig: PathBuf,
+        namespace: &str,
+        claim: &str,
+    ) -> Self {
+        std::fs::create_dir_all(parent)
+            .unwrap_or_else(|error| panic!("creating {}: {error}", parent.display()));
+        let dir = tempfile::tempdir_in(parent)
+            .unwrap_or_else(|error| panic!("temp dir in {}: {error}", parent.display()));
         std::os::unix::fs::chown(dir.path(), Some(JOB_UID), Some(JOB_UID))
             .unwrap_or_else(|error| panic!("chown {}: {error}", dir.path().display()));
         let name = format!("{namespace}-{claim}");

@@ -19,9 +19,11 @@
 //! | [`object_history`] | every version of watched objects, timestamped |
 //! | [`container_task_events`] | containerd's task start/exit times |
 //! | [`apiserver_without_olm`] | a second API server that does not serve OLM |
+//! | [`chain`] | the upgrade chain through OLM, recorded and judged (`chain` binary, `just race`, `just demo`) |
 
 pub mod apiserver_without_olm;
 pub mod backup_volume;
+pub mod chain;
 pub mod cluster_database;
 pub mod container_task_events;
 pub mod gate_probe_catalog;
@@ -38,16 +40,21 @@ pub fn repository_root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
-/// The path of one of the workspace's binaries in the test's own target
+/// The path of one of the workspace's binaries in the caller's own target
 /// directory (`target/<profile>/<name>`). Panics, saying how to build it,
 /// when it is missing.
 pub fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary knows its path");
-    // target/<profile>/deps/<test binary>
-    let profile_dir = exe
+    let exe = std::env::current_exe().expect("the running binary knows its path");
+    // A test binary is target/<profile>/deps/<name>-<hash>; a bin of this
+    // crate (`chain`) is target/<profile>/<name>.
+    let dir = exe
         .parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test binary lives in target/<profile>/deps");
+        .expect("the running binary lives in a directory");
+    let profile_dir = if dir.ends_with("deps") {
+        dir.parent().expect("target/<profile>/deps has a parent")
+    } else {
+        dir
+    };
     let path = profile_dir.join(name);
     assert!(
         path.is_file(),

@@ -117,6 +117,12 @@ where
         }
     }
 
+    /// The versions recorded so far, notified of each new one: for a
+    /// follower that turns versions into facts as they come.
+    pub fn follow(&self) -> watch::Receiver<Vec<Observed<K>>> {
+        self.records.clone()
+    }
+
     /// Every version recorded so far.
     pub fn snapshot(&self) -> Vec<Observed<K>> {
         self.records.borrow().clone()

@@ -1,0 +1,637 @@
+//! From two successive versions of a watched object to the facts that
+//! changed between them: the pure half of the recorders.
+//!
+//! Owns: what counts as a change worth a fact for CSVs, OperatorConditions,
+//! Jobs, pods and Apps, and how an object names its release. Must not
+//! touch: the cluster (pure functions over JSON and the typed
+//! OperatorCondition).
+
+use serde_json::Value;
+use upgrade_gate::operator_condition::OperatorCondition;
+
+use super::timeline::{Fact, JobChange, PodChange, PodKind};
+
+/// The CSV (and OperatorCondition) name prefix of the package.
+pub const CSV_PREFIX: &str = "upgrade-gate.v";
+/// The operator Deployment's pod label.
+pub const OPERATOR_POD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "app-operator");
+/// The operator's main container.
+pub const OPERATOR_CONTAINER: &str = "app-operator";
+/// The env var naming the release an operator pod acts as.
+pub const RELEASE_ENV: &str = "UPGRADE_GATE_RELEASE";
+/// The label the operator puts on its Jobs and their pods.
+pub const RELEASE_LABEL: &str = "upgrade-gate.dev/release";
+/// The label the Job controller puts on a Job's pods.
+pub const JOB_NAME_LABEL: &str = "job-name";
+
+/// The release a CSV or OperatorCondition name stands for.
+pub fn release_of_csv(name: &str) -> String {
+    name.strip_prefix(CSV_PREFIX).unwrap_or(name).to_owned()
+}
+
+fn name(object: &Value) -> String {
+    text(object, &["metadata", "name"]).to_owned()
+}
+
+fn text<'a>(object: &'a Value, path: &[&str]) -> &'a str {
+    path.iter()
+        .fold(object, |value, key| &value[*key])
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// Facts of a ClusterServiceVersion.
+pub fn csv_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Vec<Fact> {
+    let release = release_of_csv(&name(current));
+    if deleted {
+        return vec![Fact::CsvDeleted { release }];
+    }
+    let mut facts = Vec::new();
+    if previous.is_none() {
+        facts.push(Fact::CsvCreated {
+            release: release.clone(),
+        });
+    }
+    let phase_of = |object: &Value| {
+        (
+            text(object, &["status", "phase"]).to_owned(),
+            text(object, &["status", "reason"]).to_owned(),
+        )
+    };
+    let now = phase_of(current);
+    let before = previous.map(phase_of).unwrap_or_default();
+    if !now.0.is_empty() && now != before {
+        facts.push(Fact::CsvPhase {
+            release,
+            phase: now.0,
+            reason: now.1,
+            message: text(current, &["status", "message"]).to_owned(),
+        });
+    }
+    facts
+}
+
+/// Facts of an OperatorCondition.
+pub fn condition_facts(
+    previous: Option<&OperatorCondition>,
+    current: &OperatorCondition,
+    deleted: bool,
+) -> Vec<Fact> {
+    let release = release_of_csv(&kube::ResourceExt::name_any(current));
+    if deleted {
+        return vec![Fact::ConditionDeleted { release }];
+    }
+    let mut facts = Vec::new();
+    if previous.is_none() {
+        facts.push(Fact::ConditionCreated {
+            release: release.clone(),
+        });
+    }
+    let generation = current.generation();
+    let spec = |object: &OperatorCondition| {
+        object
+            .upgradeable_in_spec()
+            .map(|entry| (entry.status().to_owned(), entry.reason().to_owned()))
+    };
+    let status = |object: &OperatorCondition| {
+        object.upgradeable_in_status().map(|entry| {
+            (
+                entry.status().to_owned(),
+                entry.reason().to_owned(),
+                entry.observed_generation(),
+            )
+        })
+    };
+    let overridden = |object: &OperatorCondition| {
+        object
+            .upgradeable_override()
+            .map(|entry| entry.status().to_owned())
+    };
+    let now_spec = spec(current);
+    if previous.map_or(now_spec.is_some(), |previous| spec(previous) != now_spec) {
+        let (status, reason) = now_spec.unzip();
+        facts.push(Fact::ConditionSpec {
+            release: release.clone(),
+            status,
+            reason,
+            generation,
+        });
+    }
+    let now_status = status(current);
+    if previous.map_or(now_status.is_some(), |previous| {
+        status(previous) != now_status
+    }) {
+        facts.push(Fact::ConditionStatus {
+            release: release.clone(),
+            status: now_status.as_ref().map(|entry| entry.0.clone()),
+            reason: now_status.as_ref().map(|entry| entry.1.clone()),
+            observed_generation: now_status.as_ref().map(|entry| entry.2),
+            generation,
+        });
+    }
+    let now_override = overridden(current);
+    if previous.map_or(now_override.is_some(), |previous| {
+        overridden(previous) != now_override
+    }) {
+        facts.push(Fact::ConditionOverride {
+            release,
+            status: now_override,
+        });
+    }
+    facts
+}
+
+fn condition_true(object: &Value, path: &[&str], type_: &str) -> bool {
+    path.iter()
+        .fold(object, |value, key| &value[*key])
+        .as_array()
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == type_ && c["status"] == "True")
+        })
+}
+
+/// Facts of an upgrade Job (any other Job answers nothing).
+pub fn job_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Vec<Fact> {
+    let release = text(current, &["metadata", "labels", RELEASE_LABEL]).to_owned();
+    if release.is_empty() {
+        return Vec::new();
+    }
+    let job = name(current);
+    let fact = |change| Fact::Job {
+        job: job.clone(),
+        release: release.clone(),
+        change,
+    };
+    if deleted {
+        return vec![fact(JobChange::Deleted)];
+    }
+    let active = |object: &Value| object["status"]["active"].as_i64().unwrap_or(0) > 0;
+    let complete = |object: &Value| condition_true(object, &["status", "conditions"], "Complete");
+    let failed = |object: &Value| condition_true(object, &["status", "conditions"], "Failed");
+    let mut facts = Vec::new();
+    if previous.is_none() {
+        facts.push(fact(JobChange::Created));
+    }
+    if active(current) && !previous.is_some_and(active) {
+        facts.push(fact(JobChange::Active));
+    }
+    if complete(current) && !previous.is_some_and(complete) {
+        facts.push(fact(JobChange::Succeeded));
+    }
+    if failed(current) && !previous.is_some_and(failed) {
+        facts.push(fact(JobChange::Failed));
+    }
+    facts
+}
+
+/// What a pod is to the chain: an operator pod of a release, a Job pod of
+/// a release, or nothing the judge reads (server pods, one-off pods).
+pub fn pod_role(pod: &Value) -> Option<(PodKind, String)> {
+    let (label, value) = OPERATOR_POD_LABEL;
+    if pod["metadata"]["labels"][label] == value {
+        let release = pod["spec"]["containers"]
+            .as_array()?
+            .iter()
+            .find(|container| container["name"] == OPERATOR_CONTAINER)?["env"]
+            .as_array()?
+            .iter()
+            .find(|env| env["name"] == RELEASE_ENV)?["value"]
+            .as_str()?
+            .to_owned();
+        return Some((PodKind::Operator, release));
+    }
+    let labels = &pod["metadata"]["labels"];
+    if labels[JOB_NAME_LABEL].is_string() {
+        let release = labels[RELEASE_LABEL].as_str()?.to_owned();
+        return Some((PodKind::Job, release));
+    }
+    None
+}
+
+/// The container whose start makes a pod "started".
+fn main_container(kind: PodKind, pod: &Value) -> String {
+    match kind {
+        PodKind::Operator => OPERATOR_CONTAINER.to_owned(),
+        PodKind::Job => pod["spec"]["containers"][0]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    }
+}
+
+/// `(container, state)` of every init and main container.
+fn container_states(pod: &Value) -> Vec<(String, Value)> {
+    ["initContainerStatuses", "containerStatuses"]
+        .iter()
+        .flat_map(|field| {
+            pod["status"][*field]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|status| {
+            (
+                status["name"].as_str().unwrap_or_default().to_owned(),
+                status["state"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Facts of a pod of the chain (any other pod answers nothing).
+pub fn pod_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Vec<Fact> {
+    let Some((kind, release)) = pod_role(current) else {
+        return Vec::new();
+    };
+    let pod = name(current);
+    let fact = |change| Fact::Pod {
+        pod: pod.clone(),
+        kind,
+        release: release.clone(),
+        change,
+    };
+    let mut facts = Vec::new();
+    if previous.is_none() && !deleted {
+        facts.push(fact(PodChange::Created));
+    }
+    let main = main_container(kind, current);
+    let running = |object: &Value| {
+        container_states(object)
+            .iter()
+            .any(|(container, state)| *container == main && state["running"].is_object())
+    };
+    if running(current) && !previous.is_some_and(running) {
+        facts.push(fact(PodChange::Started));
+    }
+    let ready = |object: &Value| condition_true(object, &["status", "conditions"], "Ready");
+    if ready(current) && !previous.is_some_and(ready) {
+        facts.push(fact(PodChange::Ready));
+    }
+    let stopping = |object: &Value| object["metadata"]["deletionTimestamp"].is_string();
+    if stopping(current) && !previous.is_some_and(stopping) {
+        facts.push(fact(PodChange::Stopping));
+    }
+    let before = previous.map(container_states).unwrap_or_default();
+    for (container, state) in container_states(current) {
+        let terminated = &state["terminated"];
+        if !terminated.is_object() {
+            continue;
+        }
+        let known = before
+            .iter()
+            .any(|(seen, state)| *seen == container && state["terminated"] == *terminated);
+        if known {
+            continue;
+        }
+        facts.push(Fact::PodExited {
+            pod: pod.clone(),
+            kind,
+            release: release.clone(),
+            container,
+            exit_code: terminated["exitCode"]
+                .as_i64()
+                .and_then(|code| i32::try_from(code).ok())
+                .unwrap_or(-1),
+            reason: terminated["reason"].as_str().unwrap_or_default().to_owned(),
+            message: terminated["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        });
+    }
+    if deleted {
+        facts.push(fact(PodChange::Deleted));
+    }
+    facts
+}
+
+/// What the judge reads of an App's status.
+fn app_standing(app: &Value) -> (String, Option<String>, bool, Option<String>) {
+    let status = &app["status"];
+    let upgrade = status["upgrade"].is_object().then(|| {
+        format!(
+            "{} -> {} {} ({})",
+            text(status, &["upgrade", "from"]),
+            text(status, &["upgrade", "to"]),
+            text(status, &["upgrade", "job"]),
+            text(status, &["upgrade", "phase"])
+        )
+    });
+    (
+        text(status, &["phase"]).to_owned(),
+        status["database"]["release"].as_str().map(str::to_owned),
+        condition_true(app, &["status", "conditions"], "Ready"),
+        upgrade,
+    )
+}
+
+/// Facts of an App: one whenever what the judge reads changed.
+pub fn app_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Vec<Fact> {
+    if deleted || !current["status"].is_object() {
+        return Vec::new();
+    }
+    let now = app_standing(current);
+    if previous.map(app_standing) == Some(now.clone()) {
+        return Vec::new();
+    }
+    let (phase, database_release, ready, upgrade) = now;
+    vec![Fact::AppStatus {
+        app: name(current),
+        phase,
+        database_release,
+        ready,
+        upgrade,
+    }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn csv(phase: &str, reason: &str) -> Value {
+        json!({"metadata": {"name": "upgrade-gate.v7.10.1"},
+               "status": {"phase": phase, "reason": reason, "message": "m"}})
+    }
+
+    #[test]
+    fn a_csv_reports_creation_phase_changes_and_deletion() {
+        let created = csv("Pending", "OperatorConditionNotUpgradeable");
+        assert_eq!(
+            csv_facts(None, &created, false),
+            [
+                Fact::CsvCreated {
+                    release: "7.10.1".into()
+                },
+                Fact::CsvPhase {
+                    release: "7.10.1".into(),
+                    phase: "Pending".into(),
+                    reason: "OperatorConditionNotUpgradeable".into(),
+                    message: "m".into()
+                }
+            ]
+        );
+        assert_eq!(csv_facts(Some(&created), &created, false), []);
+        let installing = csv("InstallReady", "AllRequirementsMet");
+        assert!(matches!(
+            csv_facts(Some(&created), &installing, false).as_slice(),
+            [Fact::CsvPhase { phase, .. }] if phase == "InstallReady"
+        ));
+        assert_eq!(
+            csv_facts(Some(&installing), &installing, true),
+            [Fact::CsvDeleted {
+                release: "7.10.1".into()
+            }]
+        );
+        let without_status = json!({"metadata": {"name": "upgrade-gate.v7.10.1"}});
+        assert_eq!(csv_facts(None, &without_status, false).len(), 1);
+    }
+
+    fn condition(
+        spec: Value,
+        status: Value,
+        overrides: Value,
+        generation: i64,
+    ) -> OperatorCondition {
+        serde_json::from_value(json!({
+            "metadata": {"name": "upgrade-gate.v7.10.0", "generation": generation},
+            "spec": {"conditions": spec, "overrides": overrides},
+            "status": {"conditions": status}
+        }))
+        .expect("an OperatorCondition")
+    }
+
+    fn upgradeable(status: &str, reason: &str, observed: i64) -> Value {
+        json!([{"type": "Upgradeable", "status": status, "reason": reason, "message": "",
+                "lastTransitionTime": "2025-01-01T00:00:00Z", "observedGeneration": observed}])
+    }
+
+    #[test]
+    fn an_operator_condition_reports_spec_status_and_override_separately() {
+        let created = condition(json!([]), json!([]), json!([]), 1);
+        assert_eq!(
+            condition_facts(None, &created, false),
+            [Fact::ConditionCreated {
+                release: "7.10.0".into()
+            }]
+        );
+        let closed = condition(
+            upgradeable("False", "UpgradeInProgress", 0),
+            json!([]),
+            json!([]),
+            2,
+        );
+        assert_eq!(
+            condition_facts(Some(&created), &closed, false),
+            [Fact::ConditionSpec {
+                release: "7.10.0".into(),
+                status: Some("False".into()),
+                reason: Some("UpgradeInProgress".into()),
+                generation: 2
+            }]
+        );
+        let copied = condition(
+            upgradeable("False", "UpgradeInProgress", 0),
+            upgradeable("False", "UpgradeInProgress", 2),
+            json!([]),
+            2,
+        );
+        assert_eq!(
+            condition_facts(Some(&closed), &copied, false),
+            [Fact::ConditionStatus {
+                release: "7.10.0".into(),
+                status: Some("False".into()),
+                reason: Some("UpgradeInProgress".into()),
+                observed_generation: Some(2),
+                generation: 2
+            }]
+        );
+        let overridden = condition(
+            upgradeable("False", "UpgradeInProgress", 0),
+            upgradeable("False", "UpgradeInProgress", 2),
+            upgradeable("True", "AdminOverride", 0),
+            3,
+        );
+        assert_eq!(
+            condition_facts(Some(&copied), &overridden, false),
+            [Fact::ConditionOverride {
+                release: "7.10.0".into(),
+                status: Some("True".into())
+            }]
+        );
+        let emptied = condition(
+            json!([]),
+            upgradeable("False", "UpgradeInProgress", 2),
+            json!([]),
+            4,
+        );
+        assert!(matches!(
+            condition_facts(Some(&copied), &emptied, false).as_slice(),
+            [Fact::ConditionSpec { status: None, .. }]
+        ));
+        assert_eq!(
+            condition_facts(Some(&copied), &copied, true),
+            [Fact::ConditionDeleted {
+                release: "7.10.0".into()
+            }]
+        );
+    }
+
+    fn job(active: i64, conditions: Value) -> Value {
+        json!({"metadata": {"name": "shop-db-7-10-0-1", "labels": {RELEASE_LABEL: "7.10.0"}},
+               "status": {"active": active, "conditions": conditions}})
+    }
+
+    #[test]
+    fn an_upgrade_job_reports_each_stage_once() {
+        let created = job(0, json!([]));
+        let running = job(1, json!([]));
+        let done = job(0, json!([{"type": "Complete", "status": "True"}]));
+        let change = |facts: Vec<Fact>| -> Vec<JobChange> {
+            facts
+                .into_iter()
+                .map(|fact| match fact {
+                    Fact::Job { change, .. } => change,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(
+            change(job_facts(None, &created, false)),
+            [JobChange::Created]
+        );
+        assert_eq!(
+            change(job_facts(Some(&created), &running, false)),
+            [JobChange::Active]
+        );
+        assert_eq!(change(job_facts(Some(&running), &running, false)), []);
+        assert_eq!(
+            change(job_facts(Some(&running), &done, false)),
+            [JobChange::Succeeded]
+        );
+        let failed = job(0, json!([{"type": "Failed", "status": "True"}]));
+        assert_eq!(
+            change(job_facts(Some(&running), &failed, false)),
+            [JobChange::Failed]
+        );
+        assert_eq!(
+            change(job_facts(Some(&done), &done, true)),
+            [JobChange::Deleted]
+        );
+        let foreign = json!({"metadata": {"name": "seed"}});
+        assert_eq!(job_facts(None, &foreign, false), []);
+    }
+
+    fn operator_pod(status: Value, deleting: bool) -> Value {
+        let mut pod = json!({
+            "metadata": {"name": "app-operator-1", "labels": {"app.kubernetes.io/name": "app-operator"}},
+            "spec": {"containers": [{"name": "app-operator", "env": [{"name": RELEASE_ENV, "value": "7.10.0"}]}]},
+            "status": status
+        });
+        if deleting {
+            pod["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        }
+        pod
+    }
+
+    #[test]
+    fn an_operator_pod_reports_its_life_with_its_release() {
+        let pending = operator_pod(json!({}), false);
+        let running = operator_pod(
+            json!({"initContainerStatuses": [{"name": "upgrade-gate", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+                   "containerStatuses": [{"name": "app-operator", "state": {"running": {}}}],
+                   "conditions": [{"type": "Ready", "status": "True"}]}),
+            false,
+        );
+        let stopping = operator_pod(
+            json!({"initContainerStatuses": [{"name": "upgrade-gate", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+                   "containerStatuses": [{"name": "app-operator", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}),
+            true,
+        );
+        assert_eq!(
+            pod_facts(None, &pending, false),
+            [Fact::Pod {
+                pod: "app-operator-1".into(),
+                kind: PodKind::Operator,
+                release: "7.10.0".into(),
+                change: PodChange::Created
+            }]
+        );
+        let started: Vec<String> = pod_facts(Some(&pending), &running, false)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            started,
+            [
+                "7.10.0's operator pod app-operator-1 started",
+                "7.10.0's operator pod app-operator-1 ready",
+                "7.10.0's operator pod app-operator-1: container upgrade-gate exited 0 (Completed)"
+            ]
+        );
+        let stopped: Vec<String> = pod_facts(Some(&running), &stopping, false)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            stopped,
+            [
+                "7.10.0's operator pod app-operator-1 stopping",
+                "7.10.0's operator pod app-operator-1: container app-operator exited 0 (Completed)"
+            ]
+        );
+        assert!(matches!(
+            pod_facts(Some(&stopping), &stopping, true).as_slice(),
+            [Fact::Pod {
+                change: PodChange::Deleted,
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn job_pods_carry_the_jobs_release_and_other_pods_are_ignored() {
+        let job_pod = json!({
+            "metadata": {"name": "shop-db-7-10-0-1-abcde", "labels": {JOB_NAME_LABEL: "shop-db-7-10-0-1", RELEASE_LABEL: "7.10.0"}},
+            "spec": {"containers": [{"name": "app-db-upgrade"}]},
+            "status": {"containerStatuses": [{"name": "app-db-upgrade", "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": "{\"applied\": []}"}}}]}
+        });
+        let facts = pod_facts(None, &job_pod, false);
+        assert!(matches!(
+            facts.as_slice(),
+            [Fact::Pod { kind: PodKind::Job, change: PodChange::Created, .. },
+             Fact::PodExited { container, message, .. }]
+                if container == "app-db-upgrade" && message.contains("applied")
+        ));
+        let server = json!({"metadata": {"name": "shop-server-1", "labels": {"upgrade-gate.dev/app": "shop"}}});
+        assert_eq!(pod_facts(None, &server, false), []);
+    }
+
+    #[test]
+    fn an_app_reports_only_changes_of_what_the_judge_reads() {
+        let app = |phase: &str, release: &str, ready: &str| {
+            json!({"metadata": {"name": "shop"}, "status": {
+                "phase": phase, "database": {"release": release},
+                "conditions": [{"type": "Ready", "status": ready}]}})
+        };
+        let upgrading = app("Upgrading", "7.9.3", "False");
+        assert_eq!(
+            app_facts(None, &upgrading, false),
+            [Fact::AppStatus {
+                app: "shop".into(),
+                phase: "Upgrading".into(),
+                database_release: Some("7.9.3".into()),
+                ready: false,
+                upgrade: None
+            }]
+        );
+        assert_eq!(app_facts(Some(&upgrading), &upgrading, false), []);
+        let ready = app("Ready", "7.10.0", "True");
+        assert!(matches!(
+            app_facts(Some(&upgrading), &ready, false).as_slice(),
+            [Fact::AppStatus { ready: true, .. }]
+        ));
+    }
+}

@@ -1,0 +1,1163 @@
+//! Judging one chain run from its timeline and its end checks: did another
+//! upgrade start before one completed (raced), and did anything come to
+//! harm (damaged)? Pure functions; every conclusion comes with the observed
+//! facts it rests on and their times from the channel switch.
+//!
+//! Owns: the definitions of raced and damaged, the load check (did the
+//! middle release's Job outlast OLM's step to the next one by
+//! [`LOAD_MARGIN`]?) and how long the next release waited `Pending`.
+//! Must not touch: the cluster or the database.
+//!
+//! - **Raced**: the middle release's upgrade completes when its Job has
+//!   succeeded *and* its operator verified the schema (the App Ready with
+//!   its database at the middle release's schema — a gate opened by anyone
+//!   else proves nothing). The run raced when, before that, the middle
+//!   release's operator stopped for good (its last pod stopping — a pod
+//!   replaced by another pod of the same release is a restart, not an
+//!   upgrade) or an operator pod of a later release was created.
+//! - **Damaged**: an acknowledged write lost or changed; the data present
+//!   before the run changed; a migration missing at the end (cut off),
+//!   applied twice, or committed out of order; or the chain not ending with
+//!   the last release's CSV `Succeeded`, the App Ready at it and its gate
+//!   `Upgradeable=True` as OLM copied it at the current generation.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::digest::DataDigest;
+use super::timeline::{Event, Fact, JobChange, PodChange, PodKind, offset, seconds_between};
+use super::writer::WriterVerdict;
+
+/// How much longer than OLM's step to the next release the middle
+/// release's Job must run for a run to show the race.
+pub const LOAD_MARGIN: f64 = 10.0;
+/// The reason the operator gives when it opens the gate after verifying.
+pub const VERIFIED_REASON: &str = "UpgradeComplete";
+
+/// The chain a run plays.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Chain {
+    /// Installed before the switch (7.9.3).
+    pub from: String,
+    /// The release whose upgrade must not be cut short (7.10.0); `None`
+    /// when OLM is expected to jump over it (a skipRange).
+    pub middle: Option<String>,
+    /// The release that replaces the middle one (7.10.1).
+    pub next: String,
+    /// Where the chain ends (7.10.1, or 7.10.2 when one is published).
+    pub last: String,
+    /// The release whose schema the middle release's target is (an App's
+    /// `status.database.release` once verified by the middle release).
+    pub middle_schema: Option<String>,
+    /// The same for the last release (7.10.2 carries no migration of its
+    /// own: its schema is 7.10.1's).
+    pub last_schema: String,
+    /// The migrations the end schema must hold, in order: (version, name).
+    pub migrations: Vec<(i64, String)>,
+}
+
+/// One row of the migration history at the end.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HistoryRow {
+    pub version: i64,
+    pub name: String,
+    pub applied_on: String,
+}
+
+/// What the runner checked after the chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndChecks {
+    pub data_before: DataDigest,
+    pub data_after: DataDigest,
+    pub writer: WriterVerdict,
+    pub history: Vec<HistoryRow>,
+    /// What the last release's `app-db-upgrade plan` says of the schema at
+    /// the end: `Ok` at its target, `Err` what it would do or refuse.
+    pub schema: Result<String, String>,
+}
+
+/// The judgement of one run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub raced: bool,
+    pub damaged: bool,
+    /// The facts each conclusion rests on, with their times.
+    pub evidence: Vec<String>,
+    /// How long the next release's CSV stayed `Pending`.
+    pub pending_seconds: Option<f64>,
+    /// Middle Job's success minus the next CSV's creation.
+    pub load_margin_seconds: Option<f64>,
+    /// Whether the load check held (`None`: not measurable, said in evidence).
+    pub load_ok: Option<bool>,
+}
+
+/// Judges a run.
+pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
+    let zero = zero_of(events);
+    let mut evidence = Vec::new();
+    let (raced, found) = race_of(events, chain);
+    evidence.extend(found);
+    let pending_seconds = pending(events, &chain.next, zero, &mut evidence);
+    let (load_margin_seconds, load_ok) = match &chain.middle {
+        Some(middle) => load(events, chain, middle, zero, &mut evidence),
+        None => (None, None),
+    };
+    let mut damaged = false;
+    damaged |= !end_state(events, chain, zero, &mut evidence);
+    damaged |= !migrations(events, chain, &checks.history, zero, &mut evidence);
+    match &checks.schema {
+        Ok(at) => evidence.push(format!("schema at the end: {at}")),
+        Err(plan) => {
+            damaged = true;
+            evidence.push(format!(
+                "DAMAGED: the schema is not at {}'s target: {plan}",
+                chain.last
+            ));
+        }
+    }
+    damaged |= !data(checks, &mut evidence);
+    damaged |= !writes(&checks.writer, zero, &mut evidence);
+    Verdict {
+        raced,
+        damaged,
+        evidence,
+        pending_seconds,
+        load_margin_seconds,
+        load_ok,
+    }
+}
+
+/// Whether the chain reached its end: the last release's CSV `Succeeded`,
+/// the App Ready at it, its gate `Upgradeable=True` as OLM copied it.
+pub fn chain_ended(events: &[Event], chain: &Chain) -> bool {
+    end_state(events, chain, zero_of(events), &mut Vec::new())
+}
+
+/// Whether the run raced, and the facts that say so (a chain without a
+/// middle release cannot race: there is no upgrade to cut short).
+pub fn race_of(events: &[Event], chain: &Chain) -> (bool, Vec<String>) {
+    let zero = zero_of(events);
+    let mut evidence = Vec::new();
+    let raced = match &chain.middle {
+        Some(middle) => race(events, chain, middle, zero, &mut evidence),
+        None => {
+            evidence.push(no_middle(events, chain, zero));
+            false
+        }
+    };
+    (raced, evidence)
+}
+
+/// Time zero: the channel switch (the first event if there was none).
+pub fn zero_of(events: &[Event]) -> Timestamp {
+    super::timeline::switched_at(events)
+        .or_else(|| events.first().map(|event| event.at))
+        .unwrap_or_default()
+}
+
+fn after(events: &[Event], zero: Timestamp) -> impl Iterator<Item = &Event> {
+    events.iter().filter(move |event| event.at >= zero)
+}
+
+/// When the middle release's upgrade completed: its Job succeeded and the
+/// schema was verified (both needed; the later of the two).
+fn completion(
+    events: &[Event],
+    middle: &str,
+    middle_schema: &str,
+    zero: Timestamp,
+) -> Option<(Timestamp, Vec<String>)> {
+    let job = after(events, zero).find(|event| {
+        matches!(&event.fact, Fact::Job { release, change: JobChange::Succeeded, .. } if release == middle)
+    })?;
+    // Only the operator of the middle release marks the App Ready at its
+    // schema; a gate opened by anyone (`upgrade-gate release` writes
+    // `UpgradeComplete` too) proves nothing about the schema.
+    let verified = after(events, zero).find(|event| {
+        matches!(&event.fact, Fact::AppStatus { ready: true, database_release: Some(release), .. }
+            if release == middle_schema)
+    })?;
+    let at = job.at.max(verified.at);
+    Some((
+        at,
+        vec![
+            format!("{}: {}", offset(zero, job.at), job.fact),
+            format!(
+                "{}: schema verified: {}",
+                offset(zero, verified.at),
+                verified.fact
+            ),
+        ],
+    ))
+}
+
+/// When each operator pod of `release` was created and when it stopped.
+fn operator_pods(
+    events: &[Event],
+    release: &str,
+) -> BTreeMap<String, (Timestamp, Option<(Timestamp, String)>)> {
+    let mut pods: BTreeMap<String, (Timestamp, Option<(Timestamp, String)>)> = BTreeMap::new();
+    for event in events {
+        let (pod, stop) = match &event.fact {
+            Fact::Pod {
+                pod,
+                kind: PodKind::Operator,
+                release: of,
+                change,
+            } if of == release => (
+                pod,
+                matches!(change, PodChange::Stopping | PodChange::Deleted),
+            ),
+            Fact::PodExited {
+                pod,
+                kind: PodKind::Operator,
+                release: of,
+                container,
+                ..
+            } if of == release && container == super::facts::OPERATOR_CONTAINER => (pod, true),
+            _ => continue,
+        };
+        let entry = pods.entry(pod.clone()).or_insert((event.at, None));
+        if stop && entry.1.is_none() {
+            entry.1 = Some((event.at, event.fact.to_string()));
+        }
+    }
+    pods
+}
+
+fn race(
+    events: &[Event],
+    chain: &Chain,
+    middle: &str,
+    zero: Timestamp,
+    evidence: &mut Vec<String>,
+) -> bool {
+    let middle_schema = chain.middle_schema.as_deref().unwrap_or(middle);
+    let completed = completion(events, middle, middle_schema, zero);
+    match &completed {
+        Some((at, facts)) => {
+            evidence.extend(facts.iter().cloned());
+            evidence.push(format!(
+                "{}: {middle}'s upgrade complete",
+                offset(zero, *at)
+            ));
+        }
+        None => {
+            let job = after(events, zero).find(|event| {
+                matches!(&event.fact, Fact::Job { release, change: JobChange::Created, .. } if release == middle)
+            });
+            evidence.push(match job {
+                Some(job) => format!(
+                    "{middle}'s upgrade never completed ({} at {}; no success and verification by {middle} followed)",
+                    job.fact,
+                    offset(zero, job.at)
+                ),
+                None => format!("{middle}'s operator never created an upgrade Job"),
+            });
+        }
+    }
+    let middle_pods = operator_pods(events, middle);
+    let last_middle = middle_pods.iter().max_by_key(|(_, (created, _))| *created);
+    let stopped = last_middle.and_then(|(_, (_, stop))| stop.clone());
+    if middle_pods.len() > 1 {
+        evidence.push(format!(
+            "{middle} ran {} operator pods; only the last one's stop ends {middle}'s operator",
+            middle_pods.len()
+        ));
+    }
+    let next_pod = after(events, zero).find(|event| {
+        matches!(&event.fact, Fact::Pod { kind: PodKind::Operator, release, change: PodChange::Created, .. }
+            if later(release, middle))
+    });
+    let mut cut: Vec<(Timestamp, String)> = Vec::new();
+    if let Some((at, fact)) = &stopped {
+        cut.push((*at, format!("{middle}'s operator stopped for good: {fact}")));
+    }
+    if let Some(pod) = next_pod {
+        cut.push((pod.at, format!("the next upgrade started: {}", pod.fact)));
+    }
+    cut.sort_by_key(|(at, _)| *at);
+    let Some((first_cut, what)) = cut.first() else {
+        evidence.push(format!(
+            "not raced: {middle}'s operator was never stopped and no later release started"
+        ));
+        return false;
+    };
+    match completed {
+        Some((done, _)) if done <= *first_cut => {
+            evidence.push(format!(
+                "not raced: {} at {}, after {middle}'s upgrade completed at {}",
+                what,
+                offset(zero, *first_cut),
+                offset(zero, done)
+            ));
+            false
+        }
+        Some((done, _)) => {
+            evidence.push(format!(
+                "RACED: {} at {}, {:.1} s before {middle}'s upgrade completed at {}",
+                what,
+                offset(zero, *first_cut),
+                seconds_between(*first_cut, done),
+                offset(zero, done)
+            ));
+            true
+        }
+        None => {
+            evidence.push(format!(
+                "RACED: {} at {}, and {middle}'s upgrade never completed",
+                what,
+                offset(zero, *first_cut)
+            ));
+            true
+        }
+    }
+}
+
+/// Whether `release` is a later version than `than` (both `x.y.z`).
+fn later(release: &str, than: &str) -> bool {
+    match (
+        release.parse::<semver::Version>(),
+        than.parse::<semver::Version>(),
+    ) {
+        (Ok(release), Ok(than)) => release > than,
+        _ => false,
+    }
+}
+
+fn no_middle(events: &[Event], chain: &Chain, zero: Timestamp) -> String {
+    let between: Vec<String> = after(events, zero)
+        .filter_map(|event| match &event.fact {
+            Fact::CsvCreated { release } if *release != chain.from && *release != chain.last => {
+                Some(release.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    if between.is_empty() {
+        format!(
+            "no release between {} and {} was installed: OLM went straight to {}",
+            chain.from, chain.last, chain.last
+        )
+    } else {
+        format!(
+            "releases installed between {} and {}: {}",
+            chain.from,
+            chain.last,
+            between.join(", ")
+        )
+    }
+}
+
+/// How long `release`'s CSV stayed Pending (first Pending to the first
+/// phase after it).
+fn pending(
+    events: &[Event],
+    release: &str,
+    zero: Timestamp,
+    evidence: &mut Vec<String>,
+) -> Option<f64> {
+    let phases: Vec<(&Event, &str)> = events
+        .iter()
+        .filter_map(|event| match &event.fact {
+            Fact::CsvPhase {
+                release: of, phase, ..
+            } if of == release => Some((event, phase.as_str())),
+            _ => None,
+        })
+        .collect();
+    let start = phases.iter().position(|(_, phase)| *phase == "Pending")?;
+    let (pending, _) = phases[start];
+    let end = phases[start..]
+        .iter()
+        .position(|(_, phase)| *phase != "Pending")?
+        + start;
+    let left = &phases[end];
+    let mut reasons: Vec<&str> = Vec::new();
+    for (event, _) in &phases[start..end] {
+        if let Fact::CsvPhase { reason, .. } = &event.fact
+            && !reason.is_empty()
+            && !reasons.contains(&reason.as_str())
+        {
+            reasons.push(reason);
+        }
+    }
+    let reason = if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", reasons.join(", then "))
+    };
+    let seconds = seconds_between(pending.at, left.0.at);
+    evidence.push(format!(
+        "CSV upgrade-gate.v{release} Pending{reason} from {} to {}: waited {seconds:.1} s",
+        offset(zero, pending.at),
+        offset(zero, left.0.at)
+    ));
+    Some(seconds)
+}
+
+/// The upgrade outcomes the Job pods reported: (pod, versions applied).
+fn job_outcomes(events: &[Event]) -> Vec<(String, Vec<i64>)> {
+    events
+        .iter()
+        .filter_map(|event| match &event.fact {
+            Fact::PodExited {
+                pod,
+                kind: PodKind::Job,
+                exit_code: 0,
+                message,
+                ..
+            } => {
+                let outcome: serde_json::Value = serde_json::from_str(message).ok()?;
+                let applied = outcome["applied"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|step| step["version"].as_i64())
+                    .collect();
+                Some((pod.clone(), applied))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn load(
+    events: &[Event],
+    chain: &Chain,
+    middle: &str,
+    zero: Timestamp,
+    evidence: &mut Vec<String>,
+) -> (Option<f64>, Option<bool>) {
+    let next_created = after(events, zero).find(
+        |event| matches!(&event.fact, Fact::CsvCreated { release } if *release == chain.next),
+    );
+    let job_done = after(events, zero).find(|event| {
+        matches!(&event.fact, Fact::Job { release, change: JobChange::Succeeded, .. } if release == middle)
+    });
+    match (next_created, job_done) {
+        (Some(next), Some(done)) => {
+            let margin = seconds_between(next.at, done.at);
+            let ok = margin >= LOAD_MARGIN;
+            evidence.push(if ok {
+                format!(
+                    "load: {middle}'s Job succeeded {margin:.1} s after OLM created CSV upgrade-gate.v{} (at least {LOAD_MARGIN} s needed)",
+                    chain.next
+                )
+            } else {
+                format!(
+                    "LOAD TOO SMALL: {middle}'s Job succeeded only {margin:.1} s after OLM created CSV upgrade-gate.v{} (at least {LOAD_MARGIN} s needed): this run cannot show the race; seed more rows",
+                    chain.next
+                )
+            });
+            (Some(margin), Some(ok))
+        }
+        (None, _) => {
+            evidence.push(format!(
+                "load: OLM never created CSV upgrade-gate.v{}: not measurable",
+                chain.next
+            ));
+            (None, None)
+        }
+        (Some(next), None) => {
+            let reshaped = job_outcomes(events)
+                .into_iter()
+                .filter(|(_, applied)| {
+                    applied.len() > 1
+                        || applied
+                            .iter()
+                            .any(|v| chain.migrations.iter().any(|(m, _)| m == v))
+                })
+                .map(|(pod, applied)| format!("{pod} applied {}", versions(&applied)))
+                .collect::<Vec<_>>();
+            evidence.push(format!(
+                "load: {middle}'s Job never succeeded (OLM created CSV upgrade-gate.v{} at {}): not measurable; {}",
+                chain.next,
+                offset(zero, next.at),
+                if reshaped.is_empty() {
+                    "no Job reported applying migrations".to_owned()
+                } else {
+                    reshaped.join("; ")
+                }
+            ));
+            (None, None)
+        }
+    }
+}
+
+fn versions(applied: &[i64]) -> String {
+    if applied.is_empty() {
+        return "nothing".to_owned();
+    }
+    applied
+        .iter()
+        .map(|version| format!("V{version}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The chain ended where it should; says what is missing otherwise.
+fn end_state(events: &[Event], chain: &Chain, zero: Timestamp, evidence: &mut Vec<String>) -> bool {
+    let last = &chain.last;
+    let schema = &chain.last_schema;
+    let mut missing = Vec::new();
+    let csv = events.iter().rev().find(|event| {
+        matches!(&event.fact, Fact::CsvPhase { release, .. } | Fact::CsvDeleted { release } if release == last)
+    });
+    match csv.map(|event| (&event.fact, event.at)) {
+        Some((Fact::CsvPhase { phase, .. }, at)) if phase == "Succeeded" => {
+            evidence.push(format!(
+                "{}: CSV upgrade-gate.v{last} Succeeded",
+                offset(zero, at)
+            ));
+        }
+        Some((fact, _)) => missing.push(format!(
+            "CSV upgrade-gate.v{last} Succeeded (last seen: {fact})"
+        )),
+        None => missing.push(format!("CSV upgrade-gate.v{last} Succeeded (never seen)")),
+    }
+    let app = events
+        .iter()
+        .rev()
+        .find(|event| matches!(event.fact, Fact::AppStatus { .. }));
+    match app.map(|event| (&event.fact, event.at)) {
+        Some((
+            Fact::AppStatus {
+                ready: true,
+                database_release: Some(release),
+                ..
+            },
+            at,
+        )) if release == schema => {
+            evidence.push(format!(
+                "{}: App Ready, database at {schema}'s schema",
+                offset(zero, at)
+            ));
+        }
+        Some((fact, _)) => missing.push(format!(
+            "the App Ready at {schema}'s schema (last seen: {fact})"
+        )),
+        None => missing.push(format!(
+            "the App Ready at {schema}'s schema (no App status seen)"
+        )),
+    }
+    let gate = events.iter().rev().find(|event| {
+        matches!(&event.fact, Fact::ConditionSpec { release, .. } | Fact::ConditionStatus { release, .. } | Fact::ConditionDeleted { release } if release == last)
+    });
+    match gate.map(|event| (&event.fact, event.at)) {
+        Some((
+            Fact::ConditionStatus {
+                status: Some(status),
+                observed_generation: Some(observed),
+                generation,
+                ..
+            },
+            at,
+        )) if status == "True" && observed == generation => {
+            evidence.push(format!(
+                "{}: {last}'s gate Upgradeable=True, copied by OLM at generation {generation}",
+                offset(zero, at)
+            ));
+        }
+        Some((fact, _)) => missing.push(format!(
+            "{last}'s gate Upgradeable=True in OLM's copy (last seen: {fact})"
+        )),
+        None => missing.push(format!(
+            "{last}'s gate Upgradeable=True (no OperatorCondition seen)"
+        )),
+    }
+    if missing.is_empty() {
+        true
+    } else {
+        evidence.push(format!(
+            "DAMAGED: the chain did not end: missing {}",
+            missing.join("; ")
+        ));
+        false
+    }
+}
+
+fn migrations(
+    events: &[Event],
+    chain: &Chain,
+    history: &[HistoryRow],
+    zero: Timestamp,
+    evidence: &mut Vec<String>,
+) -> bool {
+    let mut sound = true;
+    let expected: Vec<i64> = chain
+        .migrations
+        .iter()
+        .map(|(version, _)| *version)
+        .collect();
+    let present: Vec<i64> = history.iter().map(|row| row.version).collect();
+    let missing: Vec<i64> = expected
+        .iter()
+        .copied()
+        .filter(|v| !present.contains(v))
+        .collect();
+    if missing.is_empty() {
+        evidence.push(format!("schema history at the end: {}", versions(&present)));
+    } else {
+        sound = false;
+        evidence.push(format!(
+            "DAMAGED: migrations cut off: {} missing from the history at the end ({} present)",
+            versions(&missing),
+            versions(&present)
+        ));
+    }
+    // Each version: the distinct applied_on values seen, when first seen.
+    let mut seen: BTreeMap<i64, (Timestamp, Vec<String>)> = BTreeMap::new();
+    for event in events {
+        match &event.fact {
+            Fact::MigrationApplied {
+                version,
+                applied_on,
+                ..
+            } => {
+                let entry = seen.entry(*version).or_insert((event.at, Vec::new()));
+                if !entry.1.contains(applied_on) {
+                    entry.1.push(applied_on.clone());
+                }
+            }
+            Fact::MigrationRemoved { version } => {
+                sound = false;
+                evidence.push(format!(
+                    "DAMAGED: {}: migration V{version} left the history (rolled back or restored)",
+                    offset(zero, event.at)
+                ));
+            }
+            _ => {}
+        }
+    }
+    for (version, (_, applied_on)) in &seen {
+        if applied_on.len() > 1 {
+            sound = false;
+            evidence.push(format!(
+                "DAMAGED: migration V{version} applied {} times (applied_on {})",
+                applied_on.len(),
+                applied_on.join(", ")
+            ));
+        }
+    }
+    let mut by_jobs: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    for (pod, applied) in job_outcomes(events) {
+        if !applied.is_empty() {
+            evidence.push(format!("Job pod {pod} applied {}", versions(&applied)));
+        }
+        for version in applied {
+            by_jobs.entry(version).or_default().push(pod.clone());
+        }
+    }
+    for (version, pods) in &by_jobs {
+        if pods.len() > 1 {
+            sound = false;
+            evidence.push(format!(
+                "DAMAGED: migration V{version} applied by {} Jobs: {}",
+                pods.len(),
+                pods.join(", ")
+            ));
+        }
+    }
+    let order: Vec<(i64, Timestamp)> = seen
+        .iter()
+        .map(|(version, (at, _))| (*version, *at))
+        .collect();
+    for pair in order.windows(2) {
+        if pair[1].1 < pair[0].1 {
+            sound = false;
+            evidence.push(format!(
+                "DAMAGED: migration V{} committed at {}, before V{} at {}",
+                pair[1].0,
+                offset(zero, pair[1].1),
+                pair[0].0,
+                offset(zero, pair[0].1)
+            ));
+        }
+    }
+    let applied_on: Vec<(i64, Timestamp)> = history
+        .iter()
+        .filter_map(|row| Some((row.version, row.applied_on.parse::<Timestamp>().ok()?)))
+        .collect();
+    for pair in applied_on.windows(2) {
+        if pair[1].1 < pair[0].1 {
+            sound = false;
+            evidence.push(format!(
+                "DAMAGED: migration V{} has applied_on {} before V{}'s {}",
+                pair[1].0, pair[1].1, pair[0].0, pair[0].1
+            ));
+        }
+    }
+    for (version, (at, _)) in seen.iter().filter(|(_, (at, _))| *at >= zero) {
+        evidence.push(format!(
+            "{}: migration V{version} committed",
+            offset(zero, *at)
+        ));
+    }
+    sound
+}
+
+fn data(checks: &EndChecks, evidence: &mut Vec<String>) -> bool {
+    let (before, after) = (&checks.data_before, &checks.data_after);
+    if before == after {
+        evidence.push(format!(
+            "data present before the run intact: {}",
+            after.summary()
+        ));
+        true
+    } else {
+        evidence.push(format!(
+            "DAMAGED: the data present before the run changed: before {}; after {}",
+            before.summary(),
+            after.summary()
+        ));
+        false
+    }
+}
+
+fn writes(verdict: &WriterVerdict, zero: Timestamp, evidence: &mut Vec<String>) -> bool {
+    evidence.push(format!(
+        "writer: {} inserts and {} updates acknowledged, {} refused, {} of unknown outcome; {} rows checked: {} lost, {} changed",
+        verdict.inserts_acknowledged,
+        verdict.updates_acknowledged,
+        verdict.refused,
+        verdict.unknown,
+        verdict.rows_checked,
+        verdict.lost.len(),
+        verdict.changed.len()
+    ));
+    const EXAMPLES: usize = 3;
+    for damage in verdict.lost.iter().take(EXAMPLES) {
+        evidence.push(format!(
+            "DAMAGED: execution {} acknowledged at {} is gone",
+            damage.id,
+            offset(zero, damage.acknowledged_at)
+        ));
+    }
+    for damage in verdict.changed.iter().take(EXAMPLES) {
+        evidence.push(format!(
+            "DAMAGED: execution {} acknowledged at {} has other content now (digest {})",
+            damage.id,
+            offset(zero, damage.acknowledged_at),
+            damage.found.as_deref().unwrap_or("-")
+        ));
+    }
+    !verdict.damaged()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::digest::TableDigest;
+    use crate::chain::writer::Damage as WriteDamage;
+
+    fn at(tenths: i64) -> Timestamp {
+        Timestamp::from_millisecond(1_700_000_000_000 + tenths * 100).expect("valid")
+    }
+
+    fn chain() -> Chain {
+        Chain {
+            from: "7.9.3".into(),
+            middle: Some("7.10.0".into()),
+            next: "7.10.1".into(),
+            last: "7.10.1".into(),
+            middle_schema: Some("7.10.0".into()),
+            last_schema: "7.10.1".into(),
+            migrations: (1..=5).map(|v| (v, format!("m{v}"))).collect(),
+        }
+    }
+
+    fn digest() -> DataDigest {
+        let table = |rows| TableDigest {
+            rows,
+            digest: "abc".into(),
+        };
+        DataDigest {
+            connections: table(40),
+            integrations: table(500),
+            executions: table(1000),
+            last_execution: 1000,
+        }
+    }
+
+    fn history() -> Vec<HistoryRow> {
+        (1..=5)
+            .map(|version| HistoryRow {
+                version,
+                name: format!("m{version}"),
+                applied_on: format!("2023-11-14T22:13:{:02}Z", 20 + version),
+            })
+            .collect()
+    }
+
+    fn checks() -> EndChecks {
+        EndChecks {
+            data_before: digest(),
+            data_after: digest(),
+            writer: WriterVerdict {
+                inserts_acknowledged: 100,
+                updates_acknowledged: 90,
+                refused: 20,
+                rows_checked: 100,
+                ..WriterVerdict::default()
+            },
+            history: history(),
+            schema: Ok("V5 at target".into()),
+        }
+    }
+
+    fn pod(name: &str, release: &str, change: PodChange) -> Fact {
+        Fact::Pod {
+            pod: name.into(),
+            kind: PodKind::Operator,
+            release: release.into(),
+            change,
+        }
+    }
+
+    fn job(release: &str, change: JobChange) -> Fact {
+        Fact::Job {
+            job: format!("shop-db-{}-1", release.replace('.', "-")),
+            release: release.into(),
+            change,
+        }
+    }
+
+    fn phase(release: &str, phase: &str, reason: &str) -> Fact {
+        Fact::CsvPhase {
+            release: release.into(),
+            phase: phase.into(),
+            reason: reason.into(),
+            message: String::new(),
+        }
+    }
+
+    fn app(release: &str, ready: bool) -> Fact {
+        Fact::AppStatus {
+            app: "shop".into(),
+            phase: if ready { "Ready" } else { "Upgrading" }.into(),
+            database_release: Some(release.into()),
+            ready,
+            upgrade: None,
+        }
+    }
+
+    fn migration(version: i64) -> Fact {
+        Fact::MigrationApplied {
+            version,
+            name: format!("m{version}"),
+            applied_on: format!("2023-11-14T22:13:{:02}Z", 20 + version),
+        }
+    }
+
+    fn gate_true(release: &str) -> Fact {
+        Fact::ConditionStatus {
+            release: release.into(),
+            status: Some("True".into()),
+            reason: Some(VERIFIED_REASON.into()),
+            observed_generation: Some(3),
+            generation: 3,
+        }
+    }
+
+    fn events(facts: Vec<(i64, Fact)>) -> Vec<Event> {
+        let mut events: Vec<Event> = facts
+            .into_iter()
+            .map(|(tenths, fact)| Event {
+                at: at(tenths),
+                fact,
+            })
+            .collect();
+        events.sort_by_key(|event| event.at);
+        events
+    }
+
+    /// The chain the gate makes: 7.10.1 held Pending until 7.10.0's Job
+    /// succeeded and was verified.
+    fn gated() -> Vec<(i64, Fact)> {
+        vec![
+            (-100, migration(1)),
+            (-100, migration(2)),
+            (
+                0,
+                Fact::ChannelSwitched {
+                    channel: "7.10.x".into(),
+                },
+            ),
+            (20, pod("op-a", "7.9.3", PodChange::Stopping)),
+            (25, pod("op-b", "7.10.0", PodChange::Created)),
+            (40, job("7.10.0", JobChange::Created)),
+            (57, phase("7.10.0", "Succeeded", "InstallSucceeded")),
+            (
+                84,
+                Fact::CsvCreated {
+                    release: "7.10.1".into(),
+                },
+            ),
+            (
+                85,
+                phase("7.10.1", "Pending", "OperatorConditionNotUpgradeable"),
+            ),
+            (300, migration(3)),
+            (300, migration(4)),
+            (416, job("7.10.0", JobChange::Succeeded)),
+            (418, app("7.10.0", true)),
+            (420, phase("7.10.1", "InstallReady", "")),
+            (421, pod("op-b", "7.10.0", PodChange::Stopping)),
+            (430, pod("op-c", "7.10.1", PodChange::Created)),
+            (454, phase("7.10.1", "Succeeded", "InstallSucceeded")),
+            (500, migration(5)),
+            (518, app("7.10.1", true)),
+            (523, gate_true("7.10.1")),
+        ]
+    }
+
+    #[test]
+    fn a_gated_chain_is_neither_raced_nor_damaged() {
+        let verdict = judge(&events(gated()), &chain(), &checks());
+        assert!(!verdict.raced, "{:#?}", verdict.evidence);
+        assert!(!verdict.damaged, "{:#?}", verdict.evidence);
+        assert_eq!(
+            verdict.pending_seconds.map(|s| (s * 10.0).round()),
+            Some(335.0)
+        );
+        assert_eq!(
+            verdict.load_margin_seconds.map(|s| (s * 10.0).round()),
+            Some(332.0)
+        );
+        assert_eq!(verdict.load_ok, Some(true));
+        assert!(
+            verdict
+                .evidence
+                .iter()
+                .any(|line| line.starts_with("not raced: 7.10.0's operator stopped for good")),
+            "{:#?}",
+            verdict.evidence
+        );
+    }
+
+    #[test]
+    fn the_feature_requests_race_is_judged_raced_not_necessarily_damaged() {
+        // Gate off: 7.10.0 never reconciled (waiting for a lease), 7.10.1
+        // replaced it and upgraded the schema on its own.
+        let raced = vec![
+            (
+                0,
+                Fact::ChannelSwitched {
+                    channel: "7.10.x".into(),
+                },
+            ),
+            (25, pod("op-b", "7.10.0", PodChange::Created)),
+            (40, phase("7.10.0", "Succeeded", "InstallSucceeded")),
+            (
+                75,
+                Fact::CsvCreated {
+                    release: "7.10.1".into(),
+                },
+            ),
+            (76, phase("7.10.1", "Pending", "")),
+            (78, phase("7.10.1", "InstallReady", "")),
+            (80, pod("op-b", "7.10.0", PodChange::Stopping)),
+            (90, pod("op-c", "7.10.1", PodChange::Created)),
+            (250, job("7.10.1", JobChange::Created)),
+            (500, migration(3)),
+            (500, migration(4)),
+            (500, migration(5)),
+            (510, phase("7.10.1", "Succeeded", "")),
+            (518, app("7.10.1", true)),
+            (523, gate_true("7.10.1")),
+        ];
+        let verdict = judge(&events(raced), &chain(), &checks());
+        assert!(verdict.raced);
+        assert!(!verdict.damaged, "{:#?}", verdict.evidence);
+        assert!(
+            verdict
+                .evidence
+                .iter()
+                .any(|line| line.contains("never created an upgrade Job"))
+        );
+        assert!(
+            verdict
+                .evidence
+                .iter()
+                .any(|line| line.starts_with("RACED"))
+        );
+        assert_eq!(verdict.load_ok, None);
+    }
+
+    #[test]
+    fn a_restarted_operator_pod_of_the_same_release_is_no_race() {
+        let mut facts = gated();
+        facts.push((200, pod("op-b", "7.10.0", PodChange::Stopping)));
+        facts.push((210, pod("op-b2", "7.10.0", PodChange::Created)));
+        facts.push((421, pod("op-b2", "7.10.0", PodChange::Stopping)));
+        let verdict = judge(&events(facts), &chain(), &checks());
+        assert!(!verdict.raced, "{:#?}", verdict.evidence);
+    }
+
+    #[test]
+    fn an_operator_stopped_before_verification_raced_even_after_its_job() {
+        let mut facts: Vec<(i64, Fact)> = gated()
+            .into_iter()
+            .filter(|(_, fact)| !matches!(fact, Fact::AppStatus { database_release: Some(r), .. } if r == "7.10.0"))
+            .collect();
+        facts.push((440, app("7.10.0", true)));
+        let verdict = judge(&events(facts), &chain(), &checks());
+        assert!(verdict.raced, "{:#?}", verdict.evidence);
+    }
+
+    #[test]
+    fn a_gate_opened_by_someone_else_is_not_a_verification() {
+        let mut facts: Vec<(i64, Fact)> = gated()
+            .into_iter()
+            .filter(|(_, fact)| !matches!(fact, Fact::AppStatus { database_release: Some(r), .. } if r == "7.10.0"))
+            .collect();
+        facts.push((
+            200,
+            Fact::ConditionSpec {
+                release: "7.10.0".into(),
+                status: Some("True".into()),
+                // What `upgrade-gate release` writes by default.
+                reason: Some(VERIFIED_REASON.into()),
+                generation: 4,
+            },
+        ));
+        let verdict = judge(&events(facts), &chain(), &checks());
+        assert!(verdict.raced, "{:#?}", verdict.evidence);
+    }
+
+    #[test]
+    fn a_small_load_is_said_never_silently() {
+        let mut facts: Vec<(i64, Fact)> = gated()
+            .into_iter()
+            .filter(|(_, fact)| {
+                !matches!(
+                    fact,
+                    Fact::Job {
+                        change: JobChange::Succeeded,
+                        ..
+                    }
+                )
+            })
+            .collect();
+        facts.push((130, job("7.10.0", JobChange::Succeeded)));
+        let verdict = judge(&events(facts), &chain(), &checks());
+        assert_eq!(verdict.load_ok, Some(false));
+        assert!(
+            verdict
+                .evidence
+                .iter()
+                .any(|line| line.starts_with("LOAD TOO SMALL"))
+        );
+    }
+
+    #[test]
+    fn each_kind_of_damage_is_found_and_named() {
+        type Damage = fn(&mut Vec<(i64, Fact)>, &mut EndChecks);
+        let cases: [(&str, Damage); 9] = [
+            ("schema not at target", |_, checks| {
+                checks.schema = Err("V5 pending".into());
+            }),
+            ("cut off", |_, checks| {
+                checks.history.pop();
+            }),
+            ("applied twice (history)", |facts, _| {
+                facts.push((
+                    510,
+                    Fact::MigrationApplied {
+                        version: 4,
+                        name: "m4".into(),
+                        applied_on: "2023-11-14T22:14:00Z".into(),
+                    },
+                ));
+            }),
+            ("applied twice (jobs)", |facts, _| {
+                for pod in ["a", "b"] {
+                    facts.push((
+                        450,
+                        Fact::PodExited {
+                            pod: pod.into(),
+                            kind: PodKind::Job,
+                            release: "7.10.0".into(),
+                            container: "app-db-upgrade".into(),
+                            exit_code: 0,
+                            reason: "Completed".into(),
+                            message: r#"{"applied": [{"version": 4}]}"#.into(),
+                        },
+                    ));
+                }
+            }),
+            ("out of order", |facts, _| {
+                facts.retain(|(_, fact)| *fact != migration(3));
+                facts.push((301, migration(3)));
+            }),
+            ("rolled back", |facts, _| {
+                facts.push((305, Fact::MigrationRemoved { version: 4 }));
+            }),
+            ("not at the end", |facts, _| {
+                facts.retain(|(_, fact)| *fact != gate_true("7.10.1"));
+            }),
+            ("data changed", |_, checks| {
+                checks.data_after.executions.digest = "other".into();
+            }),
+            ("write lost", |_, checks| {
+                checks.writer.lost.push(WriteDamage {
+                    id: 1001,
+                    acknowledged_at: at(300),
+                    found: None,
+                });
+            }),
+        ];
+        for (case, damage) in cases {
+            let mut facts = gated();
+            let mut end = checks();
+            damage(&mut facts, &mut end);
+            let verdict = judge(&events(facts), &chain(), &end);
+            assert!(verdict.damaged, "{case}: {:#?}", verdict.evidence);
+            assert!(
+                verdict
+                    .evidence
+                    .iter()
+                    .any(|line| line.starts_with("DAMAGED")),
+                "{case}"
+            );
+            assert!(!verdict.raced, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_jump_over_the_middle_release_is_no_race() {
+        let jump = Chain {
+            middle: None,
+            middle_schema: None,
+            ..chain()
+        };
+        let facts = vec![
+            (
+                0,
+                Fact::ChannelSwitched {
+                    channel: "7.10.x".into(),
+                },
+            ),
+            (
+                30,
+                Fact::CsvCreated {
+                    release: "7.10.1".into(),
+                },
+            ),
+            (40, phase("7.10.1", "Pending", "")),
+            (42, phase("7.10.1", "InstallReady", "")),
+            (200, migration(3)),
+            (200, migration(4)),
+            (200, migration(5)),
+            (210, phase("7.10.1", "Succeeded", "")),
+            (218, app("7.10.1", true)),
+            (223, gate_true("7.10.1")),
+        ];
+        let verdict = judge(&events(facts), &jump, &checks());
+        assert!(!verdict.raced);
+        assert!(!verdict.damaged, "{:#?}", verdict.evidence);
+        assert!(verdict.evidence[0].contains("went straight to 7.10.1"));
+    }
+}

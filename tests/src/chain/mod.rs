@@ -1,0 +1,35 @@
+//! The chain runner: the feature request's upgrade chain 7.9.3 → (channel
+//! switch) → 7.10.0 → 7.10.1 played through the real OLM from a
+//! file-based catalog, each run in a fresh namespace with its own database
+//! and Subscription, with a writer playing the application's clients,
+//! recorded as a timeline of facts and judged: raced? damaged?
+//!
+//! One runner serves `just race` (many runs, gate on or off, a JSON report),
+//! `just demo` (one run, narrated) and the cluster tests (one run each, a
+//! fault injected between the switch and the end).
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`cluster`] | what the runner needs of a cluster; the local provider |
+//! | [`run`] | one run: set-up, switch, end checks, verdict |
+//! | [`timeline`] | the facts and the shared, time-ordered event list |
+//! | [`facts`] | object versions → facts (pure) |
+//! | [`record`] | the watches and the migration history poll |
+//! | [`writer`] | the application's clients writing through the upgrade |
+//! | [`digest`] | what a row means, in each schema layout |
+//! | [`judge`] | raced / damaged, with evidence (pure) |
+//! | [`catalog`] | the catalogs a run serves (gate off, test-time variants) |
+//! | [`report`] | `just race`'s JSON and table |
+//! | [`narrate`] | `just demo`'s narration |
+
+pub mod catalog;
+pub mod cluster;
+pub mod digest;
+pub mod facts;
+pub mod judge;
+pub mod narrate;
+pub mod record;
+pub mod report;
+pub mod run;
+pub mod timeline;
+pub mod writer;

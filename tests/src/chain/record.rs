@@ -1,0 +1,356 @@
+//! The recorders of a chain run: a watch per kind of object in the run's
+//! namespace (CSVs, OperatorConditions, Jobs, pods, Apps), each version
+//! turned into facts by `facts` as it arrives, and a poll of the database's
+//! migration history, all pushing to the run's timeline.
+//!
+//! Owns: the watches ([`ObjectHistory`]) and the history poll, stopped when
+//! [`Recorders`] drops. Must not touch: anything it watches (read-only).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_postgres::NoTls;
+use upgrade_gate::operator_condition::OperatorCondition;
+
+use super::facts;
+use super::judge::HistoryRow;
+use super::timeline::{Fact, Timeline};
+use crate::object_history::ObjectHistory;
+
+/// How often the migration history is read.
+const HISTORY_POLL: Duration = Duration::from_millis(250);
+
+/// The API of a kind OLM or the App CRD serves, as dynamic objects.
+pub fn dynamic_api(
+    client: &Client,
+    namespace: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    )
+}
+
+/// ClusterServiceVersions in `namespace`.
+pub fn csv_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    dynamic_api(
+        client,
+        namespace,
+        "operators.coreos.com",
+        "v1alpha1",
+        "ClusterServiceVersion",
+        "clusterserviceversions",
+    )
+}
+
+/// Apps in `namespace`.
+pub fn app_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    dynamic_api(
+        client,
+        namespace,
+        "upgrade-gate.dev",
+        "v1alpha1",
+        "App",
+        "apps",
+    )
+}
+
+/// The running recorders; dropping them stops every watch and the poll.
+pub struct Recorders {
+    _histories: Vec<Box<dyn Any + Send + Sync>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Recorders {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Recorders {
+    /// Starts every watch of `namespace` but the Apps' (returns once each
+    /// has listed, so no later change is missed) and the poll of
+    /// `database_url`'s history.
+    pub async fn start(
+        client: &Client,
+        namespace: &str,
+        database_url: &str,
+        timeline: &Timeline,
+    ) -> Self {
+        let mut recorders = Recorders {
+            _histories: Vec::new(),
+            tasks: Vec::new(),
+        };
+        let as_json = |derive: fn(Option<&Value>, &Value, bool) -> Vec<Fact>| {
+            move |previous: Option<&Value>, current: &Value, deleted: bool| {
+                derive(previous, current, deleted)
+            }
+        };
+        recorders
+            .watch(
+                "CSVs",
+                csv_api(client, namespace),
+                timeline,
+                as_json(facts::csv_facts),
+            )
+            .await;
+        recorders
+            .watch(
+                "Jobs",
+                Api::<Job>::namespaced(client.clone(), namespace),
+                timeline,
+                as_json(facts::job_facts),
+            )
+            .await;
+        recorders
+            .watch(
+                "pods",
+                Api::<Pod>::namespaced(client.clone(), namespace),
+                timeline,
+                as_json(facts::pod_facts),
+            )
+            .await;
+        let history = ObjectHistory::record(
+            "OperatorConditions",
+            Api::<OperatorCondition>::namespaced(client.clone(), namespace),
+            watcher::Config::default(),
+        )
+        .await;
+        recorders.tasks.push(tokio::spawn(follow_typed(
+            history.follow(),
+            timeline.clone(),
+        )));
+        recorders._histories.push(Box::new(history));
+        recorders.tasks.push(tokio::spawn(poll_history(
+            database_url.to_owned(),
+            timeline.clone(),
+        )));
+        recorders
+    }
+
+    /// Starts watching the Apps of `namespace`: once the first release is
+    /// installed, since its bundle brings the App CRD.
+    pub async fn watch_apps(&mut self, client: &Client, namespace: &str, timeline: &Timeline) {
+        self.watch(
+            "Apps",
+            app_api(client, namespace),
+            timeline,
+            facts::app_facts,
+        )
+        .await;
+    }
+
+    async fn watch<K>(
+        &mut self,
+        what: &str,
+        api: Api<K>,
+        timeline: &Timeline,
+        derive: impl Fn(Option<&Value>, &Value, bool) -> Vec<Fact> + Send + 'static,
+    ) where
+        K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
+    {
+        let history = ObjectHistory::record(what, api, watcher::Config::default()).await;
+        let receiver = history.follow();
+        let timeline = timeline.clone();
+        self.tasks.push(tokio::spawn(async move {
+            follow(
+                receiver,
+                timeline,
+                |object: &K| serde_json::to_value(object).unwrap_or(Value::Null),
+                derive,
+            )
+            .await;
+        }));
+        self._histories.push(Box::new(history));
+    }
+}
+
+/// Turns each new version into facts, against the previous version of the
+/// same object (by uid: a recreated object starts afresh).
+async fn follow<K, T>(
+    mut receiver: tokio::sync::watch::Receiver<Vec<crate::object_history::Observed<K>>>,
+    timeline: Timeline,
+    convert: impl Fn(&K) -> T,
+    derive: impl Fn(Option<&T>, &T, bool) -> Vec<Fact>,
+) where
+    K: Resource + Clone,
+{
+    let mut done = 0;
+    let mut last: HashMap<String, T> = HashMap::new();
+    loop {
+        let new: Vec<crate::object_history::Observed<K>> = {
+            let records = receiver.borrow_and_update();
+            records[done.min(records.len())..].to_vec()
+        };
+        done += new.len();
+        for record in new {
+            let key = record
+                .object
+                .uid()
+                .unwrap_or_else(|| record.object.name_any());
+            let current = convert(&record.object);
+            for fact in derive(last.get(&key), &current, record.deleted) {
+                timeline.push_at(record.at, fact);
+            }
+            if record.deleted {
+                last.remove(&key);
+            } else {
+                last.insert(key, current);
+            }
+        }
+        if receiver.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn follow_typed(
+    receiver: tokio::sync::watch::Receiver<Vec<crate::object_history::Observed<OperatorCondition>>>,
+    timeline: Timeline,
+) {
+    follow(receiver, timeline, Clone::clone, facts::condition_facts).await;
+}
+
+/// Reads the migration history once (empty when there is no table yet).
+pub async fn read_history(
+    client: &tokio_postgres::Client,
+) -> Result<Vec<HistoryRow>, tokio_postgres::Error> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('public.refinery_schema_history') IS NOT NULL",
+            &[],
+        )
+        .await?
+        .get(0);
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let rows = client
+        .query(
+            "SELECT version::int8, coalesce(name, ''), coalesce(applied_on, '') \
+             FROM refinery_schema_history ORDER BY version",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| HistoryRow {
+            version: row.get(0),
+            name: row.get(1),
+            applied_on: row.get(2),
+        })
+        .collect())
+}
+
+/// The facts between two reads of the history.
+pub fn history_facts(before: &[HistoryRow], now: &[HistoryRow]) -> Vec<Fact> {
+    let mut facts = Vec::new();
+    for row in before {
+        if !now.contains(row) {
+            facts.push(Fact::MigrationRemoved {
+                version: row.version,
+            });
+        }
+    }
+    for row in now {
+        if !before.contains(row) {
+            facts.push(Fact::MigrationApplied {
+                version: row.version,
+                name: row.name.clone(),
+                applied_on: row.applied_on.clone(),
+            });
+        }
+    }
+    facts
+}
+
+async fn poll_history(url: String, timeline: Timeline) {
+    let mut seen: Vec<HistoryRow> = Vec::new();
+    let mut session: Option<tokio_postgres::Client> = None;
+    let mut ticks = tokio::time::interval(HISTORY_POLL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        if session
+            .as_ref()
+            .is_none_or(tokio_postgres::Client::is_closed)
+        {
+            session = match tokio_postgres::connect(&url, NoTls).await {
+                Ok((client, connection)) => {
+                    tokio::spawn(connection);
+                    Some(client)
+                }
+                Err(_) => continue,
+            };
+        }
+        let Some(client) = session.as_ref() else {
+            continue;
+        };
+        let Ok(now) = read_history(client).await else {
+            continue;
+        };
+        for fact in history_facts(&seen, &now) {
+            timeline.push(fact);
+        }
+        seen = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(version: i64, applied_on: &str) -> HistoryRow {
+        HistoryRow {
+            version,
+            name: format!("m{version}"),
+            applied_on: applied_on.into(),
+        }
+    }
+
+    #[test]
+    fn the_history_reports_new_vanished_and_rewritten_rows() {
+        let before = [row(1, "a"), row(2, "b")];
+        assert_eq!(history_facts(&before, &before), []);
+        let grown = [row(1, "a"), row(2, "b"), row(3, "c")];
+        assert_eq!(
+            history_facts(&before, &grown),
+            [Fact::MigrationApplied {
+                version: 3,
+                name: "m3".into(),
+                applied_on: "c".into()
+            }]
+        );
+        let rewritten = [row(1, "a"), row(2, "z")];
+        assert_eq!(
+            history_facts(&before, &rewritten),
+            [
+                Fact::MigrationRemoved { version: 2 },
+                Fact::MigrationApplied {
+                    version: 2,
+                    name: "m2".into(),
+                    applied_on: "z".into()
+                }
+            ]
+        );
+    }
+}

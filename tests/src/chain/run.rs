@@ -1,0 +1,757 @@
+//! One run of the upgrade chain through OLM, in a namespace, with a
+//! database and a Subscription of its own: set up at the first release
+//! (catalog served, Subscription on the first channel, install checked, the
+//! App of `alm-examples` Ready, data in place, the writer writing), then —
+//! between [`ChainRun::switch_channel`] and [`ChainRun::finish`] — whatever
+//! the caller does to it (faults, narration), then the end checks and the
+//! verdict.
+//!
+//! Owns: the run's namespace, database, backup claim, served catalog,
+//! recorders and writer (all removed when the run drops). Must not touch:
+//! anything of another run; the cluster-wide OLM only through `restart_olm`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use harness::testing::TestNamespace;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::Client;
+use kube::api::{DynamicObject, LogParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
+use super::digest::{DataDigest, data_digest};
+use super::judge::{self, Chain, EndChecks, Verdict};
+use super::record::{Recorders, app_api, csv_api, dynamic_api, read_history};
+use super::timeline::{self, Event, Fact, JobChange, PodKind, Timeline};
+use super::writer::{self, RunningWriter};
+use crate::cluster_database::TestDatabase;
+use crate::wait;
+
+/// The gate's init container and what it logs once OLM confirmed it.
+const GATE_CONTAINER: &str = "upgrade-gate";
+const GATE_CONFIRMED: &str = "OLM confirmed Upgradeable=False: the gate is closed";
+/// The Subscription (and CatalogSource, OperatorGroup) every run names so.
+const SUBSCRIPTION: &str = "upgrade-gate";
+
+/// Where a run's data comes from.
+#[derive(Clone, Debug)]
+pub enum Data {
+    /// A fresh database: the first release's operator creates the schema,
+    /// then `app-db-upgrade seed` adds `rows` executions.
+    Seed { rows: u64 },
+    /// A copy of `database`, a database already at the first release with
+    /// `rows` executions (see [`SeedTemplate`]).
+    Template { database: String, rows: u64 },
+}
+
+/// What a run plays.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The run's namespace is `<prefix>-<random>`.
+    pub prefix: String,
+    /// The file-based catalog to serve.
+    pub catalog_dir: PathBuf,
+    /// Its port (distinct per concurrent run).
+    pub catalog_port: u16,
+    /// Whether the bundles close the gate in an init container (the
+    /// install check then looks for it).
+    pub init_container: bool,
+    pub data: Data,
+    pub chain: Chain,
+    pub from_channel: String,
+    pub to_channel: String,
+    /// How long the chain may take from the switch to its end.
+    pub chain_deadline: Duration,
+}
+
+impl RunOptions {
+    /// The feature request: 7.9.3 on `7.9.x`, switched to `7.10.x` for
+    /// 7.10.0 then 7.10.1, from `catalog_dir` with the gate in an init container.
+    pub fn feature_request(
+        prefix: &str,
+        catalog_dir: PathBuf,
+        catalog_port: u16,
+        data: Data,
+    ) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+            catalog_dir,
+            catalog_port,
+            init_container: true,
+            data,
+            chain: chain("7.9.3", Some("7.10.0"), "7.10.1", "7.10.1"),
+            from_channel: "7.9.x".to_owned(),
+            to_channel: "7.10.x".to_owned(),
+            chain_deadline: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A chain with the migrations its last release carries.
+pub fn chain(from: &str, middle: Option<&str>, next: &str, last: &str) -> Chain {
+    let release = |text: &str| -> app::migrations::Release {
+        text.parse()
+            .unwrap_or_else(|error| panic!("release {text}: {error}"))
+    };
+    let schema_of = |text: &str| {
+        app::migrations::target_of(&release(text))
+            .unwrap_or_else(|| panic!("release {text} carries no migrations"))
+            .release
+            .to_owned()
+    };
+    Chain {
+        from: from.to_owned(),
+        middle: middle.map(str::to_owned),
+        next: next.to_owned(),
+        last: last.to_owned(),
+        middle_schema: middle.map(schema_of),
+        last_schema: schema_of(last),
+        migrations: app::migrations::carried_by(&release(last))
+            .iter()
+            .map(|migration| (i64::from(migration.version), migration.name.to_owned()))
+            .collect(),
+    }
+}
+
+/// A database at the first release with many executions, copied for each
+/// run ([`Data::Template`]); dropped with its guard.
+pub struct SeedTemplate {
+    pub database: TestDatabase,
+    pub rows: u64,
+}
+
+impl SeedTemplate {
+    /// Creates database `name` at release `release` with `rows` executions.
+    pub async fn create(admin_url: &str, name: &str, release: &str, rows: u64) -> Self {
+        let database = TestDatabase::create(admin_url, name).await;
+        database
+            .app_db_upgrade_async(&["--release", release, "run", "--no-backup"])
+            .await;
+        database
+            .app_db_upgrade_async(&["--release", release, "seed", "--rows", &rows.to_string()])
+            .await;
+        Self { database, rows }
+    }
+
+    pub fn data(&self) -> Data {
+        Data::Template {
+            database: self.database.name.clone(),
+            rows: self.rows,
+        }
+    }
+}
+
+/// What a finished run reports.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    pub namespace: String,
+    pub verdict: Verdict,
+    pub events: Vec<Event>,
+    /// The channel switch.
+    pub zero: Timestamp,
+    /// Set-up: namespace to the switch.
+    pub setup_seconds: f64,
+    /// The switch to the end of the chain (or the deadline).
+    pub chain_seconds: f64,
+    /// Whether the chain reached its end before the deadline.
+    pub ended: bool,
+}
+
+impl RunReport {
+    /// One run as `just race` writes it.
+    pub fn to_json(&self) -> Value {
+        let round = |seconds: f64| (seconds * 10.0).round() / 10.0;
+        json!({
+            "raced": self.verdict.raced,
+            "damaged": self.verdict.damaged,
+            "evidence": self.verdict.evidence,
+            "timeline": self.events.iter().map(|event| timeline_entry(event, self.zero)).collect::<Vec<_>>(),
+            "namespace": self.namespace,
+            "setup_seconds": round(self.setup_seconds),
+            "chain_seconds": round(self.chain_seconds),
+            "ended": self.ended,
+            "pending_seconds": self.verdict.pending_seconds.map(round),
+            "load_margin_seconds": self.verdict.load_margin_seconds.map(round),
+            "load_ok": self.verdict.load_ok,
+        })
+    }
+}
+
+/// One timeline entry: `t` (seconds from the switch), `at`, the fact's fields.
+pub fn timeline_entry(event: &Event, zero: Timestamp) -> Value {
+    let mut entry = json!({
+        "t": (event.seconds_from(zero) * 1000.0).round() / 1000.0,
+        "at": event.at.to_string(),
+        "text": event.fact.to_string(),
+    });
+    if let (Some(entry), Ok(Value::Object(fact))) =
+        (entry.as_object_mut(), serde_json::to_value(&event.fact))
+    {
+        entry.extend(fact);
+    }
+    entry
+}
+
+/// A chain run set up at its first release.
+pub struct ChainRun {
+    _recorders: Recorders,
+    writer: Option<RunningWriter>,
+    pub timeline: Timeline,
+    pub namespace: TestNamespace,
+    pub app: String,
+    pub chain: Chain,
+    pub data_before: DataDigest,
+    to_channel: String,
+    chain_deadline: Duration,
+    setup_seconds: f64,
+    switched: Option<Instant>,
+    _catalog: ServedCatalog,
+    _claim: BackupClaim,
+    pub database: TestDatabase,
+}
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).unwrap_or_else(|error| panic!("building an object: {error}"))
+}
+
+impl ChainRun {
+    /// Sets a run up to the moment before the channel switch. Panics,
+    /// saying what failed, when the set-up does.
+    pub async fn prepare(cluster: &impl OlmCluster, options: RunOptions) -> Self {
+        let started = Instant::now();
+        let namespace = cluster.namespace(&options.prefix).await;
+        let client = namespace.client();
+        let ns = namespace.name.clone();
+        let catalog = cluster
+            .serve_catalog(&options.catalog_dir, options.catalog_port)
+            .await;
+        serve_to_olm(&client, &ns, &catalog.address).await;
+
+        let database_name = ns.replace('-', "_");
+        let database = match &options.data {
+            Data::Seed { .. } => TestDatabase::create(cluster.database_url(), &database_name).await,
+            Data::Template { database, .. } => {
+                TestDatabase::create_from_template(cluster.database_url(), &database_name, database)
+                    .await
+            }
+        };
+        let timeline = Timeline::new();
+        let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
+
+        let subscribed = Instant::now();
+        subscribe(&client, &ns, &options.from_channel).await;
+        let from = options.chain.from.clone();
+        timeline
+            .wait_for(Duration::from_secs(300), |events| {
+                timeline::last(events, |fact| matches!(fact, Fact::CsvPhase { release, .. } if *release == from))
+                    .filter(|event| matches!(&event.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded"))
+                    .map(|_| ())
+            })
+            .await
+            .unwrap_or_else(|error| panic!("CSV upgrade-gate.v{from} did not succeed: {error}"));
+        recorders.watch_apps(&client, &ns, &timeline).await;
+        check_install(&client, &ns, &timeline, &from, options.init_container).await;
+        println!(
+            "{ns}: {from} installed through OLM, its gate checked, {:.1} s after the Subscription",
+            subscribed.elapsed().as_secs_f64()
+        );
+
+        let (app, claim) = create_app(cluster, &namespace, &database.url, &from).await;
+        timeline
+            .wait_for(Duration::from_secs(300), |events| {
+                app_ready_at(events, &from).then_some(())
+            })
+            .await
+            .unwrap_or_else(|error| panic!("App {app} did not become Ready at {from}: {error}"));
+        if let Data::Seed { rows } = options.data
+            && rows > 0
+        {
+            database
+                .app_db_upgrade_async(&["seed", "--rows", &rows.to_string()])
+                .await;
+        }
+        let admin = connect(&database.url).await;
+        let data_before = data_digest(&admin, None)
+            .await
+            .unwrap_or_else(|error| panic!("digesting the data before the run: {error}"));
+        let writer = RunningWriter::start(&database.url, timeline.clone());
+        Self {
+            _recorders: recorders,
+            writer: Some(writer),
+            timeline,
+            namespace,
+            app,
+            chain: options.chain,
+            data_before,
+            to_channel: options.to_channel,
+            chain_deadline: options.chain_deadline,
+            setup_seconds: started.elapsed().as_secs_f64(),
+            switched: None,
+            _catalog: catalog,
+            _claim: claim,
+            database,
+        }
+    }
+
+    pub fn client(&self) -> Client {
+        self.namespace.client()
+    }
+
+    /// Records something the caller did to the chain.
+    pub fn note(&self, what: &str) {
+        self.timeline.push(Fact::Injected {
+            what: what.to_owned(),
+        });
+    }
+
+    /// Switches the Subscription to the second channel: time zero.
+    pub async fn switch_channel(&mut self) {
+        let at = Timestamp::now();
+        self.switched = Some(Instant::now());
+        subscriptions(&self.client(), &self.namespace.name)
+            .patch(
+                SUBSCRIPTION,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"channel": self.to_channel}})),
+            )
+            .await
+            .unwrap_or_else(|error| {
+                panic!("switching the Subscription to {}: {error}", self.to_channel)
+            });
+        self.timeline.push_at(
+            at,
+            Fact::ChannelSwitched {
+                channel: self.to_channel.clone(),
+            },
+        );
+    }
+
+    /// Waits until `find` matches the timeline; panics naming `what` and
+    /// the newest events after `timeout`.
+    pub async fn wait_for<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        find: impl FnMut(&[Event]) -> Option<T>,
+    ) -> T {
+        self.timeline
+            .wait_for(timeout, find)
+            .await
+            .unwrap_or_else(|error| panic!("{}: waiting for {what}: {error}", self.namespace.name))
+    }
+
+    /// Waits until the next release's CSV is `Pending` with reason
+    /// `OperatorConditionNotUpgradeable` while a Job of the middle release
+    /// runs: the gate holding.
+    pub async fn wait_held(&self, timeout: Duration) -> Timestamp {
+        let next = self.chain.next.clone();
+        let middle = self.chain.middle.clone().unwrap_or_default();
+        self.wait_for(
+            &format!("CSV upgrade-gate.v{next} held Pending while {middle}'s Job runs"),
+            timeout,
+            |events| held_while_job_runs(events, &next, &middle),
+        )
+        .await
+    }
+
+    /// Waits for the end of the chain (at most the run's deadline), stops
+    /// the writer, checks the data and the history, and judges the run.
+    /// The run's namespace and database stay until the run drops.
+    pub async fn finish(&mut self) -> RunReport {
+        let chain = self.chain.clone();
+        let ended = self
+            .timeline
+            .wait_for(self.chain_deadline, |events| {
+                judge::chain_ended(events, &chain).then_some(())
+            })
+            .await
+            .is_ok();
+        let chain_seconds = self
+            .switched
+            .map_or(0.0, |switched| switched.elapsed().as_secs_f64());
+        let writes = match self.writer.take() {
+            Some(writer) => writer.stop().await,
+            None => Vec::new(),
+        };
+        let admin = connect(&self.database.url).await;
+        let found = writer::read_digests(&admin, &writer::ids_to_check(&writes))
+            .await
+            .unwrap_or_else(|error| panic!("reading the written rows back: {error}"));
+        let data_after = data_digest(&admin, Some(self.data_before.last_execution))
+            .await
+            .unwrap_or_else(|error| panic!("digesting the data after the run: {error}"));
+        let history = read_history(&admin)
+            .await
+            .unwrap_or_else(|error| panic!("reading the migration history: {error}"));
+        let schema = schema_at_target(&admin, &self.chain.last).await;
+        let events = self.timeline.snapshot();
+        let checks = EndChecks {
+            schema,
+            data_before: self.data_before.clone(),
+            data_after,
+            writer: writer::verify(&writes, &found),
+            history,
+        };
+        let mut verdict = judge::judge(&events, &self.chain, &checks);
+        if !ended {
+            verdict.evidence.push(format!(
+                "the chain had not ended {} s after the switch (the run's deadline)",
+                self.chain_deadline.as_secs()
+            ));
+        }
+        RunReport {
+            namespace: self.namespace.name.clone(),
+            zero: judge::zero_of(&events),
+            verdict,
+            events,
+            setup_seconds: self.setup_seconds,
+            chain_seconds,
+            ended,
+        }
+    }
+}
+
+impl ChainRun {
+    /// What the App's server says on `/healthz`, asked through the API
+    /// server's pod proxy (its pods are on the cluster's pod network).
+    pub async fn server_healthz(&self) -> Result<String, String> {
+        let pods = kube::Api::<Pod>::namespaced(self.client(), &self.namespace.name)
+            .list(&kube::api::ListParams::default().labels(&format!(
+                "app.kubernetes.io/component=server,upgrade-gate.dev/app={}",
+                self.app
+            )))
+            .await
+            .map_err(|error| format!("listing the server pods: {error}"))?;
+        let pod = pods
+            .items
+            .iter()
+            .find(|pod| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .and_then(|pod| pod.metadata.name.clone())
+            .ok_or_else(|| "no server pod is running".to_owned())?;
+        let request = http::Request::get(format!(
+            "/api/v1/namespaces/{}/pods/{pod}:8080/proxy/healthz",
+            self.namespace.name
+        ))
+        .body(Vec::new())
+        .map_err(|error| error.to_string())?;
+        let answer = self
+            .client()
+            .request_text(request)
+            .await
+            .map_err(|error| format!("GET /healthz of {pod}: {error}"))?;
+        Ok(format!("{pod}: {}", answer.trim()))
+    }
+}
+
+/// What release `last` plans for the schema now: at its target, or not.
+async fn schema_at_target(client: &tokio_postgres::Client, last: &str) -> Result<String, String> {
+    let release: app::migrations::Release = last.parse().map_err(|error| format!("{error}"))?;
+    let state = app::schema::read_schema_state(client)
+        .await
+        .map_err(|error| upgrade_gate::telemetry::error_chain(&error))?;
+    match app::schema::plan(&state, &release) {
+        app::schema::UpgradePlan::AtTarget { target } => Ok(format!("{target}, {last}'s target")),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+/// Whether the App's newest status says Ready with the database at `release`.
+pub fn app_ready_at(events: &[Event], release: &str) -> bool {
+    timeline::last(events, |fact| matches!(fact, Fact::AppStatus { .. })).is_some_and(|event| {
+        matches!(&event.fact, Fact::AppStatus { ready: true, database_release: Some(at), .. } if at == release)
+    })
+}
+
+/// When `next`'s CSV was seen `Pending` (`OperatorConditionNotUpgradeable`)
+/// while a Job of `middle` was running.
+pub fn held_while_job_runs(events: &[Event], next: &str, middle: &str) -> Option<Timestamp> {
+    let mut running: Vec<&str> = Vec::new();
+    let mut held = false;
+    for event in events {
+        match &event.fact {
+            Fact::Job {
+                job,
+                release,
+                change,
+            } if release == middle => match change {
+                JobChange::Active => running.push(job),
+                JobChange::Succeeded | JobChange::Failed | JobChange::Deleted => {
+                    running.retain(|j| j != job)
+                }
+                JobChange::Created => {}
+            },
+            Fact::CsvPhase {
+                release,
+                phase,
+                reason,
+                ..
+            } if release == next => {
+                held = phase == "Pending" && reason == "OperatorConditionNotUpgradeable";
+            }
+            _ => continue,
+        }
+        if held && !running.is_empty() {
+            return Some(event.at);
+        }
+    }
+    None
+}
+
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|error| panic!("connecting to the run's database: {error}"));
+    tokio::spawn(connection);
+    client
+}
+
+fn subscriptions(client: &Client, namespace: &str) -> kube::Api<DynamicObject> {
+    dynamic_api(
+        client,
+        namespace,
+        "operators.coreos.com",
+        "v1alpha1",
+        "Subscription",
+        "subscriptions",
+    )
+}
+
+/// A CatalogSource of the namespace pointing at `address`, READY.
+async fn serve_to_olm(client: &Client, namespace: &str, address: &str) {
+    let sources = dynamic_api(
+        client,
+        namespace,
+        "operators.coreos.com",
+        "v1alpha1",
+        "CatalogSource",
+        "catalogsources",
+    );
+    sources
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1",
+                "kind": "CatalogSource",
+                "metadata": {"name": SUBSCRIPTION},
+                "spec": {"sourceType": "grpc", "address": address, "displayName": "upgrade-gate (test catalog)"}
+            })),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("creating the CatalogSource: {error}"));
+    wait::until(
+        "the CatalogSource to be READY",
+        Duration::from_secs(120),
+        || {
+            let sources = sources.clone();
+            async move {
+                let source = sources.get(SUBSCRIPTION).await.ok()?;
+                (source.data["status"]["connectionState"]["lastObservedState"] == "READY")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// An OperatorGroup for the namespace and a Subscription to `channel`.
+async fn subscribe(client: &Client, namespace: &str, channel: &str) {
+    dynamic_api(
+        client,
+        namespace,
+        "operators.coreos.com",
+        "v1",
+        "OperatorGroup",
+        "operatorgroups",
+    )
+    .create(
+        &PostParams::default(),
+        &object(json!({
+            "apiVersion": "operators.coreos.com/v1",
+            "kind": "OperatorGroup",
+            "metadata": {"name": SUBSCRIPTION},
+            "spec": {"targetNamespaces": [namespace]}
+        })),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("creating the OperatorGroup: {error}"));
+    subscriptions(client, namespace)
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1",
+                "kind": "Subscription",
+                "metadata": {"name": SUBSCRIPTION},
+                "spec": {
+                    "name": "upgrade-gate", "channel": channel,
+                    "source": SUBSCRIPTION, "sourceNamespace": namespace,
+                    "installPlanApproval": "Automatic"
+                }
+            })),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("creating the Subscription: {error}"));
+}
+
+/// The install of `release` as a user must find it: with the init
+/// container, it closed the gate (OLM's copy said `False` before the
+/// operator started, and it logged so); then the operator opened it
+/// (`Upgradeable=True`, `UpgradeComplete`, copied at the current generation).
+async fn check_install(
+    client: &Client,
+    namespace: &str,
+    timeline: &Timeline,
+    release: &str,
+    init_container: bool,
+) {
+    if init_container {
+        let (pod, closed_before_start) = timeline
+            .wait_for(Duration::from_secs(60), |events| {
+                let exited = timeline::first(events, |fact| {
+                    matches!(fact, Fact::PodExited { kind: PodKind::Operator, release: of, container, exit_code: 0, .. }
+                        if of == release && container == GATE_CONTAINER)
+                })?;
+                let Fact::PodExited { pod, .. } = &exited.fact else { return None };
+                let started = timeline::first(events, |fact| {
+                    matches!(fact, Fact::Pod { pod: of, change: timeline::PodChange::Started, .. } if of == pod)
+                })?;
+                let closed = timeline::first(events, |fact| {
+                    matches!(fact, Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), generation, .. }
+                        if of == release && status == "False" && observed == generation)
+                });
+                Some((pod.clone(), closed.is_some_and(|closed| closed.at <= started.at)))
+            })
+            .await
+            .unwrap_or_else(|error| panic!("{release}'s gate init container did not finish: {error}"));
+        assert!(
+            closed_before_start,
+            "{release}'s operator started before OLM's copy of its OperatorCondition said Upgradeable=False"
+        );
+        let logs = kube::Api::<Pod>::namespaced(client.clone(), namespace)
+            .logs(
+                &pod,
+                &LogParams {
+                    container: Some(GATE_CONTAINER.to_owned()),
+                    ..LogParams::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|error| panic!("reading the logs of {pod}'s init container: {error}"));
+        assert!(
+            logs.contains(GATE_CONFIRMED),
+            "{pod}'s init container did not log \"{GATE_CONFIRMED}\":\n{logs}"
+        );
+    }
+    timeline
+        .wait_for(Duration::from_secs(120), |events| {
+            timeline::last(events, |fact| matches!(fact, Fact::ConditionStatus { release: of, .. } if of == release))
+                .filter(|event| {
+                    matches!(&event.fact, Fact::ConditionStatus { status: Some(status), reason: Some(reason), observed_generation: Some(observed), generation, .. }
+                        if status == "True" && reason == judge::VERIFIED_REASON && observed == generation)
+                })
+                .map(|_| ())
+        })
+        .await
+        .unwrap_or_else(|error| {
+            panic!("{release}'s OperatorCondition did not say Upgradeable=True (UpgradeComplete) at its generation: {error}")
+        });
+}
+
+/// The App of the installed CSV's `alm-examples` (what a console offers),
+/// with its Secret (pointing at the run's database) and backup claim.
+async fn create_app(
+    cluster: &impl OlmCluster,
+    namespace: &TestNamespace,
+    database_url: &str,
+    release: &str,
+) -> (String, BackupClaim) {
+    let client = namespace.client();
+    let csv = csv_api(&client, &namespace.name)
+        .get(&format!("{}{release}", super::facts::CSV_PREFIX))
+        .await
+        .unwrap_or_else(|error| panic!("reading CSV of {release}: {error}"));
+    let examples = csv
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get("alm-examples"))
+        .unwrap_or_else(|| panic!("CSV of {release} has no alm-examples"));
+    let examples: Vec<Value> = serde_json::from_str(examples)
+        .unwrap_or_else(|error| panic!("alm-examples is not a JSON list: {error}"));
+    let app = examples
+        .into_iter()
+        .find(|example| example["kind"] == "App")
+        .unwrap_or_else(|| panic!("alm-examples has no App"));
+    let text = |pointer: &str| {
+        app.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (name, secret_name, claim) = (
+        text("/metadata/name"),
+        text("/spec/database/secretRef/name"),
+        text("/spec/upgrade/backupVolumeClaim"),
+    );
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": secret_name},
+        "stringData": {"url": database_url}
+    }))
+    .unwrap_or_else(|error| panic!("Secret: {error}"));
+    namespace
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|error| panic!("creating Secret {secret_name}: {error}"));
+    let claim = cluster.backup_claim(namespace, &claim).await;
+    app_api(&client, &namespace.name)
+        .create(&PostParams::default(), &object(app))
+        .await
+        .unwrap_or_else(|error| panic!("creating the App of alm-examples: {error}"));
+    (name, claim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_means_pending_with_the_gates_reason_while_the_job_runs() {
+        let at = |second: i64| {
+            Timestamp::from_second(1_700_000_000 + second).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let event = |second, fact| Event {
+            at: at(second),
+            fact,
+        };
+        let job = |change| Fact::Job {
+            job: "shop-db-7-10-0-1".into(),
+            release: "7.10.0".into(),
+            change,
+        };
+        let pending = |reason: &str| Fact::CsvPhase {
+            release: "7.10.1".into(),
+            phase: "Pending".into(),
+            reason: reason.into(),
+            message: String::new(),
+        };
+        let events = [
+            event(1, job(JobChange::Created)),
+            event(2, pending("RequirementsNotMet")),
+            event(3, job(JobChange::Active)),
+            event(4, pending("OperatorConditionNotUpgradeable")),
+        ];
+        assert_eq!(
+            held_while_job_runs(&events, "7.10.1", "7.10.0"),
+            Some(at(4))
+        );
+        assert_eq!(held_while_job_runs(&events[..3], "7.10.1", "7.10.0"), None);
+        let finished = [
+            event(1, job(JobChange::Active)),
+            event(2, job(JobChange::Succeeded)),
+            event(3, pending("OperatorConditionNotUpgradeable")),
+        ];
+        assert_eq!(held_while_job_runs(&finished, "7.10.1", "7.10.0"), None);
+    }
+}
