@@ -4,6 +4,7 @@
 //! them concurrently on the one cluster.
 
 mod adopt;
+mod faults;
 mod gate;
 mod manifests;
 mod olm_install;

@@ -1,0 +1,539 @@
+//! Faults during the feature request's chain, gate on, each on the chain
+//! runner (`upgrade_gate_tests::chain`) in a namespace of its own: the
+//! chain is set up at 7.9.3 with a writer writing, the upgrade lock is held
+//! across the channel switch (7.10.0's Job waits for it, so its upgrade is
+//! certainly in progress while 7.10.1 waits `Pending`), the fault is
+//! injected, the lock released, and the run judged. A test ends with the
+//! run judged not raced — or, where the fault itself must let OLM through
+//! (an admin override; a deletion or a foreign `Upgradeable=True` OLM acts
+//! on before the operator restores its answer), with that consequence
+//! asserted: 7.10.1 takes the upgrade over and nothing is damaged.
+//!
+//! Needs the shared test cluster (`just test-cluster`); panics without it.
+//! `olm_killed_and_restarted_while_7_10_1_waits` restarts the cluster's
+//! OLM, which every test on it sees as a pause of a few seconds.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use serde_json::json;
+use upgrade_gate_tests::chain::catalog::{
+    add_release, read_documents, set_skip_range, write_documents,
+};
+use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster, local_catalog};
+use upgrade_gate_tests::chain::judge::race_of;
+use upgrade_gate_tests::chain::record::dynamic_api;
+use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, chain, connect};
+use upgrade_gate_tests::chain::timeline::{
+    self, Event, Fact, JobChange, PodChange, PodKind, seconds_between,
+};
+use upgrade_gate_tests::chain::writer;
+use upgrade_gate_tests::cluster_database::HeldUpgradeLock;
+use upgrade_gate_tests::gate_process::run_gate;
+use upgrade_gate_tests::wait;
+
+/// Executions seeded: the lock, not the data, stretches the Job.
+const ROWS: u64 = 2_000;
+/// Catalog ports of these tests (distinct from the other tests').
+const PORT: u16 = 50081;
+const MIDDLE_CSV: &str = "upgrade-gate.v7.10.0";
+/// How long the restored gate may take (the operator's promise).
+const RESTORE_WITHIN: f64 = 5.0;
+/// How long 7.10.1 must keep waiting after OLM came back.
+const STILL_HELD_FOR: Duration = Duration::from_secs(15);
+
+fn options(prefix: &str, port: u16) -> RunOptions {
+    RunOptions::feature_request(prefix, local_catalog(), port, Data::Seed { rows: ROWS })
+}
+
+/// A run set up, switched and held: 7.10.1 `Pending` while 7.10.0's Job
+/// waits for the upgrade lock the test holds.
+async fn held(cluster: &LocalCluster, options: RunOptions) -> (ChainRun, HeldUpgradeLock) {
+    let mut run = ChainRun::prepare(cluster, options).await;
+    let lock = run.database.hold_upgrade_lock().await;
+    run.switch_channel().await;
+    run.wait_held(Duration::from_secs(300)).await;
+    (run, lock)
+}
+
+fn show(report: &RunReport) {
+    println!(
+        "{}: raced {}, damaged {}, chain {:.1} s",
+        report.namespace, report.verdict.raced, report.verdict.damaged, report.chain_seconds
+    );
+    for line in &report.verdict.evidence {
+        println!("  {line}");
+    }
+}
+
+fn evidence(report: &RunReport) -> String {
+    report.verdict.evidence.join("\n")
+}
+
+fn assert_not_raced_nor_damaged(report: &RunReport) {
+    show(report);
+    assert!(
+        !report.verdict.raced,
+        "the run raced:\n{}",
+        evidence(report)
+    );
+    assert!(
+        !report.verdict.damaged,
+        "the run was damaged:\n{}",
+        evidence(report)
+    );
+}
+
+fn conditions(run: &ChainRun) -> kube::Api<kube::api::DynamicObject> {
+    dynamic_api(
+        &run.client(),
+        &run.namespace.name,
+        "operators.coreos.com",
+        "v2",
+        "OperatorCondition",
+        "operatorconditions",
+    )
+}
+
+/// What happened first after the gate was opened from outside.
+#[derive(Debug)]
+enum Outcome {
+    /// The operator wrote `Upgradeable=False` back.
+    Restored(Timestamp),
+    /// OLM let 7.10.1 leave `Pending` first.
+    OlmThrough(Timestamp),
+}
+
+fn restored_after(events: &[Event], release: &str, since: Timestamp) -> Option<Timestamp> {
+    events
+        .iter()
+        .find(|event| {
+            event.at > since
+                && matches!(&event.fact, Fact::ConditionSpec { release: of, status: Some(status), .. }
+                    if of == release && status == "False")
+        })
+        .map(|event| event.at)
+}
+
+fn left_pending(events: &[Event], release: &str, since: Timestamp) -> Option<Timestamp> {
+    events
+        .iter()
+        .find(|event| {
+            event.at > since
+                && matches!(&event.fact, Fact::CsvPhase { release: of, phase, .. } if of == release && phase != "Pending")
+        })
+        .map(|event| event.at)
+}
+
+/// Waits for the operator to restore its answer or OLM to let 7.10.1
+/// through, whichever the timeline shows first.
+async fn restored_or_through(run: &ChainRun, since: Timestamp) -> Outcome {
+    run.wait_for(
+        "the operator to restore 7.10.0's Upgradeable=False or OLM to let 7.10.1 through",
+        Duration::from_secs(120),
+        |events| match (
+            restored_after(events, "7.10.0", since),
+            left_pending(events, "7.10.1", since),
+        ) {
+            (Some(restored), Some(through)) if through < restored => {
+                Some(Outcome::OlmThrough(through))
+            }
+            (Some(restored), _) => Some(Outcome::Restored(restored)),
+            (None, Some(through)) => Some(Outcome::OlmThrough(through)),
+            (None, None) => None,
+        },
+    )
+    .await
+}
+
+/// The end of a run whose gate was opened from outside at `since`: either
+/// the operator restored it within [`RESTORE_WITHIN`] and nothing raced, or
+/// OLM won that gap and 7.10.1 took the upgrade over; nothing damaged.
+fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: Timestamp) {
+    show(report);
+    assert!(
+        !report.verdict.damaged,
+        "the run was damaged:\n{}",
+        evidence(report)
+    );
+    match outcome {
+        Outcome::Restored(at) => {
+            let after = seconds_between(since, *at);
+            println!("the operator restored Upgradeable=False {after:.1} s after the fault");
+            assert!(
+                after <= RESTORE_WITHIN,
+                "the operator restored its answer only {after:.1} s after the fault (at most {RESTORE_WITHIN} s)"
+            );
+            assert!(
+                !report.verdict.raced,
+                "restored, yet the run raced:\n{}",
+                evidence(report)
+            );
+        }
+        Outcome::OlmThrough(at) => {
+            println!(
+                "OLM let 7.10.1 through {:.1} s after the fault, before the operator restored its answer: 7.10.1 took the upgrade over",
+                seconds_between(since, *at)
+            );
+            assert!(
+                report.verdict.raced,
+                "OLM went through, yet the run is not judged raced:\n{}",
+                evidence(report)
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn deleting_the_operator_condition_while_7_10_1_waits() {
+    let cluster = LocalCluster::from_env();
+    let (mut run, lock) = held(&cluster, options("fault-delete", PORT)).await;
+    let since = Timestamp::now();
+    run.note("deleted 7.10.0's OperatorCondition");
+    conditions(&run)
+        .delete(MIDDLE_CSV, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|error| panic!("deleting OperatorCondition {MIDDLE_CSV}: {error}"));
+    let outcome = restored_or_through(&run, since).await;
+    lock.release().await;
+    let report = run.finish().await;
+    assert_restored_or_taken_over(&report, &outcome, since);
+}
+
+#[tokio::test]
+async fn upgrade_gate_release_during_the_job() {
+    let cluster = LocalCluster::from_env();
+    let (mut run, lock) = held(&cluster, options("fault-release", PORT + 1)).await;
+    let since = Timestamp::now();
+    run.note("upgrade-gate release on 7.10.0's OperatorCondition");
+    let released = run_gate(
+        cluster.kubeconfig(),
+        &[
+            "release",
+            "--name",
+            MIDDLE_CSV,
+            "--namespace",
+            &run.namespace.name,
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        released.code,
+        Some(0),
+        "upgrade-gate release failed:\n{}",
+        released.text()
+    );
+    let outcome = restored_or_through(&run, since).await;
+    lock.release().await;
+    let report = run.finish().await;
+    assert_restored_or_taken_over(&report, &outcome, since);
+}
+
+#[tokio::test]
+async fn olm_killed_and_restarted_while_7_10_1_waits() {
+    let cluster = LocalCluster::from_env();
+    let (mut run, lock) = held(&cluster, options("fault-olm", PORT + 2)).await;
+    run.note("olm killed (SIGKILL) and restarted");
+    let gone = cluster.restart_olm().await;
+    let back = Timestamp::now();
+    println!("olm was gone for {:.1} s", gone.as_secs_f64());
+    let moved = run
+        .timeline
+        .wait_for(STILL_HELD_FOR, |events| {
+            left_pending(events, "7.10.1", back)
+        })
+        .await;
+    assert!(
+        moved.is_err(),
+        "7.10.1 left Pending within {STILL_HELD_FOR:?} of OLM's restart while 7.10.0's Job still waited"
+    );
+    lock.release().await;
+    let report = run.finish().await;
+    assert_not_raced_nor_damaged(&report);
+}
+
+/// The newest operator pod of `release` that has started.
+fn running_operator_pod(events: &[Event], release: &str) -> Option<String> {
+    timeline::last(events, |fact| {
+        matches!(fact, Fact::Pod { kind: PodKind::Operator, release: of, change: PodChange::Started, .. } if of == release)
+    })
+    .and_then(|event| match &event.fact {
+        Fact::Pod { pod, .. } => Some(pod.clone()),
+        _ => None,
+    })
+}
+
+#[tokio::test]
+async fn operator_pod_deleted_during_its_job_is_replaced_and_adopts_the_job() {
+    let cluster = LocalCluster::from_env();
+    let (mut run, lock) = held(&cluster, options("fault-operator-pod", PORT + 3)).await;
+    let pod = running_operator_pod(&run.timeline.snapshot(), "7.10.0")
+        .unwrap_or_else(|| panic!("no running 7.10.0 operator pod"));
+    run.note(&format!("deleted 7.10.0's operator pod {pod}"));
+    kube::Api::<Pod>::namespaced(run.client(), &run.namespace.name)
+        .delete(&pod, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|error| panic!("deleting pod {pod}: {error}"));
+    let replacement = run
+        .wait_for("a new 7.10.0 operator pod ready", Duration::from_secs(180), |events| {
+            timeline::last(events, |fact| {
+                matches!(fact, Fact::Pod { kind: PodKind::Operator, release, change: PodChange::Ready, pod: other }
+                    if release == "7.10.0" && *other != pod)
+            })
+            .map(|event| event.fact.to_string())
+        })
+        .await;
+    println!("{replacement}");
+    run.wait_held(Duration::from_secs(60)).await;
+    lock.release().await;
+    let report = run.finish().await;
+    assert_not_raced_nor_damaged(&report);
+    let jobs: Vec<String> = report
+        .events
+        .iter()
+        .filter_map(|event| match &event.fact {
+            Fact::Job {
+                job,
+                release,
+                change: JobChange::Created,
+            } if release == "7.10.0" => Some(job.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        jobs.len(),
+        1,
+        "the new pod must adopt 7.10.0's Job, not start another: {jobs:?}"
+    );
+}
+
+/// Sessions other than the writer's waiting for a lock on a relation of
+/// the run's database (the upgrade Job inside its migration transaction).
+async fn upgrade_waiting_on_a_table(client: &tokio_postgres::Client) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+             WHERE NOT l.granted AND l.locktype = 'relation' AND a.datname = current_database() \
+             AND a.application_name <> $1 AND a.pid <> pg_backend_pid()",
+            &[&writer::APPLICATION_NAME],
+        )
+        .await
+        .unwrap_or_else(|error| panic!("reading pg_locks: {error}"))
+        .get(0)
+}
+
+#[tokio::test]
+async fn job_pod_killed_during_the_long_migration_and_the_rerun_completes() {
+    let cluster = LocalCluster::from_env();
+    let (mut run, lock) = held(&cluster, options("fault-job-pod", PORT + 4)).await;
+    // Stretch the migration itself: the reshape needs executions to itself
+    // at some point; a transaction of the test that read the table holds
+    // it back there, inside the Job's migration transaction.
+    let blocker = connect(&run.database.url).await;
+    blocker
+        .batch_execute("BEGIN; LOCK TABLE executions IN ACCESS SHARE MODE")
+        .await
+        .unwrap_or_else(|error| panic!("locking executions: {error}"));
+    lock.release().await;
+    let observer = connect(&run.database.url).await;
+    wait::until(
+        "7.10.0's Job to wait inside its migration for the test's lock on executions",
+        Duration::from_secs(120),
+        || {
+            let observer = &observer;
+            async move { (upgrade_waiting_on_a_table(observer).await > 0).then_some(()) }
+        },
+    )
+    .await;
+    let pod = timeline::last(&run.timeline.snapshot(), |fact| {
+        matches!(fact, Fact::Pod { kind: PodKind::Job, release, change: PodChange::Started, .. } if release == "7.10.0")
+    })
+    .and_then(|event| match &event.fact {
+        Fact::Pod { pod, .. } => Some(pod.clone()),
+        _ => None,
+    })
+    .unwrap_or_else(|| panic!("no running 7.10.0 Job pod"));
+    run.note(&format!(
+        "killed 7.10.0's Job pod {pod} inside its migration"
+    ));
+    kube::Api::<Pod>::namespaced(run.client(), &run.namespace.name)
+        .delete(&pod, &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap_or_else(|error| panic!("deleting pod {pod}: {error}"));
+    run.wait_for(
+        "the killed Job pod gone",
+        Duration::from_secs(60),
+        |events| {
+            timeline::first(events, |fact| {
+            matches!(fact, Fact::Pod { pod: of, change: PodChange::Deleted, .. } if *of == pod)
+        })
+        .map(|_| ())
+        },
+    )
+    .await;
+    blocker
+        .batch_execute("COMMIT")
+        .await
+        .unwrap_or_else(|error| panic!("releasing executions: {error}"));
+    let report = run.finish().await;
+    assert_not_raced_nor_damaged(&report);
+    let rerun = report.events.iter().any(|event| {
+        matches!(&event.fact, Fact::PodExited { kind: PodKind::Job, release, pod: other, exit_code: 0, .. }
+            if release == "7.10.0" && *other != pod)
+    });
+    assert!(
+        rerun,
+        "no rerun of 7.10.0's upgrade completed:\n{}",
+        evidence(&report)
+    );
+}
+
+#[tokio::test]
+async fn admin_override_lets_olm_through_and_7_10_1_finishes_the_upgrade_once() {
+    let cluster = LocalCluster::from_env();
+    let (mut run, lock) = held(&cluster, options("fault-override", PORT + 5)).await;
+    let since = Timestamp::now();
+    run.note("an admin set spec.overrides Upgradeable=True on 7.10.0's OperatorCondition");
+    conditions(&run)
+        .patch(
+            MIDDLE_CSV,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"overrides": [{
+                "type": "Upgradeable", "status": "True", "reason": "AdminOverride",
+                "message": "test: an admin lets OLM proceed",
+                "lastTransitionTime": Timestamp::now().to_string()
+            }]}})),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("overriding {MIDDLE_CSV}: {error}"));
+    let through = run
+        .wait_for(
+            "OLM to let 7.10.1 through",
+            Duration::from_secs(120),
+            |events| left_pending(events, "7.10.1", since),
+        )
+        .await;
+    println!(
+        "OLM let 7.10.1 through {:.1} s after the override",
+        seconds_between(since, through)
+    );
+    lock.release().await;
+    let report = run.finish().await;
+    show(&report);
+    assert!(
+        report.verdict.raced,
+        "an override lets OLM through before 7.10.0 completed:\n{}",
+        evidence(&report)
+    );
+    assert!(
+        !report.verdict.damaged,
+        "7.10.1 must finish what 7.10.0 left, once, nothing lost:\n{}",
+        evidence(&report)
+    );
+}
+
+#[tokio::test]
+async fn a_release_published_during_the_job_waits_its_turn() {
+    let cluster = LocalCluster::from_env();
+    let options = RunOptions {
+        chain: chain("7.9.3", Some("7.10.0"), "7.10.1", "7.10.2"),
+        ..options("fault-publish", PORT + 6)
+    };
+    let (mut run, lock) = held(&cluster, options).await;
+    let published = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
+    let mut documents = read_documents(&local_catalog());
+    add_release(&mut documents, "7.10.1", "7.10.2");
+    write_documents(published.path(), &documents);
+    let served = cluster.serve_catalog(published.path(), PORT + 100).await;
+    run.note("published 7.10.2 (the CatalogSource now points at a catalog with it)");
+    dynamic_api(
+        &run.client(),
+        &run.namespace.name,
+        "operators.coreos.com",
+        "v1alpha1",
+        "CatalogSource",
+        "catalogsources",
+    )
+    .patch(
+        "upgrade-gate",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"address": served.address}})),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("pointing the CatalogSource at {}: {error}", served.address));
+    lock.release().await;
+    let report = run.finish().await;
+    assert_not_raced_nor_damaged(&report);
+    let (raced, found) = race_of(
+        &report.events,
+        &chain("7.9.3", Some("7.10.1"), "7.10.2", "7.10.2"),
+    );
+    for line in &found {
+        println!("  7.10.1 -> 7.10.2: {line}");
+    }
+    assert!(
+        !raced,
+        "7.10.2 did not wait for 7.10.1's upgrade:\n{}",
+        found.join("\n")
+    );
+    drop(served);
+}
+
+#[tokio::test]
+async fn a_skip_range_jumps_from_7_9_3_to_7_10_1_and_applies_7_10_0s_migrations_once() {
+    let cluster = LocalCluster::from_env();
+    let catalog = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
+    let mut documents = read_documents(&local_catalog());
+    set_skip_range(&mut documents, "7.10.1", ">=7.9.3 <7.10.1");
+    write_documents(catalog.path(), &documents);
+    let options = RunOptions {
+        catalog_dir: catalog.path().to_path_buf(),
+        chain: chain("7.9.3", None, "7.10.1", "7.10.1"),
+        ..options("fault-skip-range", PORT + 7)
+    };
+    let mut run = ChainRun::prepare(&cluster, options).await;
+    run.switch_channel().await;
+    let report = run.finish().await;
+    assert_not_raced_nor_damaged(&report);
+    assert!(
+        !report.events.iter().any(
+            |event| matches!(&event.fact, Fact::CsvCreated { release } if release == "7.10.0")
+        ),
+        "OLM installed 7.10.0 although 7.10.1's skipRange covers 7.9.3:\n{}",
+        evidence(&report)
+    );
+    let by_7_10_1: Vec<String> = report
+        .events
+        .iter()
+        .filter_map(|event| match &event.fact {
+            Fact::PodExited {
+                kind: PodKind::Job,
+                release,
+                exit_code: 0,
+                message,
+                ..
+            } if release == "7.10.1" => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    let applied: Vec<i64> = by_7_10_1
+        .iter()
+        .filter_map(|message| serde_json::from_str::<serde_json::Value>(message).ok())
+        .flat_map(|outcome| {
+            outcome["applied"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|step| step["version"].as_i64())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        applied,
+        [3, 4, 5],
+        "7.10.1's Job must apply 7.10.0's migrations and its own, once each"
+    );
+}
