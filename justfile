@@ -167,17 +167,26 @@ cluster-down NAME="dev":
 cluster-leftovers NAME="dev":
     {{cluster}} leftovers {{NAME}}
 
-# DEMO_ROWS=N seeds N rows (1000000); KEEP=1 keeps the cluster (docs/demo.md).
-# The main job: 7.9.3 -> 7.10.0 -> 7.10.1 through OLM on local cluster `demo`, narrated.
-demo: cluster-bins pause-image image
-    UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)" \
-    UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}" \
-    DEMO_IMAGE_ARCHIVE="$(just image-archive)" \
-      tools/demo/run.sh
-
 # The chain runner (`chain`, tests/bin/chain.rs) on a local cluster of its
 # own, started and torn down by it. Settings are KEY=VALUE words.
 chain_env := "UPGRADE_GATE_TOOLS=\"$(UPGRADE_GATE_CACHE=" + cache + " tools/bin-dir.sh)\" UPGRADE_GATE_PAUSE_ARCHIVE=" + pause_archive + " UPGRADE_GATE_IMAGE_ARCHIVE=\"$(just image-archive)\""
+
+# Settings: GATE=on|off (on), ROWS=N (1000000; or DEMO_ROWS), KEEP=1 keeps the cluster (docs/demo.md).
+# The main job: 7.9.3 -> 7.10.0 -> 7.10.1 through OLM on local cluster `demo`, narrated.
+demo *SETTINGS: cluster-bins pause-image image
+    #!/usr/bin/env bash
+    set -euo pipefail
+    gate=on rows=${DEMO_ROWS:-1000000} keep=${KEEP:-0}
+    for setting in {{SETTINGS}}; do
+      case $setting in
+        GATE=*) gate=${setting#GATE=} ;;
+        ROWS=*) rows=${setting#ROWS=} ;;
+        KEEP=*) keep=${setting#KEEP=} ;;
+        *) echo "just demo: unknown setting $setting (GATE=on|off ROWS=N KEEP=1)" >&2; exit 2 ;;
+      esac
+    done
+    cargo build --workspace --bins
+    {{chain_env}} KEEP="$keep" target/debug/chain --cluster demo demo --gate "$gate" --rows "$rows"
 
 # Each run in a fresh namespace with its own database and Subscription, judged
 # raced/damaged; writes target/race/gate-<GATE>.json and prints a table (docs/race.md).

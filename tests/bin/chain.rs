@@ -297,9 +297,15 @@ async fn race(cluster: &LocalCluster, runs: u32, gate: GateSetting, rows: u64) -
         gate,
         runs: reports,
     };
-    let dir = repository_root().join("target/race");
-    let path = dir.join(format!("gate-{}.json", gate.name()));
-    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+    let path = write_report(&repository_root().join("target/race"), &report);
+    println!("\n{}\nreport: {}", report.table(), path.display());
+    report.goal_met()
+}
+
+/// Writes `<dir>/gate-<on|off>.json`; panics when it cannot.
+fn write_report(dir: &std::path::Path, report: &RaceReport) -> PathBuf {
+    let path = dir.join(format!("gate-{}.json", report.gate.name()));
+    let written = std::fs::create_dir_all(dir).and_then(|()| {
         std::fs::write(
             &path,
             serde_json::to_string_pretty(&report.to_json()).unwrap_or_default(),
@@ -308,8 +314,7 @@ async fn race(cluster: &LocalCluster, runs: u32, gate: GateSetting, rows: u64) -
     if let Err(error) = written {
         panic!("writing {}: {error}", path.display());
     }
-    println!("\n{}\nreport: {}", report.table(), path.display());
-    report.goal_met()
+    path
 }
 
 async fn demo(cluster: &LocalCluster, gate: GateSetting, rows: u64, keep: bool) -> bool {
@@ -325,21 +330,24 @@ async fn demo(cluster: &LocalCluster, gate: GateSetting, rows: u64, keep: bool) 
     let mut run =
         ChainRun::prepare(cluster, options(gate, "demo", 50051, Data::Seed { rows })).await;
     let events = run.timeline.snapshot();
-    for event in events
-        .iter()
-        .filter(|event| narrate::worth_narrating(&event.fact))
-    {
-        if matches!(
-            event.fact,
-            timeline::Fact::ConditionStatus { .. }
-                | timeline::Fact::CsvPhase { .. }
-                | timeline::Fact::AppStatus { .. }
-        ) {
-            println!(
-                "{}",
-                narrate::line(event, events.first().map_or(event.at, |first| first.at))
-            );
-        }
+    let subscribed = events
+        .first()
+        .map_or_else(jiff::Timestamp::now, |first| first.at);
+    println!("    the install, with times from the Subscription:");
+    let install: Vec<timeline::Event> = events
+        .into_iter()
+        .filter(|event| {
+            matches!(
+                event.fact,
+                timeline::Fact::ConditionStatus { .. }
+                    | timeline::Fact::CsvPhase { .. }
+                    | timeline::Fact::AppStatus { .. }
+                    | timeline::Fact::PodExited { .. }
+            )
+        })
+        .collect();
+    for line in narrate::Narrator::default().lines(&install, subscribed) {
+        println!("{line}");
     }
     println!(
         "    set up in {:.1} s; data before the switch: {}",
@@ -365,6 +373,12 @@ async fn demo(cluster: &LocalCluster, gate: GateSetting, rows: u64, keep: bool) 
     for line in &report.verdict.evidence {
         println!("      {line}");
     }
+    let report_file = RaceReport {
+        gate,
+        runs: vec![report.clone()],
+    };
+    let path = write_report(&repository_root().join("target/demo"), &report_file);
+    println!("\n    the run's timeline and evidence: {}", path.display());
     match run.server_healthz().await {
         Ok(answer) => println!("\n    the App's server after the chain: {answer}"),
         Err(error) => println!("\n    the App's server after the chain: not serving ({error})"),

@@ -35,9 +35,11 @@ pub mod wait;
 
 use std::path::PathBuf;
 
-/// The repository's root directory.
+/// The repository's root directory (without `tests/..` in it, for the
+/// paths tools print).
 pub fn repository_root() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    root.canonicalize().unwrap_or(root)
 }
 
 /// The path of one of the workspace's binaries in the caller's own target

@@ -5,7 +5,7 @@
 //! Owns: which facts are worth a line and how the verdict reads. Must not
 //! touch: the run (reads its timeline and report).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
@@ -73,33 +73,64 @@ pub fn line(event: &Event, zero: Timestamp) -> String {
     text
 }
 
+/// What has been told, so each fact is told once and a gate's status is
+/// told when it changes, not at each generation OLM copies it at.
+#[derive(Default)]
+pub struct Narrator {
+    told: HashSet<(Timestamp, String)>,
+    gates: HashMap<String, (Option<String>, Option<String>)>,
+}
+
+impl Narrator {
+    /// The lines for the events from `zero` on not told yet.
+    pub fn lines(&mut self, events: &[Event], zero: Timestamp) -> Vec<String> {
+        let mut lines = Vec::new();
+        for event in events
+            .iter()
+            .filter(|event| event.at >= zero && worth_narrating(&event.fact))
+        {
+            if !self.told.insert((event.at, event.fact.to_string())) {
+                continue;
+            }
+            if let Fact::ConditionStatus {
+                release,
+                status,
+                reason,
+                ..
+            } = &event.fact
+            {
+                let now = (status.clone(), reason.clone());
+                if self.gates.insert(release.clone(), now.clone()) == Some(now) {
+                    continue;
+                }
+            }
+            lines.push(line(event, zero));
+        }
+        lines
+    }
+}
+
 /// Prints the run's facts from `zero` on as they are recorded.
 pub struct LiveNarration {
     task: tokio::task::JoinHandle<()>,
-    told: Arc<Mutex<HashSet<(Timestamp, String)>>>,
+    narrator: Arc<Mutex<Narrator>>,
     zero: Timestamp,
 }
 
-/// Prints the events of `events` from `zero` on not told yet.
-fn tell(events: &[Event], zero: Timestamp, told: &Mutex<HashSet<(Timestamp, String)>>) {
-    let mut told = told
+fn tell(events: &[Event], zero: Timestamp, narrator: &Mutex<Narrator>) {
+    let mut narrator = narrator
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for event in events
-        .iter()
-        .filter(|event| event.at >= zero && worth_narrating(&event.fact))
-    {
-        if told.insert((event.at, event.fact.to_string())) {
-            println!("{}", line(event, zero));
-        }
+    for line in narrator.lines(events, zero) {
+        println!("{line}");
     }
 }
 
 impl LiveNarration {
     pub fn start(timeline: &Timeline, zero: Timestamp) -> Self {
         let mut receiver = timeline.subscribe();
-        let told = Arc::new(Mutex::new(HashSet::new()));
-        let shared = told.clone();
+        let narrator = Arc::new(Mutex::new(Narrator::default()));
+        let shared = narrator.clone();
         let task = tokio::spawn(async move {
             loop {
                 let events = receiver.borrow_and_update().clone();
@@ -109,13 +140,17 @@ impl LiveNarration {
                 }
             }
         });
-        Self { task, told, zero }
+        Self {
+            task,
+            narrator,
+            zero,
+        }
     }
 
     /// Stops, after telling what `timeline` holds that was not told yet.
     pub fn stop(self, timeline: &Timeline) {
         self.task.abort();
-        tell(&timeline.snapshot(), self.zero, &self.told);
+        tell(&timeline.snapshot(), self.zero, &self.narrator);
     }
 }
 
@@ -179,4 +214,75 @@ pub fn closing(report: &RunReport, chain: &Chain) -> Vec<String> {
             .cloned(),
     );
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + second).expect("valid")
+    }
+
+    fn gate(status: &str, generation: i64) -> Fact {
+        Fact::ConditionStatus {
+            release: "7.10.0".into(),
+            status: Some(status.into()),
+            reason: Some("UpgradeInProgress".into()),
+            observed_generation: Some(generation),
+            generation,
+        }
+    }
+
+    #[test]
+    fn each_fact_is_told_once_and_a_gate_only_when_it_changes() {
+        let events: Vec<Event> = [
+            (
+                0,
+                Fact::ChannelSwitched {
+                    channel: "7.10.x".into(),
+                },
+            ),
+            (1, gate("False", 2)),
+            (2, gate("False", 3)),
+            (
+                3,
+                Fact::ConditionCreated {
+                    release: "7.10.1".into(),
+                },
+            ),
+            (4, gate("True", 4)),
+        ]
+        .into_iter()
+        .map(|(second, fact)| Event {
+            at: at(second),
+            fact,
+        })
+        .collect();
+        let mut narrator = Narrator::default();
+        let told = narrator.lines(&events[..3], at(0));
+        assert_eq!(told.len(), 2, "{told:?}");
+        assert!(told[0].contains("+0.0 s") && told[0].contains("switched"));
+        let more = narrator.lines(&events, at(0));
+        assert_eq!(more.len(), 1, "{more:?}");
+        assert!(more[0].contains("Upgradeable=True"));
+        assert!(narrator.lines(&events, at(0)).is_empty());
+    }
+
+    #[test]
+    fn a_jobs_outcome_is_summarised() {
+        let event = Event {
+            at: at(5),
+            fact: Fact::PodExited {
+                pod: "shop-db-7-10-0-1-x".into(),
+                kind: PodKind::Job,
+                release: "7.10.0".into(),
+                container: "app-db-upgrade".into(),
+                exit_code: 0,
+                reason: "Completed".into(),
+                message: r#"{"applied": [{"version": 3, "duration_ms": 120}], "backup": null, "durations": {"total_ms": 900}}"#.into(),
+            },
+        };
+        assert!(line(&event, at(0)).ends_with("applied V3 120 ms; backup none; total 900 ms"));
+    }
 }
