@@ -15,6 +15,7 @@ use crate::catalog::{self, BundleSource, CatalogBundle};
 use crate::csv::{self, ClusterServiceVersion, CsvError};
 use crate::releases::{self, PACKAGE, Release};
 use crate::sources::Sources;
+use crate::variant::{self, Variant};
 
 /// The registry the published bundles, catalog and operator image live in.
 pub const DEFAULT_REGISTRY: &str = "ghcr.io/upgrade-gate";
@@ -82,11 +83,14 @@ fn release_csv(
     sources: &Sources,
     release: &Release,
     image: &str,
+    variant: Variant,
 ) -> Result<ClusterServiceVersion, RenderError> {
-    csv::release_csv(sources, release, image).map_err(|source| RenderError::Csv {
+    let mut csv = csv::release_csv(sources, release, image).map_err(|source| RenderError::Csv {
         release: release.version.to_owned(),
         source,
-    })
+    })?;
+    variant::apply(&mut csv, variant);
+    Ok(csv)
 }
 
 /// `bundle/<release>/`: manifests (CSV, CRD), metadata and Dockerfile.
@@ -94,10 +98,11 @@ pub fn bundle_files(
     sources: &Sources,
     version: &str,
     registry: &str,
+    variant: Variant,
 ) -> Result<Vec<RenderedFile>, RenderError> {
     let release = release(version)?;
     let image = operator_image(registry, &sources.image_tag);
-    let csv = release_csv(sources, release, &image)?;
+    let csv = release_csv(sources, release, &image, variant)?;
     let dir = PathBuf::from("bundle").join(version);
     let crd_file = crd_file_name(sources)?;
     let labels = bundle_labels(release);
@@ -156,13 +161,14 @@ pub fn catalog_files(
     sources: &Sources,
     registry: &str,
     local_image: &str,
+    variant: Variant,
 ) -> Result<Vec<RenderedFile>, RenderError> {
     let published_image = operator_image(registry, &sources.image_tag);
     let provided_apis = provided_apis(sources)?;
     let mut published = Vec::new();
     let mut local = Vec::new();
     for release in releases::RELEASES {
-        let csv = release_csv(sources, release, &published_image)?;
+        let csv = release_csv(sources, release, &published_image, variant)?;
         let csv_metadata = csv::catalog_metadata(&csv).map_err(|source| RenderError::Json {
             path: PathBuf::from(CATALOG_DIR),
             source,
@@ -176,7 +182,7 @@ pub fn catalog_files(
                 csv_metadata,
             },
         });
-        let local_csv = release_csv(sources, release, local_image)?;
+        let local_csv = release_csv(sources, release, local_image, variant)?;
         let local_csv = serde_json::to_value(&local_csv).map_err(|source| RenderError::Json {
             path: PathBuf::from(LOCAL_CATALOG_DIR),
             source,
@@ -355,7 +361,7 @@ mod tests {
 
     #[test]
     fn a_bundle_has_its_manifests_metadata_and_dockerfile() {
-        let files = bundle_files(&sources(), "7.10.1", "registry.test/x").unwrap();
+        let files = bundle_files(&sources(), "7.10.1", "registry.test/x", Variant::GateOn).unwrap();
         let paths: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
         assert_eq!(
             paths,
@@ -386,15 +392,20 @@ mod tests {
     #[test]
     fn an_unknown_release_is_refused() {
         assert!(matches!(
-            bundle_files(&sources(), "7.11.0", DEFAULT_REGISTRY),
+            bundle_files(&sources(), "7.11.0", DEFAULT_REGISTRY, Variant::GateOn),
             Err(RenderError::UnknownRelease(_))
         ));
     }
 
     #[test]
     fn the_local_catalog_runs_the_local_image_inline() {
-        let files =
-            catalog_files(&sources(), DEFAULT_REGISTRY, "localhost/upgrade-gate:9").unwrap();
+        let files = catalog_files(
+            &sources(),
+            DEFAULT_REGISTRY,
+            "localhost/upgrade-gate:9",
+            Variant::GateOn,
+        )
+        .unwrap();
         let local = files
             .iter()
             .find(|f| f.path.ends_with("catalog-local/upgrade-gate/catalog.json"))
