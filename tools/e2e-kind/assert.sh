@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The assertions about an OLM-installed upgrade-gate, shared by the kind
-# workflow (tools/e2e-kind/*.sh) and the local-cluster test
-# (tests/cluster_olm_install.rs), so both check the same things with kubectl
-# against whatever KUBECONFIG points at. Reads only; exit 1 on a failed check.
+# The assertions of the kind workflow (tools/e2e-kind/*.sh) about an
+# OLM-installed upgrade-gate, with kubectl against whatever KUBECONFIG points
+# at. Reads only; exit 1 on a failed check. On the local cluster the chain
+# runner (tests/src/chain/) checks the same in Rust; this script goes once
+# kind runs the runner too (docs/olm.md).
 #
 #   assert.sh installed NAMESPACE RELEASE
 #       CSV upgrade-gate.v<RELEASE> Succeeded; its init container closed the
