@@ -1,5 +1,5 @@
 //! `manifests/` against the local cluster's API server: `kubectl apply
-//! --dry-run=server -k` runs every object through admission and schema
+//! --server-side --dry-run=server -k` runs every object through admission and schema
 //! validation (the CRD's structural schema, RBAC, restricted pod security)
 //! without changing the cluster.
 //!
@@ -81,7 +81,16 @@ async fn manifests_pass_server_side_dry_run_under_restricted_pod_security() {
     overlay(dir.path(), &namespace.name);
     let output = Command::new(kubectl())
         .env("KUBECONFIG", &cluster.kubeconfig)
-        .args(["apply", "--dry-run=server", "-k"])
+        // Server-side apply: other tests on the shared cluster create the
+        // CRD without kubectl's last-applied annotation, which client-side
+        // apply would warn about.
+        .args([
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--dry-run=server",
+            "-k",
+        ])
         .arg(dir.path())
         .output()
         .unwrap_or_else(|error| panic!("running kubectl: {error}"));
@@ -89,7 +98,7 @@ async fn manifests_pass_server_side_dry_run_under_restricted_pod_security() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "kubectl apply --dry-run=server -k manifests/ failed:\n{stdout}\n{stderr}"
+        "kubectl apply --server-side --dry-run=server -k manifests/ failed:\n{stdout}\n{stderr}"
     );
     // A Deployment that breaks restricted pod security is admitted with a
     // warning only: a warning is a failure here.
