@@ -36,7 +36,7 @@ struct Cli {
 }
 
 /// pg_dump's compression for backups (see docs/database-upgrade.md).
-const DEFAULT_COMPRESSION: &str = "6";
+const DEFAULT_COMPRESSION: &str = "gzip:1";
 /// maintenance_work_mem for the index builds (see docs/database-upgrade.md).
 const DEFAULT_MAINTENANCE_WORK_MEM: &str = "server";
 
@@ -100,7 +100,7 @@ struct RunArgs {
     /// Backups kept per App, the new one included.
     #[arg(long, env = "UPGRADE_GATE_KEEP_BACKUPS", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     keep_backups: u64,
-    /// pg_dump's --compress for the backup (e.g. gzip:6, lz4, none).
+    /// pg_dump's --compress for the backup (e.g. gzip:1, gzip:6, none).
     #[arg(long, env = "UPGRADE_GATE_BACKUP_COMPRESSION", default_value = DEFAULT_COMPRESSION)]
     backup_compression: String,
     #[arg(skip)]

@@ -143,7 +143,8 @@ pub struct BackupSettings {
     pub app: AppIdentity,
     /// Archives kept per App after a successful backup (the new one included).
     pub keep: usize,
-    /// `pg_dump --compress` (e.g. `gzip:1`, `lz4`, `none`).
+    /// `pg_dump --compress` (e.g. `gzip:1`, `gzip:6`, `none`; the image's client
+    /// tools are built without lz4 and zstd).
     pub compression: String,
     /// `pg_dump --lock-wait-timeout`: how long it waits for a table lock.
     pub lock_wait_timeout: Duration,
