@@ -12,7 +12,8 @@
 //! Exit codes: 0 the goal of the gate setting met (on: nothing raced or
 //! damaged; off: every run raced); 1 the goal not met; 2 usage; 3 the
 //! cluster or a run could not be set up (the reason is printed); 4 the
-//! cluster's teardown left something behind.
+//! cluster's teardown left something behind; 5 stopped by SIGINT (Ctrl-C)
+//! or SIGTERM — the cluster is torn down all the same (kept with --keep).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,12 +34,13 @@ use upgrade_gate_tests::repository_root;
 const EXIT_GOAL_NOT_MET: u8 = 1;
 const EXIT_SETUP: u8 = 3;
 const EXIT_TEARDOWN: u8 = 4;
+const EXIT_STOPPED: u8 = 5;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "chain",
     about = "The upgrade chain 7.9.3 -> 7.10.0 -> 7.10.1 through OLM, recorded and judged",
-    after_help = "Exit codes: 0 the gate setting's goal met; 1 not met; 2 usage; 3 set-up failed; 4 teardown left something."
+    after_help = "Exit codes: 0 the gate setting's goal met; 1 not met; 2 usage; 3 set-up failed; 4 teardown left something; 5 stopped by SIGINT or SIGTERM (the cluster is torn down all the same)."
 )]
 struct Cli {
     #[command(flatten)]
@@ -144,16 +146,28 @@ fn main() -> ExitCode {
     let keep = cli.cluster.keep && !cli.cluster.reuse;
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runtime.block_on(async {
-            match cli.command {
-                Command::Race { runs, gate, rows } => race(&local, runs, gate.into(), rows).await,
-                Command::Demo { gate, rows } => demo(&local, gate.into(), rows, keep).await,
-            }
+            // Ctrl-C or SIGTERM ends the runs, not the process: the cluster
+            // below is still torn down.
+            let mut stop = upgrade_gate::shutdown::listen();
+            let work = async {
+                match cli.command {
+                    Command::Race { runs, gate, rows } => {
+                        race(&local, runs, gate.into(), rows).await
+                    }
+                    Command::Demo { gate, rows } => demo(&local, gate.into(), rows, keep).await,
+                }
+            };
+            stop.unless_stopped(work).await
         })
     }));
     drop(runtime);
     let mut code = match outcome {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(EXIT_GOAL_NOT_MET),
+        Ok(Ok(true)) => ExitCode::SUCCESS,
+        Ok(Ok(false)) => ExitCode::from(EXIT_GOAL_NOT_MET),
+        Ok(Err(signal)) => {
+            eprintln!("chain: stopped by {signal}");
+            ExitCode::from(EXIT_STOPPED)
+        }
         Err(panic) => {
             let reason = panic
                 .downcast_ref::<String>()
