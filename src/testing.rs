@@ -1,16 +1,26 @@
 //! A fake Kubernetes API server for tests of code that talks to OLM's
-//! `OperatorCondition`: behind a `tower_test` mock (in-process, no
-//! network), it serves discovery (OLM v0's and v1's APIs), one
-//! OperatorCondition with OLM's copy rules, any other objects by path, and
-//! injects faults; it records every request so a test can assert the exact
-//! sequence. Enabled by the `testing` cargo feature.
+//! `OperatorCondition` or to any other object: behind a `tower_test` mock
+//! (in-process, no network), it serves discovery (OLM v0's and v1's APIs),
+//! one OperatorCondition with OLM's copy rules, any other objects by path
+//! with the API server's semantics, and injects faults; it records every
+//! request so a test can assert the exact sequence. [`FakeCluster::start`]
+//! hands the final state back when the client is gone;
+//! [`FakeCluster::start_live`] lets the test change the state (another
+//! writer, a deletion) while the client runs. Enabled by the `testing`
+//! cargo feature.
 //!
 //! Owns: the fake's state and its answers. Must not touch: the network.
 //!
-//! OLM's rules it plays:
-//! - an update of `spec` bumps `metadata.generation`; every change (an
-//!   update, OLM's status copy) bumps `metadata.resourceVersion`, and an
-//!   update carrying an old `resourceVersion` gets 409;
+//! The API server's rules it plays, for every object:
+//! - GET of an absent object gets 404; POST to a collection creates
+//!   `<collection>/<metadata.name>` (409 AlreadyExists if it exists);
+//!   DELETE removes;
+//! - an update of `spec` bumps `metadata.generation`; every change bumps
+//!   `metadata.resourceVersion` (one counter for the whole cluster), and an
+//!   update carrying an old `resourceVersion` gets 409.
+//!
+//! OLM's rules, for the OperatorCondition:
+//! - an update changes only `spec` (metadata and status stay OLM's);
 //! - OLM copies `spec.conditions` into `status.conditions`
 //!   asynchronously — here on the `copy_lag + 1`-th read after a change
 //!   (`None`: never) — stamping each entry with `observedGeneration`.
@@ -43,6 +53,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use http::{Method, Request, Response};
 use kube::client::Body;
@@ -97,6 +108,8 @@ pub fn sequence(log: &[Recorded]) -> Vec<(Method, &str)> {
 /// Which requests a fault applies to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum On {
+    /// Any request at all.
+    Any,
     /// Any request for the OperatorCondition.
     Object,
     /// Only updates (PUT) of the OperatorCondition.
@@ -123,8 +136,11 @@ impl Fault {
     }
 }
 
+/// A change another writer makes to a stored object.
+type Change = Box<dyn FnOnce(&mut Value) + Send>;
+
 /// The fake cluster's state and knobs (public fields: set them before
-/// [`FakeCluster::start`]).
+/// [`FakeCluster::start`], or through [`Live::edit`] while it runs).
 pub struct FakeCluster {
     /// The OperatorCondition's namespace.
     pub namespace: String,
@@ -143,10 +159,15 @@ pub struct FakeCluster {
     /// OLM copies spec into status on the read after this many reads since
     /// a change (`Some(0)`: at once; `None`: never).
     pub copy_lag: Option<usize>,
-    /// Other objects served read-only (GET) by path: pods, ReplicaSets, Deployments.
+    /// Every other object by path (pods, ReplicaSets, Deployments,
+    /// Leases, ...), served with the API server's semantics.
     pub objects: BTreeMap<String, Value>,
     reads_since_change: usize,
     object_reads: usize,
+    /// The last `resourceVersion` handed out.
+    revision: u64,
+    /// Changes made right after the next successful read of a path.
+    after_read: Vec<(String, Change)>,
 }
 
 impl FakeCluster {
@@ -164,12 +185,62 @@ impl FakeCluster {
             objects: BTreeMap::new(),
             reads_since_change: 0,
             object_reads: 0,
+            revision: 0,
+            after_read: Vec::new(),
         }
     }
 
     /// The OperatorCondition's path.
     pub fn object_path(&self) -> String {
         operator_condition_path(&self.namespace, &self.name)
+    }
+
+    /// The object stored at `path`: the OperatorCondition at
+    /// [`FakeCluster::object_path`], any other in [`FakeCluster::objects`].
+    pub fn stored(&self, path: &str) -> Option<&Value> {
+        if path == self.object_path() {
+            self.object.as_ref()
+        } else {
+            self.objects.get(path)
+        }
+    }
+
+    /// Another writer's update of the object at `path`: `change` edits it,
+    /// then `resourceVersion` is bumped (and `generation` when `spec`
+    /// changed), as an update through the API would.
+    ///
+    /// # Panics
+    ///
+    /// When nothing is stored at `path` (a mistake in the test).
+    pub fn change(&mut self, path: &str, change: impl FnOnce(&mut Value)) {
+        let is_condition = path == self.object_path();
+        let object = if is_condition {
+            self.object.as_mut()
+        } else {
+            self.objects.get_mut(path)
+        };
+        let object = object.unwrap_or_else(|| panic!("the fake stores nothing at {path}"));
+        let spec = object["spec"].clone();
+        change(object);
+        let spec_changed = object["spec"] != spec;
+        if spec_changed {
+            bump_generation(object);
+        }
+        bump_resource_version(object, &mut self.revision);
+        if is_condition && spec_changed {
+            self.reads_since_change = 0;
+        }
+    }
+
+    /// Right after the next successful read of `path` (answered with what
+    /// was stored before), another writer changes the object there as
+    /// [`FakeCluster::change`] does: the race between a read and an update.
+    pub fn after_next_read(
+        &mut self,
+        path: &str,
+        change: impl FnOnce(&mut Value) + Send + 'static,
+    ) {
+        self.after_read.push((path.to_owned(), Box::new(change)));
     }
 
     /// A kube client whose requests are answered from this cluster, and the
@@ -181,15 +252,93 @@ impl FakeCluster {
         kube::Client,
         tokio::task::JoinHandle<(Vec<Recorded>, FakeCluster)>,
     ) {
-        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
-        let client = kube::Client::new(service, self.namespace.clone());
-        (client, tokio::spawn(serve(handle, self)))
+        let (client, handle, served) = self.connect();
+        let server = tokio::spawn(async move {
+            serve(handle, &served).await;
+            let served = Arc::into_inner(served)
+                .expect("only the serving task holds the state")
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner);
+            (served.log, served.cluster)
+        });
+        (client, server)
     }
 
+    /// A kube client whose requests are answered from this cluster, and a
+    /// [`Live`] handle to change the state and read the log while the
+    /// client runs. The serving task ends when every clone of the client is
+    /// dropped.
+    ///
+    /// ```
+    /// use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    /// use kube::api::{Api, ObjectMeta, PostParams};
+    /// use upgrade_gate::testing::{FakeCluster, sequence};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/apps/leases/leader";
+    /// let (client, live) = FakeCluster::new("apps", "my-operator.v1.2.0").start_live();
+    /// let leases: Api<Lease> = Api::namespaced(client, "apps");
+    /// let lease = Lease {
+    ///     metadata: ObjectMeta { name: Some("leader".into()), ..ObjectMeta::default() },
+    ///     spec: Some(LeaseSpec { holder_identity: Some("a".into()), ..LeaseSpec::default() }),
+    /// };
+    /// leases.create(&PostParams::default(), &lease).await.unwrap();
+    /// let again = leases.create(&PostParams::default(), &lease).await;
+    /// assert!(matches!(again, Err(kube::Error::Api(status)) if status.code == 409));
+    ///
+    /// // Another writer takes the Lease between our read and our update.
+    /// live.edit(|cluster| cluster.after_next_read(LEASE, |lease| {
+    ///     lease["spec"]["holderIdentity"] = "b".into();
+    /// }));
+    /// let read = leases.get("leader").await.unwrap();
+    /// assert_eq!(read.spec.as_ref().unwrap().holder_identity.as_deref(), Some("a"));
+    /// let refused = leases.replace("leader", &PostParams::default(), &read).await;
+    /// assert!(matches!(refused, Err(kube::Error::Api(status)) if status.code == 409));
+    ///
+    /// let stored = live.stored(LEASE).unwrap();
+    /// assert_eq!(stored["spec"]["holderIdentity"], "b");
+    /// assert_eq!(sequence(&live.take_log()).len(), 4, "POST, POST, GET, PUT");
+    /// # }
+    /// ```
+    pub fn start_live(self) -> (kube::Client, Live) {
+        let (client, handle, served) = self.connect();
+        let shared = served.clone();
+        tokio::spawn(async move { serve(handle, &shared).await });
+        (client, Live { served })
+    }
+
+    fn connect(self) -> (kube::Client, ServerHandle, Arc<Mutex<Served>>) {
+        let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+        let client = kube::Client::new(service, self.namespace.clone());
+        let served = Served {
+            cluster: self,
+            log: Vec::new(),
+        };
+        (client, handle, Arc::new(Mutex::new(served)))
+    }
+
+    /// The answer to `request`; then the change waiting for this read, if any.
     fn respond(&mut self, request: &Recorded) -> (u16, Value) {
+        let answer = self.answer(request);
+        if request.method == Method::GET
+            && answer.0 == 200
+            && let Some(at) = self
+                .after_read
+                .iter()
+                .position(|(path, _)| *path == request.path)
+        {
+            let (path, change) = self.after_read.remove(at);
+            self.change(&path, change);
+        }
+        answer
+    }
+
+    fn answer(&mut self, request: &Recorded) -> (u16, Value) {
         let object_path = self.object_path();
         for fault in &mut self.faults {
             let applies = match &fault.on {
+                On::Any => true,
                 On::Object => request.path == object_path,
                 On::Update => request.path == object_path && request.method == Method::PUT,
                 On::Path(path) => request.path == *path,
@@ -210,18 +359,78 @@ impl FakeCluster {
                     v1_resources(),
                 );
             }
-            if let Some(object) = self.objects.get(&request.path) {
-                return (200, object.clone());
-            }
         }
-        if request.path != object_path {
-            return status(404, "NotFound", &format!("{} not found", request.path));
-        }
+        let body = request.body.clone().unwrap_or(Value::Null);
+        let path = request.path.as_str();
         match request.method {
-            Method::GET => self.read(),
-            Method::PUT => self.update(request.body.clone().unwrap_or(Value::Null)),
-            _ => status(405, "MethodNotAllowed", "the fake serves GET and PUT only"),
+            Method::POST => self.create(path, body),
+            Method::GET if path == object_path => self.read(),
+            Method::PUT if path == object_path => self.update(body),
+            Method::DELETE if path == object_path => match self.object.take() {
+                Some(object) => (200, object),
+                None => not_found(path),
+            },
+            Method::GET => match self.objects.get(path) {
+                Some(object) => (200, object.clone()),
+                None => not_found(path),
+            },
+            Method::PUT => self.replace(path, body),
+            Method::DELETE => match self.objects.remove(path) {
+                Some(object) => (200, object),
+                None => not_found(path),
+            },
+            _ => status(
+                405,
+                "MethodNotAllowed",
+                "the fake serves GET, POST, PUT and DELETE",
+            ),
         }
+    }
+
+    /// POST to `collection`: stores `<collection>/<metadata.name>`.
+    fn create(&mut self, collection: &str, mut new: Value) -> (u16, Value) {
+        let Some(name) = new["metadata"]["name"].as_str() else {
+            return status(
+                422,
+                "Invalid",
+                "metadata.name: Required value (the fake generates no names)",
+            );
+        };
+        let path = format!("{collection}/{name}");
+        if self.stored(&path).is_some() {
+            return status(409, "AlreadyExists", &format!("{path} already exists"));
+        }
+        self.revision += 1;
+        new["metadata"]["resourceVersion"] = json!(self.revision.to_string());
+        new["metadata"]["generation"] = json!(1);
+        new["metadata"]["uid"] = json!(format!("uid-{}", self.revision));
+        if path == self.object_path() {
+            self.object = Some(new.clone());
+            self.reads_since_change = 0;
+        } else {
+            self.objects.insert(path, new.clone());
+        }
+        (201, new)
+    }
+
+    /// PUT of any object but the OperatorCondition: the body replaces it
+    /// unless it carries a stale `resourceVersion` (none: unconditional).
+    fn replace(&mut self, path: &str, mut new: Value) -> (u16, Value) {
+        let Some(stored) = self.objects.get_mut(path) else {
+            return not_found(path);
+        };
+        let sent = &new["metadata"]["resourceVersion"];
+        if !sent.is_null() && *sent != stored["metadata"]["resourceVersion"] {
+            return conflict();
+        }
+        new["metadata"]["generation"] = stored["metadata"]["generation"].clone();
+        if new["spec"] != stored["spec"] {
+            bump_generation(&mut new);
+        }
+        new["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"].clone();
+        bump_resource_version(&mut new, &mut self.revision);
+        *stored = new.clone();
+        (200, new)
     }
 
     fn read(&mut self) -> (u16, Value) {
@@ -239,7 +448,7 @@ impl FakeCluster {
             .is_some_and(|lag| self.reads_since_change > lag)
             && olm_copy(object)
         {
-            bump_resource_version(object);
+            bump_resource_version(object, &mut self.revision);
         }
         (200, object.clone())
     }
@@ -249,29 +458,70 @@ impl FakeCluster {
             return status(404, "NotFound", "gone");
         };
         if new["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
-            return status(
-                409,
-                "Conflict",
-                "the object has been modified; please apply your changes to the latest version and try again",
-            );
+            return conflict();
         }
         if new["spec"] != stored["spec"] {
-            let generation = stored["metadata"]["generation"].as_i64().unwrap_or(0);
-            stored["metadata"]["generation"] = json!(generation + 1);
+            bump_generation(stored);
             stored["spec"] = new["spec"].clone();
             self.reads_since_change = 0;
         }
-        bump_resource_version(stored);
+        bump_resource_version(stored, &mut self.revision);
         (200, stored.clone())
     }
 }
 
-fn bump_resource_version(object: &mut Value) {
+/// The state a running fake answers from, shared with [`Live`].
+struct Served {
+    cluster: FakeCluster,
+    log: Vec<Recorded>,
+}
+
+type ServerHandle = mock::Handle<Request<Body>, Response<Body>>;
+
+/// A handle on a fake started with [`FakeCluster::start_live`]: changes
+/// its state between two requests and takes what it saw so far. Clones
+/// share the one state.
+#[derive(Clone)]
+pub struct Live {
+    served: Arc<Mutex<Served>>,
+}
+
+impl Live {
+    /// Runs `edit` on the cluster's state between two requests (another
+    /// writer, a deletion, new faults); returns what `edit` returns.
+    pub fn edit<T>(&self, edit: impl FnOnce(&mut FakeCluster) -> T) -> T {
+        edit(&mut lock(&self.served).cluster)
+    }
+
+    /// A copy of the object stored at `path` (see [`FakeCluster::stored`]).
+    pub fn stored(&self, path: &str) -> Option<Value> {
+        self.edit(|cluster| cluster.stored(path).cloned())
+    }
+
+    /// The requests seen since the last call, oldest first.
+    pub fn take_log(&self) -> Vec<Recorded> {
+        std::mem::take(&mut lock(&self.served).log)
+    }
+}
+
+fn lock(served: &Mutex<Served>) -> MutexGuard<'_, Served> {
+    served.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn bump_generation(object: &mut Value) {
+    let generation = object["metadata"]["generation"].as_i64().unwrap_or(0);
+    object["metadata"]["generation"] = json!(generation + 1);
+}
+
+/// Sets the object's `resourceVersion` past both its own and the last one
+/// handed out in the cluster (`revision`, moved along).
+fn bump_resource_version(object: &mut Value, revision: &mut u64) {
     let version: u64 = object["metadata"]["resourceVersion"]
         .as_str()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
-    object["metadata"]["resourceVersion"] = json!((version + 1).to_string());
+    *revision = version.max(*revision) + 1;
+    object["metadata"]["resourceVersion"] = json!(revision.to_string());
 }
 
 /// What OLM's `syncOperatorConditionStatus` does: every spec condition into
@@ -341,9 +591,22 @@ fn injected(code: u16) -> (u16, Value) {
         404 => "NotFound",
         409 => "Conflict",
         429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
         _ => "InternalError",
     };
     status(code, reason, "injected by the fake")
+}
+
+fn not_found(path: &str) -> (u16, Value) {
+    status(404, "NotFound", &format!("{path} not found"))
+}
+
+fn conflict() -> (u16, Value) {
+    status(
+        409,
+        "Conflict",
+        "the object has been modified; please apply your changes to the latest version and try again",
+    )
 }
 
 /// A `metav1.Status` failure body.
@@ -409,13 +672,9 @@ pub fn controlled(
                 "controller": true}]}})
 }
 
-/// Answers requests until the client is dropped; returns what it saw and
-/// the final state.
-async fn serve(
-    mut handle: mock::Handle<Request<Body>, Response<Body>>,
-    mut cluster: FakeCluster,
-) -> (Vec<Recorded>, FakeCluster) {
-    let mut log = Vec::new();
+/// Answers requests from `served` until the client is dropped, logging
+/// each one there.
+async fn serve(mut handle: ServerHandle, served: &Mutex<Served>) {
     while let Some((request, send)) = handle.next_request().await {
         let at = tokio::time::Instant::now();
         let method = request.method().clone();
@@ -433,8 +692,12 @@ async fn serve(
             body,
             at,
         };
-        let (code, answer) = cluster.respond(&recorded);
-        log.push(recorded);
+        let (code, answer) = {
+            let mut served = lock(served);
+            let answer = served.cluster.respond(&recorded);
+            served.log.push(recorded);
+            answer
+        };
         send.send_response(
             Response::builder()
                 .status(code)
@@ -445,5 +708,4 @@ async fn serve(
                 .expect("valid response"),
         );
     }
-    (log, cluster)
 }
