@@ -1,110 +1,41 @@
-//! The gate loop's exact request sequences against a `tower-test` fake
-//! OperatorCondition API: the first write, quiet polls, a deletion (404,
-//! then OLM's empty recreation), a foreign `True`, a rewrite that drops our
-//! entry, and a decision that went stale while it was being written.
+//! The gate loop's exact request sequences against `upgrade_gate::testing`'s
+//! fake API server (OLM's OperatorCondition with the API server's 409 on a
+//! stale resourceVersion, changed by the test while the loop runs): the
+//! first write, quiet polls, a deletion (404, then OLM's empty
+//! recreation), a foreign `True`, a rewrite that drops our entry, and a
+//! decision that went stale while it was being written.
+//!
+//! Owns: these scenarios of `keep_gate`. Must not touch: the fake itself
+//! (the gate crate owns it) or a real cluster.
 
-use std::sync::{Arc, Mutex};
-
-use ::http::{Method, Request, Response};
-use kube::client::Body;
+use ::http::Method;
 use serde_json::{Value, json};
 use upgrade_gate::operator_condition::OperatorConditionClient;
+use upgrade_gate::testing::{
+    FakeCluster, Fault, Live, On, condition, operator_condition, sequence,
+};
 
 use super::*;
 
+const NAMESPACE: &str = "ops";
+const NAME: &str = "upgrade-gate.v7.10.1";
 const OBJECT: &str =
     "/apis/operators.coreos.com/v2/namespaces/ops/operatorconditions/upgrade-gate.v7.10.1";
 
-/// One OperatorCondition with update semantics like the API server's
-/// (409 on a stale resourceVersion); `None` answers 404.
-#[derive(Default)]
-struct FakeCondition {
-    object: Option<Value>,
-    version: u64,
-    /// Every update conflicts (another writer keeps changing the object).
-    always_conflict: bool,
-    log: Vec<(Method, Option<Value>)>,
-}
-
-impl FakeCondition {
-    fn respond(&mut self, method: &Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        self.log.push((method.clone(), body.clone()));
-        let status = |code: u16| json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": "fake"});
-        match (method.as_str(), path == OBJECT, &self.object) {
-            (_, false, _) => (400, status(400)),
-            ("GET", true, Some(object)) => (200, object.clone()),
-            (_, true, None) => (404, status(404)),
-            ("PUT", true, Some(object)) => {
-                let mut body = body.unwrap_or(Value::Null);
-                if self.always_conflict
-                    || body["metadata"]["resourceVersion"] != object["metadata"]["resourceVersion"]
-                {
-                    return (409, status(409));
-                }
-                self.version += 1;
-                body["metadata"]["resourceVersion"] = json!(self.version.to_string());
-                self.object = Some(body.clone());
-                (200, body)
-            }
-            _ => (400, status(400)),
-        }
-    }
-
-    /// OLM's (re)creation: a new uid, the given spec conditions.
-    fn create(&mut self, uid: &str, conditions: Value) {
-        self.version += 1;
-        self.object = Some(json!({
-            "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
-            "metadata": {"name": "upgrade-gate.v7.10.1", "namespace": "ops", "uid": uid,
-                         "resourceVersion": self.version.to_string(), "generation": 1},
-            "spec": {"deployments": ["app-operator"], "serviceAccounts": ["app-operator"], "conditions": conditions}
-        }));
-    }
-
-    fn set_conditions(&mut self, conditions: Value) {
-        self.version += 1;
-        if let Some(object) = self.object.as_mut() {
-            object["spec"]["conditions"] = conditions;
-            object["metadata"]["resourceVersion"] = json!(self.version.to_string());
-        }
-    }
-}
-
-fn client(fake: Arc<Mutex<FakeCondition>>) -> kube::Client {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    tokio::spawn(async move {
-        while let Some((request, send)) = handle.next_request().await {
-            let method = request.method().clone();
-            let path = request.uri().path().to_owned();
-            let bytes = request
-                .into_body()
-                .collect_bytes()
-                .await
-                .unwrap_or_default();
-            let body = serde_json::from_slice::<Value>(&bytes).ok();
-            let (code, reply) = fake
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .respond(&method, &path, body);
-            let mut response = Response::new(Body::from(
-                serde_json::to_vec(&reply).expect("a JSON value serializes"),
-            ));
-            *response.status_mut() =
-                ::http::StatusCode::from_u16(code).expect("the fake answers valid codes");
-            send.send_response(response);
-        }
-    });
-    kube::Client::new(service, "default")
+/// The OperatorCondition as OLM (re)creates it: object `uid`, these spec
+/// conditions.
+fn created(uid: &str, conditions: Vec<Value>) -> Value {
+    let mut object = operator_condition(NAMESPACE, NAME, 1, conditions, vec![]);
+    object["metadata"]["uid"] = json!(uid);
+    object
 }
 
 fn entry(status: &str, reason: &str, message: &str) -> Value {
-    json!({"type": "Upgradeable", "status": status, "reason": reason, "message": message,
-           "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    condition("Upgradeable", status, reason, message)
 }
 
 fn foreign() -> Value {
-    json!({"type": "Vendor", "status": "True", "reason": "Theirs", "message": "kept",
-           "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    condition("Vendor", "True", "Theirs", "kept")
 }
 
 fn closed() -> GateDecision {
@@ -124,7 +55,7 @@ fn open() -> GateDecision {
 }
 
 struct Harness {
-    fake: Arc<Mutex<FakeCondition>>,
+    live: Live,
     condition: OperatorConditionClient,
     memory: GateMemory,
     metrics: Metrics,
@@ -132,18 +63,18 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
-        let fake = Arc::new(Mutex::new(FakeCondition::default()));
-        fake.lock().expect("lock").create(
+        let mut cluster = FakeCluster::new(NAMESPACE, NAME);
+        cluster.object = Some(created(
             "uid-1",
-            json!([
+            vec![
                 foreign(),
-                entry("False", "UpgradeInProgress", "held by the init container")
-            ]),
-        );
-        let condition =
-            OperatorConditionClient::new(client(fake.clone()), "ops", "upgrade-gate.v7.10.1");
+                entry("False", "UpgradeInProgress", "held by the init container"),
+            ],
+        ));
+        let (client, live) = cluster.start_live();
+        let condition = OperatorConditionClient::new(client, NAMESPACE, NAME);
         Harness {
-            fake,
+            live,
             condition,
             memory: GateMemory::default(),
             metrics: Metrics::default(),
@@ -164,20 +95,27 @@ impl Harness {
         (round, self.methods())
     }
 
+    /// The methods sent since the last call, all for the OperatorCondition.
     fn methods(&self) -> Vec<Method> {
-        self.take_log().into_iter().map(|(m, _)| m).collect()
+        let log = self.live.take_log();
+        assert!(
+            log.iter().all(|request| request.path == OBJECT),
+            "only the OperatorCondition is asked: {:?}",
+            sequence(&log)
+        );
+        log.into_iter().map(|request| request.method).collect()
     }
 
-    fn take_log(&self) -> Vec<(Method, Option<Value>)> {
-        std::mem::take(&mut self.fake.lock().expect("lock").log)
+    /// Another writer sets `spec.conditions`.
+    fn set_conditions(&self, conditions: Value) {
+        self.live.edit(|cluster| {
+            cluster.change(OBJECT, |object| object["spec"]["conditions"] = conditions);
+        });
     }
 
     fn spec_conditions(&self) -> Value {
-        self.fake
-            .lock()
-            .expect("lock")
-            .object
-            .as_ref()
+        self.live
+            .stored(OBJECT)
             .map_or(Value::Null, |o| o["spec"]["conditions"].clone())
     }
 
@@ -240,13 +178,14 @@ async fn the_gate_is_written_then_polled_and_restored_after_deletion_and_foreign
     }
 
     // Deleted: 404, nothing to write to; not applied.
-    h.fake.lock().expect("lock").object = None;
+    h.live.edit(|cluster| cluster.object = None);
     let (round, methods) = h.round(&closed(), true).await;
     assert!(matches!(round, GateRound::Pending));
     assert_eq!(methods, [Method::GET]);
 
     // OLM recreates it empty (a new uid): restored at the next poll.
-    h.fake.lock().expect("lock").create("uid-2", json!([]));
+    h.live
+        .edit(|cluster| cluster.object = Some(created("uid-2", vec![])));
     let (round, methods) = h.round(&closed(), true).await;
     assert!(applied(&round));
     assert_eq!(methods, [Method::GET, Method::GET, Method::PUT]);
@@ -260,10 +199,7 @@ async fn the_gate_is_written_then_polled_and_restored_after_deletion_and_foreign
     );
 
     // `upgrade-gate release` (a foreign True): put back at the next poll.
-    h.fake
-        .lock()
-        .expect("lock")
-        .set_conditions(json!([entry("True", "Released", "by hand")]));
+    h.set_conditions(json!([entry("True", "Released", "by hand")]));
     let (round, methods) = h.round(&closed(), true).await;
     assert!(applied(&round));
     assert_eq!(methods, [Method::GET, Method::GET, Method::PUT]);
@@ -278,10 +214,7 @@ async fn the_gate_is_written_then_polled_and_restored_after_deletion_and_foreign
     );
 
     // A GitOps re-apply that drops our entry (keeping a foreign one).
-    h.fake
-        .lock()
-        .expect("lock")
-        .set_conditions(json!([foreign()]));
+    h.set_conditions(json!([foreign()]));
     let (round, methods) = h.round(&closed(), true).await;
     assert!(applied(&round));
     assert_eq!(methods, [Method::GET, Method::GET, Method::PUT]);
@@ -325,7 +258,9 @@ async fn a_decision_that_went_stale_is_not_sent() {
 #[tokio::test(start_paused = true)]
 async fn a_write_is_given_up_after_its_budget() {
     let mut h = Harness::new();
-    h.fake.lock().expect("lock").always_conflict = true;
+    // Every update conflicts (another writer keeps changing the object).
+    h.live
+        .edit(|cluster| cluster.faults = vec![Fault::new(On::Update, 409, usize::MAX)]);
     let started = tokio::time::Instant::now();
     let round = keep_gate(&h.condition, &closed(), || true, &mut h.memory, &h.metrics).await;
     assert!(matches!(round, GateRound::Pending));
