@@ -1,13 +1,15 @@
 //! The election's pure decisions as tables, and its exact request sequences
-//! against a `tower-test` fake Lease API (optimistic concurrency like the
-//! API server: an update with a stale resourceVersion gets 409).
+//! against `upgrade_gate::testing`'s fake API server: a Lease with the API
+//! server's optimistic concurrency (a create gets 409 when the Lease
+//! exists, an update with a stale resourceVersion gets 409), refused
+//! requests, and another candidate writing between a read and an update.
+//!
+//! Owns: these tables and scenarios of the election. Must not touch: the
+//! fake itself (the gate crate owns it) or a real cluster.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-
-use http::{Method, Request, Response};
-use kube::client::Body;
+use http::Method;
 use serde_json::{Value, json};
+use upgrade_gate::testing::{FakeCluster, Fault, Live, On, sequence};
 
 use super::*;
 
@@ -160,176 +162,75 @@ fn claimed_and_released_specs() {
     assert_eq!(free.lease_transitions, Some(5));
 }
 
-/// A Lease API like the API server's: create answers 409 when the Lease
-/// exists, update answers 409 for a stale resourceVersion; `faults` answer
-/// the next requests with a status code instead.
-#[derive(Default)]
-struct FakeLeases {
+/// A fake cluster with `lease` stored (`None`: no Lease yet) and no
+/// OperatorCondition; what the test sets in `prepare` before it starts.
+fn start_with(
     lease: Option<Value>,
-    version: u64,
-    faults: VecDeque<u16>,
-    /// Right after the next read, this identity takes the Lease (another
-    /// candidate writing between a read and an update).
-    interloper: Option<String>,
-    log: Vec<(Method, String)>,
-}
-
-fn status(code: u16) -> Value {
-    let reason = match code {
-        404 => "NotFound",
-        409 => "Conflict",
-        503 => "ServiceUnavailable",
-        _ => "BadRequest",
-    };
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
-           "reason": reason, "message": format!("fake {code}")})
-}
-
-impl FakeLeases {
-    fn respond(&mut self, method: &Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        self.log.push((method.clone(), path.to_owned()));
-        if let Some(code) = self.faults.pop_front() {
-            return (code, status(code));
-        }
-        match (method.as_str(), path, &self.lease) {
-            ("GET", LEASE, Some(lease)) => {
-                let read = lease.clone();
-                if let Some(other) = self.interloper.take() {
-                    let mut taken = read.clone();
-                    taken["spec"]["holderIdentity"] = json!(other);
-                    self.store(Some(taken));
-                }
-                (200, read)
-            }
-            ("GET", LEASE, None) => (404, status(404)),
-            ("POST", LEASES, Some(_)) => (409, status(409)),
-            ("POST", LEASES, None) => self.store(body),
-            ("PUT", LEASE, Some(lease)) => {
-                let sent = body
-                    .as_ref()
-                    .map(|b| b["metadata"]["resourceVersion"].clone());
-                if sent == Some(lease["metadata"]["resourceVersion"].clone()) {
-                    self.store(body)
-                } else {
-                    (409, status(409))
-                }
-            }
-            _ => (400, status(400)),
-        }
+    prepare: impl FnOnce(&mut FakeCluster),
+) -> (kube::Client, Live) {
+    let mut cluster = FakeCluster::new("ops", "upgrade-gate.v7.10.1");
+    if let Some(lease) = lease {
+        cluster.objects.insert(LEASE.to_owned(), lease);
     }
-
-    fn store(&mut self, body: Option<Value>) -> (u16, Value) {
-        let mut lease = body.unwrap_or(Value::Null);
-        self.version += 1;
-        lease["metadata"]["resourceVersion"] = json!(self.version.to_string());
-        self.lease = Some(lease.clone());
-        (200, lease)
-    }
-
-    fn holder(&self) -> Option<String> {
-        self.lease
-            .as_ref()
-            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_owned))
-    }
-
-    fn held_by(holder: &str, transitions: i32) -> FakeLeases {
-        let mut fake = FakeLeases::default();
-        fake.store(Some(json!({
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": LEASE_NAME, "namespace": "ops"},
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": transitions,
-                     "renewTime": "2026-01-01T00:00:00.000000Z", "acquireTime": "2026-01-01T00:00:00.000000Z"}
-        })));
-        fake
-    }
+    prepare(&mut cluster);
+    cluster.start_live()
 }
 
-/// A client whose requests `fake` answers.
-fn client(fake: Arc<Mutex<FakeLeases>>) -> kube::Client {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    tokio::spawn(async move {
-        while let Some((request, send)) = handle.next_request().await {
-            let method = request.method().clone();
-            let path = request.uri().path().to_owned();
-            let bytes = request
-                .into_body()
-                .collect_bytes()
-                .await
-                .unwrap_or_default();
-            let body = serde_json::from_slice::<Value>(&bytes).ok();
-            let (code, reply) = fake
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .respond(&method, &path, body);
-            let mut response = Response::new(Body::from(
-                serde_json::to_vec(&reply).expect("a JSON value serializes"),
-            ));
-            *response.status_mut() =
-                http::StatusCode::from_u16(code).expect("the fake answers valid codes");
-            send.send_response(response);
-        }
-    });
-    kube::Client::new(service, "default")
+fn start(lease: Option<Value>) -> (kube::Client, Live) {
+    start_with(lease, |_| {})
 }
 
-fn log(fake: &Arc<Mutex<FakeLeases>>) -> Vec<(Method, String)> {
-    std::mem::take(
-        &mut fake
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .log,
-    )
+/// A Lease held by `holder` as another candidate wrote it.
+fn held_by(holder: &str, transitions: i32) -> Option<Value> {
+    Some(json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": LEASE_NAME, "namespace": "ops", "resourceVersion": "1"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": transitions,
+                 "renewTime": "2026-01-01T00:00:00.000000Z", "acquireTime": "2026-01-01T00:00:00.000000Z"}
+    }))
 }
 
-fn calls(entries: &[(Method, &str)]) -> Vec<(Method, String)> {
-    entries
-        .iter()
-        .map(|(m, p)| (m.clone(), (*p).to_owned()))
-        .collect()
+fn holder(live: &Live) -> Option<String> {
+    live.stored(LEASE)
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_owned))
 }
 
-fn holder(fake: &Arc<Mutex<FakeLeases>>) -> Option<String> {
-    fake.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .holder()
+/// Another candidate writes `value` at `field` of the Lease's spec.
+fn written_by_another(live: &Live, field: &str, value: Value) {
+    live.edit(|cluster| cluster.change(LEASE, |lease| lease["spec"][field] = value));
 }
 
 #[tokio::test(start_paused = true)]
 async fn no_lease_is_created_holding_it_then_renewed_and_released() {
-    let fake = Arc::new(Mutex::new(FakeLeases::default()));
-    let mut elector = Elector::new(client(fake.clone()), settings("a")).expect("settings");
+    let (client, live) = start(None);
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
     let (standing, seen) = watch::channel(Standing::Unknown);
     elector.acquire(&standing).await;
     assert_eq!(*seen.borrow(), Standing::Leading);
     assert_eq!(
-        log(&fake),
-        calls(&[(Method::GET, LEASE), (Method::POST, LEASES)])
+        sequence(&live.take_log()),
+        [(Method::GET, LEASE), (Method::POST, LEASES)]
     );
-    assert_eq!(holder(&fake).as_deref(), Some("a"));
+    assert_eq!(holder(&live).as_deref(), Some("a"));
 
     let leadership = elector.keep();
     // Two renewals, one per retry period: a read and an update each.
     tokio::time::sleep(Duration::from_millis(4500)).await;
     assert_eq!(
-        log(&fake),
-        calls(&[
+        sequence(&live.take_log()),
+        [
             (Method::GET, LEASE),
             (Method::PUT, LEASE),
             (Method::GET, LEASE),
             (Method::PUT, LEASE),
-        ])
+        ]
     );
     leadership.step_down().await;
     assert_eq!(
-        log(&fake),
-        calls(&[(Method::GET, LEASE), (Method::PUT, LEASE)])
+        sequence(&live.take_log()),
+        [(Method::GET, LEASE), (Method::PUT, LEASE)]
     );
-    let lease = fake
-        .lock()
-        .expect("lock")
-        .lease
-        .clone()
-        .expect("the Lease stays");
+    let lease = live.stored(LEASE).expect("the Lease stays");
     assert_eq!(
         lease["spec"]["holderIdentity"],
         Value::Null,
@@ -340,22 +241,22 @@ async fn no_lease_is_created_holding_it_then_renewed_and_released() {
 
 #[tokio::test(start_paused = true)]
 async fn kept_on_stop_when_configured() {
-    let fake = Arc::new(Mutex::new(FakeLeases::default()));
+    let (client, live) = start(None);
     let mut keep = settings("a");
     keep.release_on_stop = false;
-    let mut elector = Elector::new(client(fake.clone()), keep).expect("settings");
+    let mut elector = Elector::new(client, keep).expect("settings");
     let (standing, _seen) = watch::channel(Standing::Unknown);
     elector.acquire(&standing).await;
-    log(&fake);
+    live.take_log();
     elector.keep().step_down().await;
-    assert!(log(&fake).is_empty(), "no request on stop");
-    assert_eq!(holder(&fake).as_deref(), Some("a"));
+    assert!(live.take_log().is_empty(), "no request on stop");
+    assert_eq!(holder(&live).as_deref(), Some("a"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_live_holder_is_waited_for_and_a_silent_one_taken_over_after_the_lease_duration() {
-    let fake = Arc::new(Mutex::new(FakeLeases::held_by("b", 2)));
-    let mut elector = Elector::new(client(fake.clone()), settings("a")).expect("settings");
+    let (client, live) = start(held_by("b", 2));
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
     let (standing, mut seen) = watch::channel(Standing::Unknown);
     let started = Instant::now();
     let acquiring = tokio::spawn(async move {
@@ -371,8 +272,7 @@ async fn a_live_holder_is_waited_for_and_a_silent_one_taken_over_after_the_lease
         }
     );
     // "b" renews once: now it is known to be alive.
-    fake.lock().expect("lock").lease.as_mut().expect("lease")["spec"]["renewTime"] =
-        json!("2026-01-01T00:00:02.000000Z");
+    written_by_another(&live, "renewTime", json!("2026-01-01T00:00:02.000000Z"));
     let renewed_at = Instant::now();
     seen.wait_for(|s| matches!(s, Standing::Following { alive: true, .. }))
         .await
@@ -387,15 +287,16 @@ async fn a_live_holder_is_waited_for_and_a_silent_one_taken_over_after_the_lease
         "took over after {waited:?} (started {:?} ago)",
         started.elapsed()
     );
-    let lease = fake.lock().expect("lock").lease.clone().expect("lease");
+    let lease = live.stored(LEASE).expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "a");
     assert_eq!(lease["spec"]["leaseTransitions"], 3);
-    let requests = log(&fake);
-    assert_eq!(requests.last(), Some(&(Method::PUT, LEASE.to_owned())));
+    let log = live.take_log();
+    let requests = sequence(&log);
+    assert_eq!(requests.last(), Some(&(Method::PUT, LEASE)));
     assert!(
         requests[..requests.len() - 1]
             .iter()
-            .all(|(m, _)| m == Method::GET),
+            .all(|(m, _)| *m == Method::GET),
         "only reads while waiting: {requests:?}"
     );
     drop(elector);
@@ -403,24 +304,26 @@ async fn a_live_holder_is_waited_for_and_a_silent_one_taken_over_after_the_lease
 
 #[tokio::test(start_paused = true)]
 async fn a_released_lease_is_taken_at_once() {
-    let fake = Arc::new(Mutex::new(FakeLeases::held_by("", 7)));
-    let mut elector = Elector::new(client(fake.clone()), settings("a")).expect("settings");
+    let (client, live) = start(held_by("", 7));
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
     let (standing, _seen) = watch::channel(Standing::Unknown);
     let started = Instant::now();
     elector.acquire(&standing).await;
     assert_eq!(started.elapsed(), Duration::ZERO);
     assert_eq!(
-        log(&fake),
-        calls(&[(Method::GET, LEASE), (Method::PUT, LEASE)])
+        sequence(&live.take_log()),
+        [(Method::GET, LEASE), (Method::PUT, LEASE)]
     );
-    assert_eq!(holder(&fake).as_deref(), Some("a"));
+    assert_eq!(holder(&live).as_deref(), Some("a"));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_candidate_that_loses_the_write_race_gets_409_and_follows() {
-    let fake = Arc::new(Mutex::new(FakeLeases::held_by("", 0)));
-    fake.lock().expect("lock").interloper = Some("b".into());
-    let mut elector = Elector::new(client(fake.clone()), settings("a")).expect("settings");
+    // Right after "a" reads the free Lease, "b" takes it.
+    let (client, live) = start_with(held_by("", 0), |cluster| {
+        cluster.after_next_read(LEASE, |lease| lease["spec"]["holderIdentity"] = json!("b"));
+    });
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
     let (standing, mut seen) = watch::channel(Standing::Unknown);
     let acquiring = tokio::spawn(async move { elector.acquire(&standing).await });
     seen.changed().await.expect("standing published");
@@ -433,39 +336,38 @@ async fn a_candidate_that_loses_the_write_race_gets_409_and_follows() {
         "a holder seen taking the Lease is alive"
     );
     assert_eq!(
-        log(&fake),
-        calls(&[
+        sequence(&live.take_log()),
+        [
             (Method::GET, LEASE),
             (Method::PUT, LEASE),
             (Method::GET, LEASE)
-        ]),
+        ],
         "read the free Lease, lost the update (409), read the winner"
     );
-    assert_eq!(holder(&fake).as_deref(), Some("b"));
+    assert_eq!(holder(&live).as_deref(), Some("b"));
     acquiring.abort();
 }
 
 #[tokio::test(start_paused = true)]
 async fn leadership_is_lost_when_another_holds_the_lease() {
-    let fake = Arc::new(Mutex::new(FakeLeases::default()));
-    let mut elector = Elector::new(client(fake.clone()), settings("a")).expect("settings");
+    let (client, live) = start(None);
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
     let (standing, _seen) = watch::channel(Standing::Unknown);
     elector.acquire(&standing).await;
     let mut leadership = elector.keep();
-    fake.lock().expect("lock").lease.as_mut().expect("lease")["spec"]["holderIdentity"] =
-        json!("b");
+    written_by_another(&live, "holderIdentity", json!("b"));
     let lost = leadership.lost().await;
     assert_eq!(lost, LostLease::TakenBy { holder: "b".into() });
 }
 
 #[tokio::test(start_paused = true)]
 async fn leadership_is_lost_after_the_renew_deadline_without_a_renewal() {
-    let fake = Arc::new(Mutex::new(FakeLeases::default()));
-    let mut elector = Elector::new(client(fake.clone()), settings("a")).expect("settings");
+    let (client, live) = start(None);
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
     let (standing, _seen) = watch::channel(Standing::Unknown);
     elector.acquire(&standing).await;
-    log(&fake);
-    fake.lock().expect("lock").faults = std::iter::repeat_n(503, 100).collect();
+    live.take_log();
+    live.edit(|cluster| cluster.faults = vec![Fault::new(On::Any, 503, 100)]);
     let kept_since = Instant::now();
     let mut leadership = elector.keep();
     let lost = leadership.lost().await;
@@ -477,5 +379,5 @@ async fn leadership_is_lost_after_the_renew_deadline_without_a_renewal() {
     );
     // One read per retry period (2, 4, 6, 8 s), each refused; the next
     // would start at the deadline.
-    assert_eq!(log(&fake).len(), 4);
+    assert_eq!(live.take_log().len(), 4);
 }
