@@ -111,38 +111,41 @@ enum Outcome {
     OlmThrough(Timestamp),
 }
 
-fn restored_after(events: &[Event], release: &str, since: Timestamp) -> Option<Timestamp> {
+/// When the first fact after `since` matching `wanted` was seen.
+fn first_after(
+    events: &[Event],
+    since: Timestamp,
+    wanted: impl Fn(&Fact) -> bool,
+) -> Option<Timestamp> {
     events
         .iter()
-        .find(|event| {
-            event.at > since
-                && matches!(&event.fact, Fact::ConditionSpec { release: of, status: Some(status), .. }
-                    if of == release && status == "False")
-        })
+        .find(|event| event.at > since && wanted(&event.fact))
         .map(|event| event.at)
+}
+
+/// The operator's answer back: `Upgradeable=False` in spec.
+fn restored_after(events: &[Event], release: &str, since: Timestamp) -> Option<Timestamp> {
+    first_after(events, since, |fact| {
+        matches!(fact, Fact::ConditionSpec { release: of, status: Some(status), .. }
+            if of == release && status == "False")
+    })
 }
 
 /// OLM's copy of the restored answer: `Upgradeable=False` in status,
 /// observed at the object's current generation (what OLM acts on).
 fn copied_after(events: &[Event], release: &str, since: Timestamp) -> Option<Timestamp> {
-    events
-        .iter()
-        .find(|event| {
-            event.at > since
-                && matches!(&event.fact, Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), generation, .. }
-                    if of == release && status == "False" && observed == generation)
-        })
-        .map(|event| event.at)
+    first_after(events, since, |fact| {
+        matches!(fact, Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), generation, .. }
+            if of == release && status == "False" && observed == generation)
+    })
 }
 
 fn left_pending(events: &[Event], release: &str, since: Timestamp) -> Option<Timestamp> {
-    events
-        .iter()
-        .find(|event| {
-            event.at > since
-                && matches!(&event.fact, Fact::CsvPhase { release: of, phase, .. } if of == release && phase != "Pending")
-        })
-        .map(|event| event.at)
+    first_after(
+        events,
+        since,
+        |fact| matches!(fact, Fact::CsvPhase { release: of, phase, .. } if of == release && phase != "Pending"),
+    )
 }
 
 /// Waits for the operator to restore its answer or OLM to let 7.10.1
