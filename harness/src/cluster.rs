@@ -208,6 +208,13 @@ impl Cluster {
             catalog_dir: catalog_dir.to_path_buf(),
             port,
         };
+        // opm's termination log and cache live there; without the directory
+        // opm warns that it cannot write its termination log.
+        let work = opm.work_dir();
+        std::fs::create_dir_all(&work).map_err(|source| ComponentError::Write {
+            path: work.clone(),
+            source,
+        })?;
         let record =
             start_and_wait(&opm.spec(), &opm.component(), OLM_READY, || opm.ready()).await?;
         self.state.record(record.clone())?;

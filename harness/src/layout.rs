@@ -30,6 +30,11 @@ pub const KUBE_PROXY_HEALTHZ_PORT: u16 = 10256;
 pub const OLM_HEALTH_PORT: u16 = 8443;
 pub const CATALOG_HEALTH_PORT: u16 = 8080;
 pub const OPM_PORT: u16 = 50051;
+/// Ports the tests' own servers listen on in the node's network namespace
+/// (`opm serve` of a test's catalog). Reserved there, so that no outgoing
+/// connection of the cluster's components takes one as its ephemeral local
+/// port: a listener on such a port fails to bind (EADDRINUSE).
+pub const TEST_SERVER_PORTS: std::ops::RangeInclusive<u16> = 50000..=50999;
 pub const POSTGRES_PORT: u16 = 5432;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

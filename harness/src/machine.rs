@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::layout::{Layout, MachineNames};
+use crate::layout::{Layout, MachineNames, TEST_SERVER_PORTS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum MachineError {
@@ -70,6 +70,11 @@ pub fn network_commands(layout: &Layout) -> Vec<Vec<String>> {
         )),
         words(format!("-n {netns} link set eth0 up")),
         words(format!("-n {netns} link set lo up")),
+        words(format!(
+            "netns exec {netns} sysctl -q -w net.ipv4.ip_local_reserved_ports={}-{}",
+            TEST_SERVER_PORTS.start(),
+            TEST_SERVER_PORTS.end()
+        )),
     ]
 }
 
@@ -318,6 +323,10 @@ mod tests {
         assert!(commands.contains(&format!("addr add 10.231.4.1/30 dev {link}")));
         assert!(commands.contains(&"-n ug-dev addr add 10.231.4.2/30 dev eth0".to_owned()));
         assert!(!commands.iter().any(|command| command.contains("route")));
+        assert_eq!(
+            commands.last().map(String::as_str),
+            Some("netns exec ug-dev sysctl -q -w net.ipv4.ip_local_reserved_ports=50000-50999")
+        );
     }
 
     #[test]
