@@ -112,6 +112,11 @@ pause-image:
 base-image:
     UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh base
 
+# The kubeconfig test provider serves catalogs with it (docs/testing.md).
+# Build localhost/opm:<opm version> (the tools' opm alone, FROM scratch) + OCI archive.
+opm-image: cluster-bins
+    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh opm
+
 # Build both images + OCI archives: the sample's localhost/upgrade-gate:<version>
 # (every binary, PostgreSQL client) and the gate-only localhost/upgrade-gate-hold:<gate version>.
 image:
@@ -239,3 +244,11 @@ test-cluster FILTER="": cluster-bins pause-image image
     export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
     cargo build --workspace --bins
     cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}
+
+# Set up by someone else (kind: tools/e2e-kind/run.sh). Reads DATABASE_URL,
+# UPGRADE_GATE_IMAGE, UPGRADE_GATE_OPM_IMAGE and more (docs/testing.md);
+# creates only namespaces and PersistentVolumes of its own and deletes them.
+# The contract's cluster tests (olm_install::, faults::) on the cluster of KUBECONFIG.
+test-kubeconfig FILTER="olm_install:: faults::":
+    cargo build --workspace --bins
+    UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}

@@ -8,11 +8,15 @@
 #                                        gate's and the sample's [[bin]]s built by cargo on the host
 #   tools/image.sh gate                  localhost/upgrade-gate-hold:<gate version>: the static
 #                                        (musl) upgrade-gate binary alone, FROM scratch
+#   tools/image.sh opm                   localhost/opm:<opm version>: the tools' static opm at
+#                                        /bin/opm, FROM scratch, as quay.io/operator-framework/opm
+#                                        has it (the kubeconfig test provider serves catalogs
+#                                        with it; docs/testing.md)
 #
-# Archives: $UPGRADE_GATE_CACHE/images/pause-3.10.oci.tar (shared), and the
+# Archives: $UPGRADE_GATE_CACHE/images/pause-3.10.oci.tar and opm-<version>.oci.tar (shared), and the
 # checkout's own target/images/upgrade-gate-<version>.oci.tar and
 # upgrade-gate-hold-<gate version>.oci.tar (two checkouts may build the same
-# tag from different sources). Prints the archive path (pause, app, gate) or
+# tag from different sources). Prints the archive path (pause, app, gate, opm) or
 # the image reference (base) on stdout.
 # Owns: tools/pause/, the root Containerfile's and Containerfile.gate's
 # builds; writes only to the cache, to podman's storage and to
@@ -216,13 +220,45 @@ build_gate() {
   printf '%s\n' "$archive"
 }
 
+# opm from the tools directory (`just cluster-bins` builds it), alone in an
+# image; the version is the one tools/olm/go.mod pins.
+build_opm() {
+  ensure_debian_packages podman file
+  local version bin
+  version=$(awk '$1 == "github.com/operator-framework/operator-registry" { print $2 }' "$tools_src/olm/go.mod")
+  bin="$("$tools_src/bin-dir.sh")/bin/opm"
+  if ! file -L "$bin" | grep -q 'statically linked'; then
+    echo "$bin is not statically linked: $(file -bL "$bin")" >&2
+    exit 1
+  fi
+  hold_lock images
+  local tag="localhost/opm:$version" archive="$images_dir/opm-$version.oci.tar"
+  local binary_hash
+  binary_hash=$(short_hash <"$bin")
+  if [[ $(image_label "$tag" org.upgrade-gate.source-hash) == "$binary_hash" && -f $archive ]]; then
+    log "$tag is up to date (opm $binary_hash)"
+    printf '%s\n' "$archive"
+    return
+  fi
+  local context="$scratch/opm-context"
+  mkdir -p "$context"
+  cp -L "$bin" "$context/opm"
+  printf 'FROM scratch\nCOPY opm /bin/opm\nENTRYPOINT ["/bin/opm"]\n' >"$context/Containerfile"
+  podman build --quiet --label "org.upgrade-gate.source-hash=$binary_hash" \
+    -f "$context/Containerfile" -t "$tag" "$context" >/dev/null
+  log "built $tag"
+  save_archive "$tag" "$archive"
+  printf '%s\n' "$archive"
+}
+
 case ${1:-} in
   pause) build_pause ;;
+  opm) build_opm ;;
   base) build_base ;;
   app) build_app ;;
   gate) build_gate ;;
   *)
-    echo "usage: $0 pause | base | app | gate" >&2
+    echo "usage: $0 pause | base | app | gate | opm" >&2
     exit 2
     ;;
 esac

@@ -71,29 +71,7 @@ impl TestCluster {
 
     /// Creates a fresh namespace `<prefix>-<random>` deleted when the guard drops.
     pub async fn namespace(&self, prefix: &str) -> TestNamespace {
-        let client = self.admin_client().await;
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let namespace = Namespace {
-            metadata: ObjectMeta {
-                generate_name: Some(format!("{prefix}-")),
-                labels: Some([("upgrade-gate.test/run".to_owned(), "true".to_owned())].into()),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
-        let created = namespaces
-            .create(&PostParams::default(), &namespace)
-            .await
-            .unwrap_or_else(|error| panic!("creating a test namespace: {error}"));
-        let name = created
-            .metadata
-            .name
-            .unwrap_or_else(|| panic!("the API server returned a namespace without a name"));
-        TestNamespace {
-            name,
-            client,
-            kubeconfig: self.kubeconfig.clone(),
-        }
+        create_namespace(&self.kubeconfig, prefix).await
     }
 
     /// Starts `opm serve` for a file-based catalog in the cluster's network
@@ -122,6 +100,37 @@ impl TestCluster {
             .restart_olm()
             .await
             .unwrap_or_else(|error| panic!("restarting olm on cluster {}: {error}", self.name))
+    }
+}
+
+/// Creates a fresh namespace `<prefix>-<random>` on the cluster of
+/// `kubeconfig` (any cluster, not only the harness's), deleted when the
+/// guard drops.
+pub async fn create_namespace(kubeconfig: &Path, prefix: &str) -> TestNamespace {
+    let client = crate::api::client_from_kubeconfig(kubeconfig)
+        .await
+        .unwrap_or_else(|error| panic!("{}: {error}", kubeconfig.display()));
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{prefix}-")),
+            labels: Some([("upgrade-gate.test/run".to_owned(), "true".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    let created = namespaces
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|error| panic!("creating a test namespace: {error}"));
+    let name = created
+        .metadata
+        .name
+        .unwrap_or_else(|| panic!("the API server returned a namespace without a name"));
+    TestNamespace {
+        name,
+        client,
+        kubeconfig: kubeconfig.to_owned(),
     }
 }
 

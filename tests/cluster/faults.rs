@@ -9,9 +9,10 @@
 //! on before the operator restores its answer), with that consequence
 //! asserted: 7.10.1 takes the upgrade over and nothing is damaged.
 //!
-//! Needs the shared test cluster (`just test-cluster`); panics without it.
-//! `olm_killed_and_restarted_while_7_10_1_waits` restarts the cluster's
-//! OLM, which every test on it sees as a pause of a few seconds.
+//! Needs the shared test cluster (`just test-cluster`, or
+//! `UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig`, see docs/testing.md); panics
+//! without it. `olm_killed_and_restarted_while_7_10_1_waits` restarts the
+//! cluster's OLM, which every test on it sees as a pause of a few seconds.
 
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use serde_json::json;
 use upgrade_gate_tests::chain::catalog::{
     add_release, read_documents, set_skip_range, write_documents,
 };
-use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster, local_catalog};
+use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
 use upgrade_gate_tests::chain::judge::race_of;
 use upgrade_gate_tests::chain::record::dynamic_api;
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, chain, connect};
@@ -50,7 +51,7 @@ fn options(prefix: &str, port: u16) -> RunOptions {
 
 /// A run set up, switched and held: 7.10.1 `Pending` while 7.10.0's Job
 /// waits for the upgrade lock the test holds.
-async fn held(cluster: &LocalCluster, options: RunOptions) -> (ChainRun, HeldUpgradeLock) {
+async fn held(cluster: &ProvidedCluster, options: RunOptions) -> (ChainRun, HeldUpgradeLock) {
     let mut run = ChainRun::prepare(cluster, options).await;
     let lock = run.database.hold_upgrade_lock().await;
     run.switch_channel().await;
@@ -215,7 +216,7 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
 
 #[tokio::test]
 async fn deleting_the_operator_condition_while_7_10_1_waits() {
-    let cluster = LocalCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let (mut run, lock) = held(&cluster, options("fault-delete", PORT)).await;
     let since = Timestamp::now();
     run.note("deleted 7.10.0's OperatorCondition");
@@ -231,7 +232,7 @@ async fn deleting_the_operator_condition_while_7_10_1_waits() {
 
 #[tokio::test]
 async fn upgrade_gate_release_during_the_job() {
-    let cluster = LocalCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let (mut run, lock) = held(&cluster, options("fault-release", PORT + 1)).await;
     let since = Timestamp::now();
     run.note("upgrade-gate release on 7.10.0's OperatorCondition");
@@ -261,7 +262,7 @@ async fn upgrade_gate_release_during_the_job() {
 
 #[tokio::test]
 async fn olm_killed_and_restarted_while_7_10_1_waits() {
-    let cluster = LocalCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let (mut run, lock) = held(&cluster, options("fault-olm", PORT + 2)).await;
     run.note("olm killed (SIGKILL) and restarted");
     let gone = cluster.restart_olm().await;
@@ -295,7 +296,7 @@ fn running_operator_pod(events: &[Event], release: &str) -> Option<String> {
 
 #[tokio::test]
 async fn operator_pod_deleted_during_its_job_is_replaced_and_adopts_the_job() {
-    let cluster = LocalCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let (mut run, lock) = held(&cluster, options("fault-operator-pod", PORT + 3)).await;
     let pod = running_operator_pod(&run.timeline.snapshot(), "7.10.0")
         .unwrap_or_else(|| panic!("no running 7.10.0 operator pod"));
@@ -354,7 +355,7 @@ async fn upgrade_waiting_on_a_table(client: &tokio_postgres::Client) -> i64 {
 
 #[tokio::test]
 async fn job_pod_killed_during_the_long_migration_and_the_rerun_completes() {
-    let cluster = LocalCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let (mut run, lock) = held(&cluster, options("fault-job-pod", PORT + 4)).await;
     // Stretch the migration itself: the reshape needs executions to itself
     // at some point; a transaction of the test that read the table holds
@@ -420,7 +421,7 @@ async fn job_pod_killed_during_the_long_migration_and_the_rerun_completes() {
 
 #[tokio::test]
 async fn admin_override_lets_olm_through_and_7_10_1_finishes_the_upgrade_once() {
-    let cluster = LocalCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let (mut run, lock) = held(&cluster, options("fault-override", PORT + 5)).await;
     let since = Timestamp::now();
     run.note("an admin set spec.overrides Upgradeable=True on 7.10.0's OperatorCondition");
@@ -464,7 +465,7 @@ async fn admin_override_lets_olm_through_and_7_10_1_finishes_the_upgrade_once() 
 
 #[tokio::test]
 async fn a_release_published_during_the_job_waits_its_turn() {
-    let cluster = LocalCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let options = RunOptions {
         chain: chain("7.9.3", Some("7.10.0"), "7.10.1", "7.10.2"),
         ..options("fault-publish", PORT + 6)
@@ -511,7 +512,7 @@ async fn a_release_published_during_the_job_waits_its_turn() {
 
 #[tokio::test]
 async fn a_skip_range_jumps_from_7_9_3_to_7_10_1_and_applies_7_10_0s_migrations_once() {
-    let cluster = LocalCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let catalog = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
     let mut documents = read_documents(&local_catalog());
     set_skip_range(&mut documents, "7.10.1", ">=7.9.3 <7.10.1");

@@ -1,5 +1,6 @@
-//! Installing and upgrading through the real OLM on the local cluster,
-//! from `catalog-local/` (inline bundles) served by `opm serve`, with the
+//! Installing and upgrading through the real OLM on the test cluster (either
+//! provider: the local harness or a kubeconfig), from `catalog-local/`
+//! (inline bundles) served by `opm serve`, with the
 //! chain runner (`upgrade_gate_tests::chain`): Subscription to `7.9.x` →
 //! CSV `Succeeded`, its gate closed by the init container and confirmed by
 //! OLM before the operator started, then opened by the operator → the App
@@ -8,31 +9,33 @@
 //! feature request's channel switch, judged neither raced nor damaged.
 //!
 //! Needs the shared test cluster with our image loaded (`just
-//! test-cluster`); panics without it. Each test's namespace, database,
+//! test-cluster`, or `UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig`, see
+//! docs/testing.md); panics without it. Each test's namespace, database,
 //! backup volume and catalog are its own, removed by guards.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use harness::testing::HOW_TO_START;
-use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster, local_catalog};
+use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions};
 
 const CSV: &str = "upgrade-gate.v7.9.3";
 /// Distinct from the ports other tests serve catalogs on.
 const CATALOG_PORT: u16 = 50071;
 
-fn tools_bin() -> PathBuf {
-    let tools = std::env::var_os("UPGRADE_GATE_TOOLS").unwrap_or_else(|| {
-        panic!("UPGRADE_GATE_TOOLS is not set (`just tools-dir`): {HOW_TO_START}")
-    });
-    Path::new(&tools).join("bin")
+/// The harness's kubectl (`UPGRADE_GATE_TOOLS`), or the one on PATH (a
+/// kubeconfig-provided cluster such as kind).
+fn kubectl() -> PathBuf {
+    std::env::var_os("UPGRADE_GATE_TOOLS").map_or_else(
+        || PathBuf::from("kubectl"),
+        |tools| Path::new(&tools).join("bin/kubectl"),
+    )
 }
 
-/// The local cluster, checked to run the image catalog-local/'s bundles name.
-fn cluster() -> LocalCluster {
-    let cluster = LocalCluster::from_env();
+/// The test cluster, checked to run the image catalog-local/'s bundles name.
+fn cluster() -> ProvidedCluster {
+    let cluster = ProvidedCluster::from_env();
     let local_image = format!("localhost/upgrade-gate:{}", app::RELEASE);
     assert_eq!(
         cluster.image(),
@@ -42,8 +45,8 @@ fn cluster() -> LocalCluster {
     cluster
 }
 
-fn describe_operator_condition(cluster: &LocalCluster, namespace: &str) -> String {
-    let output = Command::new(tools_bin().join("kubectl"))
+fn describe_operator_condition(cluster: &ProvidedCluster, namespace: &str) -> String {
+    let output = Command::new(kubectl())
         .env("KUBECONFIG", cluster.kubeconfig())
         .args(["describe", "operatorcondition", CSV, "-n", namespace])
         .output()

@@ -3,12 +3,14 @@
 //! and the cluster's pods both reach, the operator image the catalogs'
 //! bundles run, a way to serve a file-based catalog to OLM, a backup volume
 //! claim for an App's upgrade Jobs, and — for one fault — a restart of
-//! OLM's `olm` operator. [`LocalCluster`] is the harness's local cluster; a
-//! kubeconfig-only cluster such as kind would implement the same trait
-//! (catalog served by a Deployment of the catalog image, a claim from the
-//! default StorageClass, PostgreSQL reached through a Service).
+//! OLM's `olm` operator. Two providers implement it: [`LocalCluster`], the
+//! harness's local cluster, and [`KubeconfigCluster`], any cluster reached
+//! through a kubeconfig alone (kind in CI). [`ProvidedCluster::from_env`]
+//! picks one by `UPGRADE_GATE_CLUSTER_PROVIDER` (`local`, the default, or
+//! `kubeconfig`); the tests written against the trait run unchanged on both.
 //!
-//! Owns: the trait and the local provider's mapping onto `harness::testing`.
+//! Owns: the trait, the choice of provider, and the local provider's
+//! mapping onto `harness::testing`.
 //! Must not touch: the cluster's life (it is started and torn down by
 //! whoever made it: `just test-cluster`, `chain race`, `chain demo`).
 
@@ -20,6 +22,7 @@ use std::time::Duration;
 use harness::testing::{TestCluster, TestNamespace};
 use kube::Client;
 
+use super::kubeconfig::KubeconfigCluster;
 use crate::backup_volume::BackupVolume;
 
 /// A served catalog; serving ends when it drops.
@@ -29,9 +32,26 @@ pub struct ServedCatalog {
     _serving: Box<dyn Any + Send + Sync>,
 }
 
+impl ServedCatalog {
+    /// A catalog served at `address` until `serving` drops.
+    pub fn new(address: String, serving: Box<dyn Any + Send + Sync>) -> Self {
+        Self {
+            address,
+            _serving: serving,
+        }
+    }
+}
+
 /// A backup claim in a namespace; what backs it goes when it drops.
 pub struct BackupClaim {
     _volume: Box<dyn Any + Send + Sync>,
+}
+
+impl BackupClaim {
+    /// A claim whose backing goes when `volume` drops.
+    pub fn new(volume: Box<dyn Any + Send + Sync>) -> Self {
+        Self { _volume: volume }
+    }
 }
 
 /// A cluster with OLM where the runner can serve a catalog and reach a
@@ -138,6 +158,93 @@ impl OlmCluster for LocalCluster {
 
     async fn restart_olm(&self) -> Duration {
         self.cluster.restart_olm().await
+    }
+}
+
+/// The cluster the environment names, from either provider.
+#[derive(Clone, Debug)]
+pub enum ProvidedCluster {
+    Local(LocalCluster),
+    Kubeconfig(KubeconfigCluster),
+}
+
+impl ProvidedCluster {
+    /// `UPGRADE_GATE_CLUSTER_PROVIDER=local` (or unset): the harness's
+    /// cluster `UPGRADE_GATE_TEST_CLUSTER`; `kubeconfig`: the cluster of
+    /// `KUBECONFIG` ([`KubeconfigCluster::from_env`] lists what it reads).
+    /// Panics on any other value, or when what the provider needs is missing.
+    pub fn from_env() -> Self {
+        let provider = std::env::var("UPGRADE_GATE_CLUSTER_PROVIDER").unwrap_or_default();
+        match provider.as_str() {
+            "" | "local" => Self::Local(LocalCluster::from_env()),
+            "kubeconfig" => Self::Kubeconfig(KubeconfigCluster::from_env()),
+            other => panic!("UPGRADE_GATE_CLUSTER_PROVIDER={other:?}: use local or kubeconfig"),
+        }
+    }
+}
+
+impl OlmCluster for ProvidedCluster {
+    fn name(&self) -> String {
+        match self {
+            Self::Local(local) => local.name(),
+            Self::Kubeconfig(remote) => format!("the cluster of {}", remote.kubeconfig.display()),
+        }
+    }
+
+    fn kubeconfig(&self) -> &Path {
+        match self {
+            Self::Local(local) => local.kubeconfig(),
+            Self::Kubeconfig(remote) => &remote.kubeconfig,
+        }
+    }
+
+    fn database_url(&self) -> &str {
+        match self {
+            Self::Local(local) => local.database_url(),
+            Self::Kubeconfig(remote) => &remote.database_url,
+        }
+    }
+
+    fn image(&self) -> &str {
+        match self {
+            Self::Local(local) => local.image(),
+            Self::Kubeconfig(remote) => &remote.image,
+        }
+    }
+
+    async fn client(&self) -> Client {
+        match self {
+            Self::Local(local) => local.client().await,
+            Self::Kubeconfig(remote) => remote.client().await,
+        }
+    }
+
+    async fn namespace(&self, prefix: &str) -> TestNamespace {
+        match self {
+            Self::Local(local) => local.namespace(prefix).await,
+            Self::Kubeconfig(remote) => remote.namespace(prefix).await,
+        }
+    }
+
+    async fn serve_catalog(&self, catalog_dir: &Path, port: u16) -> ServedCatalog {
+        match self {
+            Self::Local(local) => local.serve_catalog(catalog_dir, port).await,
+            Self::Kubeconfig(remote) => remote.serve_catalog(catalog_dir, port).await,
+        }
+    }
+
+    async fn backup_claim(&self, namespace: &TestNamespace, claim: &str) -> BackupClaim {
+        match self {
+            Self::Local(local) => local.backup_claim(namespace, claim).await,
+            Self::Kubeconfig(remote) => remote.backup_claim(namespace, claim).await,
+        }
+    }
+
+    async fn restart_olm(&self) -> Duration {
+        match self {
+            Self::Local(local) => local.restart_olm().await,
+            Self::Kubeconfig(remote) => remote.restart_olm().await,
+        }
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | [`cluster`] | what the runner needs of a cluster; the local provider |
+//! | [`cluster`] | what the runner needs of a cluster; the local provider; choosing one |
+//! | [`kubeconfig`] | the provider for any cluster reached by a kubeconfig (kind) |
 //! | [`run`] | one run: set-up, switch, end checks, verdict |
 //! | [`timeline`] | the facts and the shared, time-ordered event list |
 //! | [`facts`] | object versions → facts (pure) |
@@ -27,6 +28,7 @@ pub mod cluster;
 pub mod digest;
 pub mod facts;
 pub mod judge;
+pub mod kubeconfig;
 pub mod narrate;
 pub mod record;
 pub mod report;
