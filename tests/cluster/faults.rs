@@ -42,6 +42,9 @@ const PORT: u16 = 50081;
 const MIDDLE_CSV: &str = "upgrade-gate.v7.10.0";
 /// How long the restored gate may take (the operator's promise).
 const RESTORE_WITHIN: f64 = 5.0;
+/// How far OLM's informer cache may trail its own status copy, seconds: a
+/// CSV step within this after the copy may have been decided before it.
+const OLM_CACHE_LAG: f64 = 1.0;
 /// How long 7.10.1 must keep waiting after OLM came back.
 const STILL_HELD_FOR: Duration = Duration::from_secs(15);
 
@@ -174,8 +177,10 @@ async fn restored_or_through(run: &ChainRun, since: Timestamp) -> Outcome {
 }
 
 /// The end of a run whose gate was opened from outside at `since`: either
-/// the operator restored it within [`RESTORE_WITHIN`] and nothing raced, or
-/// OLM won that gap and 7.10.1 took the upgrade over; nothing damaged.
+/// the operator restored it within [`RESTORE_WITHIN`] and nothing raced
+/// (unless OLM stepped within [`OLM_CACHE_LAG`] of its status copy, when
+/// either is accepted), or OLM won that gap and 7.10.1 took the upgrade
+/// over; nothing damaged.
 fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: Timestamp) {
     show(report);
     assert!(
@@ -194,11 +199,22 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
                 after <= RESTORE_WITHIN,
                 "the operator restored its answer only {after:.1} s after the fault (at most {RESTORE_WITHIN} s)"
             );
-            assert!(
-                !report.verdict.raced,
-                "restored, yet the run raced:\n{}",
-                evidence(report)
-            );
+            // OLM decides on its informer cache, which may not hold its own
+            // status copy yet: 7.10.1 leaving Pending that soon after the
+            // copy may have been decided before it. Either outcome then.
+            let through = left_pending(&report.events, "7.10.1", since);
+            match through.filter(|through| seconds_between(*copied, *through) <= OLM_CACHE_LAG) {
+                Some(through) => println!(
+                    "OLM let 7.10.1 through {:.1} s after its status copy, within its cache's lag ({OLM_CACHE_LAG} s): raced {} accepted",
+                    seconds_between(*copied, through),
+                    report.verdict.raced
+                ),
+                None => assert!(
+                    !report.verdict.raced,
+                    "restored, yet the run raced:\n{}",
+                    evidence(report)
+                ),
+            }
         }
         Outcome::OlmThrough(at) => {
             println!(
