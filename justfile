@@ -86,7 +86,7 @@ catalog REGISTRY="ghcr.io/upgrade-gate":
 validate: cluster-bins
     release-tools/validate.sh
 
-# The upgrade chain on a kind cluster (needs kind, kubectl, jq, docker or E2E_CONTAINER_TOOL=podman).
+# The contract's cluster tests on a kind cluster (needs kind, kubectl, docker or E2E_CONTAINER_TOOL=podman).
 e2e-kind:
     tools/e2e-kind/run.sh
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the operator image (public base images: the Containerfile's default
-# target) and the catalog image from catalog-local/ (its bundles are inline
-# and run $OPERATOR_IMAGE), and loads both into the kind node.
+# target), pulls the opm image the tests serve catalogs with, and loads both
+# into the kind node.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -10,9 +10,8 @@ cd "$repo_root"
 start=$SECONDS
 "$tool" build --target runtime --build-arg "VERSION=$crate_version" -t "$OPERATOR_IMAGE" -f Containerfile .
 log "built $OPERATOR_IMAGE in $((SECONDS - start)) s"
-"$tool" image ls "$OPERATOR_IMAGE"
-"$tool" build -t "$CATALOG_IMAGE" -f catalog-local/catalog.Dockerfile catalog-local
-for image in "$OPERATOR_IMAGE" "$CATALOG_IMAGE"; do
+"$tool" pull "$OPM_IMAGE"
+for image in "$OPERATOR_IMAGE" "$OPM_IMAGE"; do
   if [[ $tool == docker ]]; then
     kind load docker-image --name "$E2E_CLUSTER" "$image"
   else
