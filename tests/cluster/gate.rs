@@ -276,9 +276,13 @@ impl GateRun {
 
     /// The gate's order, from three independent records.
     fn assert_main_started_after_olm_showed_the_gate_closed(&self) {
+        // Against the pod's start, not the init container's: containerd
+        // publishes a task's start event after the process runs, and under
+        // load that event once trailed the gate's own write to OLM's copy
+        // of it (0.13 s later) by 2 ms.
         assert!(
-            self.gate_started < self.confirmed,
-            "{self:#?}: OLM's status showed False before the gate's init container started"
+            self.pod_started < self.confirmed,
+            "{self:#?}: OLM's status showed False before the gate's pod started"
         );
         assert!(
             self.confirmed < self.main_started,
