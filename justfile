@@ -9,6 +9,8 @@ set positional-arguments := false
 version := `sed -n 's/^version = "\(.*\)"$/\1/p' app/Cargo.toml | head -n1`
 # The gate crate's version: the tag of the gate-only image.
 gate_version := `sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1`
+# opm's version (tools/olm/go.mod): the tag of the opm image.
+opm_version := `awk '$1 == "github.com/operator-framework/operator-registry" { print $2 }' tools/olm/go.mod`
 # Built tools, base images and other caches live outside the work tree.
 cache := env_var_or_default("UPGRADE_GATE_CACHE", env_var("HOME") / ".cache/upgrade-gate")
 
@@ -115,7 +117,7 @@ base-image:
 # The kubeconfig test provider serves catalogs with it (docs/testing.md).
 # Build localhost/opm:<opm version> (the tools' opm alone, FROM scratch) + OCI archive.
 opm-image: cluster-bins
-    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh opm
+    @UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh opm
 
 # Build both images + OCI archives: the sample's localhost/upgrade-gate:<version>
 # (every binary, PostgreSQL client) and the gate-only localhost/upgrade-gate-hold:<gate version>.
@@ -214,7 +216,9 @@ race *SETTINGS: cluster-bins pause-image image
 
 # The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
 # tears it down and checks leftovers.
-test-cluster FILTER="": cluster-bins pause-image image
+# Without FILTER it also runs olm_install:: through the kubeconfig provider,
+# on the same cluster reached by its kubeconfig alone (docs/testing.md).
+test-cluster FILTER="": cluster-bins pause-image image opm-image
     #!/usr/bin/env bash
     set -euo pipefail
     started=$(date +%s.%N)
@@ -235,7 +239,8 @@ test-cluster FILTER="": cluster-bins pause-image image
     trap finish EXIT
     export UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)"
     export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
-    "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)"
+    "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)" \
+      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar"
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
     sampler=$!
     eval "$("$cluster_bin" env "$name")"
@@ -243,7 +248,29 @@ test-cluster FILTER="": cluster-bins pause-image image
     export UPGRADE_GATE_HOLD_IMAGE="localhost/upgrade-gate-hold:{{gate_version}}"
     export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
     cargo build --workspace --bins
-    cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}
+    tests_bin=$(cargo test --quiet --package upgrade-gate-tests --test cluster --no-run --message-format=json \
+      | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
+    kubeconfig_tests="" kubeconfig_log=$(mktemp)
+    if [[ -z "{{FILTER}}" ]]; then
+      ( cd tests && env -u UPGRADE_GATE_TEST_CLUSTER UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig \
+          UPGRADE_GATE_OPM_IMAGE="localhost/opm:{{opm_version}}" \
+          UPGRADE_GATE_BACKUP_HOST_DIR="/run/upgrade-gate/$name/kubeconfig-backups" \
+          "$tests_bin" --nocapture olm_install:: ) >"$kubeconfig_log" 2>&1 &
+      kubeconfig_tests=$!
+    fi
+    status=0
+    cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} || status=$?
+    if [[ -n $kubeconfig_tests ]]; then
+      if wait "$kubeconfig_tests"; then
+        echo "olm_install:: through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
+      else
+        cat "$kubeconfig_log"
+        echo "olm_install:: through the kubeconfig provider FAILED"
+        status=1
+      fi
+    fi
+    rm -f "$kubeconfig_log"
+    exit "$status"
 
 # Set up by someone else (kind: tools/e2e-kind/run.sh). Reads DATABASE_URL,
 # UPGRADE_GATE_IMAGE, UPGRADE_GATE_OPM_IMAGE and more (docs/testing.md);
