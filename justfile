@@ -11,6 +11,8 @@ version := `sed -n 's/^version = "\(.*\)"$/\1/p' app/Cargo.toml | head -n1`
 gate_version := `sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1`
 # opm's version (tools/olm/go.mod): the tag of the opm image.
 opm_version := `awk '$1 == "github.com/operator-framework/operator-registry" { print $2 }' tools/olm/go.mod`
+# Cargo's target directory (`.ci/run` keeps one in the cache across clones).
+target_dir := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "target")
 # Built tools, base images and other caches live outside the work tree.
 cache := env_var_or_default("UPGRADE_GATE_CACHE", env_var("HOME") / ".cache/upgrade-gate")
 
@@ -137,7 +139,7 @@ gate-image-archive:
 # binary under the name kubectl looks for, in DIR (on PATH).
 install-plugin DIR=(env_var("HOME") / ".local/bin"):
     cargo build --release --package upgrade-gate --bin upgrade-gate
-    install -D -m 0755 target/release/upgrade-gate "{{DIR}}/kubectl-upgrade_gate"
+    install -D -m 0755 "{{target_dir}}/release/upgrade-gate" "{{DIR}}/kubectl-upgrade_gate"
     @echo "installed {{DIR}}/kubectl-upgrade_gate: run kubectl upgrade-gate status -A"
 
 # ---- Local cluster harness (harness/, docs/harness.md) ----
@@ -193,7 +195,7 @@ demo *SETTINGS: cluster-bins pause-image image
       esac
     done
     cargo build --workspace --bins
-    {{chain_env}} KEEP="$keep" target/debug/chain --cluster demo demo --gate "$gate" --rows "$rows"
+    {{chain_env}} KEEP="$keep" "{{target_dir}}/debug/chain" --cluster demo demo --gate "$gate" --rows "$rows"
 
 # Each run in a fresh namespace with its own database and Subscription, judged
 # raced/damaged; writes target/race/gate-<GATE>.json and prints a table (docs/race.md).
@@ -212,7 +214,7 @@ race *SETTINGS: cluster-bins pause-image image
       esac
     done
     cargo build --workspace --bins
-    {{chain_env}} target/debug/chain --cluster "race-$$" race --runs "$runs" --gate "$gate" --rows "$rows"
+    {{chain_env}} "{{target_dir}}/debug/chain" --cluster "race-$$" race --runs "$runs" --gate "$gate" --rows "$rows"
 
 # The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
 # tears it down and checks leftovers.
@@ -223,7 +225,7 @@ test-cluster FILTER="": cluster-bins pause-image image opm-image
     set -euo pipefail
     started=$(date +%s.%N)
     cargo build --quiet --package upgrade-gate-harness --bin cluster
-    cluster_bin=target/debug/cluster
+    cluster_bin="{{target_dir}}/debug/cluster"
     name="test-$$"
     samples=$(mktemp)
     sampler=""

@@ -33,7 +33,7 @@ rows="${1:-${BENCH_DB_ROWS:-2000000}}"
 runs="${BENCH_DB_RUNS:-3}"
 server_bin="${BENCH_DB_SERVER_BIN:-/usr/lib/postgresql/15/bin}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-bin="${repo}/target/release/app-db-upgrade"
+bin="${CARGO_TARGET_DIR:-${repo}/target}/release/app-db-upgrade"
 out="${repo}/target/bench-db.json"
 
 if [[ ! -x "${server_bin}/initdb" ]]; then

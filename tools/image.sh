@@ -14,7 +14,8 @@
 #                                        with it; docs/testing.md)
 #
 # Archives: $UPGRADE_GATE_CACHE/images/pause-3.10.oci.tar and opm-<version>.oci.tar (shared), and the
-# checkout's own target/images/upgrade-gate-<version>.oci.tar and
+# checkout's own target/images/upgrade-gate-<version>.oci.tar and (also when
+# cargo's target directory is elsewhere, CARGO_TARGET_DIR)
 # upgrade-gate-hold-<gate version>.oci.tar (two checkouts may build the same
 # tag from different sources). Prints the archive path (pause, app, gate, opm) or
 # the image reference (base) on stdout.
@@ -170,8 +171,8 @@ build_app() {
   log "built $tag ($(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si) uncompressed) in $(elapsed_since "$start") s"
   # The archive belongs to this checkout (another checkout may build the same
   # tag from other sources); its cluster imports it from here.
-  local archive="$target_dir/images/upgrade-gate-$version.oci.tar"
-  mkdir -p "$target_dir/images"
+  local archive="$repo_root/target/images/upgrade-gate-$version.oci.tar"
+  mkdir -p "$repo_root/target/images"
   save_archive "$tag" "$archive"
   printf '%s\n' "$archive"
 }
@@ -214,8 +215,8 @@ build_gate() {
   podman build --quiet --build-arg "VERSION=$version" \
     -f "$repo_root/Containerfile.gate" -t "$tag" "$staged" >/dev/null
   log "built $tag ($(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si) uncompressed) in $(elapsed_since "$start") s"
-  local archive="$target_dir/images/upgrade-gate-hold-$version.oci.tar"
-  mkdir -p "$target_dir/images"
+  local archive="$repo_root/target/images/upgrade-gate-hold-$version.oci.tar"
+  mkdir -p "$repo_root/target/images"
   save_archive "$tag" "$archive"
   printf '%s\n' "$archive"
 }

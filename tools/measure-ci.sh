@@ -2,7 +2,8 @@
 # Times `.ci/run` on a clean clone of HEAD, as CI runs it, warm or cold.
 #
 #   tools/measure-ci.sh warm   the machine's caches as they are (Go tools,
-#                              cargo registry, base image); a fresh target/
+#                              cargo registry and target directory, base
+#                              image), as CI on this machine has them
 #   tools/measure-ci.sh cold   empty caches of its own: cargo home (registry),
 #                              Go module and build caches, the tool cache
 #                              (~/.cache/upgrade-gate) and podman's storage,

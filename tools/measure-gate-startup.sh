@@ -8,7 +8,7 @@
 #   cargo build --release --bin upgrade-gate); RUNS defaults to 15.
 set -euo pipefail
 
-binary=${1:-target/release/upgrade-gate}
+binary=${1:-${CARGO_TARGET_DIR:-target}/release/upgrade-gate}
 runs=${2:-15}
 [[ -x $binary ]] || { echo "no executable $binary: run cargo build --release --bin upgrade-gate" >&2; exit 2; }
 
