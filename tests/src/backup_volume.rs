@@ -43,41 +43,56 @@ impl BackupVolume {
         std::os::unix::fs::chown(dir.path(), Some(JOB_UID), Some(JOB_UID))
             .unwrap_or_else(|error| panic!("chown {}: {error}", dir.path().display()));
         let name = format!("{namespace}-{claim}");
-        let volume: PersistentVolume = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": dir.path(), "type": "Directory"},
-                "claimRef": {"namespace": namespace, "name": claim}
-            }
-        }))
-        .unwrap_or_else(|error| panic!("PersistentVolume: {error}"));
-        Api::<PersistentVolume>::all(client.clone())
-            .create(&PostParams::default(), &volume)
-            .await
-            .unwrap_or_else(|error| panic!("creating PersistentVolume {name}: {error}"));
-        let claim_object: PersistentVolumeClaim = serde_json::from_value(json!({
-            "metadata": {"name": claim},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "volumeName": name,
-                "storageClassName": "",
-                "resources": {"requests": {"storage": "1Gi"}}
-            }
-        }))
-        .unwrap_or_else(|error| panic!("PersistentVolumeClaim: {error}"));
-        Api::<PersistentVolumeClaim>::namespaced(client, namespace)
-            .create(&PostParams::default(), &claim_object)
-            .await
-            .unwrap_or_else(|error| panic!("creating PersistentVolumeClaim {claim}: {error}"));
+        create_host_path_claim(client, namespace, claim, &name, dir.path(), "Directory").await;
         Self {
             kubeconfig,
             name,
             _dir: dir,
         }
     }
+}
+
+/// Creates PersistentVolume `volume` (hostPath `path` of hostPath type
+/// `path_type`, 1 GiB, kept on release) pre-bound to claim `claim` in
+/// `namespace`, and that claim. Panics, naming the object, when the API
+/// server refuses one.
+pub async fn create_host_path_claim(
+    client: Client,
+    namespace: &str,
+    claim: &str,
+    volume: &str,
+    path: &Path,
+    path_type: &str,
+) {
+    let volume_object: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": volume},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": path, "type": path_type},
+            "claimRef": {"namespace": namespace, "name": claim}
+        }
+    }))
+    .unwrap_or_else(|error| panic!("PersistentVolume: {error}"));
+    Api::<PersistentVolume>::all(client.clone())
+        .create(&PostParams::default(), &volume_object)
+        .await
+        .unwrap_or_else(|error| panic!("creating PersistentVolume {volume}: {error}"));
+    let claim_object: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": claim},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "volumeName": volume,
+            "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}}
+        }
+    }))
+    .unwrap_or_else(|error| panic!("PersistentVolumeClaim: {error}"));
+    Api::<PersistentVolumeClaim>::namespaced(client, namespace)
+        .create(&PostParams::default(), &claim_object)
+        .await
+        .unwrap_or_else(|error| panic!("creating PersistentVolumeClaim {claim}: {error}"));
 }
 
 impl Drop for BackupVolume {

@@ -21,12 +21,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use harness::testing::{TestNamespace, create_namespace, delete_on_drop};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
 use super::cluster::{BackupClaim, ServedCatalog};
+use crate::backup_volume::create_host_path_claim;
 use crate::wait::{self, Look};
 
 /// The UID the operator's Job pods run as (and own their backups with).
@@ -166,31 +167,20 @@ impl KubeconfigCluster {
     pub async fn backup_claim(&self, namespace: &TestNamespace, claim: &str) -> BackupClaim {
         let name = format!("{}-{claim}", namespace.name);
         let path = self.backup_host_dir.join(&name);
-        let volume: PersistentVolume = from_json(json!({
-            "metadata": {"name": name},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": path, "type": "DirectoryOrCreate"},
-                "claimRef": {"namespace": namespace.name, "name": claim}
-            }
-        }));
-        create(&Api::<PersistentVolume>::all(namespace.client()), &volume).await;
+        // The kubelet makes the directory when the first pod mounts it.
+        create_host_path_claim(
+            namespace.client(),
+            &namespace.name,
+            claim,
+            &name,
+            &path,
+            "DirectoryOrCreate",
+        )
+        .await;
         let guard = VolumeGuard {
             kubeconfig: self.kubeconfig.clone(),
             name: name.clone(),
         };
-        let claim_object: PersistentVolumeClaim = from_json(json!({
-            "metadata": {"name": claim},
-            "spec": {
-                "accessModes": ["ReadWriteOnce"],
-                "volumeName": name,
-                "storageClassName": "",
-                "resources": {"requests": {"storage": "1Gi"}}
-            }
-        }));
-        create(&namespace.api::<PersistentVolumeClaim>(), &claim_object).await;
         // The kubelet makes the directory root-owned; the Job runs as JOB_UID.
         let pod_name = format!("chown-{claim}");
         let pod: Pod = from_json(json!({
