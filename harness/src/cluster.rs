@@ -244,8 +244,12 @@ impl Cluster {
             olm.ready(&probe)
         })
         .await?;
-        self.state.processes[position] = record;
-        self.state.save()?;
+        self.state.update(|state| {
+            state
+                .processes
+                .retain(|process| process.component != Olm::NAME);
+            state.processes.push(record);
+        })?;
         Ok(since.elapsed())
     }
 
@@ -357,8 +361,10 @@ impl Cluster {
         let postgres = start_postgres(&layout).await;
         match postgres {
             Ok((record, url)) => {
-                self.state.database_url = Some(url);
-                self.state.record(record)?;
+                self.state.update(|state| {
+                    state.database_url = Some(url);
+                    state.processes.push(record);
+                })?;
                 progress.finish("Starting PostgreSQL", since, StepStatus::Done);
             }
             Err(error) => {

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{ClusterName, Layout, MachineNames, STATE_ROOT};
@@ -87,14 +88,44 @@ impl ClusterState {
             std::fs::create_dir_all(dir).map_err(fail)?;
         }
         let text = serde_json::to_string_pretty(self).unwrap_or_default();
-        let partial = path.with_extension("json.partial");
+        // A name of this process's own: another process saving at the same
+        // time must not write into the same partial file.
+        let partial = path.with_extension(format!("json.partial-{}", std::process::id()));
         std::fs::write(&partial, text).map_err(fail)?;
         std::fs::rename(&partial, &path).map_err(fail)
     }
 
-    pub fn record(&mut self, process: ProcessRecord) -> Result<(), StateError> {
-        self.processes.push(process);
+    /// Applies `change` to the state file's current content under an
+    /// exclusive lock (`state.lock` beside it) and saves it; `self` becomes
+    /// the result. Tests attach to one cluster from many threads (each
+    /// serving a catalog, one restarting OLM): a plain load, change and save
+    /// would drop the record another thread saved in between.
+    pub fn update(&mut self, change: impl FnOnce(&mut Self)) -> Result<(), StateError> {
+        let names = self.layout.machine();
+        let lock_path = names.state_dir.join("state.lock");
+        let write_error = |source| StateError::Write {
+            path: lock_path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&names.state_dir).map_err(write_error)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(write_error)?;
+        let _lock = Flock::lock(file, FlockArg::LockExclusive)
+            .map_err(|(_, errno)| write_error(std::io::Error::from(errno)))?;
+        if let Some(current) = Self::load_from(&Self::path(&names))? {
+            *self = current;
+        }
+        change(self);
         self.save()
+    }
+
+    /// Adds a started process (see [`Self::update`]).
+    pub fn record(&mut self, process: ProcessRecord) -> Result<(), StateError> {
+        self.update(|state| state.processes.push(process))
     }
 
     /// Whether every recorded process still runs.
