@@ -217,26 +217,27 @@ impl Pki {
             client_key: Some(self.key(identity).display().to_string()),
             ..AuthInfo::default()
         };
-        write_kubeconfig(path, server, &self.ca(), identity, user)
+        let cluster = Cluster {
+            server: Some(server.into()),
+            certificate_authority: Some(self.ca().display().to_string()),
+            ..Cluster::default()
+        };
+        write_kubeconfig(path, cluster, identity, user)
     }
 }
 
-/// Writes a single-context kubeconfig for `user` against `server`.
+/// Writes a single-context kubeconfig for `user` against `cluster` (its
+/// server and CA, as a path or inline data).
 pub fn write_kubeconfig(
     path: &Path,
-    server: &str,
-    ca: &Path,
+    cluster: Cluster,
     user_name: &str,
     user: AuthInfo,
 ) -> Result<(), PkiError> {
     let config = Kubeconfig {
         clusters: vec![NamedCluster {
             name: "upgrade-gate".into(),
-            cluster: Some(Cluster {
-                server: Some(server.into()),
-                certificate_authority: Some(ca.display().to_string()),
-                ..Cluster::default()
-            }),
+            cluster: Some(cluster),
             other: Default::default(),
         }],
         auth_infos: vec![NamedAuthInfo {

@@ -245,18 +245,10 @@ impl TestNamespace {
             token: Some(token.clone().into()),
             ..AuthInfo::default()
         };
-        let ca = cluster
-            .certificate_authority
-            .clone()
-            .unwrap_or_else(|| panic!("{} has no CA path", self.kubeconfig.display()));
-        crate::pki::write_kubeconfig(
-            &kubeconfig,
-            cluster.server.as_deref().unwrap_or_default(),
-            Path::new(&ca),
-            name,
-            user,
-        )
-        .unwrap_or_else(|error| panic!("{error}"));
+        // The admin's cluster entry as it is: its CA a path (the local
+        // cluster) or inline data (kind).
+        crate::pki::write_kubeconfig(&kubeconfig, cluster, name, user)
+            .unwrap_or_else(|error| panic!("{error}"));
         let client = crate::api::client_from_kubeconfig(&kubeconfig)
             .await
             .unwrap_or_else(|error| panic!("{error}"));
