@@ -218,7 +218,7 @@ race *SETTINGS: cluster-bins pause-image image
 
 # The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
 # tears it down and checks leftovers.
-# Without FILTER it also runs olm_install:: through the kubeconfig provider,
+# Without FILTER it also runs smoke:: and olm_install:: through the kubeconfig provider,
 # on the same cluster reached by its kubeconfig alone (docs/testing.md).
 test-cluster FILTER="": cluster-bins pause-image image opm-image
     #!/usr/bin/env bash
@@ -257,17 +257,17 @@ test-cluster FILTER="": cluster-bins pause-image image opm-image
       ( cd tests && env -u UPGRADE_GATE_TEST_CLUSTER UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig \
           UPGRADE_GATE_OPM_IMAGE="localhost/opm:{{opm_version}}" \
           UPGRADE_GATE_BACKUP_HOST_DIR="/run/upgrade-gate/$name/kubeconfig-backups" \
-          "$tests_bin" --nocapture olm_install:: ) >"$kubeconfig_log" 2>&1 &
+          "$tests_bin" --nocapture smoke:: olm_install:: ) >"$kubeconfig_log" 2>&1 &
       kubeconfig_tests=$!
     fi
     status=0
     cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} || status=$?
     if [[ -n $kubeconfig_tests ]]; then
       if wait "$kubeconfig_tests"; then
-        echo "olm_install:: through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
+        echo "smoke:: olm_install:: through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
       else
         cat "$kubeconfig_log"
-        echo "olm_install:: through the kubeconfig provider FAILED"
+        echo "smoke:: olm_install:: through the kubeconfig provider FAILED"
         status=1
       fi
     fi
@@ -277,7 +277,7 @@ test-cluster FILTER="": cluster-bins pause-image image opm-image
 # Set up by someone else (kind: tools/e2e-kind/run.sh). Reads DATABASE_URL,
 # UPGRADE_GATE_IMAGE, UPGRADE_GATE_OPM_IMAGE and more (docs/testing.md);
 # creates only namespaces and PersistentVolumes of its own and deletes them.
-# The contract's cluster tests (olm_install::, faults::) on the cluster of KUBECONFIG.
-test-kubeconfig FILTER="olm_install:: faults::":
+# The contract's cluster tests (smoke::, olm_install::, faults::) on the cluster of KUBECONFIG.
+test-kubeconfig FILTER="smoke:: olm_install:: faults::":
     cargo build --workspace --bins
     UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}

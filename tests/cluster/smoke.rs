@@ -1,17 +1,18 @@
 //! Smoke tests of the shared test cluster: a pod from the project's image
 //! runs to completion under the restricted Pod Security profile, OLM's CRDs
 //! are established, and TokenRequest identities get exactly their Role's
-//! rights. Needs a running cluster (see `harness::testing::HOW_TO_START`).
+//! rights. Needs a running cluster from either provider of the cluster
+//! contract (docs/testing.md); panics without it.
 
 use std::time::Duration;
 
-use harness::testing::TestCluster;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use kube::{Api, ResourceExt};
+use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
 
 const POD_DEADLINE: Duration = Duration::from_secs(90);
 
@@ -47,7 +48,7 @@ fn phase(pod: &Pod) -> Option<&str> {
 
 #[tokio::test]
 async fn a_pod_from_our_image_runs_to_completion_under_the_restricted_profile() {
-    let cluster = TestCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let namespace = cluster.namespace("smoke-pod").await;
     let namespaces: Api<Namespace> = Api::all(namespace.client());
     let enforce = serde_json::json!({ "metadata": { "labels": {
@@ -63,7 +64,7 @@ async fn a_pod_from_our_image_runs_to_completion_under_the_restricted_profile() 
         .expect("labelling the namespace restricted");
 
     let pods: Api<Pod> = namespace.api();
-    let pod = restricted_pod("help", &cluster.image, &["upgrade-gate", "--help"]);
+    let pod = restricted_pod("help", cluster.image(), &["upgrade-gate", "--help"]);
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("the restricted profile admits the pod");
@@ -88,8 +89,8 @@ async fn a_pod_from_our_image_runs_to_completion_under_the_restricted_profile() 
 
 #[tokio::test]
 async fn olm_crds_are_established() {
-    let cluster = TestCluster::from_env();
-    let crds: Api<CustomResourceDefinition> = Api::all(cluster.admin_client().await);
+    let cluster = ProvidedCluster::from_env();
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client().await);
     let olm: Vec<CustomResourceDefinition> = crds
         .list(&ListParams::default())
         .await
@@ -123,7 +124,7 @@ async fn olm_crds_are_established() {
 
 #[tokio::test]
 async fn token_request_identities_have_exactly_their_roles_rights() {
-    let cluster = TestCluster::from_env();
+    let cluster = ProvidedCluster::from_env();
     let namespace = cluster.namespace("smoke-rbac").await;
     let reader = namespace
         .service_account(
