@@ -616,13 +616,22 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Obstacle>>,
 {
+    // The obstacle before the last one, and whether the last try was cut
+    // by the deadline itself (see `reported_obstacle`).
+    let previous: std::sync::Mutex<Option<Obstacle>> = std::sync::Mutex::new(None);
+    let cut_by_deadline = std::sync::atomic::AtomicBool::new(false);
     let timed = || {
+        let by_deadline = deadline <= Instant::now() + ATTEMPT_TIMEOUT;
         let cutoff = deadline.min(Instant::now() + ATTEMPT_TIMEOUT);
         let attempt = attempt();
+        let cut_by_deadline = &cut_by_deadline;
         async move {
-            tokio::time::timeout_at(cutoff, attempt)
-                .await
-                .unwrap_or(Err(Obstacle::Timeout))
+            let outcome = tokio::time::timeout_at(cutoff, attempt).await;
+            cut_by_deadline.store(
+                by_deadline && outcome.is_err(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+            outcome.unwrap_or(Err(Obstacle::Timeout))
         }
     };
     let mut pauses = Pauses::new();
@@ -639,9 +648,20 @@ where
         })
         .notify(|obstacle, pause| {
             tracing::warn!(%obstacle, retry_in = ?pause, "{action}: retrying");
+            if let Ok(mut previous) = previous.lock() {
+                *previous = Some(obstacle.clone());
+            }
         })
         .await
         .map_err(|last| {
+            let last = reported_obstacle(
+                previous
+                    .lock()
+                    .ok()
+                    .and_then(|mut previous| previous.take()),
+                last,
+                cut_by_deadline.load(std::sync::atomic::Ordering::Relaxed),
+            );
             if last.is_transient() {
                 Error::DeadlineReached { action, last }
             } else {
@@ -653,10 +673,55 @@ where
         })
 }
 
+/// The obstacle a deadline error names. A try cut short by the deadline
+/// itself says nothing about the API server (it may have been about to
+/// answer); the obstacle before it does: `hold` waiting for OLM to create
+/// the object must end "not found" (exit 5), not "timed out" (exit 3),
+/// when its deadline falls in the middle of a request.
+fn reported_obstacle(
+    previous: Option<Obstacle>,
+    last: Obstacle,
+    cut_by_deadline: bool,
+) -> Obstacle {
+    match (previous, cut_by_deadline) {
+        (Some(previous), true) => previous,
+        _ => last,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use kube::core::Status;
+
+    #[test]
+    fn a_try_cut_by_the_deadline_reports_the_obstacle_before_it() {
+        let not_found = || Obstacle::NotFound("gone".into());
+        let cases = [
+            // (previous, last, cut by the deadline) -> reported
+            (Some(not_found()), Obstacle::Timeout, true, not_found()),
+            (
+                Some(not_found()),
+                Obstacle::Timeout,
+                false,
+                Obstacle::Timeout,
+            ),
+            (None, Obstacle::Timeout, true, Obstacle::Timeout),
+            (
+                Some(Obstacle::Timeout),
+                Obstacle::Forbidden("no".into()),
+                false,
+                Obstacle::Forbidden("no".into()),
+            ),
+        ];
+        for (previous, last, cut, reported) in cases {
+            assert_eq!(
+                reported_obstacle(previous.clone(), last.clone(), cut),
+                reported,
+                "{previous:?} {last:?} {cut}"
+            );
+        }
+    }
 
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(Status::failure("boom", "Reason").with_code(code).boxed())
@@ -768,6 +833,37 @@ mod tests {
             "retried for most of the time"
         );
         assert!(tries > 5, "retried with backoff, tries: {tries}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_cut_by_the_deadline_leaves_the_obstacle_before_it() {
+        // 404 until the next try, which is still waiting for an answer when
+        // the deadline comes: the API server never failed to answer.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut tries = 0;
+        let result: Result<(), Error> = with_retries(deadline, "testing", || {
+            tries += 1;
+            let first = tries == 1;
+            async move {
+                if first {
+                    Err(Obstacle::NotFound("gone".into()))
+                } else {
+                    std::future::pending().await
+                }
+            }
+        })
+        .await;
+        assert!(
+            matches!(
+                result,
+                Err(Error::DeadlineReached {
+                    last: Obstacle::NotFound(_),
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+        assert_eq!(tries, 2);
     }
 
     #[tokio::test(start_paused = true)]
