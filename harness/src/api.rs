@@ -94,6 +94,18 @@ pub async fn apply_crds(
     Ok(())
 }
 
+/// Whether a Pod's `Ready` condition is `True`.
+pub fn pod_is_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        })
+}
+
 /// Whether a CRD's `Established` condition is `True`.
 pub fn is_established(crd: &CustomResourceDefinition) -> bool {
     crd.status

@@ -289,18 +289,9 @@ impl InstalledOperator {
     pub async fn wait_ready(&self, not: Option<&str>, timeout: Duration) -> Pod {
         wait::until("a Ready operator pod", timeout, || async {
             let pods = self.pods().await;
-            let ready = pods.iter().find(|pod| {
-                not != pod.metadata.uid.as_deref()
-                    && pod
-                        .status
-                        .as_ref()
-                        .and_then(|status| status.conditions.as_ref())
-                        .is_some_and(|conditions| {
-                            conditions
-                                .iter()
-                                .any(|c| c.type_ == "Ready" && c.status == "True")
-                        })
-            });
+            let ready = pods
+                .iter()
+                .find(|pod| not != pod.metadata.uid.as_deref() && harness::api::pod_is_ready(pod));
             match ready {
                 Some(pod) => Look::Done(pod.clone()),
                 None => Look::NotYet(format!(

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use harness::api::pod_is_ready;
 use harness::testing::{TestNamespace, create_namespace, delete_on_drop};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
@@ -261,7 +262,7 @@ impl KubeconfigCluster {
                         .name
                         .as_ref()
                         .is_some_and(|name| !old.contains(name))
-                        && is_ready(pod)
+                        && pod_is_ready(pod)
                 });
                 if ready {
                     Look::Done(())
@@ -314,17 +315,6 @@ fn catalog_files(dir: &Path) -> BTreeMap<String, String> {
     found
 }
 
-fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|status| status.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|condition| condition.type_ == "Ready" && condition.status == "True")
-        })
-}
-
 /// The phase and each container's state, for a message.
 fn pod_state(pod: &Pod) -> String {
     let Some(status) = &pod.status else {
@@ -370,7 +360,7 @@ async fn wait_pod_ready(pods: &Api<Pod>, name: &str) -> Pod {
         POD_READY_WITHIN,
         || async {
             match pods.get(name).await {
-                Ok(pod) if is_ready(&pod) => Look::Done(pod),
+                Ok(pod) if pod_is_ready(&pod) => Look::Done(pod),
                 Ok(pod) => Look::NotYet(pod_state(&pod)),
                 Err(error) => Look::NotYet(error.to_string()),
             }
