@@ -616,22 +616,26 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Obstacle>>,
 {
-    // The obstacle before the last one, and whether the last try was cut
-    // by the deadline itself (see `reported_obstacle`).
+    // What the try before stood on: a try the deadline cuts short reports
+    // it instead of a timeout (see `reported_obstacle`).
     let previous: std::sync::Mutex<Option<Obstacle>> = std::sync::Mutex::new(None);
-    let cut_by_deadline = std::sync::atomic::AtomicBool::new(false);
     let timed = || {
         let by_deadline = deadline <= Instant::now() + ATTEMPT_TIMEOUT;
         let cutoff = deadline.min(Instant::now() + ATTEMPT_TIMEOUT);
         let attempt = attempt();
-        let cut_by_deadline = &cut_by_deadline;
+        let previous = &previous;
         async move {
             let outcome = tokio::time::timeout_at(cutoff, attempt).await;
-            cut_by_deadline.store(
-                by_deadline && outcome.is_err(),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            outcome.unwrap_or(Err(Obstacle::Timeout))
+            let mut previous = previous
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let obstacle = match outcome {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(obstacle)) => obstacle,
+                Err(_elapsed) => reported_obstacle(previous.take(), Obstacle::Timeout, by_deadline),
+            };
+            *previous = Some(obstacle.clone());
+            Err(obstacle)
         }
     };
     let mut pauses = Pauses::new();
@@ -648,20 +652,9 @@ where
         })
         .notify(|obstacle, pause| {
             tracing::warn!(%obstacle, retry_in = ?pause, "{action}: retrying");
-            if let Ok(mut previous) = previous.lock() {
-                *previous = Some(obstacle.clone());
-            }
         })
         .await
         .map_err(|last| {
-            let last = reported_obstacle(
-                previous
-                    .lock()
-                    .ok()
-                    .and_then(|mut previous| previous.take()),
-                last,
-                cut_by_deadline.load(std::sync::atomic::Ordering::Relaxed),
-            );
             if last.is_transient() {
                 Error::DeadlineReached { action, last }
             } else {
