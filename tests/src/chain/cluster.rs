@@ -187,28 +187,28 @@ impl OlmCluster for ProvidedCluster {
     fn name(&self) -> String {
         match self {
             Self::Local(local) => local.name(),
-            Self::Kubeconfig(remote) => format!("the cluster of {}", remote.kubeconfig.display()),
+            Self::Kubeconfig(remote) => remote.name(),
         }
     }
 
     fn kubeconfig(&self) -> &Path {
         match self {
             Self::Local(local) => local.kubeconfig(),
-            Self::Kubeconfig(remote) => &remote.kubeconfig,
+            Self::Kubeconfig(remote) => remote.kubeconfig(),
         }
     }
 
     fn database_url(&self) -> &str {
         match self {
             Self::Local(local) => local.database_url(),
-            Self::Kubeconfig(remote) => &remote.database_url,
+            Self::Kubeconfig(remote) => remote.database_url(),
         }
     }
 
     fn image(&self) -> &str {
         match self {
             Self::Local(local) => local.image(),
-            Self::Kubeconfig(remote) => &remote.image,
+            Self::Kubeconfig(remote) => remote.image(),
         }
     }
 

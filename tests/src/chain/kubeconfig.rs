@@ -27,7 +27,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use super::cluster::{BackupClaim, ServedCatalog};
+use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use crate::backup_volume::create_host_path_claim;
 use crate::wait::{self, Look};
 
@@ -94,20 +94,38 @@ impl KubeconfigCluster {
             olm_namespace: or_default("UPGRADE_GATE_OLM_NAMESPACE", "olm"),
         }
     }
+}
 
-    pub async fn client(&self) -> Client {
+impl OlmCluster for KubeconfigCluster {
+    fn name(&self) -> String {
+        format!("the cluster of {}", self.kubeconfig.display())
+    }
+
+    fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    fn database_url(&self) -> &str {
+        &self.database_url
+    }
+
+    fn image(&self) -> &str {
+        &self.image
+    }
+
+    async fn client(&self) -> Client {
         harness::api::client_from_kubeconfig(&self.kubeconfig)
             .await
             .unwrap_or_else(|error| panic!("{}: {error}", self.kubeconfig.display()))
     }
 
-    pub async fn namespace(&self, prefix: &str) -> TestNamespace {
+    async fn namespace(&self, prefix: &str) -> TestNamespace {
         create_namespace(&self.kubeconfig, prefix).await
     }
 
     /// Serves `catalog_dir` from a Pod of the opm image in a namespace of
     /// its own (deleted when the result drops) on `port` of the Pod's IP.
-    pub async fn serve_catalog(&self, catalog_dir: &Path, port: u16) -> ServedCatalog {
+    async fn serve_catalog(&self, catalog_dir: &Path, port: u16) -> ServedCatalog {
         let namespace = self.namespace(&format!("catalog-{port}")).await;
         let documents = catalog_files(catalog_dir);
         // One subPath mount per file: a whole ConfigMap volume has `..data`
@@ -165,7 +183,7 @@ impl KubeconfigCluster {
 
     /// A hostPath volume below [`Self::backup_host_dir`] on the node, bound to
     /// `claim` in `namespace` and owned by the Job's UID.
-    pub async fn backup_claim(&self, namespace: &TestNamespace, claim: &str) -> BackupClaim {
+    async fn backup_claim(&self, namespace: &TestNamespace, claim: &str) -> BackupClaim {
         let name = format!("{}-{claim}", namespace.name);
         let path = self.backup_host_dir.join(&name);
         // The kubelet makes the directory when the first pod mounts it.
@@ -227,7 +245,7 @@ impl KubeconfigCluster {
     /// Deletes OLM's `olm-operator` Pod(s) with no grace period (a crash, as
     /// far as OLM can tell) and waits until its Deployment's new Pod is
     /// Ready; returns how long that took.
-    pub async fn restart_olm(&self) -> Duration {
+    async fn restart_olm(&self) -> Duration {
         let pods: Api<Pod> = Api::namespaced(self.client().await, &self.olm_namespace);
         let selector = ListParams::default().labels("app=olm-operator");
         let old: Vec<String> = pods
