@@ -12,11 +12,11 @@ use kube::{Api, Client};
 use serde_json::json;
 
 /// The UID the operator's Job pods run as.
-const JOB_UID: u32 = 65532;
+pub const JOB_UID: u32 = 65532;
 
 pub struct BackupVolume {
-    kubeconfig: PathBuf,
-    name: String,
+    // Declared first: the volume goes before its directory.
+    _volume: HostPathVolume,
     _dir: tempfile::TempDir,
 }
 
@@ -43,12 +43,33 @@ impl BackupVolume {
         std::os::unix::fs::chown(dir.path(), Some(JOB_UID), Some(JOB_UID))
             .unwrap_or_else(|error| panic!("chown {}: {error}", dir.path().display()));
         let name = format!("{namespace}-{claim}");
-        create_host_path_claim(client, namespace, claim, &name, dir.path(), "Directory").await;
-        Self {
+        let volume = create_host_path_claim(
+            client,
             kubeconfig,
-            name,
+            namespace,
+            claim,
+            &name,
+            dir.path(),
+            "Directory",
+        )
+        .await;
+        Self {
+            _volume: volume,
             _dir: dir,
         }
+    }
+}
+
+/// A hostPath PersistentVolume, deleted (with a client of its own from
+/// `kubeconfig`) when this guard drops; its claim goes with its namespace.
+pub struct HostPathVolume {
+    kubeconfig: PathBuf,
+    name: String,
+}
+
+impl Drop for HostPathVolume {
+    fn drop(&mut self) {
+        harness::testing::delete_on_drop::<PersistentVolume>(&self.kubeconfig, &self.name);
     }
 }
 
@@ -58,12 +79,13 @@ impl BackupVolume {
 /// server refuses one.
 pub async fn create_host_path_claim(
     client: Client,
+    kubeconfig: PathBuf,
     namespace: &str,
     claim: &str,
     volume: &str,
     path: &Path,
     path_type: &str,
-) {
+) -> HostPathVolume {
     let volume_object: PersistentVolume = serde_json::from_value(json!({
         "metadata": {"name": volume},
         "spec": {
@@ -93,10 +115,8 @@ pub async fn create_host_path_claim(
         .create(&PostParams::default(), &claim_object)
         .await
         .unwrap_or_else(|error| panic!("creating PersistentVolumeClaim {claim}: {error}"));
-}
-
-impl Drop for BackupVolume {
-    fn drop(&mut self) {
-        harness::testing::delete_on_drop::<PersistentVolume>(&self.kubeconfig, &self.name);
+    HostPathVolume {
+        kubeconfig,
+        name: volume.to_owned(),
     }
 }

@@ -21,18 +21,16 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use harness::api::pod_is_ready;
-use harness::testing::{TestNamespace, create_namespace, delete_on_drop};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, Pod};
+use harness::testing::{TestNamespace, create_namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
 use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
-use crate::backup_volume::create_host_path_claim;
+use crate::backup_volume::{JOB_UID, create_host_path_claim};
 use crate::wait::{self, Look};
 
-/// The UID the operator's Job pods run as (and own their backups with).
-const JOB_UID: u32 = 65532;
 /// A Pod pulled from the node's images and started on a loaded machine.
 const POD_READY_WITHIN: Duration = Duration::from_secs(180);
 /// OLM's operator back after its Pod was deleted.
@@ -146,9 +144,8 @@ impl OlmCluster for KubeconfigCluster {
             "data": documents,
         }));
         create(&namespace.api::<ConfigMap>(), &config_map).await;
-        let labels = json!({"app.kubernetes.io/name": "catalog"});
         let pod: Pod = from_json(json!({
-            "metadata": {"name": "opm", "labels": labels},
+            "metadata": {"name": "opm"},
             "spec": {
                 "containers": [{
                     "name": "opm",
@@ -187,8 +184,9 @@ impl OlmCluster for KubeconfigCluster {
         let name = format!("{}-{claim}", namespace.name);
         let path = self.backup_host_dir.join(&name);
         // The kubelet makes the directory when the first pod mounts it.
-        create_host_path_claim(
+        let volume = create_host_path_claim(
             namespace.client(),
+            self.kubeconfig.clone(),
             &namespace.name,
             claim,
             &name,
@@ -196,10 +194,6 @@ impl OlmCluster for KubeconfigCluster {
             "DirectoryOrCreate",
         )
         .await;
-        let guard = VolumeGuard {
-            kubeconfig: self.kubeconfig.clone(),
-            name: name.clone(),
-        };
         // The kubelet makes the directory root-owned; the Job runs as JOB_UID.
         let pod_name = format!("chown-{claim}");
         let pod: Pod = from_json(json!({
@@ -239,7 +233,7 @@ impl OlmCluster for KubeconfigCluster {
         pods.delete(&pod_name, &DeleteParams::background())
             .await
             .unwrap_or_else(|error| panic!("deleting Pod {pod_name}: {error}"));
-        BackupClaim::new(Box::new(guard))
+        BackupClaim::new(Box::new(volume))
     }
 
     /// Deletes OLM's `olm-operator` Pod(s) with no grace period (a crash, as
@@ -405,18 +399,6 @@ where
                 object.meta().name
             )
         })
-}
-
-/// Deletes the (cluster-scoped) volume; the claim goes with its namespace.
-struct VolumeGuard {
-    kubeconfig: PathBuf,
-    name: String,
-}
-
-impl Drop for VolumeGuard {
-    fn drop(&mut self) {
-        delete_on_drop::<PersistentVolume>(&self.kubeconfig, &self.name);
-    }
 }
 
 #[cfg(test)]
