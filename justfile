@@ -10,7 +10,7 @@ version := `sed -n 's/^version = "\(.*\)"$/\1/p' app/Cargo.toml | head -n1`
 # The gate crate's version: the tag of the gate-only image.
 gate_version := `sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1`
 # opm's version (tools/olm/go.mod): the tag of the opm image.
-opm_version := `awk '$1 == "github.com/operator-framework/operator-registry" { print $2 }' tools/olm/go.mod`
+opm_version := `bash -c 'source tools/lib.sh && opm_version'`
 # Cargo's target directory (`.ci/run` keeps one in the cache across clones).
 target_dir := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "target")
 # Built tools, base images and other caches live outside the work tree.

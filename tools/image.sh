@@ -226,7 +226,7 @@ build_gate() {
 build_opm() {
   ensure_debian_packages podman file
   local version bin
-  version=$(awk '$1 == "github.com/operator-framework/operator-registry" { print $2 }' "$tools_src/olm/go.mod")
+  version=$(opm_version)
   bin="$("$tools_src/bin-dir.sh")/bin/opm"
   if ! file -L "$bin" | grep -q 'statically linked'; then
     echo "$bin is not statically linked: $(file -bL "$bin")" >&2

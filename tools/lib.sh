@@ -21,6 +21,12 @@ expected_binaries=(
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# The opm version tools/olm/go.mod pins (operator-registry): the tag of the
+# opm image the kubeconfig test provider serves catalogs with.
+opm_version() {
+  awk '$1 == "github.com/operator-framework/operator-registry" { print $2 }' "$tools_src/olm/go.mod"
+}
+
 # First 12 hex digits of the sha256 of stdin.
 short_hash() { sha256sum | cut -c1-12; }
 

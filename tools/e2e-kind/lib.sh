@@ -5,6 +5,8 @@
 
 e2e_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$e2e_dir/../.." && pwd)
+# shellcheck source=../lib.sh
+source "$repo_root/tools/lib.sh" # opm_version
 
 E2E_CLUSTER=${E2E_CLUSTER:-upgrade-gate-e2e}
 E2E_CONTAINER_TOOL=${E2E_CONTAINER_TOOL:-docker}
@@ -18,7 +20,7 @@ crate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo_root/app/Cargo.toml"
 # catalog-local/'s bundles run this image (release-tools' local image).
 OPERATOR_IMAGE=${OPERATOR_IMAGE:-localhost/upgrade-gate:$crate_version}
 # The tests serve their catalogs with it (the version tools/olm/go.mod pins).
-OPM_IMAGE=${OPM_IMAGE:-quay.io/operator-framework/opm:$(awk '$1 == "github.com/operator-framework/operator-registry" { print $2 }' "$repo_root/tools/olm/go.mod")}
+OPM_IMAGE=${OPM_IMAGE:-quay.io/operator-framework/opm:$(opm_version)}
 POSTGRES_IMAGE=${POSTGRES_IMAGE:-docker.io/library/postgres:15-bookworm}
 export KUBECONFIG=${KUBECONFIG:-$HOME/.kube/config}
 
