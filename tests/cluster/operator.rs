@@ -575,14 +575,15 @@ async fn transient_failures_retry_with_backoff_then_give_up(cluster: TestCluster
             >= k8s_openapi::jiff::SignedDuration::from_secs(29),
         "attempt 2 created at {second_created}, attempt 1 failed at {first_failed_at}"
     );
-    let gate = operator
-        .gate()
-        .await
-        .unwrap_or_else(|| panic!("the gate vanished from status"));
-    assert!(
-        gate.status == "False" && gate.current && gate.reason == "DatabaseUpgradeFailed",
-        "{gate:?}"
-    );
+    // The operator writes the gate after the App's status, and OLM copies
+    // it after that: wait for the copy of the given-up upgrade.
+    operator
+        .wait_for_gate(
+            "the gate closed for the given-up upgrade",
+            POD_READY,
+            |gate| gate.status == "False" && gate.current && gate.reason == "DatabaseUpgradeFailed",
+        )
+        .await;
 }
 
 /// `kubectl get apps` as a person runs it.
