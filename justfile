@@ -123,9 +123,10 @@ opm-image: cluster-bins
 
 # Build both images + OCI archives: the sample's localhost/upgrade-gate:<version>
 # (every binary, PostgreSQL client) and the gate-only localhost/upgrade-gate-hold:<gate version>.
-image:
-    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh app
-    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh gate
+# PROFILE: cargo's release (what users run) or dev (the tests' build, stripped).
+image PROFILE="release":
+    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh app {{PROFILE}}
+    UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh gate {{PROFILE}}
 
 # Print the path of the sample image's OCI archive (written by `just image`).
 image-archive:
@@ -150,7 +151,7 @@ pause_archive := cache / "images/pause-3.10.oci.tar"
 
 # Cluster tests libtest runs at once: they mostly wait on the cluster, each
 # in namespaces of its own.
-cluster_test_threads := "6"
+cluster_test_threads := env_var_or_default("UPGRADE_GATE_CLUSTER_TEST_THREADS", "6")
 
 # Start local cluster NAME (builds the tools and images first) and load our image.
 cluster-up NAME="dev": cluster-bins pause-image image
@@ -220,7 +221,8 @@ race *SETTINGS: cluster-bins pause-image image
 # tears it down and checks leftovers.
 # Without FILTER it also runs smoke:: and olm_install:: through the kubeconfig provider,
 # on the same cluster reached by its kubeconfig alone (docs/testing.md).
-test-cluster FILTER="": cluster-bins pause-image image opm-image
+# Our two images are built from the dev profile (`just image dev`), the build the tests use.
+test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     #!/usr/bin/env bash
     set -euo pipefail
     started=$(date +%s.%N)

@@ -4,10 +4,16 @@
 #
 #   tools/image.sh pause                 localhost/pause:3.10
 #   tools/image.sh base                  localhost/upgrade-gate-base:<hash of its package spec>
-#   tools/image.sh app                   localhost/upgrade-gate:<app version>, from the
+#   tools/image.sh app [PROFILE]         localhost/upgrade-gate:<app version>, from the
 #                                        gate's and the sample's [[bin]]s built by cargo on the host
-#   tools/image.sh gate                  localhost/upgrade-gate-hold:<gate version>: the static
+#   tools/image.sh gate [PROFILE]        localhost/upgrade-gate-hold:<gate version>: the static
 #                                        (musl) upgrade-gate binary alone, FROM scratch
+#
+# PROFILE is cargo's: `release` (the default: what users run, `just image`)
+# or `dev`, the profile `cargo build` and the tests already built, its
+# binaries stripped (`just test-cluster`: no second,
+# optimised build of the workspace before the cluster tests). The image's
+# label org.upgrade-gate.profile says which.
 #   tools/image.sh opm                   localhost/opm:<opm version>: the tools' static opm at
 #                                        /bin/opm, FROM scratch, as quay.io/operator-framework/opm
 #                                        has it (the kubeconfig test provider serves catalogs
@@ -53,6 +59,30 @@ base_args=(
 base_mirror=http://deb.debian.org/debian
 
 image_exists() { podman image exists "$1"; }
+
+# Cargo's flag and output directory for a profile (release | dev).
+profile_flags() {
+  case $1 in
+    release) echo --release ;;
+    dev) ;;
+    *)
+      echo "tools/image.sh: unknown profile '$1' (release | dev)" >&2
+      exit 2
+      ;;
+  esac
+}
+profile_dir() { if [[ $1 == dev ]]; then echo debug; else echo "$1"; fi; }
+
+# Copies a built binary into a build context; a dev build's symbols and debug info
+# (ten times the code) are stripped on the way.
+stage_binary() {
+  local profile=$1 binary=$2 destination=$3
+  if [[ $profile == dev ]]; then
+    strip -o "$destination" "$binary"
+  else
+    cp -p "$binary" "$destination"
+  fi
+}
 
 image_label() {
   podman image inspect --format "{{index .Labels \"$2\"}}" "$1" 2>/dev/null || true
@@ -125,11 +155,13 @@ build_base() {
 }
 
 # Builds the [[bin]] targets of the gate package (root Cargo.toml) and of the
-# sample application (app/Cargo.toml) with cargo on the host (release),
+# sample application (app/Cargo.toml) with cargo on the host (PROFILE),
 # stages exactly those in target/image-bins/ and builds the image from them.
 # The image is tagged with the sample application's version.
 build_app() {
-  ensure_debian_packages podman jq
+  local profile=${1:-release} flags
+  flags=$(profile_flags "$profile")
+  ensure_debian_packages podman jq binutils
   local metadata version target_dir manifest
   metadata=$(cd "$repo_root" && cargo metadata --no-deps --format-version 1)
   target_dir=$(jq -r .target_directory <<<"$metadata")
@@ -145,8 +177,9 @@ build_app() {
   done
   local start
   start=$(now)
-  log "cargo build --release: ${binaries[*]}"
-  (cd "$repo_root" && cargo build --release --bins "${names[@]}")
+  log "cargo build $flags (profile $profile): ${binaries[*]}"
+  # shellcheck disable=SC2086 # $flags is empty or one word
+  (cd "$repo_root" && cargo build $flags --bins "${names[@]}")
   log "cargo build in $(elapsed_since "$start") s"
 
   # Cargo has its own lock; the image lock is taken only for the podman steps.
@@ -157,7 +190,7 @@ build_app() {
   rm -rf "$staged"
   mkdir -p "$staged"
   for binary in "${binaries[@]}"; do
-    cp -p "$target_dir/release/$binary" "$staged/"
+    stage_binary "$profile" "$target_dir/$(profile_dir "$profile")/$binary" "$staged/$binary"
   done
   # PostgreSQL 18's pg_dump, pg_restore and psql (bin/, lib/).
   local pg_client="$repo_root/target/image-pg-client" postgresql
@@ -165,7 +198,7 @@ build_app() {
   rm -rf "$pg_client"
   cp -a "$postgresql/client" "$pg_client"
   start=$(now)
-  podman build --quiet --target runtime-prebuilt \
+  podman build --quiet --target runtime-prebuilt --label "org.upgrade-gate.profile=$profile" \
     --build-arg "RUNTIME_BASE=$base" --build-arg "VERSION=$version" \
     -f "$repo_root/Containerfile" -t "$tag" "$repo_root" >/dev/null
   log "built $tag ($(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si) uncompressed) in $(elapsed_since "$start") s"
@@ -182,7 +215,9 @@ build_app() {
 # the gate crate's version.
 gate_target=x86_64-unknown-linux-musl
 build_gate() {
-  ensure_debian_packages podman jq file musl-tools ca-certificates
+  local profile=${1:-release} flags
+  flags=$(profile_flags "$profile")
+  ensure_debian_packages podman jq file musl-tools ca-certificates binutils
   if ! rustup target list --installed | grep -qx "$gate_target"; then
     log "rustup target add $gate_target"
     rustup target add "$gate_target" >&2
@@ -194,10 +229,11 @@ build_gate() {
     '.packages[] | select(.manifest_path == $manifest) | .version' <<<"$metadata")
   local start
   start=$(now)
-  log "cargo build --release --target $gate_target --bin upgrade-gate"
-  (cd "$repo_root" && cargo build --release --target "$gate_target" --package upgrade-gate --bin upgrade-gate)
+  log "cargo build $flags (profile $profile) --target $gate_target --bin upgrade-gate"
+  # shellcheck disable=SC2086 # $flags is empty or one word
+  (cd "$repo_root" && cargo build $flags --target "$gate_target" --package upgrade-gate --bin upgrade-gate)
   log "cargo build in $(elapsed_since "$start") s"
-  local binary="$target_dir/$gate_target/release/upgrade-gate"
+  local binary="$target_dir/$gate_target/$(profile_dir "$profile")/upgrade-gate"
   # Static: the image has no loader and no libc to resolve anything with.
   if ! file "$binary" | grep -q 'static'; then
     echo "$binary is not statically linked: $(file -b "$binary")" >&2
@@ -209,10 +245,10 @@ build_gate() {
   local staged="$repo_root/target/gate-image"
   rm -rf "$staged"
   mkdir -p "$staged"
-  cp -p "$binary" "$staged/upgrade-gate"
+  stage_binary "$profile" "$binary" "$staged/upgrade-gate"
   cp -L /etc/ssl/certs/ca-certificates.crt "$staged/ca-certificates.crt"
   start=$(now)
-  podman build --quiet --build-arg "VERSION=$version" \
+  podman build --quiet --label "org.upgrade-gate.profile=$profile" --build-arg "VERSION=$version" \
     -f "$repo_root/Containerfile.gate" -t "$tag" "$staged" >/dev/null
   log "built $tag ($(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=si) uncompressed) in $(elapsed_since "$start") s"
   local archive="$repo_root/target/images/upgrade-gate-hold-$version.oci.tar"
@@ -256,10 +292,10 @@ case ${1:-} in
   pause) build_pause ;;
   opm) build_opm ;;
   base) build_base ;;
-  app) build_app ;;
-  gate) build_gate ;;
+  app) build_app "${2:-release}" ;;
+  gate) build_gate "${2:-release}" ;;
   *)
-    echo "usage: $0 pause | base | app | gate | opm" >&2
+    echo "usage: $0 pause | base | app [release|dev] | gate [release|dev] | opm" >&2
     exit 2
     ;;
 esac
