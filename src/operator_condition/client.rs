@@ -204,6 +204,7 @@ pub struct Written {
     state: GateState,
     changed: bool,
     object: OperatorCondition,
+    replaced: Option<OperatorCondition>,
 }
 
 impl Written {
@@ -218,6 +219,12 @@ impl Written {
     /// The object as last seen (the update's response, or the read).
     pub fn object(&self) -> &OperatorCondition {
         &self.object
+    }
+    /// The object this call's update replaced, as read right before it
+    /// (`None` when nothing was written). It may be newer than anything
+    /// the caller read: another writer's change that this write undid.
+    pub fn replaced(&self) -> Option<&OperatorCondition> {
+        self.replaced.as_ref()
     }
 }
 
@@ -434,12 +441,14 @@ impl OperatorConditionClient {
                     state: entry.state(),
                     changed: false,
                     object,
+                    replaced: None,
                 }));
             };
             if !still_wanted() {
                 tracing::debug!(name = %self.name, "the write is no longer wanted; nothing sent");
                 return Ok(None);
             }
+            let replaced = object.clone();
             object.spec.conditions = Some(conditions);
             let updated = self
                 .api
@@ -455,6 +464,7 @@ impl OperatorConditionClient {
                 state: entry.state(),
                 changed: true,
                 object: updated,
+                replaced: Some(replaced),
             }))
         };
         with_retries(deadline, "setting Upgradeable in spec.conditions", attempt).await

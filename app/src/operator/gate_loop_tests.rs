@@ -2,8 +2,9 @@
 //! fake API server (OLM's OperatorCondition with the API server's 409 on a
 //! stale resourceVersion, changed by the test while the loop runs): the
 //! first write, quiet polls, a deletion (404, then OLM's empty
-//! recreation), a foreign `True`, a rewrite that drops our entry, and a
-//! decision that went stale while it was being written.
+//! recreation), a foreign `True` (also one landing between the round's
+//! read and its write), a rewrite that drops our entry, and a decision
+//! that went stale while it was being written.
 //!
 //! Owns: these scenarios of `keep_gate`. Must not touch: the fake itself
 //! (the gate crate owns it) or a real cluster.
@@ -253,6 +254,37 @@ async fn a_decision_that_went_stale_is_not_sent() {
     assert_eq!(h.methods(), [Method::GET, Method::GET, Method::PUT]);
     assert_eq!(h.upgradeable(), ("True".into(), "UpgradeComplete".into()));
     assert_eq!(h.restores(), "");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_between_the_read_and_the_write_is_counted_as_restored() {
+    let mut h = Harness::new();
+    let (round, _) = h.round(&closed(), true).await;
+    assert!(applied(&round));
+
+    // The decision moves (a new message) and, right after the round's
+    // read, `upgrade-gate release` writes True: the write's own read sees
+    // it, and the update undoes it.
+    let moved = GateDecision {
+        message: "1 of 1 App(s) not at release 7.10.1's database schema: Job running".to_owned(),
+        ..closed()
+    };
+    h.live.edit(|cluster| {
+        cluster.after_next_read(OBJECT, |object| {
+            object["spec"]["conditions"] = json!([entry("True", "Released", "by hand")]);
+        });
+    });
+    let round = keep_gate(&h.condition, &moved, || true, &mut h.memory, &h.metrics).await;
+    assert!(applied(&round));
+    assert_eq!(h.methods(), [Method::GET, Method::GET, Method::PUT]);
+    assert_eq!(
+        h.upgradeable(),
+        ("False".into(), "UpgradeInProgress".into())
+    );
+    assert_eq!(
+        h.restores(),
+        r#"app_operator_gate_restores_total{found="other_true"} 1"#
+    );
 }
 
 #[tokio::test(start_paused = true)]

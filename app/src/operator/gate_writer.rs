@@ -174,11 +174,25 @@ pub fn next_write(decision: &GateDecision, shown: &Shown, last: Option<&Shown>) 
     NextWrite::Write { restore }
 }
 
+/// What a write restored: judged on the object its update replaced, which
+/// may be newer than the round's read (another writer's `True` landing
+/// between that read and the write is undone by the write all the same).
+pub fn restored(decision: &GateDecision, replaced: &Shown, last: Option<&Shown>) -> Option<Found> {
+    match next_write(decision, replaced, last) {
+        NextWrite::Write { restore } => restore,
+        NextWrite::Nothing | NextWrite::AwaitObject => None,
+    }
+}
+
 /// What a write did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// The object shows the decision (`changed`: this write changed it).
-    Applied { shown: Shown, changed: bool },
+    /// The object shows the decision; `replaced` is what this write's
+    /// update replaced (`None`: the object already showed it).
+    Applied {
+        shown: Shown,
+        replaced: Option<Shown>,
+    },
     /// A newer observation existed when the write was to be sent: nothing
     /// was sent.
     Stale,
@@ -247,7 +261,7 @@ impl GateSink {
         Ok(match written {
             Some(written) => WriteOutcome::Applied {
                 shown: Shown::of(Some(written.object())),
-                changed: written.changed(),
+                replaced: written.replaced().map(|object| Shown::of(Some(object))),
             },
             None => WriteOutcome::Stale,
         })

@@ -45,7 +45,7 @@ use crate::operator::act::{ActContext, ActError};
 use crate::operator::decide::{SchemaTarget, Step};
 use crate::operator::gate::{GateDecision, decide_gate, view_of};
 use crate::operator::gate_writer::{
-    GateSink, NextWrite, POLL_INTERVAL, Shown, WriteOutcome, next_write,
+    GateSink, NextWrite, POLL_INTERVAL, Shown, WriteOutcome, next_write, restored,
 };
 use crate::operator::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::operator::metrics::Metrics;
@@ -747,7 +747,13 @@ async fn keep_gate(
         );
     }
     match GateSink::write(condition, decision, still_current).await {
-        Ok(WriteOutcome::Applied { shown, changed }) => {
+        Ok(WriteOutcome::Applied { shown, replaced }) => {
+            let changed = replaced.is_some();
+            // Judged on what the update replaced: a change that landed after
+            // the read above is restored by this write too.
+            let restore = replaced
+                .as_ref()
+                .and_then(|replaced| restored(decision, replaced, memory.last_shown.as_ref()));
             if let Some(found) = &restore {
                 metrics.gate_restored(found.label());
             }
