@@ -1,10 +1,20 @@
 //! OLM's `catalog` operator (CatalogSources, Subscriptions, InstallPlans);
 //! health on :8080.
 
+use std::time::Duration;
+
 use super::olm::OLM_NAMESPACE;
 use super::{ClusterContext, HealthProbe, ProbeError};
 use crate::layout::CATALOG_HEALTH_PORT;
 use crate::process::ProcessSpec;
+
+/// The catalog operator's wake-up (informer resync), 15 minutes by
+/// default. A resolution that fails while the replaced CSV still exists
+/// (`ConstraintsNotSatisfiable`: "exists and is not referenced by a
+/// subscription") is not retried on that CSV's deletion, only at the next
+/// wake-up; on a loaded node that window opens (docs/olm-behaviour.md), and a
+/// test would wait out the 15 minutes.
+pub const WAKEUP_INTERVAL: Duration = Duration::from_secs(60);
 
 pub struct Catalog<'a> {
     pub cluster: &'a ClusterContext,
@@ -22,6 +32,7 @@ impl Catalog<'_> {
                 format!("--namespace={OLM_NAMESPACE}"),
                 "--writeStatusName=".into(),
                 "--set-workload-user-id=true".into(),
+                format!("--interval={}s", WAKEUP_INTERVAL.as_secs()),
             ])
     }
 
