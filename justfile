@@ -219,8 +219,9 @@ race *SETTINGS: cluster-bins pause-image image
 
 # The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
 # tears it down and checks leftovers.
-# Without FILTER it also runs smoke:: and olm_install:: through the kubeconfig provider,
-# on the same cluster reached by its kubeconfig alone (docs/testing.md).
+# Without FILTER it also runs smoke:: and the 7.9.3 install through the kubeconfig
+# provider, on the same cluster reached by its kubeconfig alone (docs/testing.md;
+# `just test-kubeconfig` runs the whole contract that way).
 # Our two images are built from the dev profile (`just image dev`), the build the tests use.
 test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     #!/usr/bin/env bash
@@ -259,17 +260,17 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
       ( cd tests && env -u UPGRADE_GATE_TEST_CLUSTER UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig \
           UPGRADE_GATE_OPM_IMAGE="localhost/opm:{{opm_version}}" \
           UPGRADE_GATE_BACKUP_HOST_DIR="/run/upgrade-gate/$name/kubeconfig-backups" \
-          "$tests_bin" --nocapture smoke:: olm_install:: ) >"$kubeconfig_log" 2>&1 &
+          "$tests_bin" --nocapture smoke:: olm_install::release_7_9_3 ) >"$kubeconfig_log" 2>&1 &
       kubeconfig_tests=$!
     fi
     status=0
     cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} || status=$?
     if [[ -n $kubeconfig_tests ]]; then
       if wait "$kubeconfig_tests"; then
-        echo "smoke:: olm_install:: through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
+        echo "smoke:: and the 7.9.3 install through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
       else
         cat "$kubeconfig_log"
-        echo "smoke:: olm_install:: through the kubeconfig provider FAILED"
+        echo "smoke:: and the 7.9.3 install through the kubeconfig provider FAILED"
         status=1
       fi
     fi
