@@ -177,9 +177,15 @@ build_app() {
   done
   local start
   start=$(now)
-  log "cargo build $flags (profile $profile): ${binaries[*]}"
+  # Release: exactly these packages, with the features they ask for. Dev:
+  # the whole workspace, as `cargo build --workspace --bins` builds it for
+  # the other test levels. Selecting packages changes which features their
+  # dependencies get, and cargo would build the workspace again.
+  local selection=("${names[@]}")
+  [[ $profile == dev ]] && selection=(--workspace)
+  log "cargo build $flags (profile $profile) --bins ${selection[*]}: ${binaries[*]}"
   # shellcheck disable=SC2086 # $flags is empty or one word
-  (cd "$repo_root" && cargo build $flags --bins "${names[@]}")
+  (cd "$repo_root" && cargo build $flags --bins "${selection[@]}")
   log "cargo build in $(elapsed_since "$start") s"
 
   # Cargo has its own lock; the image lock is taken only for the podman steps.
