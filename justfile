@@ -38,12 +38,12 @@ test:
     for entry in "${times[@]}"; do printf '  %-14s %5s\n' ${entry}; done
     exit "$status"
 
-# Unit, mocked-API and doc tests (plain `cargo test`), then the binaries as processes.
+# Every workspace member's unit, mocked-API and doc tests (what plain `cargo test`
+# runs, and the integration crate's library), and the binaries as processes.
+# Every cargo command here says --workspace: the same features, so each crate is built once.
 test-fast:
-    cargo test
-    cargo test --package upgrade-gate --features testing --doc
     cargo build --workspace --bins
-    cargo test --package upgrade-gate-tests --lib --test cli
+    cargo test --workspace
 
 # The database upgrade against throwaway PostgreSQL 15 and 18 servers (root; docs/database-upgrade.md).
 test-postgres:
@@ -52,7 +52,7 @@ test-postgres:
     pg18="$(UPGRADE_GATE_CACHE="{{cache}}" tools/postgresql.sh fetch)"
     export UPGRADE_GATE_PG18_DIR="$pg18/server" UPGRADE_GATE_PG_BIN_DIR="$pg18/client/bin"
     cargo build --workspace --bins
-    cargo test --package upgrade-gate-tests --test postgres
+    cargo test --workspace --test postgres
 
 # Benchmark: backup + upgrade 7.9.3 -> 7.10.1 of a ~1 GiB sample database vs plain pg_dump -Fc.
 bench-db ROWS="2000000" RUNS="3":
@@ -66,10 +66,20 @@ measure-ci MODE="warm":
 crd:
     cargo run --quiet --package upgrade-gate-app --bin app-operator -- crd --output manifests/crd/apps.upgrade-gate.dev.yaml
 
-# Formatting and clippy with warnings as errors.
+# Formatting and clippy with warnings as errors, also on the integration
+# tests run only when named (`test = false`, which --all-targets leaves out).
 lint:
+    #!/usr/bin/env bash
+    set -euo pipefail
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+    mapfile -t named < <(cargo metadata --no-deps --format-version 1 | python3 -c '
+    import json, sys
+    for package in json.load(sys.stdin)["packages"]:
+        for target in package["targets"]:
+            if target["kind"] == ["test"] and not target["test"]:
+                print("--test=" + target["name"])')
+    cargo clippy --workspace "${named[@]}" -- -D warnings
 
 # ---- OLM packaging (release-tools/, docs/olm.md) ----
 release := "cargo run --quiet --package upgrade-gate-release-tools --bin release --"
@@ -253,7 +263,7 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     export UPGRADE_GATE_HOLD_IMAGE="localhost/upgrade-gate-hold:{{gate_version}}"
     export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
     cargo build --workspace --bins
-    tests_bin=$(cargo test --quiet --package upgrade-gate-tests --test cluster --no-run --message-format=json \
+    tests_bin=$(cargo test --quiet --workspace --test cluster --no-run --message-format=json \
       | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
     kubeconfig_tests="" kubeconfig_log=$(mktemp)
     if [[ -z "{{FILTER}}" ]]; then
@@ -264,7 +274,7 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
       kubeconfig_tests=$!
     fi
     status=0
-    cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} || status=$?
+    cargo test --workspace --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} || status=$?
     if [[ -n $kubeconfig_tests ]]; then
       if wait "$kubeconfig_tests"; then
         echo "smoke:: and the 7.9.3 install through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
@@ -283,4 +293,4 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
 # The contract's cluster tests (smoke::, olm_install::, faults::) on the cluster of KUBECONFIG.
 test-kubeconfig FILTER="smoke:: olm_install:: faults::":
     cargo build --workspace --bins
-    UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig cargo test --package upgrade-gate-tests --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}
+    UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig cargo test --workspace --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}
