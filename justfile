@@ -238,7 +238,7 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     #!/usr/bin/env bash
     set -euo pipefail
     started=$(date +%s.%N)
-    cargo build --quiet --package upgrade-gate-harness --bin cluster
+    cargo build --quiet --workspace --bins
     cluster_bin="{{target_dir}}/debug/cluster"
     name="test-$$"
     samples=$(mktemp)
