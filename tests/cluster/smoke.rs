@@ -138,9 +138,20 @@ async fn token_request_identities_have_exactly_their_roles_rights() {
         )
         .await;
 
+    // A ConfigMap of the test's own: kube-root-ca.crt is published into a
+    // new namespace asynchronously, and under load it was not there yet.
+    let configmap: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "smoke-readable" },
+        "data": { "read": "by the configmap-reader" },
+    }))
+    .expect("ConfigMap");
+    Api::<ConfigMap>::namespaced(namespace.client(), &namespace.name)
+        .create(&PostParams::default(), &configmap)
+        .await
+        .expect("creating a ConfigMap as admin");
     let own_configmaps: Api<ConfigMap> = Api::namespaced(reader.client.clone(), &namespace.name);
     own_configmaps
-        .get("kube-root-ca.crt")
+        .get("smoke-readable")
         .await
         .expect("the Role allows reading ConfigMaps in its namespace");
 
