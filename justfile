@@ -98,7 +98,7 @@ catalog REGISTRY="ghcr.io/upgrade-gate":
 
 # Generated files up to date, bundle validators, opm validate, actionlint.
 validate: cluster-bins
-    release-tools/validate.sh
+    CARGO_TARGET_DIR="{{target_dir}}" release-tools/validate.sh
 
 # The contract's cluster tests on a kind cluster (needs kind, kubectl, docker or E2E_CONTAINER_TOOL=podman).
 e2e-kind:
@@ -263,7 +263,6 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     export UPGRADE_GATE_IMAGE="localhost/upgrade-gate:{{version}}"
     export UPGRADE_GATE_HOLD_IMAGE="localhost/upgrade-gate-hold:{{gate_version}}"
     export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
-    cargo build --workspace --bins
     tests_bin=$(cargo test --quiet --workspace --test cluster --no-run --message-format=json \
       | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
     kubeconfig_tests="" kubeconfig_log=$(mktemp)

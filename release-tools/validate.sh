@@ -28,8 +28,7 @@ trap 'rm -rf "$rendered"' EXIT
 # The workspace's binaries as every test level builds them (--workspace: one
 # feature set, so nothing is compiled twice; CONTRIBUTING.md).
 cargo build --quiet --workspace --bins
-bin_dir="$(cargo metadata --no-deps --format-version 1 \
-  | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug"
+bin_dir="${CARGO_TARGET_DIR:-$PWD/target}/debug"
 release=("$bin_dir/release" --out "$rendered")
 # The repository's catalog uses the default registry; ignore a caller's override.
 env -u UPGRADE_GATE_REGISTRY "${release[@]}" bundles >/dev/null

@@ -8,16 +8,16 @@
 #                                        gate's and the sample's [[bin]]s built by cargo on the host
 #   tools/image.sh gate [PROFILE]        localhost/upgrade-gate-hold:<gate version>: the static
 #                                        (musl) upgrade-gate binary alone, FROM scratch
+#   tools/image.sh opm                   localhost/opm:<opm version>: the tools' static opm at
+#                                        /bin/opm, FROM scratch, as quay.io/operator-framework/opm
+#                                        has it (the kubeconfig test provider serves catalogs
+#                                        with it; docs/testing.md)
 #
 # PROFILE is cargo's: `release` (the default: what users run, `just image`)
 # or `dev`, the profile `cargo build` and the tests already built, its
 # binaries stripped (`just test-cluster`: no second,
 # optimised build of the workspace before the cluster tests). The image's
 # label org.upgrade-gate.profile says which.
-#   tools/image.sh opm                   localhost/opm:<opm version>: the tools' static opm at
-#                                        /bin/opm, FROM scratch, as quay.io/operator-framework/opm
-#                                        has it (the kubeconfig test provider serves catalogs
-#                                        with it; docs/testing.md)
 #
 # Archives: $UPGRADE_GATE_CACHE/images/pause-3.10.oci.tar and opm-<version>.oci.tar (shared), and the
 # checkout's own target/images/upgrade-gate-<version>.oci.tar and (also when

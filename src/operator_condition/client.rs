@@ -202,7 +202,6 @@ impl Confirmed {
 #[must_use = "a written state counts only once OLM confirmed it: pass it to wait_for_olm"]
 pub struct Written {
     state: GateState,
-    changed: bool,
     object: OperatorCondition,
     replaced: Option<OperatorCondition>,
 }
@@ -214,7 +213,7 @@ impl Written {
     }
     /// Whether this call wrote (false: spec already said it).
     pub fn changed(&self) -> bool {
-        self.changed
+        self.replaced.is_some()
     }
     /// The object as last seen (the update's response, or the read).
     pub fn object(&self) -> &OperatorCondition {
@@ -439,7 +438,6 @@ impl OperatorConditionClient {
                 tracing::debug!(name = %self.name, "spec already says Upgradeable={}", entry.state().condition_status());
                 return Ok(Some(Written {
                     state: entry.state(),
-                    changed: false,
                     object,
                     replaced: None,
                 }));
@@ -462,7 +460,6 @@ impl OperatorConditionClient {
             );
             Ok(Some(Written {
                 state: entry.state(),
-                changed: true,
                 object: updated,
                 replaced: Some(replaced),
             }))

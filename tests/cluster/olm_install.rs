@@ -18,8 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
-use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions};
-use upgrade_gate_tests::chain::timeline::{self, Fact};
+use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, wait_gate_open};
 
 const CSV: &str = "upgrade-gate.v7.9.3";
 /// Distinct from the ports other tests serve catalogs on.
@@ -77,18 +76,7 @@ async fn release_7_9_3_installs_through_olm_with_its_gate_confirmed() {
     .await;
     // The App is Ready before the operator's next pass opens the gate, and
     // OLM copies that into status after it: wait for the copy.
-    run.timeline
-        .wait_for(Duration::from_secs(60), |events| {
-            timeline::last(events, |fact| {
-                matches!(fact, Fact::ConditionStatus { release, .. } if release == "7.9.3")
-            })
-            .filter(|event| {
-                matches!(&event.fact, Fact::ConditionStatus { status: Some(status), .. } if status == "True")
-            })
-            .map(|_| ())
-        })
-        .await
-        .unwrap_or_else(|error| panic!("OLM's status never showed {CSV}'s gate open: {error}"));
+    wait_gate_open(&run.timeline, "7.9.3", Duration::from_secs(60)).await;
 
     let described = describe_operator_condition(&cluster, &run.namespace.name);
     println!("{described}");

@@ -643,8 +643,14 @@ async fn check_install(
             "{pod}'s init container did not log \"{GATE_CONFIRMED}\":\n{logs}"
         );
     }
+    wait_gate_open(timeline, release, Duration::from_secs(120)).await;
+}
+
+/// Waits until OLM's copy of `release`'s OperatorCondition says
+/// `Upgradeable=True` (`UpgradeComplete`) at its current generation.
+pub async fn wait_gate_open(timeline: &Timeline, release: &str, timeout: Duration) {
     timeline
-        .wait_for(Duration::from_secs(120), |events| {
+        .wait_for(timeout, |events| {
             timeline::last(events, |fact| matches!(fact, Fact::ConditionStatus { release: of, .. } if of == release))
                 .filter(|event| {
                     matches!(&event.fact, Fact::ConditionStatus { status: Some(status), reason: Some(reason), observed_generation: Some(observed), generation, .. }
