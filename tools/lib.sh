@@ -101,7 +101,9 @@ ensure_debian_packages() {
   start=$(now)
   log "installing debian packages: ${missing[*]}"
   # With their recommended packages: the set podman's builds were tried with here.
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  # apt's output goes to stderr: callers print a path on stdout and are
+  # read with $(...), and apt-get -qq still prints what it unpacks.
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
   log "installed ${missing[*]} in $(elapsed_since "$start") s"
 }
