@@ -54,6 +54,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use http::{Method, Request, Response};
 use kube::client::Body;
@@ -118,21 +119,59 @@ pub enum On {
     Path(String),
 }
 
-/// An injected failure: the next `times` requests matching `on` get `code`.
+/// An injected failure of the next `times` requests matching `on`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fault {
     /// Which requests.
     pub on: On,
-    /// The HTTP status code answered (403, 409, 429, 500, ...).
-    pub code: u16,
     /// How many requests get it (`usize::MAX`: all).
     pub times: usize,
+    /// What happens to them.
+    pub kind: FaultKind,
+}
+
+/// What a [`Fault`] does to a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Answered with this HTTP status code (403, 409, 429, 500, ...);
+    /// nothing is done.
+    Refused(u16),
+    /// Carried out, then answered with this code instead of the result:
+    /// the API server's 504 when etcd committed the write too late to say so.
+    AppliedThen(u16),
+    /// Carried out; the answer is sent only after this long, when a client
+    /// with a shorter timeout has given up on it.
+    AnsweredAfter(Duration),
 }
 
 impl Fault {
-    /// The next `times` requests matching `on` get `code`.
+    /// The next `times` requests matching `on` get `code`, and nothing is done.
     pub fn new(on: On, code: u16, times: usize) -> Fault {
-        Fault { on, code, times }
+        Fault {
+            on,
+            times,
+            kind: FaultKind::Refused(code),
+        }
+    }
+
+    /// The next `times` requests matching `on` are carried out, and then
+    /// answered with `code` instead of their result.
+    pub fn after_applying(on: On, code: u16, times: usize) -> Fault {
+        Fault {
+            on,
+            times,
+            kind: FaultKind::AppliedThen(code),
+        }
+    }
+
+    /// The next `times` requests matching `on` are carried out, and their
+    /// answer is held back for `delay`.
+    pub fn answered_after(on: On, delay: Duration, times: usize) -> Fault {
+        Fault {
+            on,
+            times,
+            kind: FaultKind::AnsweredAfter(delay),
+        }
     }
 }
 
@@ -154,7 +193,8 @@ pub struct FakeCluster {
     pub object: Option<Value>,
     /// Answer the first N reads of the OperatorCondition with 404 (OLM creates it late).
     pub missing_for: usize,
-    /// Faults answered before the real handling, in order.
+    /// Faults answered instead of the real handling (or after it:
+    /// [`Fault::after_applying`]), the first that applies.
     pub faults: Vec<Fault>,
     /// OLM copies spec into status on the read after this many reads since
     /// a change (`Some(0)`: at once; `None`: never).
@@ -318,9 +358,10 @@ impl FakeCluster {
         (client, handle, Arc::new(Mutex::new(served)))
     }
 
-    /// The answer to `request`; then the change waiting for this read, if any.
-    fn respond(&mut self, request: &Recorded) -> (u16, Value) {
-        let answer = self.answer(request);
+    /// The answer to `request` and how long it is held back; then the
+    /// change waiting for this read, if any.
+    fn respond(&mut self, request: &Recorded) -> (u16, Value, Duration) {
+        let (answer, delay) = self.answer(request);
         if request.method == Method::GET
             && answer.0 == 200
             && let Some(at) = self
@@ -331,23 +372,36 @@ impl FakeCluster {
             let (path, change) = self.after_read.remove(at);
             self.change(&path, change);
         }
-        answer
+        (answer.0, answer.1, delay)
     }
 
-    fn answer(&mut self, request: &Recorded) -> (u16, Value) {
+    fn answer(&mut self, request: &Recorded) -> ((u16, Value), Duration) {
         let object_path = self.object_path();
-        for fault in &mut self.faults {
-            let applies = match &fault.on {
-                On::Any => true,
-                On::Object => request.path == object_path,
-                On::Update => request.path == object_path && request.method == Method::PUT,
-                On::Path(path) => request.path == *path,
-            };
-            if applies && fault.times > 0 {
-                fault.times -= 1;
-                return injected(fault.code);
+        let fault = self.faults.iter_mut().find(|fault| {
+            fault.times > 0
+                && match &fault.on {
+                    On::Any => true,
+                    On::Object => request.path == object_path,
+                    On::Update => request.path == object_path && request.method == Method::PUT,
+                    On::Path(path) => request.path == *path,
+                }
+        });
+        let Some(fault) = fault else {
+            return (self.carry_out(request), Duration::ZERO);
+        };
+        fault.times -= 1;
+        match fault.kind.clone() {
+            FaultKind::Refused(code) => (injected(code), Duration::ZERO),
+            FaultKind::AppliedThen(code) => {
+                self.carry_out(request);
+                (injected(code), Duration::ZERO)
             }
+            FaultKind::AnsweredAfter(delay) => (self.carry_out(request), delay),
         }
+    }
+
+    fn carry_out(&mut self, request: &Recorded) -> (u16, Value) {
+        let object_path = self.object_path();
         if request.method == Method::GET {
             if request.path == DISCOVERY_V0 {
                 return discovery(self.serves_v0, "operators.coreos.com/v2", v0_resources());
@@ -592,6 +646,7 @@ fn injected(code: u16) -> (u16, Value) {
         409 => "Conflict",
         429 => "TooManyRequests",
         503 => "ServiceUnavailable",
+        504 => "Timeout",
         _ => "InternalError",
     };
     status(code, reason, "injected by the fake")
@@ -692,20 +747,27 @@ async fn serve(mut handle: ServerHandle, served: &Mutex<Served>) {
             body,
             at,
         };
-        let (code, answer) = {
+        let (code, answer, delay) = {
             let mut served = lock(served);
             let answer = served.cluster.respond(&recorded);
             served.log.push(recorded);
             answer
         };
-        send.send_response(
-            Response::builder()
-                .status(code)
-                .header("content-type", "application/json")
-                .body(Body::from(
-                    serde_json::to_vec(&answer).expect("JSON serializes"),
-                ))
-                .expect("valid response"),
-        );
+        let response = Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .body(Body::from(
+                serde_json::to_vec(&answer).expect("JSON serializes"),
+            ))
+            .expect("valid response");
+        if delay.is_zero() {
+            send.send_response(response);
+        } else {
+            // Held back without holding up the requests after it.
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                send.send_response(response);
+            });
+        }
     }
 }
