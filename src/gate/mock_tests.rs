@@ -222,6 +222,55 @@ async fn server_error_then_success() {
     );
 }
 
+/// The API server wrote the update, then answered 504 (etcd too slow to
+/// say so): the retry's read finds spec saying it, writes nothing more,
+/// and the hold reports that it wrote.
+#[tokio::test(start_paused = true)]
+async fn an_update_answered_504_after_it_was_applied_counts_as_written() {
+    let mut cluster = fake(Some(fresh()));
+    cluster.faults = vec![Fault::after_applying(On::Update, 504, 1)];
+    let (result, log, cluster) = hold(cluster).await;
+    assert_held(&result, true);
+    assert_eq!(
+        sequence(&log),
+        [
+            (GET, DISCOVERY),
+            (GET, OBJECT),
+            (PUT, OBJECT),
+            (GET, OBJECT)
+        ]
+    );
+    assert_eq!(cluster.object.expect("stored")["metadata"]["generation"], 2);
+}
+
+/// Another writer closes the gate between our read and our update: the
+/// update is refused (409) and wrote nothing, so when the retry's read
+/// finds spec saying `False` the hold reports that it did not write.
+#[tokio::test(start_paused = true)]
+async fn an_entry_another_writer_set_after_a_refusal_is_not_ours() {
+    let mut cluster = fake(Some(fresh()));
+    let path = cluster.object_path();
+    cluster.after_next_read(&path, |object| {
+        object["spec"]["conditions"] = json!([condition(
+            "Upgradeable",
+            "False",
+            "UpgradeInProgress",
+            "held by someone else"
+        )]);
+    });
+    let (result, log, _) = hold(cluster).await;
+    assert_held(&result, false);
+    assert_eq!(
+        sequence(&log),
+        [
+            (GET, DISCOVERY),
+            (GET, OBJECT),
+            (PUT, OBJECT),
+            (GET, OBJECT)
+        ]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn too_many_requests_then_success() {
     let mut cluster = fake(Some(fresh()));

@@ -93,6 +93,21 @@ impl Obstacle {
     pub fn is_transient(&self) -> bool {
         !matches!(self, Obstacle::Rejected { .. } | Obstacle::Unexpected(_))
     }
+
+    /// Whether an update that met this obstacle may have been carried out
+    /// all the same: no answer came (a timeout, a connection lost after the
+    /// request was sent), or a 5xx, which the API server also answers after
+    /// the write reached etcd (504 when storage answered too late). A 4xx
+    /// is a refusal: nothing was written.
+    pub fn may_have_been_applied(&self) -> bool {
+        matches!(
+            self,
+            Obstacle::ServerError { .. }
+                | Obstacle::Unreachable(_)
+                | Obstacle::Timeout
+                | Obstacle::Unexpected(_)
+        )
+    }
 }
 
 /// Why an operation on an `OperatorCondition` did not succeed.
@@ -222,6 +237,8 @@ impl Written {
     /// The object this call's update replaced, as read right before it
     /// (`None` when nothing was written). It may be newer than anything
     /// the caller read: another writer's change that this write undid.
+    /// An update whose answer was lost (a try cut off, a 5xx) counts as
+    /// written when the next try finds spec saying its entry.
     pub fn replaced(&self) -> Option<&OperatorCondition> {
         self.replaced.as_ref()
     }
@@ -425,6 +442,17 @@ impl OperatorConditionClient {
         choose: impl Fn(&OperatorCondition) -> UpgradeableEntry,
         still_wanted: impl Fn() -> bool,
     ) -> Result<Option<Written>, Error> {
+        // The object an earlier try's update would have replaced, while
+        // that update may have been carried out without our hearing of it
+        // (cut off, or answered with a 5xx): when a later try finds spec
+        // already saying the entry, that update is what wrote it.
+        let cell = std::sync::Mutex::new(None);
+        let unanswered = |object: Option<OperatorCondition>| {
+            std::mem::replace(
+                &mut *cell.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+                object,
+            )
+        };
         let attempt = || async {
             let mut object = self
                 .api
@@ -439,7 +467,7 @@ impl OperatorConditionClient {
                 return Ok(Some(Written {
                     state: entry.state(),
                     object,
-                    replaced: None,
+                    replaced: unanswered(None),
                 }));
             };
             if !still_wanted() {
@@ -448,11 +476,18 @@ impl OperatorConditionClient {
             }
             let replaced = object.clone();
             object.spec.conditions = Some(conditions);
+            unanswered(Some(replaced.clone()));
             let updated = self
                 .api
                 .replace(&self.name, &PostParams::default(), &object)
                 .await
-                .map_err(|e| Obstacle::of(&e))?;
+                .map_err(|e| {
+                    let obstacle = Obstacle::of(&e);
+                    if !obstacle.may_have_been_applied() {
+                        unanswered(None);
+                    }
+                    obstacle
+                })?;
             tracing::info!(
                 name = %self.name, namespace = %self.namespace,
                 status = entry.state().condition_status(), reason = entry.reason().as_str(),
