@@ -3,8 +3,9 @@
 //! stale resourceVersion, changed by the test while the loop runs): the
 //! first write, quiet polls, a deletion (404, then OLM's empty
 //! recreation), a foreign `True` (also one landing between the round's
-//! read and its write), a rewrite that drops our entry, and a decision
-//! that went stale while it was being written.
+//! read and its write), a rewrite that drops our entry, a decision
+//! that went stale while it was being written, and a restore whose answer
+//! came after the write budget.
 //!
 //! Owns: these scenarios of `keep_gate`. Must not touch: the fake itself
 //! (the gate crate owns it) or a real cluster.
@@ -285,6 +286,45 @@ async fn a_release_between_the_read_and_the_write_is_counted_as_restored() {
         h.restores(),
         r#"app_operator_gate_restores_total{found="other_true"} 1"#
     );
+}
+
+/// A restore whose answer came too late (the API server slow under load):
+/// the write is given up at its budget although the update was carried
+/// out; the next read finds our answer in place, and the restore is
+/// counted then, once.
+#[tokio::test(start_paused = true)]
+async fn a_restore_answered_after_the_budget_is_counted_at_the_next_read() {
+    let mut h = Harness::new();
+    let (round, _) = h.round(&closed(), true).await;
+    assert!(applied(&round));
+
+    h.set_conditions(json!([entry("True", "Released", "by hand")]));
+    h.live.edit(|cluster| {
+        cluster.faults = vec![Fault::answered_after(
+            On::Update,
+            crate::operator::gate_writer::WRITE_BUDGET * 2,
+            1,
+        )];
+    });
+    let (round, methods) = h.round(&closed(), true).await;
+    assert!(matches!(round, GateRound::Pending));
+    assert_eq!(methods, [Method::GET, Method::GET, Method::PUT]);
+    assert_eq!(
+        h.upgradeable(),
+        ("False".into(), "UpgradeInProgress".into()),
+        "the update was carried out"
+    );
+    assert_eq!(h.restores(), "", "not known yet to have landed");
+
+    for expected in [[Method::GET], [Method::GET]] {
+        let (round, methods) = h.round(&closed(), true).await;
+        assert!(applied(&round));
+        assert_eq!(methods, expected, "nothing more to write");
+        assert_eq!(
+            h.restores(),
+            r#"app_operator_gate_restores_total{found="other_true"} 1"#
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -45,7 +45,7 @@ use crate::operator::act::{ActContext, ActError};
 use crate::operator::decide::{SchemaTarget, Step};
 use crate::operator::gate::{GateDecision, decide_gate, view_of};
 use crate::operator::gate_writer::{
-    GateSink, NextWrite, POLL_INTERVAL, Shown, WriteOutcome, next_write, restored,
+    Found, GateSink, NextWrite, POLL_INTERVAL, Shown, WriteOutcome, next_write, restored,
 };
 use crate::operator::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::operator::metrics::Metrics;
@@ -608,6 +608,10 @@ struct GateMemory {
     last_read: Option<tokio::time::Instant>,
     /// The object is gone and that was logged.
     awaiting_logged: bool,
+    /// What the last write was to restore when it failed: it may have been
+    /// carried out all the same (its answer cut off by the write budget),
+    /// which the next read tells.
+    unanswered_restore: Option<Found>,
 }
 
 /// The result of one gate round.
@@ -716,8 +720,16 @@ async fn keep_gate(
             return GateRound::Pending;
         }
     };
+    let unanswered = memory.unanswered_restore.take();
     let restore = match next_write(decision, &shown, memory.last_shown.as_ref()) {
         NextWrite::Nothing => {
+            if let Some(found) = unanswered {
+                tracing::info!(
+                    found = found.label(),
+                    "the write that failed for want of an answer had restored the gate"
+                );
+                metrics.gate_restored(found.label());
+            }
             memory.last_shown = Some(shown);
             memory.awaiting_logged = false;
             if changed {
@@ -768,6 +780,7 @@ async fn keep_gate(
             tracing::warn!(error = %error_chain(&error), "cannot write the gate; trying again with the next decision");
             metrics.failed("gate");
             memory.applied = None;
+            memory.unanswered_restore = restore;
             GateRound::Pending
         }
     }
