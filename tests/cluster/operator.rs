@@ -27,7 +27,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use upgrade_gate_tests::backup_volume::BackupVolume;
-use upgrade_gate_tests::cluster_database::TestDatabase;
+use upgrade_gate_tests::cluster_database::{HeldUpgradeLock, TestDatabase};
 use upgrade_gate_tests::operator_install::{GateInStatus, InstalledOperator};
 use upgrade_gate_tests::wait::Look;
 use upgrade_gate_tests::{operator_install, wait};
@@ -435,7 +435,7 @@ async fn app_behind_keeps_the_gate_closed_until_verified(cluster: TestCluster) {
 /// Stops every pod of Job `job` (SIGTERM while it waits for the upgrade
 /// lock the test holds: `app-db-upgrade` exits 14, a failure a retry can
 /// fix) until the Job has failed.
-async fn stop_job_pods_until_failed(scenario: &Scenario, database: &TestDatabase, job: &str) {
+async fn stop_job_pods_until_failed(scenario: &Scenario, lock: &HeldUpgradeLock, job: &str) {
     let pods = scenario.namespace.api::<Pod>();
     let jobs = scenario.namespace.api::<Job>();
     wait::until(&format!("Job {job} failed"), JOB_DONE, || async {
@@ -446,7 +446,7 @@ async fn stop_job_pods_until_failed(scenario: &Scenario, database: &TestDatabase
         if current.as_ref().is_some_and(|j| job_condition(j, "Failed")) {
             return Look::Done(());
         }
-        if database.upgrade_lock_waiters().await == 0 {
+        if lock.waiters().await == 0 {
             return Look::NotYet(format!("no pod of {job} waits for the lock yet"));
         }
         let waiting = pods
@@ -478,7 +478,7 @@ async fn transient_failures_retry_with_backoff_then_give_up(cluster: TestCluster
     scenario.create_app("shop", &database.url, 2, 0).await;
     let operator = scenario.install_operator().await;
 
-    stop_job_pods_until_failed(&scenario, &database, "shop-db-7-10-1-1").await;
+    stop_job_pods_until_failed(&scenario, &lock, "shop-db-7-10-1-1").await;
     let failed = scenario
         .wait_for_app("shop", "first attempt failed", JOB_DONE, |app| {
             upgrade_phase(app) == Some(UpgradePhase::Failed)
@@ -522,7 +522,7 @@ async fn transient_failures_retry_with_backoff_then_give_up(cluster: TestCluster
     assert!(gate.message.contains("shop"), "{gate:?}");
 
     // 30 s backoff, then attempt 2, which fails too: the limit is reached.
-    stop_job_pods_until_failed(&scenario, &database, "shop-db-7-10-1-2").await;
+    stop_job_pods_until_failed(&scenario, &lock, "shop-db-7-10-1-2").await;
     let given_up = scenario
         .wait_for_app("shop", "given up", JOB_DONE, |app| {
             upgrade_phase(app) == Some(UpgradePhase::GaveUp)
@@ -627,13 +627,7 @@ async fn a_permanent_refusal_is_shown_and_not_retried(cluster: TestCluster) {
     let lock = database.hold_upgrade_lock().await;
     scenario.create_app("shop", &database.url, 3, 0).await;
     let _operator = scenario.install_operator().await;
-    wait::until("the upgrade Job waiting for the lock", JOB_DONE, || async {
-        match database.upgrade_lock_waiters().await {
-            0 => Look::NotYet("no session waits for the upgrade lock".to_owned()),
-            _ => Look::Done(()),
-        }
-    })
-    .await;
+    lock.wait_for_waiter(JOB_DONE).await;
     let (admin, connection) = tokio_postgres::connect(&database.url, tokio_postgres::NoTls)
         .await
         .unwrap_or_else(|error| panic!("connecting to {}: {error}", database.name));
@@ -940,13 +934,7 @@ async fn restarted_operator_adopts_the_running_job(cluster: TestCluster) {
     scenario.create_app("shop", &database.url, 3, 0).await;
     let operator = scenario.install_operator().await;
     let first_pod = operator.wait_ready(None, POD_READY).await;
-    wait::until("the upgrade Job waiting for the lock", JOB_DONE, || async {
-        match database.upgrade_lock_waiters().await {
-            0 => Look::NotYet("no session waits for the upgrade lock".to_owned()),
-            _ => Look::Done(()),
-        }
-    })
-    .await;
+    lock.wait_for_waiter(JOB_DONE).await;
     let jobs = scenario.jobs_of("shop").await;
     assert_eq!(jobs.len(), 1, "{jobs:?}");
     let job_uid = jobs[0].uid();
@@ -988,7 +976,7 @@ async fn restarted_operator_adopts_the_running_job(cluster: TestCluster) {
     let second_pod = operator.wait_ready(first_uid.as_deref(), POD_READY).await;
     assert_ne!(second_pod.uid(), first_uid);
     // The new pod is Ready: it reconciled the App once. The Job still waits.
-    assert!(database.upgrade_lock_waiters().await > 0);
+    assert!(lock.waiters().await > 0);
     let jobs = scenario.jobs_of("shop").await;
     assert_eq!(
         jobs.iter().map(ResourceExt::uid).collect::<Vec<_>>(),
@@ -1081,13 +1069,7 @@ async fn deleted_app_leaves_no_orphans(cluster: TestCluster) {
     let lock = database.hold_upgrade_lock().await;
     scenario.create_app("shop", &database.url, 3, 0).await;
     let operator = scenario.install_operator().await;
-    wait::until("the upgrade Job waiting for the lock", JOB_DONE, || async {
-        match database.upgrade_lock_waiters().await {
-            0 => Look::NotYet("no session waits for the upgrade lock".to_owned()),
-            _ => Look::Done(()),
-        }
-    })
-    .await;
+    lock.wait_for_waiter(JOB_DONE).await;
     assert_eq!(scenario.jobs_of("shop").await.len(), 1);
     assert!(!scenario.pods_of("shop").await.is_empty());
 

@@ -194,17 +194,7 @@ async fn a_deleted_or_released_gate_is_restored_while_the_job_runs() {
     let lock = database.hold_upgrade_lock().await;
     create_app(&namespace, &database.url).await;
     let operator = InstalledOperator::install(client.clone(), &ns, &cluster.image).await;
-    wait::until(
-        "the upgrade Job waiting for the lock",
-        POD_READY,
-        || async {
-            match database.upgrade_lock_waiters().await {
-                0 => Look::NotYet("no session waits for the upgrade lock".to_owned()),
-                _ => Look::Done(()),
-            }
-        },
-    )
-    .await;
+    lock.wait_for_waiter(POD_READY).await;
     operator
         .wait_for_gate("the operator's gate in status", POD_READY, |gate| {
             gate.status == "False" && gate.current && gate.reason == "UpgradeInProgress"

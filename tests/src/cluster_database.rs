@@ -10,6 +10,8 @@ use std::process::Command;
 
 use tokio_postgres::{Client, NoTls};
 
+use crate::wait::Look;
+
 /// The advisory lock key of `app-db-upgrade` (`db_upgrade::lock::UPGRADE_LOCK_KEY`).
 const UPGRADE_LOCK_KEY: i64 = 0x5550_4741_5445_0001;
 
@@ -158,23 +160,10 @@ impl TestDatabase {
             .execute("SELECT pg_advisory_lock($1)", &[&UPGRADE_LOCK_KEY])
             .await
             .unwrap_or_else(|error| panic!("taking the upgrade lock of {}: {error}", self.name));
-        HeldUpgradeLock { session }
-    }
-
-    /// Sessions waiting for the upgrade lock (an upgrade Job blocked by the test).
-    pub async fn upgrade_lock_waiters(&self) -> i64 {
-        let admin = connect(&self.url).await;
-        let (high, low) = (UPGRADE_LOCK_KEY >> 32, UPGRADE_LOCK_KEY & 0xffff_ffff);
-        admin
-            .query_one(
-                "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
-                 WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = $1 \
-                 AND l.classid::bigint = $2 AND l.objid::bigint = $3",
-                &[&self.name, &high, &low],
-            )
-            .await
-            .unwrap_or_else(|error| panic!("reading pg_locks: {error}"))
-            .get(0)
+        HeldUpgradeLock {
+            session,
+            database: self.name.clone(),
+        }
     }
 }
 
@@ -216,9 +205,37 @@ impl Drop for TestDatabase {
 /// The test's session holding the upgrade lock; ending it releases the lock.
 pub struct HeldUpgradeLock {
     session: Client,
+    database: String,
 }
 
 impl HeldUpgradeLock {
+    /// Sessions waiting for the lock (an upgrade Job blocked by the test),
+    /// asked on the holding session: no connection of its own per look.
+    pub async fn waiters(&self) -> i64 {
+        let (high, low) = (UPGRADE_LOCK_KEY >> 32, UPGRADE_LOCK_KEY & 0xffff_ffff);
+        self.session
+            .query_one(
+                "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+                 WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = $1 \
+                 AND l.classid::bigint = $2 AND l.objid::bigint = $3",
+                &[&self.database, &high, &low],
+            )
+            .await
+            .unwrap_or_else(|error| panic!("reading pg_locks: {error}"))
+            .get(0)
+    }
+
+    /// Waits until a session (the upgrade Job's) waits for the lock.
+    pub async fn wait_for_waiter(&self, timeout: std::time::Duration) {
+        crate::wait::until("the upgrade Job waiting for the lock", timeout, || async {
+            match self.waiters().await {
+                0 => Look::NotYet("no session waits for the upgrade lock".to_owned()),
+                _ => Look::Done(()),
+            }
+        })
+        .await;
+    }
+
     /// Releases the lock and returns once the server has: a test that blocks
     /// its runtime next (a `std::process::Command`) cannot leave the release
     /// to the session's connection task.
