@@ -249,6 +249,16 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
       local status=$?
       if [[ -n $sampler ]]; then kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; fi
       "$cluster_bin" down "$name" || status=1
+      # The component logs outlive the cluster (docs/harness.md); a failed
+      # run shows what the shared PostgreSQL refused, leaving out what the
+      # tests' own clean-up causes (dropped databases, their ended sessions).
+      pg_log="/var/log/upgrade-gate/$name/postgres.log"
+      if [[ $status -ne 0 && -f $pg_log ]]; then
+        echo "PostgreSQL's FATAL and PANIC lines, the last 30 ($pg_log has all):"
+        grep -E 'FATAL|PANIC' "$pg_log" \
+          | grep -vE 'database "[^"]*" does not exist|terminating connection due to administrator command' \
+          | tail -n 30 || true
+      fi
       echo "peak cluster memory (sum of RSS, sampled every second): $(sort -n "$samples" | tail -n1) MiB"
       echo "cluster test run: $(printf '%.1f' "$(echo "$(date +%s.%N) - $started" | bc)") s"
       rm -f "$samples"

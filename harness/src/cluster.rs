@@ -643,6 +643,7 @@ async fn start_postgres(layout: &Layout) -> Result<(ProcessRecord, String), Clus
         ))
         .setting("fsync", "off")
         .base_dir(layout.path("postgres"))
+        .log_file(layout.machine().log_dir.join("postgres.log"))
         .start()
         .await?;
     let detached = postgres.detach().ok_or(ClusterError::PostgresDetach)?;

@@ -144,6 +144,7 @@ pub struct TempPostgresBuilder {
     installation: Result<Installation, ServerVersion>,
     settings: Vec<(String, String)>,
     base_dir: Option<PathBuf>,
+    log_file: Option<PathBuf>,
     tls: Option<ServerTls>,
 }
 
@@ -181,6 +182,7 @@ impl Default for TempPostgresBuilder {
             installation: Err(ServerVersion::V15),
             settings: Vec::new(),
             base_dir: None,
+            log_file: None,
             tls: None,
         }
     }
@@ -244,6 +246,14 @@ impl TempPostgresBuilder {
     /// temporary directory).
     pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.base_dir = Some(dir.into());
+        self
+    }
+
+    /// Write the server's log to `path` (default: `postgres.log` in the
+    /// instance's directory, removed with it), e.g. where it outlives a
+    /// torn-down cluster.
+    pub fn log_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.log_file = Some(path.into());
         self
     }
 
@@ -312,6 +322,10 @@ impl TempPostgresBuilder {
             port,
             password: self.superuser_password.clone(),
             bin_dir: bin_dir.clone(),
+            log_path: self
+                .log_file
+                .clone()
+                .unwrap_or_else(|| root.join("postgres.log")),
         };
         let data = instance.data_dir();
         let password_file = root.join("superuser-password");
@@ -388,7 +402,7 @@ impl TempPostgresBuilder {
         }
         // setpriv execs the server, so the recorded PID is the postmaster's.
         let mut spec =
-            ProcessSpec::new("postgres", "setpriv", root.join("postgres.log")).args(args);
+            ProcessSpec::new("postgres", "setpriv", instance.log_path.clone()).args(args);
         spec.stop_signal = StopSignal::Int;
         if let Some(netns) = &self.netns {
             spec = spec.in_netns(format!("/run/netns/{netns}"));
@@ -429,6 +443,7 @@ pub struct TempPostgres {
     port: u16,
     password: String,
     bin_dir: PathBuf,
+    log_path: PathBuf,
 }
 
 /// A server handed over to someone else's teardown (the cluster CLI): it
@@ -468,7 +483,7 @@ impl TempPostgres {
 
     /// The postmaster's log.
     pub fn log_path(&self) -> PathBuf {
-        self.dir().join("postgres.log")
+        self.log_path.clone()
     }
 
     /// `postgres://postgres:<password>@<address>:<port>/<database>`.
@@ -697,6 +712,7 @@ mod tests {
             port: 1,
             password: "pw".into(),
             bin_dir: PathBuf::from("/nonexistent"),
+            log_path: PathBuf::new(),
         };
         for name in ["", "a\"b", "x; DROP", "a-b"] {
             assert!(matches!(
@@ -715,6 +731,7 @@ mod tests {
             port: 5433,
             password: "pw".into(),
             bin_dir: PathBuf::new(),
+            log_path: PathBuf::new(),
         };
         assert_eq!(pg.url_for("db"), "postgres://postgres:pw@[::1]:5433/db");
     }
