@@ -240,8 +240,12 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     #!/usr/bin/env bash
     set -euo pipefail
     started=$(date +%s.%N)
-    cargo build --quiet --workspace --bins
+    # `image dev` built the workspace's bins; the test binary is built before
+    # the cluster starts and run as cargo would (from tests/), so no cargo
+    # runs while the cluster does.
     cluster_bin="{{target_dir}}/debug/cluster"
+    tests_bin=$(cargo test --quiet --workspace --test cluster --no-run --message-format=json \
+      | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
     name="test-$$"
     samples=$(mktemp)
     sampler=""
@@ -267,6 +271,7 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     trap finish EXIT
     export UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)"
     export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
+    export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
     "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)" \
       --image "{{cache}}/images/opm-{{opm_version}}.oci.tar"
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
@@ -274,9 +279,6 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     eval "$("$cluster_bin" env "$name")"
     export UPGRADE_GATE_IMAGE="localhost/upgrade-gate:{{version}}"
     export UPGRADE_GATE_HOLD_IMAGE="localhost/upgrade-gate-hold:{{gate_version}}"
-    export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
-    tests_bin=$(cargo test --quiet --workspace --test cluster --no-run --message-format=json \
-      | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
     kubeconfig_tests="" kubeconfig_log=$(mktemp)
     if [[ -z "{{FILTER}}" ]]; then
       ( cd tests && env -u UPGRADE_GATE_TEST_CLUSTER UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig \
@@ -286,7 +288,7 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
       kubeconfig_tests=$!
     fi
     status=0
-    cargo test --workspace --test cluster -- --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} || status=$?
+    (cd tests && "$tests_bin" --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}) || status=$?
     if [[ -n $kubeconfig_tests ]]; then
       if wait "$kubeconfig_tests"; then
         echo "smoke:: and the 7.9.3 install through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
