@@ -45,6 +45,12 @@ test-fast:
     cargo build --workspace --bins
     cargo test --workspace
 
+# PostgreSQL tests libtest runs at once, each with a server of its own
+# (UPGRADE_GATE_POSTGRES_TEST_THREADS overrides): all of them, as they wait on
+# signals, locks and sessions as much as they compute (25 tests here: 41 s
+# on 2 threads, 28-32 s all at once).
+postgres_test_threads := env_var_or_default("UPGRADE_GATE_POSTGRES_TEST_THREADS", "32")
+
 # The database upgrade against throwaway PostgreSQL 15 and 18 servers (root; docs/database-upgrade.md).
 test-postgres:
     #!/usr/bin/env bash
@@ -52,7 +58,7 @@ test-postgres:
     pg18="$(UPGRADE_GATE_CACHE="{{cache}}" tools/postgresql.sh fetch)"
     export UPGRADE_GATE_PG18_DIR="$pg18/server" UPGRADE_GATE_PG_BIN_DIR="$pg18/client/bin"
     cargo build --workspace --bins
-    cargo test --workspace --test postgres
+    cargo test --workspace --test postgres -- --test-threads {{postgres_test_threads}}
 
 # Benchmark: backup + upgrade 7.9.3 -> 7.10.1 of a ~1 GiB sample database vs plain pg_dump -Fc.
 bench-db ROWS="2000000" RUNS="3":
