@@ -303,7 +303,6 @@ impl Cluster {
         .await?;
 
         let scheduler = Scheduler { cluster: &context };
-        let controller_manager = ControllerManager { cluster: &context };
         self.start(
             progress,
             "Starting kube-scheduler",
@@ -312,17 +311,44 @@ impl Cluster {
             || scheduler.ready(&probe),
         )
         .await?;
-        self.start(
-            progress,
-            "Starting kube-controller-manager",
-            &controller_manager.spec(),
-            CONTROLLERS_READY,
-            || ControllerManager::ready(&client),
-        )
-        .await?;
-        progress.milestone("cluster ready");
+        // The controller-manager's readiness (its service-account controller
+        // at work) matters only to the pods of whoever uses the cluster: it is
+        // waited for while the node and OLM start, not before them.
+        let controller_manager = ControllerManager { cluster: &context };
+        let (since, name) = (Instant::now(), "Starting kube-controller-manager");
+        let record = self.spawn(name, &controller_manager.spec())?;
+        let controllers = async {
+            let outcome = record
+                .wait_ready(CONTROLLERS_READY, || ControllerManager::ready(&client))
+                .await
+                .map_err(|source| ClusterError::Process {
+                    step: name.to_owned(),
+                    source: Box::new(source),
+                });
+            (outcome, Instant::now())
+        };
+        let ((controllers, ready_at), node_and_olm) = tokio::join!(
+            controllers,
+            self.start_node_and_olm(config, progress, &context, &client, &probe)
+        );
+        progress.finish_at(name, since, ready_at, status_of(&controllers));
+        controllers?;
+        progress.milestone_at("cluster ready", ready_at);
+        node_and_olm
+    }
 
-        let containerd = Containerd { cluster: &context };
+    /// containerd, the node, kube-proxy, PostgreSQL and OLM, with the images
+    /// loaded into containerd while OLM starts.
+    async fn start_node_and_olm(
+        &mut self,
+        config: &ClusterConfig,
+        progress: &mut Progress,
+        context: &ClusterContext,
+        client: &kube::Client,
+        probe: &HealthProbe,
+    ) -> Result<(), ClusterError> {
+        let layout = context.layout.clone();
+        let containerd = Containerd { cluster: context };
         self.start(
             progress,
             "Starting containerd",
@@ -336,24 +362,24 @@ impl Cluster {
         })
         .await?;
 
-        let kubelet = Kubelet { cluster: &context };
+        let kubelet = Kubelet { cluster: context };
         self.start(
             progress,
             "Starting kubelet (until the node is Ready)",
             &kubelet.spec(),
             NODE_READY,
-            || kubelet.ready(&client),
+            || kubelet.ready(client),
         )
         .await?;
         progress.milestone("node Ready");
 
-        let kube_proxy = KubeProxy { cluster: &context };
+        let kube_proxy = KubeProxy { cluster: context };
         self.start(
             progress,
             "Starting kube-proxy",
             &kube_proxy.spec(),
             CONTROLLERS_READY,
-            || kube_proxy.ready(&probe),
+            || kube_proxy.ready(probe),
         )
         .await?;
 
@@ -377,17 +403,44 @@ impl Cluster {
             }
         }
 
+        // The images only need containerd: they load while OLM starts.
+        let since = Instant::now();
+        let images = async {
+            for archive in &config.images {
+                import_image(&layout, archive).await?;
+            }
+            Ok(())
+        };
+        let (images, olm) = tokio::join!(
+            async { (images.await, Instant::now()) },
+            self.start_olm(progress, context, client, probe)
+        );
+        let (images, loaded_at) = images;
+        if !config.images.is_empty() {
+            progress.finish_at("Loading images", since, loaded_at, status_of(&images));
+            images?;
+        }
+        olm
+    }
+
+    async fn start_olm(
+        &mut self,
+        progress: &mut Progress,
+        context: &ClusterContext,
+        client: &kube::Client,
+        probe: &HealthProbe,
+    ) -> Result<(), ClusterError> {
         let crds_dir = context.crds_dir();
         step(
             progress,
             "Installing OLM's CRDs (until established)",
-            || install_olm_crds(&client, &crds_dir),
+            || install_olm_crds(client, &crds_dir),
         )
         .await?;
-        let olm = Olm { cluster: &context };
-        let catalog = Catalog { cluster: &context };
+        let olm = Olm { cluster: context };
+        let catalog = Catalog { cluster: context };
         self.start(progress, "Starting olm", &olm.spec(), OLM_READY, || {
-            olm.ready(&probe)
+            olm.ready(probe)
         })
         .await?;
         self.start(
@@ -395,18 +448,22 @@ impl Cluster {
             "Starting catalog",
             &catalog.spec(),
             OLM_READY,
-            || catalog.ready(&probe),
+            || catalog.ready(probe),
         )
         .await?;
         progress.milestone("OLM ready");
-
-        if !config.images.is_empty() {
-            step(progress, "Loading images", || {
-                self.load_images(&config.images)
-            })
-            .await?;
-        }
         Ok(())
+    }
+
+    /// Starts one component and records its PID in the state file, so a
+    /// failure or a kill still finds it; its readiness is the caller's.
+    fn spawn(&mut self, name: &str, spec: &ProcessSpec) -> Result<ProcessRecord, ClusterError> {
+        let record = spec.start().map_err(|source| ClusterError::Process {
+            step: name.to_owned(),
+            source: Box::new(source),
+        })?;
+        self.state.record(record.clone())?;
+        Ok(record)
     }
 
     /// Starts one component, records its PID in the state file before
@@ -470,12 +527,15 @@ fn report(
     since: Instant,
     outcome: Result<(), ClusterError>,
 ) -> Result<(), ClusterError> {
-    let status = match &outcome {
-        Ok(()) => StepStatus::Done,
-        Err(error) => StepStatus::Failed(error.to_string()),
-    };
-    progress.finish(name, since, status);
+    progress.finish(name, since, status_of(&outcome));
     outcome
+}
+
+fn status_of<T>(outcome: &Result<T, ClusterError>) -> StepStatus {
+    match outcome {
+        Ok(_) => StepStatus::Done,
+        Err(error) => StepStatus::Failed(error.to_string()),
+    }
 }
 
 async fn start_and_wait<F, Fut>(

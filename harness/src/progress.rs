@@ -51,9 +51,15 @@ impl Progress {
 
     /// Records a step that ran since `since` and prints it.
     pub fn finish(&mut self, name: &str, since: Instant, status: StepStatus) {
+        self.finish_at(name, since, Instant::now(), status);
+    }
+
+    /// A step that ran from `since` to `done`, reported now (it ran beside
+    /// other steps, which reported first).
+    pub fn finish_at(&mut self, name: &str, since: Instant, done: Instant, status: StepStatus) {
         let report = StepReport {
             name: name.to_owned(),
-            elapsed: since.elapsed(),
+            elapsed: done.saturating_duration_since(since),
             status,
         };
         if !self.quiet {
@@ -64,11 +70,18 @@ impl Progress {
 
     /// Records that `what` was reached, measured from the start of the run.
     pub fn milestone(&mut self, what: &str) {
-        let at = self.started.elapsed();
+        self.milestone_at(what, Instant::now());
+    }
+
+    /// A milestone reached at `when`, reported now.
+    pub fn milestone_at(&mut self, what: &str, when: Instant) {
+        let at = when.saturating_duration_since(self.started);
         if !self.quiet {
             eprintln!(" ⏱ {what} after {:.2}s", at.as_secs_f64());
         }
-        self.milestones.push((what.to_owned(), at));
+        // In time order: one reached beside later steps is reported after them.
+        let position = self.milestones.partition_point(|(_, seen)| *seen <= at);
+        self.milestones.insert(position, (what.to_owned(), at));
     }
 
     pub fn failures(&self) -> Vec<&StepReport> {
