@@ -730,6 +730,37 @@ mod tests {
     use kube::core::Status;
 
     #[test]
+    fn only_an_update_without_a_refusal_may_have_been_applied() {
+        let text = || "x".to_owned();
+        let cases = [
+            (Obstacle::NotFound(text()), false),
+            (Obstacle::Forbidden(text()), false),
+            (Obstacle::Conflict(text()), false),
+            (Obstacle::TooManyRequests(text()), false),
+            (
+                Obstacle::Rejected {
+                    code: 422,
+                    message: text(),
+                },
+                false,
+            ),
+            (
+                Obstacle::ServerError {
+                    code: 504,
+                    message: text(),
+                },
+                true,
+            ),
+            (Obstacle::Unreachable(text()), true),
+            (Obstacle::Timeout, true),
+            (Obstacle::Unexpected(text()), true),
+        ];
+        for (obstacle, applied) in cases {
+            assert_eq!(obstacle.may_have_been_applied(), applied, "{obstacle}");
+        }
+    }
+
+    #[test]
     fn a_try_cut_by_the_deadline_reports_the_obstacle_before_it() {
         let not_found = || Obstacle::NotFound("gone".into());
         let cases = [
