@@ -189,10 +189,7 @@ impl Cluster {
 
     /// Imports OCI image archives into the node's containerd (`k8s.io` namespace).
     pub async fn load_images(&self, archives: &[PathBuf]) -> Result<(), ClusterError> {
-        for archive in archives {
-            import_image(&self.state.layout, archive).await?;
-        }
-        Ok(())
+        import_images(&self.state.layout, archives).await
     }
 
     /// Starts `opm serve` for a file-based catalog on `port` in the cluster's
@@ -318,13 +315,8 @@ impl Cluster {
         let (since, name) = (Instant::now(), "Starting kube-controller-manager");
         let record = self.spawn(name, &controller_manager.spec())?;
         let controllers = async {
-            let outcome = record
-                .wait_ready(CONTROLLERS_READY, || ControllerManager::ready(&client))
-                .await
-                .map_err(|source| ClusterError::Process {
-                    step: name.to_owned(),
-                    source: Box::new(source),
-                });
+            let ready = || ControllerManager::ready(&client);
+            let outcome = wait_until_ready(&record, name, CONTROLLERS_READY, ready).await;
             (outcome, Instant::now())
         };
         let ((controllers, ready_at), node_and_olm) = tokio::join!(
@@ -405,12 +397,7 @@ impl Cluster {
 
         // The images only need containerd: they load while OLM starts.
         let since = Instant::now();
-        let images = async {
-            for archive in &config.images {
-                import_image(&layout, archive).await?;
-            }
-            Ok(())
-        };
+        let images = import_images(&layout, &config.images);
         let (images, olm) = tokio::join!(
             async { (images.await, Instant::now()) },
             self.start_olm(progress, context, client, probe)
@@ -481,22 +468,11 @@ impl Cluster {
         Fut: std::future::Future<Output = Result<(), ProbeError>>,
     {
         let since = Instant::now();
-        let outcome = async {
-            let record = spec.start().map_err(|source| ClusterError::Process {
-                step: name.to_owned(),
-                source: Box::new(source),
-            })?;
-            self.state.record(record.clone())?;
-            record
-                .wait_ready(deadline, check)
-                .await
-                .map_err(|source| ClusterError::Process {
-                    step: name.to_owned(),
-                    source: Box::new(source),
-                })
-        }
-        .await;
-        report(progress, name, since, outcome.map(drop))
+        let outcome = match self.spawn(name, spec) {
+            Ok(record) => wait_until_ready(&record, name, deadline, check).await,
+            Err(error) => Err(error),
+        };
+        report(progress, name, since, outcome)
     }
 }
 
@@ -531,11 +507,32 @@ fn report(
     outcome
 }
 
-fn status_of<T>(outcome: &Result<T, ClusterError>) -> StepStatus {
+fn status_of(outcome: &Result<(), ClusterError>) -> StepStatus {
     match outcome {
-        Ok(_) => StepStatus::Done,
+        Ok(()) => StepStatus::Done,
         Err(error) => StepStatus::Failed(error.to_string()),
     }
+}
+
+/// Waits until the started component `record` passes `check`.
+async fn wait_until_ready<F, Fut>(
+    record: &ProcessRecord,
+    name: &str,
+    deadline: Duration,
+    check: F,
+) -> Result<(), ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), ProbeError>>,
+{
+    record
+        .wait_ready(deadline, check)
+        .await
+        .map(drop)
+        .map_err(|source| ClusterError::Process {
+            step: name.to_owned(),
+            source: Box::new(source),
+        })
 }
 
 async fn start_and_wait<F, Fut>(
@@ -621,6 +618,14 @@ fn write_files(context: &ClusterContext) -> Result<(), ClusterError> {
     pki.write_kubeconfig(&context.node_kubeconfig(), &layout.api_url(), "node")?;
     Containerd { cluster: context }.write_config()?;
     Kubelet { cluster: context }.write_config()?;
+    Ok(())
+}
+
+/// Imports the archives one after the other (at once, they took longer).
+async fn import_images(layout: &Layout, archives: &[PathBuf]) -> Result<(), ClusterError> {
+    for archive in archives {
+        import_image(layout, archive).await?;
+    }
     Ok(())
 }
 
