@@ -131,7 +131,7 @@ pub struct Fault {
 }
 
 /// What a [`Fault`] does to a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
     /// Answered with this HTTP status code (403, 409, 429, 500, ...);
     /// nothing is done.
@@ -361,9 +361,9 @@ impl FakeCluster {
     /// The answer to `request` and how long it is held back; then the
     /// change waiting for this read, if any.
     fn respond(&mut self, request: &Recorded) -> (u16, Value, Duration) {
-        let (answer, delay) = self.answer(request);
+        let ((code, body), delay) = self.answer(request);
         if request.method == Method::GET
-            && answer.0 == 200
+            && code == 200
             && let Some(at) = self
                 .after_read
                 .iter()
@@ -372,7 +372,7 @@ impl FakeCluster {
             let (path, change) = self.after_read.remove(at);
             self.change(&path, change);
         }
-        (answer.0, answer.1, delay)
+        (code, body, delay)
     }
 
     fn answer(&mut self, request: &Recorded) -> ((u16, Value), Duration) {
@@ -390,7 +390,7 @@ impl FakeCluster {
             return (self.carry_out(request), Duration::ZERO);
         };
         fault.times -= 1;
-        match fault.kind.clone() {
+        match fault.kind {
             FaultKind::Refused(code) => (injected(code), Duration::ZERO),
             FaultKind::AppliedThen(code) => {
                 self.carry_out(request);
