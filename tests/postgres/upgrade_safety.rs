@@ -434,7 +434,7 @@ async fn role_timeouts_do_not_cancel_the_upgrade() {
         .batch_execute(
             "CREATE ROLE app_owner LOGIN PASSWORD 'owner-secret-5s'; \
              ALTER DATABASE app OWNER TO app_owner; \
-             ALTER ROLE app_owner SET statement_timeout = '5s'; \
+             ALTER ROLE app_owner SET statement_timeout = '20ms'; \
              ALTER ROLE app_owner SET idle_in_transaction_session_timeout = '1s'; \
              ALTER ROLE app_owner SET lock_timeout = '1s'",
         )
@@ -448,7 +448,21 @@ async fn role_timeouts_do_not_cancel_the_upgrade() {
         &f.cli_at(&owner_url, &["--release", "7.9.3", "run", "--no-backup"])
             .await,
     );
+    // Seeding 20000 rows is one statement far longer than 20 ms.
     assert_success(&f.cli_at(&owner_url, &["seed", "--rows", "20000"]).await);
+    assert_eq!(
+        admin
+            .query_one("SELECT count(*) FROM executions", &[])
+            .await
+            .expect("count the seeded rows")
+            .get::<_, i64>(0),
+        20_000
+    );
+    // The rest at 5 s: a new session takes the role's new default.
+    admin
+        .batch_execute("ALTER ROLE app_owner SET statement_timeout = '5s'")
+        .await
+        .expect("the role's statement_timeout at 5 s");
     let dump_blocker = stretch_the_dump(&f, &["app_owner"]).await;
     let reshape_blocker = hold(&f, "SELECT nextval('executions_id_seq')").await;
 

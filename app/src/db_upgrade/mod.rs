@@ -624,11 +624,14 @@ pub async fn plan_for(
 }
 
 /// `seed`: adds `rows` sample executions at the database's current release.
+/// The session is hardened like the upgrade's: seeding is one long statement
+/// by design, and a role's `statement_timeout` must not cancel it.
 pub async fn seed_database(
     settings: &ConnectionSettings,
     rows: u64,
 ) -> Result<Seeded, DbUpgradeError> {
     let mut client = connect(settings).await?;
+    apply::harden_session(&client).await?;
     Ok(seed::seed(&mut client, rows).await?)
 }
 
