@@ -48,7 +48,7 @@ test-fast:
 # PostgreSQL tests libtest runs at once, each with a server of its own
 # (UPGRADE_GATE_POSTGRES_TEST_THREADS overrides): all of them, as they wait on
 # signals, locks and sessions as much as they compute (25 tests here: 41 s
-# on 2 threads, 28-32 s all at once).
+# on 2 threads, 28-32 s all at once; 23-25 s since servers copy one initdb).
 postgres_test_threads := env_var_or_default("UPGRADE_GATE_POSTGRES_TEST_THREADS", "32")
 
 # The database upgrade against throwaway PostgreSQL 15 and 18 servers (root; docs/database-upgrade.md).
