@@ -3,7 +3,7 @@
 //! (optionally inside a network namespace, listening on the node IP), stopped
 //! and removed on [`Drop`] — also when a test panics.
 //!
-//! A server's directory is in memory (`/dev/shm`, where there is one)
+//! A server's directory is in memory (`/dev/shm`, where it has 2 GiB free)
 //! unless the builder names another. `initdb` runs once per installation and
 //! base directory: into a template data directory there
 //! (`upgrade-gate-pg-template-<key>`, the key naming the installation and
@@ -252,7 +252,7 @@ impl TempPostgresBuilder {
     }
 
     /// Create the instance's directory under `dir` (default: `/dev/shm`
-    /// where it is a directory, else the system temporary directory).
+    /// where it has 2 GiB free, else the system temporary directory).
     pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.base_dir = Some(dir.into());
         self
@@ -437,10 +437,19 @@ const INITDB_ARGS: [&str; 6] = [
     "--no-sync",
 ];
 
-/// Where servers live unless told: in memory where the machine has `/dev/shm`.
+/// How much room `/dev/shm` must have for servers to live there: a server
+/// takes about 40 MB before its data, and the PostgreSQL tests run 25 at once
+/// (a container's default `/dev/shm` is 64 MB).
+const SHM_NEEDED: u64 = 2 << 30;
+
+/// Where servers live unless told: in memory where the machine has a
+/// `/dev/shm` with room, else the system temporary directory.
 fn default_base_dir() -> PathBuf {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
+    let room = nix::sys::statvfs::statvfs(shm).map_or(0, |fs| {
+        fs.blocks_available().saturating_mul(fs.fragment_size())
+    });
+    if room >= SHM_NEEDED {
         shm.to_owned()
     } else {
         std::env::temp_dir()
