@@ -773,6 +773,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_template_key_changes_with_the_binaries_and_the_place() {
+        let dir = tempfile::tempdir().expect("dir");
+        let installation = |root: &Path| Installation {
+            root: root.to_owned(),
+            bin: PathBuf::from("bin"),
+        };
+        let write = |root: &Path, tool: &str, text: &str| {
+            std::fs::create_dir_all(root.join("bin")).expect("bin");
+            std::fs::write(root.join("bin").join(tool), text).expect("write");
+        };
+        let (one, two) = (dir.path().join("one"), dir.path().join("two"));
+        for root in [&one, &two] {
+            write(root, "initdb", "initdb 18.1");
+            write(root, "postgres", "postgres 18.1");
+        }
+        let key = |root: &Path| template_key(&installation(root)).expect("key");
+        let first = key(&one);
+        assert_eq!(key(&one), first, "the same installation, the same key");
+        assert_ne!(key(&two), first, "another place");
+        write(&one, "postgres", "postgres 18.22");
+        assert_ne!(key(&one), first, "another postgres");
+        assert!(
+            template_key(&installation(&dir.path().join("none"))).is_err(),
+            "no binaries, no key"
+        );
+    }
+
+    #[test]
     fn an_installation_under_a_closed_home_is_not_reachable() {
         let user = User::from_name("postgres").ok().flatten();
         let Some(user) = user else {
