@@ -1,4 +1,4 @@
-//! A throwaway PostgreSQL: `initdb` into a temporary directory, the
+//! A throwaway PostgreSQL: a data directory in a temporary directory, the
 //! postmaster started as user `postgres` through the harness's process runner
 //! (optionally inside a network namespace, listening on the node IP), stopped
 //! and removed on [`Drop`] — also when a test panics.
@@ -6,8 +6,8 @@
 //! A server's directory is in memory (`/dev/shm`, where it has 2 GiB free)
 //! unless the builder names another. `initdb` runs once per installation and
 //! base directory: into a template data directory there
-//! (`upgrade-gate-pg-template-<key>`, the key naming the installation and
-//! its `initdb` and `postgres` binaries), kept for later runs; each server
+//! (`upgrade-gate-pg-template-<key>`, the key a hash of the installation's
+//! `initdb` and `postgres` binaries), kept for later runs; each server
 //! copies it and sets its own superuser password. initdb's six bootstrap
 //! backends were over half the CPU of the PostgreSQL tests, which start a
 //! server each, and copying 39 MB takes a second on disk, 0.1 s in memory.
@@ -489,18 +489,17 @@ fn initdb_template(
     Ok(template)
 }
 
-/// What the template's name depends on: the installation's place and the
-/// size and modification time of its `initdb` and `postgres`.
+/// What the template's name depends on: the contents of the installation's
+/// `initdb` and `postgres` (not their place: an installation unpacked anew,
+/// as a run on empty caches does, finds the template of the same build).
 fn template_key(installation: &Installation) -> Result<u64, PostgresError> {
     use std::hash::{Hash, Hasher};
-    use std::os::unix::fs::MetadataExt;
     let mut hasher = std::hash::DefaultHasher::new();
-    installation.root.hash(&mut hasher);
     INITDB_ARGS.hash(&mut hasher);
     for tool in ["initdb", "postgres"] {
-        let meta = std::fs::metadata(installation.bin_dir().join(tool))
-            .map_err(io("reading the server binaries' metadata"))?;
-        (meta.len(), meta.mtime(), meta.mtime_nsec()).hash(&mut hasher);
+        std::fs::read(installation.bin_dir().join(tool))
+            .map_err(io("reading the server binaries"))?
+            .hash(&mut hasher);
     }
     Ok(hasher.finish())
 }
@@ -773,7 +772,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_template_key_changes_with_the_binaries_and_the_place() {
+    fn the_template_key_follows_the_binaries_not_their_place() {
         let dir = tempfile::tempdir().expect("dir");
         let installation = |root: &Path| Installation {
             root: root.to_owned(),
@@ -791,9 +790,11 @@ mod tests {
         let key = |root: &Path| template_key(&installation(root)).expect("key");
         let first = key(&one);
         assert_eq!(key(&one), first, "the same installation, the same key");
-        assert_ne!(key(&two), first, "another place");
-        write(&one, "postgres", "postgres 18.22");
-        assert_ne!(key(&one), first, "another postgres");
+        assert_eq!(key(&two), first, "the same build in another place");
+        write(&one, "postgres", "postgres 18.2");
+        assert_ne!(key(&one), first, "another postgres of the same size");
+        write(&two, "initdb", "initdb 18.10");
+        assert_ne!(key(&two), first, "another initdb");
         assert!(
             template_key(&installation(&dir.path().join("none"))).is_err(),
             "no binaries, no key"
