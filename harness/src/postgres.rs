@@ -307,10 +307,7 @@ impl TempPostgresBuilder {
         let root = dir.path().to_owned();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
             .map_err(io("restricting the temporary directory"))?;
-        chown(&root, Some(user.uid), Some(user.gid)).map_err(|e| PostgresError::Io {
-            what: "handing the temporary directory to postgres".into(),
-            source: e.into(),
-        })?;
+        hand_to(&root, &user, "handing the temporary directory to postgres")?;
 
         let bin_dir = if reachable_by(&installation.root, &user) {
             installation.bin_dir()
@@ -359,10 +356,7 @@ impl TempPostgresBuilder {
                 std::fs::write(&path, pem).map_err(io("writing the server's TLS files"))?;
                 std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
                     .map_err(io("restricting the server's TLS files"))?;
-                chown(&path, Some(user.uid), Some(user.gid)).map_err(|e| PostgresError::Io {
-                    what: "handing the server's TLS files to postgres".into(),
-                    source: e.into(),
-                })?;
+                hand_to(&path, &user, "handing the server's TLS files to postgres")?;
             }
         }
 
@@ -529,16 +523,18 @@ fn make_template(
     let password_file = root.join("superuser-password");
     std::fs::write(&password_file, format!("template{}", std::process::id()))
         .map_err(io("writing the password file"))?;
-    chown(&password_file, Some(user.uid), Some(user.gid)).map_err(|e| PostgresError::Io {
-        what: "handing the password file to postgres".into(),
-        source: e.into(),
-    })?;
+    hand_to(
+        &password_file,
+        user,
+        "handing the password file to postgres",
+    )?;
     let data_parent = root.join("template");
     std::fs::create_dir(&data_parent).map_err(io("creating the template's data parent"))?;
-    chown(&data_parent, Some(user.uid), Some(user.gid)).map_err(|e| PostgresError::Io {
-        what: "handing the template's directory to postgres".into(),
-        source: e.into(),
-    })?;
+    hand_to(
+        &data_parent,
+        user,
+        "handing the template's directory to postgres",
+    )?;
     let mut initdb = Command::new(bin_dir.join("initdb"));
     initdb
         .arg("--pgdata")
@@ -730,6 +726,14 @@ fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Makes `user` (`postgres`) the owner of `path`.
+fn hand_to(path: &Path, user: &User, what: &str) -> Result<(), PostgresError> {
+    chown(path, Some(user.uid), Some(user.gid)).map_err(|e| PostgresError::Io {
+        what: what.to_owned(),
+        source: e.into(),
+    })
 }
 
 fn io(what: &'static str) -> impl Fn(std::io::Error) -> PostgresError {
