@@ -309,13 +309,7 @@ impl TempPostgresBuilder {
             .map_err(io("restricting the temporary directory"))?;
         hand_to(&root, &user, "handing the temporary directory to postgres")?;
 
-        let bin_dir = if reachable_by(&installation.root, &user) {
-            installation.bin_dir()
-        } else {
-            let staged = root.join("installation");
-            link_tree(&installation.root, &staged).map_err(io("linking the installation"))?;
-            staged.join(&installation.bin)
-        };
+        let bin_dir = bin_dir_for(&installation, &user, &root)?;
         // From here on the directory is owned by the (not yet running) instance,
         // so every early return removes it.
         let mut instance = TempPostgres {
@@ -513,13 +507,7 @@ fn make_template(
     let root = work.path();
     std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755))
         .map_err(io("opening the template's directory to postgres"))?;
-    let staged = root.join("installation");
-    let bin_dir = if reachable_by(&installation.root, user) {
-        installation.bin_dir()
-    } else {
-        link_tree(&installation.root, &staged).map_err(io("linking the installation"))?;
-        staged.join(&installation.bin)
-    };
+    let bin_dir = bin_dir_for(installation, user, root)?;
     let password_file = root.join("superuser-password");
     std::fs::write(&password_file, format!("template{}", std::process::id()))
         .map_err(io("writing the password file"))?;
@@ -726,6 +714,21 @@ fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Where `user` runs the installation's programs from: its own `bin/`, or
+/// for an installation `user` cannot reach, a linked copy under `dir`.
+fn bin_dir_for(
+    installation: &Installation,
+    user: &User,
+    dir: &Path,
+) -> Result<PathBuf, PostgresError> {
+    if reachable_by(&installation.root, user) {
+        return Ok(installation.bin_dir());
+    }
+    let staged = dir.join("installation");
+    link_tree(&installation.root, &staged).map_err(io("linking the installation"))?;
+    Ok(staged.join(&installation.bin))
 }
 
 /// Makes `user` (`postgres`) the owner of `path`.
