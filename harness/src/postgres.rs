@@ -767,11 +767,31 @@ fn run(what: &str, command: &mut Command) -> Result<String, PostgresError> {
     }
 }
 
+/// Ports [`free_port`] handed out in this process.
+static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+/// A port free now and not handed out before in this process: the kernel
+/// may offer a port again once its probe is closed, and servers started at
+/// once (the PostgreSQL tests) then raced for it ("could not bind ...
+/// Address already in use").
 fn free_port(address: IpAddr) -> Result<u16, PostgresError> {
-    TcpListener::bind((address, 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|a| a.port())
-        .map_err(io("finding a free port"))
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Keep the probes open until one is new, so the kernel offers others.
+    let mut probes = Vec::new();
+    loop {
+        let probe = TcpListener::bind((address, 0)).map_err(io("finding a free port"))?;
+        let port = probe
+            .local_addr()
+            .map_err(io("finding a free port"))?
+            .port();
+        if !handed_out.contains(&port) {
+            handed_out.push(port);
+            return Ok(port);
+        }
+        probes.push(probe);
+    }
 }
 
 #[cfg(test)]
