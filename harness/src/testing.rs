@@ -127,12 +127,17 @@ pub async fn create_namespace(kubeconfig: &Path, prefix: &str) -> TestNamespace 
         .metadata
         .name
         .unwrap_or_else(|| panic!("the API server returned a namespace without a name"));
-    TestNamespace {
+    let namespace = TestNamespace {
         name,
         client,
         kubeconfig: kubeconfig.to_owned(),
-    }
+    };
+    namespace.wait_for_default_service_account().await;
+    namespace
 }
+
+/// How long a new namespace may go without its `default` ServiceAccount.
+const DEFAULT_ACCOUNT_WITHIN: Duration = Duration::from_secs(120);
 
 /// A running `opm serve`; stopped on drop.
 #[derive(Debug)]
@@ -157,6 +162,33 @@ pub struct TestNamespace {
 impl TestNamespace {
     pub fn client(&self) -> Client {
         self.client.clone()
+    }
+
+    /// Waits for the `default` ServiceAccount the controller manager makes
+    /// in every namespace. Until it exists the API server refuses Pods that
+    /// name no account ("error looking up service account …/default"): its
+    /// admission plugin looks again for about 2 s only, and on a loaded
+    /// cluster the controller takes longer. Waiting here lets every test
+    /// create Pods in its namespace at once.
+    async fn wait_for_default_service_account(&self) {
+        let accounts: Api<ServiceAccount> = self.api();
+        let exists = |account: Option<&ServiceAccount>| account.is_some();
+        let waited = tokio::time::timeout(
+            DEFAULT_ACCOUNT_WITHIN,
+            kube::runtime::wait::await_condition(accounts, "default", exists),
+        )
+        .await;
+        match waited {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => panic!(
+                "watching for ServiceAccount default in namespace {}: {error}",
+                self.name
+            ),
+            Err(_) => panic!(
+                "namespace {} has no ServiceAccount default after {DEFAULT_ACCOUNT_WITHIN:?}; is the controller manager running?",
+                self.name
+            ),
+        }
     }
 
     pub fn api<K>(&self) -> Api<K>

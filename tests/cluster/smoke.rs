@@ -1,12 +1,12 @@
 //! Smoke tests of the shared test cluster: a pod from the project's image
-//! runs to completion under the restricted Pod Security profile, OLM's CRDs
-//! are established, and TokenRequest identities get exactly their Role's
-//! rights. Needs a running cluster from either provider of the cluster
+//! runs to completion under the restricted Pod Security profile, a test
+//! namespace admits Pods at once, OLM's CRDs are established, and
+//! TokenRequest identities get exactly their Role's rights. Needs a running cluster from either provider of the cluster
 //! contract (docs/testing.md); panics without it.
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -84,6 +84,25 @@ async fn a_pod_from_our_image_runs_to_completion_under_the_restricted_profile() 
         Some("Succeeded"),
         "pod status: {:?}",
         finished.status
+    );
+}
+
+/// A test namespace comes with the `default` ServiceAccount the API server
+/// needs to admit a Pod, so a test may create Pods in it at once; without
+/// the wait in `create_namespace` the account is usually not there yet.
+#[tokio::test]
+async fn a_test_namespace_admits_pods_at_once() {
+    let cluster = ProvidedCluster::from_env();
+    let namespace = cluster.namespace("smoke-account").await;
+    let accounts: Api<ServiceAccount> = namespace.api();
+    let found = accounts
+        .get_opt("default")
+        .await
+        .expect("reading ServiceAccount default");
+    assert!(
+        found.is_some(),
+        "namespace {} was handed out before its default ServiceAccount existed",
+        namespace.name
     );
 }
 
