@@ -287,10 +287,12 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     export UPGRADE_GATE_HOLD_IMAGE="localhost/upgrade-gate-hold:{{gate_version}}"
     kubeconfig_tests="" kubeconfig_log=$(mktemp)
     if [[ -z "{{FILTER}}" ]]; then
+      # Captured output: a failure's panic and narration come in the
+      # failures section at the end of the log, which is printed last.
       ( cd tests && env -u UPGRADE_GATE_TEST_CLUSTER UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig \
           UPGRADE_GATE_OPM_IMAGE="localhost/opm:{{opm_version}}" \
           UPGRADE_GATE_BACKUP_HOST_DIR="/run/upgrade-gate/$name/kubeconfig-backups" \
-          "$tests_bin" --nocapture smoke:: olm_install::release_7_9_3 ) >"$kubeconfig_log" 2>&1 &
+          "$tests_bin" smoke:: olm_install::release_7_9_3 ) >"$kubeconfig_log" 2>&1 &
       kubeconfig_tests=$!
     fi
     status=0
