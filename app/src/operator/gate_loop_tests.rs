@@ -5,7 +5,8 @@
 //! recreation), a foreign `True` (also one landing between the round's
 //! read and its write), a rewrite that drops our entry, a decision
 //! that went stale while it was being written, and a restore whose answer
-//! came after the write budget.
+//! came after the write budget (also when the object changed again before
+//! the next read).
 //!
 //! Owns: these scenarios of `keep_gate`. Must not touch: the fake itself
 //! (the gate crate owns it) or a real cluster.
@@ -323,6 +324,49 @@ async fn a_restore_answered_after_the_budget_is_counted_at_the_next_read() {
         assert_eq!(
             h.restores(),
             r#"app_operator_gate_restores_total{found="other_true"} 1"#
+        );
+    }
+}
+
+/// As above, but the object changes again before the next read (the next
+/// `upgrade-gate release` at once): both restores are counted. A write given
+/// up and not carried out before another writer's change counts once.
+#[tokio::test(start_paused = true)]
+async fn a_restore_answered_after_the_budget_counts_when_changed_again() {
+    for (carried_out, counted) in [(true, "2"), (false, "1")] {
+        let mut h = Harness::new();
+        let (round, _) = h.round(&closed(), true).await;
+        assert!(applied(&round));
+
+        h.set_conditions(json!([entry("True", "Released", "by hand")]));
+        let fault = if carried_out {
+            Fault::answered_after(
+                On::Update,
+                crate::operator::gate_writer::WRITE_BUDGET * 2,
+                1,
+            )
+        } else {
+            Fault::new(On::Update, 503, usize::MAX)
+        };
+        h.live.edit(|cluster| cluster.faults = vec![fault]);
+        let (round, _) = h.round(&closed(), true).await;
+        assert!(matches!(round, GateRound::Pending));
+        assert_eq!(h.restores(), "", "not known yet to have landed");
+        let expected = if carried_out { "False" } else { "True" };
+        assert_eq!(h.upgradeable().0, expected, "carried out: {carried_out}");
+
+        h.live.edit(|cluster| cluster.faults.clear());
+        h.set_conditions(json!([entry("True", "Released", "again, by hand")]));
+        let (round, _) = h.round(&closed(), true).await;
+        assert!(applied(&round));
+        assert_eq!(
+            h.upgradeable(),
+            ("False".into(), "UpgradeInProgress".into())
+        );
+        assert_eq!(
+            h.restores(),
+            format!(r#"app_operator_gate_restores_total{{found="other_true"}} {counted}"#),
+            "carried out: {carried_out}"
         );
     }
 }

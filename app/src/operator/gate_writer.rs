@@ -96,6 +96,44 @@ impl Shown {
     }
 }
 
+/// Which version of the object a read found: its `uid` and
+/// `metadata.generation`, which the API server bumps on every change of
+/// spec (not on OLM's status copies).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Revision {
+    pub uid: String,
+    pub generation: i64,
+}
+
+impl Revision {
+    fn of(object: &OperatorCondition) -> Revision {
+        Revision {
+            uid: object.uid().unwrap_or_default(),
+            generation: object.generation(),
+        }
+    }
+}
+
+/// One read of the object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Read {
+    pub shown: Shown,
+    /// `None` when there is no object.
+    pub revision: Option<Revision>,
+}
+
+/// Whether a write given up without an answer was carried out, told by a
+/// later read that does not show our decision. The write was sent to
+/// replace `base` (the round's read); carried out it made the generation
+/// `base + 1`, so a change of the same object after it makes it at least
+/// `base + 2`. At `base + 1` another writer's change took its place, at
+/// `base` nothing changed spec (the write was not carried out), and a new
+/// object (another uid) cannot tell. Two changes by others within the round
+/// would look the same as ours and one other: the only way this errs.
+pub fn unanswered_write_landed(base: &Revision, now: Option<&Revision>) -> bool {
+    now.is_some_and(|now| now.uid == base.uid && now.generation >= base.generation + 2)
+}
+
 fn status_of(decision: &GateDecision) -> &'static str {
     if decision.upgradeable {
         "True"
@@ -235,10 +273,14 @@ impl GateSink {
         ))))
     }
 
-    /// What the object shows now (one GET, retried within [`READ_BUDGET`]).
-    pub async fn read(condition: &OperatorConditionClient) -> Result<Shown, GateWriteError> {
+    /// What the object shows now, and which version of it (one GET,
+    /// retried within [`READ_BUDGET`]).
+    pub async fn read(condition: &OperatorConditionClient) -> Result<Read, GateWriteError> {
         let object = condition.get(Instant::now() + READ_BUDGET).await?;
-        Ok(Shown::of(object.as_ref()))
+        Ok(Read {
+            shown: Shown::of(object.as_ref()),
+            revision: object.as_ref().map(Revision::of),
+        })
     }
 
     /// Writes `decision` unless `still_current` says, right before the
@@ -420,6 +462,38 @@ mod tests {
             assert_eq!(
                 next_write(decision, &shown, last.as_ref()),
                 expected,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn unanswered_write_landed_table() {
+        let at = |uid: &str, generation: i64| Revision {
+            uid: uid.into(),
+            generation,
+        };
+        let base = at("u1", 4);
+        let cases = [
+            (
+                "nothing changed spec: not carried out",
+                Some(at("u1", 4)),
+                false,
+            ),
+            (
+                "one change: another writer's instead of ours",
+                Some(at("u1", 5)),
+                false,
+            ),
+            ("ours, then another writer's", Some(at("u1", 6)), true),
+            ("ours, then two more", Some(at("u1", 8)), true),
+            ("a new object cannot tell", Some(at("u2", 9)), false),
+            ("no object", None, false),
+        ];
+        for (case, now, landed) in cases {
+            assert_eq!(
+                unanswered_write_landed(&base, now.as_ref()),
+                landed,
                 "{case}"
             );
         }

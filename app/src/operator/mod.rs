@@ -45,7 +45,8 @@ use crate::operator::act::{ActContext, ActError};
 use crate::operator::decide::{SchemaTarget, Step};
 use crate::operator::gate::{GateDecision, decide_gate, view_of};
 use crate::operator::gate_writer::{
-    Found, GateSink, NextWrite, POLL_INTERVAL, Shown, WriteOutcome, next_write, restored,
+    Found, GateSink, NextWrite, POLL_INTERVAL, Read, Revision, Shown, WriteOutcome, next_write,
+    restored, unanswered_write_landed,
 };
 use crate::operator::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::operator::metrics::Metrics;
@@ -611,7 +612,15 @@ struct GateMemory {
     /// What the last write was to restore when it failed: it may have been
     /// carried out all the same (its answer cut off by the write budget),
     /// which the next read tells.
-    unanswered_restore: Option<Found>,
+    unanswered_restore: Option<UnansweredRestore>,
+}
+
+/// A restoring write given up without an answer.
+#[derive(Debug)]
+struct UnansweredRestore {
+    found: Found,
+    /// The version of the object it was sent to replace.
+    base: Revision,
 }
 
 /// The result of one gate round.
@@ -712,8 +721,8 @@ async fn keep_gate(
         return GateRound::Applied;
     }
     memory.last_read = Some(tokio::time::Instant::now());
-    let shown = match GateSink::read(condition).await {
-        Ok(shown) => shown,
+    let Read { shown, revision } = match GateSink::read(condition).await {
+        Ok(read) => read,
         Err(error) => {
             tracing::warn!(error = %error_chain(&error), "cannot read the OperatorCondition; trying again");
             metrics.failed("gate");
@@ -723,7 +732,7 @@ async fn keep_gate(
     let unanswered = memory.unanswered_restore.take();
     let restore = match next_write(decision, &shown, memory.last_shown.as_ref()) {
         NextWrite::Nothing => {
-            if let Some(found) = unanswered {
+            if let Some(UnansweredRestore { found, .. }) = unanswered {
                 tracing::info!(
                     found = found.label(),
                     "the write that failed for want of an answer had restored the gate"
@@ -749,7 +758,20 @@ async fn keep_gate(
             }
             return GateRound::Pending;
         }
-        NextWrite::Write { restore } => restore,
+        NextWrite::Write { restore } => {
+            // Changed again since a write given up without an answer: that
+            // write counts if it was carried out before the change.
+            if let Some(UnansweredRestore { found, base }) = unanswered
+                && unanswered_write_landed(&base, revision.as_ref())
+            {
+                tracing::info!(
+                    found = found.label(),
+                    "the write that failed for want of an answer had restored the gate before the object changed again"
+                );
+                metrics.gate_restored(found.label());
+            }
+            restore
+        }
     };
     memory.awaiting_logged = false;
     if let Some(found) = &restore {
@@ -780,7 +802,9 @@ async fn keep_gate(
             tracing::warn!(error = %error_chain(&error), "cannot write the gate; trying again with the next decision");
             metrics.failed("gate");
             memory.applied = None;
-            memory.unanswered_restore = restore;
+            memory.unanswered_restore = restore
+                .zip(revision)
+                .map(|(found, base)| UnansweredRestore { found, base });
             GateRound::Pending
         }
     }
