@@ -285,10 +285,13 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     eval "$("$cluster_bin" env "$name")"
     export UPGRADE_GATE_IMAGE="localhost/upgrade-gate:{{version}}"
     export UPGRADE_GATE_HOLD_IMAGE="localhost/upgrade-gate-hold:{{gate_version}}"
-    kubeconfig_tests="" kubeconfig_log=$(mktemp)
+    kubeconfig_tests="" kubeconfig_log=$(mktemp) local_skip=()
     if [[ -z "{{FILTER}}" ]]; then
-      # Captured output: a failure's panic and narration come in the
-      # failures section at the end of the log, which is printed last.
+      # These run through the kubeconfig provider, on the same cluster and
+      # beside the rest, and only so: each test runs once. Captured output:
+      # a failure's panic and narration come in the failures section at the
+      # end of the log, which is printed last.
+      local_skip=(--skip smoke:: --skip olm_install::release_7_9_3)
       ( cd tests && env -u UPGRADE_GATE_TEST_CLUSTER UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig \
           UPGRADE_GATE_OPM_IMAGE="localhost/opm:{{opm_version}}" \
           UPGRADE_GATE_BACKUP_HOST_DIR="/run/upgrade-gate/$name/kubeconfig-backups" \
@@ -296,7 +299,7 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
       kubeconfig_tests=$!
     fi
     status=0
-    (cd tests && "$tests_bin" --nocapture --test-threads {{cluster_test_threads}} {{FILTER}}) || status=$?
+    (cd tests && "$tests_bin" --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} "${local_skip[@]}") || status=$?
     if [[ -n $kubeconfig_tests ]]; then
       if wait "$kubeconfig_tests"; then
         echo "smoke:: and the 7.9.3 install through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
