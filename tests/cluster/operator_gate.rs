@@ -22,7 +22,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, LogParams, Patch, PatchParams,
+    PostParams,
 };
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
@@ -98,6 +99,19 @@ async fn pod_metrics(client: &Client, namespace: &str, pod: &str) -> String {
         .request_text(request)
         .await
         .unwrap_or_else(|error| panic!("GET {path}: {error}"))
+}
+
+/// The operator pod's log lines about its gate (the OperatorCondition).
+async fn gate_log(client: &Client, namespace: &str, pod: &str) -> String {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    match pods.logs(pod, &LogParams::default()).await {
+        Ok(log) => log
+            .lines()
+            .filter(|line| line.contains("gate") || line.contains("OperatorCondition"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(error) => format!("(reading pod {pod}'s log: {error})"),
+    }
 }
 
 /// The value of the sample `name` (exactly, labels included), 0 when absent.
@@ -289,7 +303,12 @@ async fn a_deleted_or_released_gate_is_restored_while_the_job_runs() {
             &metrics,
             &format!("app_operator_gate_restores_total{{found=\"{found}\"}}"),
         );
-        assert!(counted >= tries, "restores {found}: {counted}\n{metrics}");
+        if counted < tries {
+            panic!(
+                "restores {found}: {counted}\n{metrics}\nthe operator's gate log:\n{}",
+                gate_log(&client, &ns, &pod).await
+            );
+        }
     }
 
     // The upgrade goes on; when it is done the operator opens the gate.
