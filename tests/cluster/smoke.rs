@@ -1,8 +1,9 @@
 //! Smoke tests of the shared test cluster: a pod from the project's image
 //! runs to completion under the restricted Pod Security profile, a test
 //! namespace admits Pods at once, OLM's CRDs are established, and
-//! TokenRequest identities get exactly their Role's rights. Needs a running cluster from either provider of the cluster
-//! contract (docs/testing.md); panics without it.
+//! TokenRequest identities get exactly their Role's rights. Needs a running
+//! cluster from either provider of the cluster contract (docs/testing.md);
+//! panics without it.
 
 use std::time::Duration;
 
@@ -88,8 +89,8 @@ async fn a_pod_from_our_image_runs_to_completion_under_the_restricted_profile() 
 }
 
 /// A test namespace comes with the `default` ServiceAccount the API server
-/// needs to admit a Pod, so a test may create Pods in it at once; without
-/// the wait in `create_namespace` the account is usually not there yet.
+/// needs to admit a Pod, so a test may create Pods in it at once (without
+/// the wait in `create_namespace` the account was not there yet).
 #[tokio::test]
 async fn a_test_namespace_admits_pods_at_once() {
     let cluster = ProvidedCluster::from_env();
