@@ -21,8 +21,12 @@ use tokio_postgres::{Client, NoTls};
 use super::digest::{ExecutionsLayout, executions_layout};
 use super::timeline::{Fact, Timeline};
 
-/// How often the writer writes (insert and update alternate).
-pub const WRITE_INTERVAL: Duration = Duration::from_millis(100);
+/// How often the writer writes (insert and update alternate): five times a
+/// second, still hundreds of writes in every chain. Each write is two
+/// statements (the layout, then the write); at ten a second the writers of
+/// the concurrent chains cost PostgreSQL and the test binary a fifth more
+/// CPU over the cluster tests (docs/testing.md).
+pub const WRITE_INTERVAL: Duration = Duration::from_millis(200);
 /// A write waiting longer than this (for a lock the upgrade holds) is
 /// cancelled by the server: a refused write.
 const STATEMENT_TIMEOUT: &str = "2s";
