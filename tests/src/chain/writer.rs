@@ -24,8 +24,8 @@ use super::timeline::{Fact, Timeline};
 /// How often the writer writes (insert and update alternate): five times a
 /// second, still hundreds of writes in every chain. Each write is two
 /// statements (the layout, then the write); at ten a second the writers of
-/// the concurrent chains cost PostgreSQL and the test binary a fifth more
-/// CPU over the cluster tests (docs/testing.md).
+/// the concurrent chains cost PostgreSQL and the test binary over a quarter
+/// more CPU in the cluster tests (docs/testing.md).
 pub const WRITE_INTERVAL: Duration = Duration::from_millis(200);
 /// A write waiting longer than this (for a lock the upgrade holds) is
 /// cancelled by the server: a refused write.
