@@ -167,7 +167,7 @@ impl TestNamespace {
     /// Waits for the `default` ServiceAccount the controller manager makes
     /// in every namespace. Until it exists the API server refuses Pods that
     /// name no account ("error looking up service account …/default"): its
-    /// admission plugin looks again for about 2 s only, and on a loaded
+    /// admission plugin looks again for under 2 s only, and on a loaded
     /// cluster the controller takes longer. Waiting here lets every test
     /// create Pods in its namespace at once.
     async fn wait_for_default_service_account(&self) {

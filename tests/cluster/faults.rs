@@ -153,10 +153,7 @@ fn released_after(events: &[Event], release: &str, since: Timestamp) -> Option<T
 
 /// `+N.N s` from the fault, or `never`.
 fn from_fault(since: Timestamp, at: Option<Timestamp>) -> String {
-    at.map_or_else(
-        || "never".to_owned(),
-        |at| format!("+{:.1} s", seconds_between(since, at)),
-    )
+    at.map_or_else(|| "never".to_owned(), |at| timeline::offset(since, at))
 }
 
 fn left_pending(events: &[Event], release: &str, since: Timestamp) -> Option<Timestamp> {
@@ -231,9 +228,9 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
                 ),
                 None => assert!(
                     !report.verdict.raced,
-                    "restored, yet the run raced (from the fault: restored at +{:.1} s, copied at +{:.1} s, released at {}, 7.10.1 out of Pending at {}):\n{}",
-                    seconds_between(since, *written),
-                    seconds_between(since, *copied),
+                    "restored, yet the run raced (from the fault: restored at {}, copied at {}, released at {}, 7.10.1 out of Pending at {}):\n{}",
+                    timeline::offset(since, *written),
+                    timeline::offset(since, *copied),
                     from_fault(since, released),
                     from_fault(since, through),
                     evidence(report)
