@@ -176,6 +176,25 @@ impl Scenario {
         .await
     }
 
+    /// Reasons of the Events about App `name`, oldest first, once `last` is
+    /// among them: the operator records an Event after the status change a
+    /// test waits for, and the API server may show it a moment later.
+    async fn event_reasons_up_to(&self, name: &str, last: &str) -> Vec<String> {
+        wait::until(
+            &format!("an Event {last} about App {name}"),
+            JOB_DONE,
+            || async {
+                let reasons = self.event_reasons(name).await;
+                if reasons.iter().any(|reason| reason == last) {
+                    Look::Done(reasons)
+                } else {
+                    Look::NotYet(format!("{reasons:?}"))
+                }
+            },
+        )
+        .await
+    }
+
     /// Reasons of the Events about App `name`, oldest first.
     async fn event_reasons(&self, name: &str) -> Vec<String> {
         let mut events: Vec<Event> = self
@@ -393,7 +412,9 @@ async fn app_behind_keeps_the_gate_closed_until_verified(cluster: TestCluster) {
         opened >= completed && opened >= ready_since,
         "gate opened at {opened}, Job completed at {completed}, App Ready at {ready_since}"
     );
-    let reasons = scenario.event_reasons("shop").await;
+    let reasons = scenario
+        .event_reasons_up_to("shop", "UpgradeComplete")
+        .await;
     let position = |reason: &str| {
         reasons
             .iter()
@@ -678,8 +699,8 @@ async fn a_permanent_refusal_is_shown_and_not_retried(cluster: TestCluster) {
         Some(1),
         "the refusing pod is not run again"
     );
-    let reasons = scenario.event_reasons("shop").await;
-    assert!(reasons.iter().any(|r| r == "UpgradeRefused"), "{reasons:?}");
+    // Panics if the Event does not come.
+    scenario.event_reasons_up_to("shop", "UpgradeRefused").await;
     let described = describe_app(&scenario, "shop");
     for needle in [
         "SchemaHistoryDiverged",
