@@ -1,5 +1,6 @@
 //! Talking to the API server about one `OperatorCondition`: read it, set its
-//! `Upgradeable` entry, wait until OLM has copied that into status.
+//! `Upgradeable` entry, wait until OLM has copied that into status, watch
+//! it change.
 //!
 //! Owns: requests, retries (capped exponential backoff with jitter via
 //! `backon`, bounded by a caller's deadline), and the classification of
@@ -11,8 +12,10 @@ use std::fmt;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder, Retryable};
+use futures::Stream;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::time::Instant;
 
 use super::olm::{Confirmation, CopyState, OlmVerdict, confirmation};
@@ -320,6 +323,20 @@ impl OperatorConditionClient {
     /// The object's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The object's changes as kube-runtime's `watcher` reports them (a
+    /// deletion, OLM's recreation, anyone's write, ours included): one
+    /// watch of this object alone, by a `metadata.name` field selector,
+    /// which RBAC's `resourceNames` admits for list and watch. After an
+    /// error the stream yields it and relists with kube-runtime's default
+    /// backoff. Needs `list` and `watch` on the object besides `get`.
+    pub fn changes(
+        &self,
+    ) -> impl Stream<Item = Result<watcher::Event<OperatorCondition>, watcher::Error>> + Send + 'static
+    {
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        watcher(self.api.clone(), config).default_backoff()
     }
 
     /// Reads the object; `None` when it does not exist (no retry on 404).

@@ -19,6 +19,7 @@ use upgrade_gate::testing::{
 };
 
 use super::*;
+use crate::operator::gate_writer::POLL_INTERVAL;
 
 const NAMESPACE: &str = "ops";
 const NAME: &str = "upgrade-gate.v7.10.1";

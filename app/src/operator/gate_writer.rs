@@ -4,9 +4,11 @@
 //! The object is not ours alone: OLM recreates it empty after a deletion
 //! (and an absent `Upgradeable` means upgradeable), `upgrade-gate release`,
 //! a person or a GitOps tool may rewrite `spec.conditions`. So the gate
-//! loop reads the object every [`POLL_INTERVAL`] and puts its answer back
-//! whenever the object shows something else ([`next_write`], pure). A write
-//! carries the observation of the Apps it was decided from and is dropped
+//! loop watches the object, reads it on every change it is told of (and
+//! every [`WATCHED_POLL_INTERVAL`] besides, or every [`POLL_INTERVAL`]
+//! while the watch is down: [`poll_interval`], pure) and puts its answer
+//! back whenever the object shows something else ([`next_write`], pure). A
+//! write carries the observation of the Apps it was decided from and is dropped
 //! when a newer observation exists by the time it is sent
 //! (`OperatorConditionClient::set_if`), and it is given up after
 //! [`WRITE_BUDGET`]: an old decision is never written late.
@@ -20,6 +22,7 @@
 use std::time::Duration;
 
 use kube::ResourceExt;
+use kube::runtime::watcher;
 use tokio::time::Instant;
 
 use crate::operator::gate::GateDecision;
@@ -30,8 +33,12 @@ use upgrade_gate::operator_condition::{
 
 /// How long finding out whether OLM serves OperatorConditions may retry.
 const DISCOVERY_DEADLINE: Duration = Duration::from_secs(30);
-/// How often the object is read to notice a deletion or a foreign write.
+/// How often the object is read to notice a deletion or a foreign write
+/// while its watch is not (yet) working.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How often it is read while the watch works: a safety net for a watch
+/// that stalls without an error.
+pub const WATCHED_POLL_INTERVAL: Duration = Duration::from_secs(10);
 /// How long one read may retry.
 const READ_BUDGET: Duration = Duration::from_secs(1);
 /// How long one write (read, update, retries on conflict) may take; after
@@ -234,6 +241,47 @@ pub enum WriteOutcome {
     /// A newer observation existed when the write was to be sent: nothing
     /// was sent.
     Stale,
+}
+
+/// Whether the object's watch tells the gate loop of every change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WatchState {
+    /// Not listed yet since the start.
+    #[default]
+    Starting,
+    /// Listed, and no error since.
+    Live,
+    /// The last item was an error (the watcher relists after a backoff).
+    Down,
+}
+
+impl WatchState {
+    /// The state after one item of the watch (pure).
+    pub fn after<K>(self, item: &Result<watcher::Event<K>, watcher::Error>) -> WatchState {
+        match item {
+            Err(_) => WatchState::Down,
+            Ok(watcher::Event::InitDone) => WatchState::Live,
+            Ok(_) => self,
+        }
+    }
+}
+
+/// How often the object is read when nothing wakes the loop (pure).
+pub fn poll_interval(watch: WatchState) -> Duration {
+    match watch {
+        WatchState::Live => WATCHED_POLL_INTERVAL,
+        WatchState::Starting | WatchState::Down => POLL_INTERVAL,
+    }
+}
+
+/// Whether a watch item calls for reading the object now (pure): a change,
+/// or the end of a (re)list, which may follow changes the watch missed.
+/// The objects of a list in progress wait for its end.
+pub fn wakes<K>(item: &Result<watcher::Event<K>, watcher::Error>) -> bool {
+    matches!(
+        item,
+        Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+    )
 }
 
 /// Where gate decisions go.
@@ -497,6 +545,39 @@ mod tests {
                 "{case}"
             );
         }
+    }
+
+    #[test]
+    fn watch_state_table() {
+        use WatchState::*;
+        type Item = Result<watcher::Event<Shown>, watcher::Error>;
+        let object = || Shown::NoObject;
+        let error = || -> Item { Err(watcher::Error::NoResourceVersion) };
+        // (state, item, state after, wakes the loop)
+        let cases: Vec<(WatchState, Item, WatchState, bool)> = vec![
+            (Starting, Ok(watcher::Event::Init), Starting, false),
+            (
+                Starting,
+                Ok(watcher::Event::InitApply(object())),
+                Starting,
+                false,
+            ),
+            (Starting, Ok(watcher::Event::InitDone), Live, true),
+            (Starting, error(), Down, false),
+            (Live, Ok(watcher::Event::Apply(object())), Live, true),
+            (Live, Ok(watcher::Event::Delete(object())), Live, true),
+            (Live, error(), Down, false),
+            (Down, Ok(watcher::Event::Init), Down, false),
+            (Down, Ok(watcher::Event::InitApply(object())), Down, false),
+            (Down, Ok(watcher::Event::InitDone), Live, true),
+        ];
+        for (state, item, after, wake) in cases {
+            assert_eq!(state.after(&item), after, "{state:?} after {item:?}");
+            assert_eq!(wakes(&item), wake, "{item:?}");
+        }
+        assert_eq!(poll_interval(Live), WATCHED_POLL_INTERVAL);
+        assert_eq!(poll_interval(Starting), POLL_INTERVAL);
+        assert_eq!(poll_interval(Down), POLL_INTERVAL);
     }
 
     #[test]

@@ -45,8 +45,8 @@ use crate::operator::act::{ActContext, ActError};
 use crate::operator::decide::{SchemaTarget, Step};
 use crate::operator::gate::{GateDecision, decide_gate, view_of};
 use crate::operator::gate_writer::{
-    Found, GateSink, NextWrite, POLL_INTERVAL, Read, Revision, Shown, WriteOutcome, next_write,
-    restored, unanswered_write_landed,
+    Found, GateSink, NextWrite, Read, Revision, Shown, WatchState, WriteOutcome, next_write,
+    poll_interval, restored, unanswered_write_landed, wakes,
 };
 use crate::operator::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::operator::metrics::Metrics;
@@ -572,8 +572,9 @@ pub fn stopped(
 
 /// How often the gate is recomputed from the in-memory App stores besides
 /// the wake-up after each reconcile: a deleted App is never reconciled, so
-/// only this notices that it is gone. The object itself is read at most
-/// every [`POLL_INTERVAL`] (and whenever the decision changed).
+/// only this notices that it is gone. The object itself is read on every
+/// change its watch reports, whenever the decision changed, and at the
+/// latest every `gate_writer::poll_interval`.
 const GATE_RECHECK: Duration = Duration::from_secs(1);
 
 /// The Apps as the stores hold them now, and a fingerprint of that
@@ -605,8 +606,10 @@ struct GateMemory {
     /// The decision the object showed then (or the last one logged
     /// without OLM).
     applied: Option<GateDecision>,
-    /// When the object was last read.
+    /// When the object was last read (`None`: read it in the next round).
     last_read: Option<tokio::time::Instant>,
+    /// Whether the object's watch reports its changes.
+    watch: WatchState,
     /// The object is gone and that was logged.
     awaiting_logged: bool,
     /// What the last write was to restore when it failed: it may have been
@@ -634,10 +637,10 @@ enum GateRound {
 }
 
 /// Recomputes the gate after every reconcile (and every [`GATE_RECHECK`]),
-/// reads the object every [`POLL_INTERVAL`] and writes the decision
-/// whenever the object shows something else: after a change of the
-/// decision, a deletion (OLM recreates the object empty) or another
-/// writer's change.
+/// reads the object on every change its watch reports (and every
+/// `gate_writer::poll_interval`) and writes the decision whenever the
+/// object shows something else: after a change of the decision, a deletion
+/// (OLM recreates the object empty) or another writer's change.
 async fn gate_loop(
     stores: Vec<Store<App>>,
     ctx: Arc<Context>,
@@ -652,6 +655,10 @@ async fn gate_loop(
         }
     }
     let mut memory = GateMemory::default();
+    let mut changes = match &sink {
+        GateSink::Olm(condition) => condition.changes().boxed(),
+        GateSink::NoOlm { .. } => futures::stream::pending().boxed(),
+    };
     loop {
         let (apps, observed) = observe_apps(&stores);
         let views: Vec<_> = apps.iter().map(|app| view_of(app, &ctx.target)).collect();
@@ -699,8 +706,33 @@ async fn gate_loop(
         tokio::select! {
             _ = ctx.gate_wakeup.notified() => {}
             _ = tokio::time::sleep(GATE_RECHECK) => {}
+            Some(item) = changes.next() => watched(&item, &mut memory),
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
+    }
+}
+
+/// Takes one item of the object's watch into `memory`: a change makes the
+/// next round read the object; the watch going down or coming back is
+/// logged, with how often the object is read from then on.
+fn watched<K>(item: &Result<watcher::Event<K>, watcher::Error>, memory: &mut GateMemory) {
+    if wakes(item) {
+        memory.last_read = None;
+    }
+    let before = memory.watch;
+    memory.watch = before.after(item);
+    if memory.watch == before {
+        return;
+    }
+    let every = poll_interval(memory.watch).as_secs();
+    match item {
+        Err(error) => tracing::warn!(
+            error = %error_chain(error),
+            "cannot watch the OperatorCondition (it needs list and watch on it); reading it every {every} s until the watch is back"
+        ),
+        Ok(_) => tracing::info!(
+            "watching the OperatorCondition: read on every change, and every {every} s besides"
+        ),
     }
 }
 
@@ -716,7 +748,7 @@ async fn keep_gate(
     let changed = memory.applied.as_ref() != Some(decision);
     let due = memory
         .last_read
-        .is_none_or(|read| read.elapsed() >= POLL_INTERVAL);
+        .is_none_or(|read| read.elapsed() >= poll_interval(memory.watch));
     if !changed && !due {
         return GateRound::Applied;
     }
