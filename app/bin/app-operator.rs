@@ -201,7 +201,7 @@ async fn main() -> ExitCode {
                 client,
                 release,
                 pods,
-                Arc::new(PostgresSchemaReader),
+                Arc::new(PostgresSchemaReader::default()),
                 Arc::new(Metrics::default()),
                 pod_name,
             ) {

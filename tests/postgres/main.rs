@@ -11,5 +11,6 @@ mod chain_digest;
 mod db_tls;
 mod db_upgrade;
 mod fixture;
+mod operator_reader;
 mod run_options;
 mod upgrade_safety;

@@ -12,6 +12,7 @@
 //! other than this operator's own OperatorCondition.
 
 pub mod act;
+pub mod db_sessions;
 pub mod decide;
 pub mod gate;
 pub mod gate_writer;

@@ -2,7 +2,8 @@
 //! (and the pod of the one that counts), its server Deployment and pods,
 //! and its database's schema and upgrade sessions — into plain data.
 //!
-//! Owns: the reads (GETs and LISTs, one short read-only database session)
+//! Owns: the reads (GETs and LISTs, read-only queries on a database session
+//! kept for the next read: `db_sessions`)
 //! and their translation into `decide::Observed`: which Job counts for the
 //! recorded intent, why a Job's pod does not start, what its termination
 //! message says. Must not touch: any write (that is `act`), or the decision
@@ -21,12 +22,14 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Event, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
+use tokio::time::Instant;
 
 use crate::crd::{App, DatabaseSchemaStatus, SecretKeys};
 use crate::db_config::{ConnectionArgs, ConnectionSettings};
 use crate::db_upgrade::outcome::{self, TerminationMessage};
 use crate::db_upgrade::progress::{self, Progress};
 use crate::migrations::Release;
+use crate::operator::db_sessions::Sessions;
 use crate::operator::decide::{
     Blocker, DatabaseObservation, FinishedJob, JobFailure, JobObservation, Observed, SchemaTarget,
     StartFailure, StartFailureKind, job_name,
@@ -61,11 +64,49 @@ pub trait SchemaReader: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Result<DatabaseRead, String>> + Send + 'a>>;
 }
 
-/// Connects with tokio-postgres, runs `schema::read_schema_state` and reads
-/// the upgrade Job's session names from `pg_stat_activity` (visible to any
-/// role).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PostgresSchemaReader;
+/// Runs `schema::read_schema_state` and reads the upgrade Job's session
+/// names from `pg_stat_activity` (visible to any role) on a tokio-postgres
+/// session kept for the next read of the same database. A read on a kept
+/// session that fails is tried once more on a new one: the server may
+/// have ended the session while it was kept (a restart, an idle timeout).
+#[derive(Default)]
+pub struct PostgresSchemaReader {
+    sessions: Sessions<tokio_postgres::Client>,
+}
+
+impl PostgresSchemaReader {
+    /// How many sessions are kept now.
+    pub fn kept_sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    async fn open(settings: &ConnectionSettings) -> Result<tokio_postgres::Client, String> {
+        settings
+            .connect("app-operator")
+            .await
+            .map_err(|e| error_chain(&e))
+    }
+
+    async fn read_on(client: &tokio_postgres::Client) -> Result<DatabaseRead, String> {
+        let schema = schema::read_schema_state(client)
+            .await
+            .map_err(|e| error_chain(&e))?;
+        // Progress is informational: a failed read of it is not a failed
+        // read of the database.
+        let upgrade_sessions = client
+            .query(progress::PUBLISHED_PROGRESS_SQL, &[])
+            .await
+            .map(|rows| rows.iter().map(|row| row.get(0)).collect())
+            .unwrap_or_else(|error| {
+                tracing::debug!(error = %error_chain(&error), "cannot read the upgrade sessions");
+                Vec::new()
+            });
+        Ok(DatabaseRead {
+            schema,
+            upgrade_sessions,
+        })
+    }
+}
 
 impl SchemaReader for PostgresSchemaReader {
     fn read<'a>(
@@ -74,27 +115,26 @@ impl SchemaReader for PostgresSchemaReader {
     ) -> Pin<Box<dyn Future<Output = Result<DatabaseRead, String>> + Send + 'a>> {
         Box::pin(async move {
             let read = async {
-                let client = settings
-                    .connect("app-operator")
-                    .await
-                    .map_err(|e| error_chain(&e))?;
-                let schema = schema::read_schema_state(&client)
-                    .await
-                    .map_err(|e| error_chain(&e))?;
-                // Progress is informational: a failed read of it is not a
-                // failed read of the database.
-                let upgrade_sessions = client
-                    .query(progress::PUBLISHED_PROGRESS_SQL, &[])
-                    .await
-                    .map(|rows| rows.iter().map(|row| row.get(0)).collect())
-                    .unwrap_or_else(|error| {
-                        tracing::debug!(error = %error_chain(&error), "cannot read the upgrade sessions");
-                        Vec::new()
-                    });
-                Ok(DatabaseRead {
-                    schema,
-                    upgrade_sessions,
-                })
+                let client = match self.sessions.take(settings, Instant::now()) {
+                    Some(kept) => match Self::read_on(&kept).await {
+                        Ok(read) => Ok((kept, read)),
+                        Err(error) => {
+                            tracing::debug!(error = %error, "read on a kept session failed; opening a new one");
+                            Err(())
+                        }
+                    },
+                    None => Err(()),
+                };
+                let (client, read) = match client {
+                    Ok(done) => done,
+                    Err(()) => {
+                        let client = Self::open(settings).await?;
+                        let read = Self::read_on(&client).await?;
+                        (client, read)
+                    }
+                };
+                self.sessions.put(settings, client, Instant::now());
+                Ok(read)
             };
             tokio::time::timeout(DATABASE_READ_TIMEOUT, read)
                 .await
