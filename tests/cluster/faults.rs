@@ -1,9 +1,10 @@
 //! Faults during the feature request's chain, gate on, each on the chain
 //! runner (`upgrade_gate_tests::chain`) in a namespace of its own: the
-//! chain is set up at 7.9.3 with a writer writing, the upgrade lock is held
-//! across the channel switch (7.10.0's Job waits for it, so its upgrade is
-//! certainly in progress while 7.10.1 waits `Pending`), the fault is
-//! injected, the lock released, and the run judged. A test ends with the
+//! chain is set up at 7.9.3 (on a database the test migrated to 7.9.3 and
+//! seeded, so 7.9.3 runs no Job) with a writer writing, the upgrade lock
+//! is held across the channel switch (7.10.0's Job waits for it, so its
+//! upgrade is certainly in progress while 7.10.1 waits `Pending`), the
+//! fault is injected, the lock released, and the run judged. A test ends with the
 //! run judged not raced — or, where the fault itself must let OLM through
 //! (an admin override; a deletion or a foreign `Upgradeable=True` OLM acts
 //! on before the operator restores its answer), with that consequence
@@ -46,8 +47,10 @@ const RESTORE_WITHIN: f64 = 5.0;
 /// How long 7.10.1 must keep waiting after OLM came back.
 const STILL_HELD_FOR: Duration = Duration::from_secs(15);
 
+/// The feature request's chain on a database the test brought to 7.9.3
+/// (7.9.3's own schema Job is `olm_install`'s part).
 fn options(prefix: &str, port: u16) -> RunOptions {
-    RunOptions::feature_request(prefix, local_catalog(), port, Data::Seed { rows: ROWS })
+    RunOptions::feature_request(prefix, local_catalog(), port, Data::Migrated { rows: ROWS })
 }
 
 /// A run set up, switched and held: 7.10.1 `Pending` while 7.10.0's Job

@@ -41,6 +41,11 @@ pub enum Data {
     /// A fresh database: the first release's operator creates the schema,
     /// then `app-db-upgrade seed` adds `rows` executions.
     Seed { rows: u64 },
+    /// A fresh database brought to the first release's schema and seeded
+    /// with `rows` executions by `app-db-upgrade` from the test, before the
+    /// first release is installed: its operator finds the database at its
+    /// target and runs no Job. For runs about what comes after.
+    Migrated { rows: u64 },
     /// A copy of `database`, a database already at the first release with
     /// `rows` executions (see [`SeedTemplate`]).
     Template { database: String, rows: u64 },
@@ -232,6 +237,17 @@ impl ChainRun {
         let database_name = ns.replace('-', "_");
         let database = match &options.data {
             Data::Seed { .. } => TestDatabase::create(cluster.database_url(), &database_name).await,
+            Data::Migrated { rows } => {
+                let database = TestDatabase::create(cluster.database_url(), &database_name).await;
+                let from = options.chain.from.as_str();
+                database
+                    .app_db_upgrade_async(&["--release", from, "run", "--no-backup"])
+                    .await;
+                database
+                    .app_db_upgrade_async(&["--release", from, "seed", "--rows", &rows.to_string()])
+                    .await;
+                database
+            }
             Data::Template { database, .. } => {
                 TestDatabase::create_from_template(cluster.database_url(), &database_name, database)
                     .await
