@@ -505,6 +505,26 @@ async fn admin_override_lets_olm_through_and_7_10_1_finishes_the_upgrade_once() 
         "OLM let 7.10.1 through {:.1} s after the override",
         seconds_between(since, through)
     );
+    // The lock is held until OLM stops 7.10.0's operator for 7.10.1's:
+    // released earlier, 7.10.0's Job can finish first (it did, once, 6.8 s
+    // after the release, with OLM 8.4 s from letting 7.10.1 through to
+    // stopping the old pod), and the run shows no override at all.
+    let stopped = run
+        .wait_for(
+            "OLM to stop 7.10.0's operator pod for 7.10.1",
+            Duration::from_secs(180),
+            |events| {
+                first_after(events, since, |fact| {
+                    matches!(fact, Fact::Pod { kind: PodKind::Operator, release, change: PodChange::Stopping, .. }
+                        if release == "7.10.0")
+                })
+            },
+        )
+        .await;
+    println!(
+        "OLM stopped 7.10.0's operator {:.1} s after the override",
+        seconds_between(since, stopped)
+    );
     lock.release().await;
     let report = run.finish().await;
     show(&report);
