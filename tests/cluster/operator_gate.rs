@@ -6,7 +6,8 @@
 //!
 //! - The OperatorCondition deleted and recreated empty (as OLM does), and
 //!   `upgrade-gate release` setting `Upgradeable=True`, while the Job runs:
-//!   the operator puts `Upgradeable=False` back; the time to the restore is
+//!   the operator puts `Upgradeable=False` back, told by its watch of the
+//!   object (its log says the watch is up); the time to the restore is
 //!   printed.
 //! - Two replicas: one Lease holder; only it writes the gate and
 //!   reconciles (each pod's metrics); a graceful stop hands the Lease over
@@ -310,6 +311,14 @@ async fn a_deleted_or_released_gate_is_restored_while_the_job_runs() {
             );
         }
     }
+
+    // The restores came through the watch: the Role of manifests/ lets the
+    // operator list and watch its OperatorCondition.
+    let log = gate_log(&client, &ns, &pod).await;
+    assert!(
+        log.contains("watching the OperatorCondition") && !log.to_lowercase().contains("forbidden"),
+        "the operator's watch of its OperatorCondition did not come up:\n{log}"
+    );
 
     // The upgrade goes on; when it is done the operator opens the gate.
     lock.release().await;
