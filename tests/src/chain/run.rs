@@ -127,16 +127,23 @@ pub struct SeedTemplate {
     pub rows: u64,
 }
 
+/// Creates database `name` at release `release`'s schema with `rows`
+/// executions (`app-db-upgrade run`, then `seed`, from this process).
+async fn create_at_release(admin_url: &str, name: &str, release: &str, rows: u64) -> TestDatabase {
+    let database = TestDatabase::create(admin_url, name).await;
+    database
+        .app_db_upgrade_async(&["--release", release, "run", "--no-backup"])
+        .await;
+    database
+        .app_db_upgrade_async(&["--release", release, "seed", "--rows", &rows.to_string()])
+        .await;
+    database
+}
+
 impl SeedTemplate {
     /// Creates database `name` at release `release` with `rows` executions.
     pub async fn create(admin_url: &str, name: &str, release: &str, rows: u64) -> Self {
-        let database = TestDatabase::create(admin_url, name).await;
-        database
-            .app_db_upgrade_async(&["--release", release, "run", "--no-backup"])
-            .await;
-        database
-            .app_db_upgrade_async(&["--release", release, "seed", "--rows", &rows.to_string()])
-            .await;
+        let database = create_at_release(admin_url, name, release, rows).await;
         Self { database, rows }
     }
 
@@ -238,15 +245,13 @@ impl ChainRun {
         let database = match &options.data {
             Data::Seed { .. } => TestDatabase::create(cluster.database_url(), &database_name).await,
             Data::Migrated { rows } => {
-                let database = TestDatabase::create(cluster.database_url(), &database_name).await;
-                let from = options.chain.from.as_str();
-                database
-                    .app_db_upgrade_async(&["--release", from, "run", "--no-backup"])
-                    .await;
-                database
-                    .app_db_upgrade_async(&["--release", from, "seed", "--rows", &rows.to_string()])
-                    .await;
-                database
+                create_at_release(
+                    cluster.database_url(),
+                    &database_name,
+                    &options.chain.from,
+                    *rows,
+                )
+                .await
             }
             Data::Template { database, .. } => {
                 TestDatabase::create_from_template(cluster.database_url(), &database_name, database)
