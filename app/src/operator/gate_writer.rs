@@ -8,8 +8,8 @@
 //! every [`WATCHED_POLL_INTERVAL`] besides, or every [`POLL_INTERVAL`]
 //! while the watch is down: [`poll_interval`], pure) and puts its answer
 //! back whenever the object shows something else ([`next_write`], pure). A
-//! write carries the observation of the Apps it was decided from and is dropped
-//! when a newer observation exists by the time it is sent
+//! write carries the observation of the Apps it was decided from and is
+//! dropped when a newer observation exists by the time it is sent
 //! (`OperatorConditionClient::set_if`), and it is given up after
 //! [`WRITE_BUDGET`]: an old decision is never written late.
 //!

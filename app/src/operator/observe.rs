@@ -115,24 +115,19 @@ impl SchemaReader for PostgresSchemaReader {
     ) -> Pin<Box<dyn Future<Output = Result<DatabaseRead, String>> + Send + 'a>> {
         Box::pin(async move {
             let read = async {
-                let client = match self.sessions.take(settings, Instant::now()) {
-                    Some(kept) => match Self::read_on(&kept).await {
-                        Ok(read) => Ok((kept, read)),
+                if let Some(kept) = self.sessions.take(settings, Instant::now()) {
+                    match Self::read_on(&kept).await {
+                        Ok(read) => {
+                            self.sessions.put(settings, kept, Instant::now());
+                            return Ok(read);
+                        }
                         Err(error) => {
                             tracing::debug!(error = %error, "read on a kept session failed; opening a new one");
-                            Err(())
                         }
-                    },
-                    None => Err(()),
-                };
-                let (client, read) = match client {
-                    Ok(done) => done,
-                    Err(()) => {
-                        let client = Self::open(settings).await?;
-                        let read = Self::read_on(&client).await?;
-                        (client, read)
                     }
-                };
+                }
+                let client = Self::open(settings).await?;
+                let read = Self::read_on(&client).await?;
                 self.sessions.put(settings, client, Instant::now());
                 Ok(read)
             };
