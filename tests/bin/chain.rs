@@ -289,7 +289,7 @@ async fn race(cluster: &LocalCluster, runs: u32, gate: GateSetting, rows: u64) -
             ),
         )
         .await;
-        run.switch_channel().await;
+        run.start_upgrade().await;
         let report = run.finish().await;
         println!(
             "    run {index}: raced {}, damaged {}, chain {:.1} s, 7.10.1 Pending {}",
@@ -372,8 +372,8 @@ async fn demo(cluster: &LocalCluster, gate: GateSetting, rows: u64, keep: bool) 
     println!(
         "\n==> Switching the Subscription to channel 7.10.x: OLM installs 7.10.0 and at once wants 7.10.1 (times from the switch)"
     );
-    run.switch_channel().await;
-    let zero = timeline::switched_at(&run.timeline.snapshot()).unwrap_or_else(jiff::Timestamp::now);
+    run.start_upgrade().await;
+    let zero = timeline::zero_at(&run.timeline.snapshot()).unwrap_or_else(jiff::Timestamp::now);
     let narration = LiveNarration::start(&run.timeline, zero);
     let chain = run.chain.clone();
     let report = run.finish().await;

@@ -1,10 +1,13 @@
 //! Faults during the feature request's chain, gate on, each on the chain
-//! runner (`upgrade_gate_tests::chain`) in a namespace of its own: the
-//! chain is set up at 7.9.3 (on a database the test migrated to 7.9.3 and
-//! seeded, so 7.9.3 runs no Job) with a writer writing, the upgrade lock
-//! is held across the channel switch (7.10.0's Job waits for it, so its
-//! upgrade is certainly in progress while 7.10.1 waits `Pending`), the
-//! fault is injected, the lock released, and the run judged. A test ends with the
+//! runner (`upgrade_gate_tests::chain`) in a namespace of its own. The
+//! faults are about 7.10.0's upgrade and what 7.10.1 does meanwhile, so a
+//! run starts at 7.10.0 (`Start::MiddleRelease`): the App on a database the
+//! test migrated to 7.9.3 and seeded, a writer writing, the upgrade lock
+//! held, then the Subscription to `7.10.x` starting at 7.10.0 (7.10.0's Job
+//! waits for the lock, so its upgrade is certainly in progress while
+//! 7.10.1 waits `Pending`); the fault is injected, the lock released, and
+//! the run judged. 7.9.3's install and OLM's replacement of it are
+//! `olm_install`'s and the skip-range test's part (those start at 7.9.3). A test ends with the
 //! run judged not raced — or, where the fault itself must let OLM through
 //! (an admin override; a deletion or a foreign `Upgradeable=True` OLM acts
 //! on before the operator restores its answer), with that consequence
@@ -28,7 +31,9 @@ use upgrade_gate_tests::chain::catalog::{
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
 use upgrade_gate_tests::chain::judge::race_of;
 use upgrade_gate_tests::chain::record::dynamic_api;
-use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, chain, connect};
+use upgrade_gate_tests::chain::run::{
+    ChainRun, Data, RunOptions, RunReport, Start, chain, connect,
+};
 use upgrade_gate_tests::chain::timeline::{
     self, Event, Fact, JobChange, PodChange, PodKind, seconds_between,
 };
@@ -41,25 +46,31 @@ use upgrade_gate_tests::wait;
 const ROWS: u64 = 2_000;
 /// Catalog ports of these tests (distinct from the other tests').
 const PORT: u16 = 50081;
+const MIDDLE_RELEASE: &str = "7.10.0";
 const MIDDLE_CSV: &str = "upgrade-gate.v7.10.0";
 /// How long the restored gate may take (the operator's promise).
 const RESTORE_WITHIN: f64 = 5.0;
 /// How long 7.10.1 must keep waiting after OLM came back.
 const STILL_HELD_FOR: Duration = Duration::from_secs(15);
 
-/// The feature request's chain on a database the test brought to 7.9.3
-/// (7.9.3's own schema Job is `olm_install`'s part).
+/// The feature request's chain from 7.10.0 on, on a database the test
+/// brought to 7.9.3.
 fn options(prefix: &str, port: u16) -> RunOptions {
-    RunOptions::feature_request(prefix, local_catalog(), port, Data::Migrated { rows: ROWS })
+    RunOptions {
+        start: Start::MiddleRelease,
+        ..RunOptions::feature_request(prefix, local_catalog(), port, Data::Migrated { rows: ROWS })
+    }
 }
 
-/// A run set up, switched and held: 7.10.1 `Pending` while 7.10.0's Job
-/// waits for the upgrade lock the test holds.
+/// A run set up, started and held: 7.10.1 `Pending` while 7.10.0's Job
+/// waits for the upgrade lock the test holds, 7.10.0's gate closed by its
+/// init container before its operator started.
 async fn held(cluster: &ProvidedCluster, options: RunOptions) -> (ChainRun, HeldUpgradeLock) {
     let mut run = ChainRun::prepare(cluster, options).await;
     let lock = run.database.hold_upgrade_lock().await;
-    run.switch_channel().await;
+    run.start_upgrade().await;
     run.wait_held(Duration::from_secs(300)).await;
+    run.check_gate_closed_first(MIDDLE_RELEASE).await;
     (run, lock)
 }
 
@@ -597,10 +608,11 @@ async fn a_skip_range_jumps_from_7_9_3_to_7_10_1_and_applies_7_10_0s_migrations_
     let options = RunOptions {
         catalog_dir: catalog.path().to_path_buf(),
         chain: chain("7.9.3", None, "7.10.1", "7.10.1"),
+        start: Start::FirstRelease,
         ..options("fault-skip-range", PORT + 7)
     };
     let mut run = ChainRun::prepare(&cluster, options).await;
-    run.switch_channel().await;
+    run.start_upgrade().await;
     let report = run.finish().await;
     assert_not_raced_nor_damaged(&report);
     assert!(

@@ -133,7 +133,7 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     )
     .await;
     let lock = run.database.hold_upgrade_lock().await;
-    run.switch_channel().await;
+    run.start_upgrade().await;
     run.wait_held(Duration::from_secs(300)).await;
     lock.release().await;
     let report = run.finish().await;

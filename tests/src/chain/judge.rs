@@ -152,7 +152,7 @@ pub fn race_of(events: &[Event], chain: &Chain) -> (bool, Vec<String>) {
 
 /// Time zero: the channel switch (the first event if there was none).
 pub fn zero_of(events: &[Event]) -> Timestamp {
-    super::timeline::switched_at(events)
+    super::timeline::zero_at(events)
         .or_else(|| events.first().map(|event| event.at))
         .unwrap_or_default()
 }

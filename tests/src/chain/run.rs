@@ -1,14 +1,17 @@
 //! One run of the upgrade chain through OLM, in a namespace, with a
-//! database and a Subscription of its own: set up at the first release
-//! (catalog served, Subscription on the first channel, install checked, the
-//! App of `alm-examples` Ready, data in place, the writer writing), then —
-//! between [`ChainRun::switch_channel`] and [`ChainRun::finish`] — whatever
-//! the caller does to it (faults, narration), then the end checks and the
-//! verdict.
+//! database and a Subscription of its own: set up (catalog served, then
+//! either the first release installed from the first channel with the App
+//! of `alm-examples` Ready, or — [`Start::MiddleRelease`] — only the App
+//! created on a database at the first release's schema), data in place, the
+//! writer writing; then [`ChainRun::start_upgrade`] (time zero: the channel
+//! switch, or the Subscription starting at the middle release), whatever
+//! the caller does to it (faults, narration), [`ChainRun::finish`]: the end
+//! checks and the verdict.
 //!
 //! Owns: the run's namespace, database, backup claim, served catalog,
 //! recorders and writer (all removed when the run drops). Must not touch:
-//! anything of another run; the cluster-wide OLM only through `restart_olm`.
+//! anything of another run; the cluster-wide OLM only through `restart_olm`;
+//! the App CRD only as `operator_install::install_app_crd` applies it.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -51,6 +54,24 @@ pub enum Data {
     Template { database: String, rows: u64 },
 }
 
+/// Where a run's history begins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The first release installed through OLM from the first channel, its
+    /// App Ready; time zero is the switch to the second channel (the
+    /// feature request's chain, OLM's replacement of the first release
+    /// included).
+    FirstRelease,
+    /// Nothing of the operator installed: the App CRD applied and the App
+    /// created on a database already at the first release's schema
+    /// ([`Data::Migrated`] or [`Data::Template`]); time zero is the
+    /// Subscription to the second channel starting at the middle release.
+    /// For runs about the middle release's upgrade and what the next
+    /// release does meanwhile: the same upgrade, without the first
+    /// release's install and replacement.
+    MiddleRelease,
+}
+
 /// What a run plays.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -65,6 +86,7 @@ pub struct RunOptions {
     pub init_container: bool,
     pub data: Data,
     pub chain: Chain,
+    pub start: Start,
     pub from_channel: String,
     pub to_channel: String,
     /// How long the chain may take from the switch to its end.
@@ -87,6 +109,7 @@ impl RunOptions {
             init_container: true,
             data,
             chain: chain("7.9.3", Some("7.10.0"), "7.10.1", "7.10.1"),
+            start: Start::FirstRelease,
             from_channel: "7.9.x".to_owned(),
             to_channel: "7.10.x".to_owned(),
             chain_deadline: Duration::from_secs(600),
@@ -215,6 +238,7 @@ pub struct ChainRun {
     pub app: String,
     pub chain: Chain,
     pub data_before: DataDigest,
+    start: Start,
     to_channel: String,
     chain_deadline: Duration,
     setup_seconds: f64,
@@ -260,32 +284,51 @@ impl ChainRun {
         };
         let timeline = Timeline::new();
         let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
-
-        let subscribed = Instant::now();
-        subscribe(&client, &ns, &options.from_channel).await;
         let from = options.chain.from.clone();
-        timeline
-            .wait_for(Duration::from_secs(300), |events| {
-                timeline::last(events, |fact| matches!(fact, Fact::CsvPhase { release, .. } if *release == from))
-                    .filter(|event| matches!(&event.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded"))
-                    .map(|_| ())
-            })
-            .await
-            .unwrap_or_else(|error| panic!("CSV upgrade-gate.v{from} did not succeed: {error}"));
-        recorders.watch_apps(&client, &ns, &timeline).await;
-        check_install(&client, &ns, &timeline, &from, options.init_container).await;
-        println!(
-            "{ns}: {from} installed through OLM, its gate checked, {:.1} s after the Subscription",
-            subscribed.elapsed().as_secs_f64()
-        );
-
-        let (app, claim) = create_app(cluster, &namespace, &database.url, &from).await;
-        timeline
-            .wait_for(Duration::from_secs(300), |events| {
-                app_ready_at(events, &from).then_some(())
-            })
-            .await
-            .unwrap_or_else(|error| panic!("App {app} did not become Ready at {from}: {error}"));
+        let (app, claim) = match options.start {
+            Start::FirstRelease => {
+                let subscribed = Instant::now();
+                subscribe(&client, &ns, &options.from_channel, None).await;
+                timeline
+                    .wait_for(Duration::from_secs(300), |events| {
+                        timeline::last(events, |fact| matches!(fact, Fact::CsvPhase { release, .. } if *release == from))
+                            .filter(|event| matches!(&event.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded"))
+                            .map(|_| ())
+                    })
+                    .await
+                    .unwrap_or_else(|error| panic!("CSV upgrade-gate.v{from} did not succeed: {error}"));
+                recorders.watch_apps(&client, &ns, &timeline).await;
+                check_install(&client, &ns, &timeline, &from, options.init_container).await;
+                println!(
+                    "{ns}: {from} installed through OLM, its gate checked, {:.1} s after the Subscription",
+                    subscribed.elapsed().as_secs_f64()
+                );
+                let examples = installed_examples(&client, &ns, &from).await;
+                let created = create_app(cluster, &namespace, &database.url, &examples).await;
+                timeline
+                    .wait_for(Duration::from_secs(300), |events| {
+                        app_ready_at(events, &from).then_some(())
+                    })
+                    .await
+                    .unwrap_or_else(|error| {
+                        panic!("App {} did not become Ready at {from}: {error}", created.0)
+                    });
+                created
+            }
+            Start::MiddleRelease => {
+                assert!(
+                    !matches!(options.data, Data::Seed { .. }),
+                    "a run starting at the middle release needs a database at {from} (Data::Migrated or Data::Template): no operator of {from} creates its schema"
+                );
+                let middle = options.chain.middle.clone().unwrap_or_else(|| {
+                    panic!("a run starting at the middle release needs a chain with one")
+                });
+                crate::operator_install::install_app_crd(&client).await;
+                recorders.watch_apps(&client, &ns, &timeline).await;
+                let examples = bundle_examples(&middle);
+                create_app(cluster, &namespace, &database.url, &examples).await
+            }
+        };
         if let Data::Seed { rows } = options.data
             && rows > 0
         {
@@ -306,6 +349,7 @@ impl ChainRun {
             app,
             chain: options.chain,
             data_before,
+            start: options.start,
             to_channel: options.to_channel,
             chain_deadline: options.chain_deadline,
             setup_seconds: started.elapsed().as_secs_f64(),
@@ -327,26 +371,52 @@ impl ChainRun {
         });
     }
 
-    /// Switches the Subscription to the second channel: time zero.
-    pub async fn switch_channel(&mut self) {
+    /// Time zero: switches the Subscription to the second channel
+    /// ([`Start::FirstRelease`]), or subscribes to it starting at the
+    /// middle release ([`Start::MiddleRelease`]).
+    pub async fn start_upgrade(&mut self) {
         let at = Timestamp::now();
         self.switched = Some(Instant::now());
-        subscriptions(&self.client(), &self.namespace.name)
-            .patch(
-                SUBSCRIPTION,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"channel": self.to_channel}})),
-            )
-            .await
-            .unwrap_or_else(|error| {
-                panic!("switching the Subscription to {}: {error}", self.to_channel)
-            });
-        self.timeline.push_at(
-            at,
-            Fact::ChannelSwitched {
-                channel: self.to_channel.clone(),
-            },
-        );
+        let client = self.client();
+        let ns = &self.namespace.name;
+        let fact = match self.start {
+            Start::FirstRelease => {
+                subscriptions(&client, ns)
+                    .patch(
+                        SUBSCRIPTION,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"channel": self.to_channel}})),
+                    )
+                    .await
+                    .unwrap_or_else(|error| {
+                        panic!("switching the Subscription to {}: {error}", self.to_channel)
+                    });
+                Fact::ChannelSwitched {
+                    channel: self.to_channel.clone(),
+                }
+            }
+            Start::MiddleRelease => {
+                let middle = self.chain.middle.clone().unwrap_or_default();
+                subscribe(&client, ns, &self.to_channel, Some(&middle)).await;
+                Fact::Subscribed {
+                    channel: self.to_channel.clone(),
+                    release: middle,
+                }
+            }
+        };
+        self.timeline.push_at(at, fact);
+    }
+
+    /// Checks that `release`'s gate init container closed the gate before
+    /// its operator started (see [`check_install`]), waiting for it to exit.
+    pub async fn check_gate_closed_first(&self, release: &str) {
+        check_closed_first(
+            &self.client(),
+            &self.namespace.name,
+            &self.timeline,
+            release,
+        )
+        .await;
     }
 
     /// Waits until `find` matches the timeline; panics naming `what` and
@@ -576,8 +646,10 @@ async fn serve_to_olm(client: &Client, namespace: &str, address: &str) {
     .await;
 }
 
-/// An OperatorGroup for the namespace and a Subscription to `channel`.
-async fn subscribe(client: &Client, namespace: &str, channel: &str) {
+/// An OperatorGroup for the namespace and a Subscription to `channel`,
+/// starting at release `starting` when given (OLM's `startingCSV`; else
+/// the channel's head).
+async fn subscribe(client: &Client, namespace: &str, channel: &str, starting: Option<&str>) {
     dynamic_api(
         client,
         namespace,
@@ -597,6 +669,14 @@ async fn subscribe(client: &Client, namespace: &str, channel: &str) {
     )
     .await
     .unwrap_or_else(|error| panic!("creating the OperatorGroup: {error}"));
+    let mut spec = json!({
+        "name": "upgrade-gate", "channel": channel,
+        "source": SUBSCRIPTION, "sourceNamespace": namespace,
+        "installPlanApproval": "Automatic"
+    });
+    if let Some(release) = starting {
+        spec["startingCSV"] = json!(format!("{}{release}", super::facts::CSV_PREFIX));
+    }
     subscriptions(client, namespace)
         .create(
             &PostParams::default(),
@@ -604,11 +684,7 @@ async fn subscribe(client: &Client, namespace: &str, channel: &str) {
                 "apiVersion": "operators.coreos.com/v1alpha1",
                 "kind": "Subscription",
                 "metadata": {"name": SUBSCRIPTION},
-                "spec": {
-                    "name": "upgrade-gate", "channel": channel,
-                    "source": SUBSCRIPTION, "sourceNamespace": namespace,
-                    "installPlanApproval": "Automatic"
-                }
+                "spec": spec
             })),
         )
         .await
@@ -627,44 +703,51 @@ async fn check_install(
     init_container: bool,
 ) {
     if init_container {
-        let (pod, closed_before_start) = timeline
-            .wait_for(Duration::from_secs(60), |events| {
-                let exited = timeline::first(events, |fact| {
-                    matches!(fact, Fact::PodExited { kind: PodKind::Operator, release: of, container, exit_code: 0, .. }
-                        if of == release && container == GATE_CONTAINER)
-                })?;
-                let Fact::PodExited { pod, .. } = &exited.fact else { return None };
-                let started = timeline::first(events, |fact| {
-                    matches!(fact, Fact::Pod { pod: of, change: timeline::PodChange::Started, .. } if of == pod)
-                })?;
-                let closed = timeline::first(events, |fact| {
-                    matches!(fact, Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), generation, .. }
-                        if of == release && status == "False" && observed == generation)
-                });
-                Some((pod.clone(), closed.is_some_and(|closed| closed.at <= started.at)))
-            })
-            .await
-            .unwrap_or_else(|error| panic!("{release}'s gate init container did not finish: {error}"));
-        assert!(
-            closed_before_start,
-            "{release}'s operator started before OLM's copy of its OperatorCondition said Upgradeable=False"
-        );
-        let logs = kube::Api::<Pod>::namespaced(client.clone(), namespace)
-            .logs(
-                &pod,
-                &LogParams {
-                    container: Some(GATE_CONTAINER.to_owned()),
-                    ..LogParams::default()
-                },
-            )
-            .await
-            .unwrap_or_else(|error| panic!("reading the logs of {pod}'s init container: {error}"));
-        assert!(
-            logs.contains(GATE_CONFIRMED),
-            "{pod}'s init container did not log \"{GATE_CONFIRMED}\":\n{logs}"
-        );
+        check_closed_first(client, namespace, timeline, release).await;
     }
     wait_gate_open(timeline, release, Duration::from_secs(120)).await;
+}
+
+/// `release`'s gate init container exited 0 after OLM's copy of its
+/// OperatorCondition said `Upgradeable=False`, before the operator's main
+/// container started, and logged so.
+async fn check_closed_first(client: &Client, namespace: &str, timeline: &Timeline, release: &str) {
+    let (pod, closed_before_start) = timeline
+        .wait_for(Duration::from_secs(60), |events| {
+            let exited = timeline::first(events, |fact| {
+                matches!(fact, Fact::PodExited { kind: PodKind::Operator, release: of, container, exit_code: 0, .. }
+                    if of == release && container == GATE_CONTAINER)
+            })?;
+            let Fact::PodExited { pod, .. } = &exited.fact else { return None };
+            let started = timeline::first(events, |fact| {
+                matches!(fact, Fact::Pod { pod: of, change: timeline::PodChange::Started, .. } if of == pod)
+            })?;
+            let closed = timeline::first(events, |fact| {
+                matches!(fact, Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), generation, .. }
+                    if of == release && status == "False" && observed == generation)
+            });
+            Some((pod.clone(), closed.is_some_and(|closed| closed.at <= started.at)))
+        })
+        .await
+        .unwrap_or_else(|error| panic!("{release}'s gate init container did not finish: {error}"));
+    assert!(
+        closed_before_start,
+        "{release}'s operator started before OLM's copy of its OperatorCondition said Upgradeable=False"
+    );
+    let logs = kube::Api::<Pod>::namespaced(client.clone(), namespace)
+        .logs(
+            &pod,
+            &LogParams {
+                container: Some(GATE_CONTAINER.to_owned()),
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap_or_else(|error| panic!("reading the logs of {pod}'s init container: {error}"));
+    assert!(
+        logs.contains(GATE_CONFIRMED),
+        "{pod}'s init container did not log \"{GATE_CONFIRMED}\":\n{logs}"
+    );
 }
 
 /// Waits until OLM's copy of `release`'s OperatorCondition says
@@ -685,25 +768,44 @@ pub async fn wait_gate_open(timeline: &Timeline, release: &str, timeout: Duratio
         });
 }
 
-/// The App of the installed CSV's `alm-examples` (what a console offers),
-/// with its Secret (pointing at the run's database) and backup claim.
+/// The `alm-examples` of `release`'s installed CSV (what a console offers).
+async fn installed_examples(client: &Client, namespace: &str, release: &str) -> String {
+    let csv = csv_api(client, namespace)
+        .get(&format!("{}{release}", super::facts::CSV_PREFIX))
+        .await
+        .unwrap_or_else(|error| panic!("reading CSV of {release}: {error}"));
+    csv.metadata
+        .annotations
+        .and_then(|mut annotations| annotations.remove("alm-examples"))
+        .unwrap_or_else(|| panic!("CSV of {release} has no alm-examples"))
+}
+
+/// The `alm-examples` of `release`'s CSV in the repository's `bundle/`
+/// (the same the catalogs serve).
+fn bundle_examples(release: &str) -> String {
+    let path = crate::repository_root()
+        .join("bundle")
+        .join(release)
+        .join("manifests/upgrade-gate.clusterserviceversion.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", path.display()));
+    let csv: Value =
+        serde_yaml::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    csv["metadata"]["annotations"]["alm-examples"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{} has no alm-examples", path.display()))
+        .to_owned()
+}
+
+/// The App of `examples` (a CSV's `alm-examples`), with its Secret
+/// (pointing at the run's database) and backup claim.
 async fn create_app(
     cluster: &impl OlmCluster,
     namespace: &TestNamespace,
     database_url: &str,
-    release: &str,
+    examples: &str,
 ) -> (String, BackupClaim) {
     let client = namespace.client();
-    let csv = csv_api(&client, &namespace.name)
-        .get(&format!("{}{release}", super::facts::CSV_PREFIX))
-        .await
-        .unwrap_or_else(|error| panic!("reading CSV of {release}: {error}"));
-    let examples = csv
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get("alm-examples"))
-        .unwrap_or_else(|| panic!("CSV of {release} has no alm-examples"));
     let examples: Vec<Value> = serde_json::from_str(examples)
         .unwrap_or_else(|error| panic!("alm-examples is not a JSON list: {error}"));
     let app = examples

@@ -61,6 +61,12 @@ pub enum Fact {
     ChannelSwitched {
         channel: String,
     },
+    /// The runner subscribed to `channel` starting at `release` (nothing of
+    /// the operator installed before): time zero.
+    Subscribed {
+        channel: String,
+        release: String,
+    },
     /// The runner did something to the chain (a fault, holding the lock...).
     Injected {
         what: String,
@@ -206,6 +212,11 @@ impl fmt::Display for Fact {
             Fact::ChannelSwitched { channel } => {
                 write!(f, "Subscription switched to channel {channel}")
             }
+            Fact::Subscribed { channel, release } => write!(
+                f,
+                "Subscription created on channel {channel}, starting at {}",
+                csv(release)
+            ),
             Fact::Injected { what } => write!(f, "runner: {what}"),
             Fact::CsvCreated { release } => write!(f, "{} created", csv(release)),
             Fact::CsvPhase {
@@ -440,9 +451,13 @@ pub fn last(events: &[Event], predicate: impl Fn(&Fact) -> bool) -> Option<&Even
     events.iter().rev().find(|event| predicate(&event.fact))
 }
 
-/// When the channel was switched (time zero of a run), if it was.
-pub fn switched_at(events: &[Event]) -> Option<Timestamp> {
-    first(events, |fact| matches!(fact, Fact::ChannelSwitched { .. })).map(|event| event.at)
+/// Time zero of a run: when the channel was switched, or the Subscription
+/// starting at the middle release created, if either was.
+pub fn zero_at(events: &[Event]) -> Option<Timestamp> {
+    first(events, |fact| {
+        matches!(fact, Fact::ChannelSwitched { .. } | Fact::Subscribed { .. })
+    })
+    .map(|event| event.at)
 }
 
 #[cfg(test)]
@@ -483,6 +498,40 @@ mod tests {
             })
             .collect();
         assert_eq!(releases, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn time_zero_is_the_switch_or_the_subscription_at_the_middle_release() {
+        let event = |second, fact| Event {
+            at: at(second),
+            fact,
+        };
+        let created = event(
+            1,
+            Fact::CsvCreated {
+                release: "7.9.3".into(),
+            },
+        );
+        let switched = event(
+            4,
+            Fact::ChannelSwitched {
+                channel: "7.10.x".into(),
+            },
+        );
+        let subscribed = event(
+            2,
+            Fact::Subscribed {
+                channel: "7.10.x".into(),
+                release: "7.10.0".into(),
+            },
+        );
+        assert_eq!(zero_at(&[created.clone(), switched]), Some(at(4)));
+        assert_eq!(zero_at(&[created.clone(), subscribed.clone()]), Some(at(2)));
+        assert_eq!(zero_at(&[created]), None);
+        assert_eq!(
+            subscribed.fact.to_string(),
+            "Subscription created on channel 7.10.x, starting at CSV upgrade-gate.v7.10.0"
+        );
     }
 
     #[test]
