@@ -396,7 +396,9 @@ impl ChainRun {
                 }
             }
             Start::MiddleRelease => {
-                let middle = self.chain.middle.clone().unwrap_or_default();
+                let middle = self.chain.middle.clone().unwrap_or_else(|| {
+                    panic!("a run starting at the middle release needs a chain with one")
+                });
                 subscribe(&client, ns, &self.to_channel, Some(&middle)).await;
                 Fact::Subscribed {
                     channel: self.to_channel.clone(),
