@@ -7,12 +7,12 @@
 //! waits for the lock, so its upgrade is certainly in progress while
 //! 7.10.1 waits `Pending`); the fault is injected, the lock released, and
 //! the run judged. 7.9.3's install and OLM's replacement of it are
-//! `olm_install`'s and the skip-range test's part (those start at 7.9.3). A test ends with the
-//! run judged not raced — or, where the fault itself must let OLM through
-//! (an admin override; a deletion or a foreign `Upgradeable=True` OLM acts
-//! on before the operator restores its answer), with that consequence
-//! asserted: 7.10.1 takes the upgrade over (or 7.10.0's, released at once,
-//! finishes first) and nothing is damaged.
+//! `olm_install`'s and the skip-range test's part (those start at 7.9.3).
+//! A test ends with the run judged not raced — or, where the fault itself
+//! must let OLM through (an admin override; a deletion or a foreign
+//! `Upgradeable=True` OLM acts on before the operator restores its
+//! answer), with that consequence asserted: 7.10.1 takes the upgrade over
+//! (or 7.10.0's, released at once, finishes first) and nothing is damaged.
 //!
 //! Needs the shared test cluster (`just test-cluster`, or
 //! `UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig`, see docs/testing.md); panics
