@@ -143,6 +143,15 @@ pub fn chain(from: &str, middle: Option<&str>, next: &str, last: &str) -> Chain 
     }
 }
 
+/// The release a [`Start::MiddleRelease`] run subscribes at: the chain's
+/// middle one; panics for a chain without one.
+fn middle_release(chain: &Chain) -> String {
+    chain
+        .middle
+        .clone()
+        .unwrap_or_else(|| panic!("a run starting at the middle release needs a chain with one"))
+}
+
 /// A database at the first release with many executions, copied for each
 /// run ([`Data::Template`]); dropped with its guard.
 pub struct SeedTemplate {
@@ -320,9 +329,7 @@ impl ChainRun {
                     !matches!(options.data, Data::Seed { .. }),
                     "a run starting at the middle release needs a database at {from} (Data::Migrated or Data::Template): no operator of {from} creates its schema"
                 );
-                let middle = options.chain.middle.clone().unwrap_or_else(|| {
-                    panic!("a run starting at the middle release needs a chain with one")
-                });
+                let middle = middle_release(&options.chain);
                 crate::operator_install::install_app_crd(&client).await;
                 recorders.watch_apps(&client, &ns, &timeline).await;
                 let examples = bundle_examples(&middle);
@@ -396,9 +403,7 @@ impl ChainRun {
                 }
             }
             Start::MiddleRelease => {
-                let middle = self.chain.middle.clone().unwrap_or_else(|| {
-                    panic!("a run starting at the middle release needs a chain with one")
-                });
+                let middle = middle_release(&self.chain);
                 subscribe(&client, ns, &self.to_channel, Some(&middle)).await;
                 Fact::Subscribed {
                     channel: self.to_channel.clone(),
