@@ -118,7 +118,9 @@ const SEED_ROWS: u64 = 20_000;
 /// migration once and in order). The upgrade lock is held across the
 /// switch: 7.10.0's Job then waits for it (observably `active`), so "7.10.0's
 /// upgrade still runs when 7.10.1's CSV appears" is certain whatever the
-/// machine's speed.
+/// machine's speed. The lock is released once 7.10.1 is held and its CSV has
+/// existed for the judge's load margin, so the run always shows the race
+/// the gate prevents (the judge's load check passes).
 #[tokio::test]
 async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     let cluster = cluster();
@@ -135,6 +137,7 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     let lock = run.database.hold_upgrade_lock().await;
     run.start_upgrade().await;
     run.wait_held(Duration::from_secs(300)).await;
+    run.wait_load_margin().await;
     lock.release().await;
     let report = run.finish().await;
     println!(
@@ -147,6 +150,12 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     assert!(
         !report.verdict.raced && !report.verdict.damaged,
         "the gated chain must be neither raced nor damaged:\n{}",
+        report.verdict.evidence.join("\n")
+    );
+    assert_eq!(
+        report.verdict.load_ok,
+        Some(true),
+        "7.10.0's Job, held until 7.10.1's CSV had existed for the load margin, must outlast it:\n{}",
         report.verdict.evidence.join("\n")
     );
 }

@@ -454,6 +454,23 @@ impl ChainRun {
         .await
     }
 
+    /// Waits, after [`ChainRun::wait_held`], until the next release's CSV
+    /// has existed for [`judge::LOAD_MARGIN`] seconds. A caller holding the
+    /// upgrade lock until then has the middle release's Job outlast OLM's
+    /// step to the next release by at least the margin the judge's load
+    /// check asks for, on a loaded machine or an idle one.
+    pub async fn wait_load_margin(&self) {
+        let next = &self.chain.next;
+        let left = load_margin_left(&self.timeline.snapshot(), next, Timestamp::now())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: CSV upgrade-gate.v{next} is not in the timeline: call wait_held first",
+                    self.namespace.name
+                )
+            });
+        tokio::time::sleep(left).await;
+    }
+
     /// Waits for the end of the chain (at most the run's deadline), stops
     /// the writer, checks the data and the history, and judges the run.
     /// The run's namespace and database stay until the run drops.
@@ -595,6 +612,18 @@ pub fn held_while_job_runs(events: &[Event], next: &str, middle: &str) -> Option
         }
     }
     None
+}
+
+/// How long after `now` the next release's CSV will have existed for
+/// [`judge::LOAD_MARGIN`] seconds (zero once it has); `None` while the
+/// timeline has not seen it created.
+pub fn load_margin_left(events: &[Event], next: &str, now: Timestamp) -> Option<Duration> {
+    let created = events.iter().find_map(|event| match &event.fact {
+        Fact::CsvCreated { release } if release == next => Some(event.at),
+        _ => None,
+    })?;
+    let left = judge::LOAD_MARGIN - timeline::seconds_between(created, now);
+    Some(Duration::from_secs_f64(left.max(0.0)))
 }
 
 pub async fn connect(url: &str) -> tokio_postgres::Client {
@@ -889,5 +918,27 @@ mod tests {
             event(3, pending("OperatorConditionNotUpgradeable")),
         ];
         assert_eq!(held_while_job_runs(&finished, "7.10.1", "7.10.0"), None);
+    }
+
+    #[test]
+    fn the_load_margin_counts_from_the_next_releases_csv_creation() {
+        let at = |millis: i64| {
+            Timestamp::from_millisecond(1_700_000_000_000 + millis)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let created = |release: &str, millis| Event {
+            at: at(millis),
+            fact: Fact::CsvCreated {
+                release: release.into(),
+            },
+        };
+        let events = [created("7.10.0", 0), created("7.10.1", 2_000)];
+        let margin_ms = |left: Duration| i64::try_from(left.as_millis()).unwrap_or(i64::MAX);
+        for (now_ms, left_ms) in [(2_000, 10_000), (5_500, 6_500), (12_000, 0), (60_000, 0)] {
+            let left = load_margin_left(&events, "7.10.1", at(now_ms))
+                .unwrap_or_else(|| panic!("7.10.1's CSV is in the timeline"));
+            assert_eq!(margin_ms(left), left_ms, "at {now_ms} ms");
+        }
+        assert_eq!(load_margin_left(&events[..1], "7.10.1", at(5_000)), None);
     }
 }
