@@ -237,7 +237,8 @@ async fn run(ctx: Arc<Context>, config: OperatorConfig, mut stop: StopSignals) -
     }
     let _receivers_gone = shutdown_tx.send(true);
     // The run bounds itself: in-flight work gets the grace, the Lease's
-    // release one retry period.
+    // release the renew deadline (a pod killed during it leaves the Lease
+    // to expire, as a release that timed out does).
     exit_code(operator.await)
 }
 

@@ -452,7 +452,10 @@ impl Elector {
     }
 
     /// Gives the Lease up if this process still holds it (a read, then an
-    /// update with its resourceVersion), within one retry period.
+    /// update with its resourceVersion), within the renew deadline, as
+    /// client-go's elector does: a loaded API server can take longer than
+    /// one retry period, and a release given up on leaves the successor
+    /// waiting out the whole lease duration.
     async fn release(&mut self) {
         let release = async {
             let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
@@ -469,7 +472,7 @@ impl Elector {
                 .await
                 .map(|_| true)
         };
-        match tokio::time::timeout(self.settings.retry_period, release).await {
+        match tokio::time::timeout(self.settings.renew_deadline, release).await {
             Ok(Ok(true)) => {
                 tracing::info!(lease = %self.settings.name, "released the leader Lease")
             }

@@ -240,6 +240,32 @@ async fn no_lease_is_created_holding_it_then_renewed_and_released() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_release_slower_than_a_retry_period_still_releases() {
+    let (client, live) = start(None);
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
+    let (standing, _seen) = watch::channel(Standing::Unknown);
+    elector.acquire(&standing).await;
+    live.take_log();
+    // A loaded API server answers the release's read after 3 s: longer
+    // than one retry period (2 s), within the renew deadline (10 s).
+    live.edit(|cluster| {
+        cluster.faults.push(Fault::answered_after(
+            On::Path(LEASE.to_owned()),
+            Duration::from_secs(3),
+            1,
+        ));
+    });
+    let started = Instant::now();
+    elector.keep().step_down().await;
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    assert_eq!(
+        sequence(&live.take_log()),
+        [(Method::GET, LEASE), (Method::PUT, LEASE)]
+    );
+    assert_eq!(holder(&live), None, "released");
+}
+
+#[tokio::test(start_paused = true)]
 async fn kept_on_stop_when_configured() {
     let (client, live) = start(None);
     let mut keep = settings("a");
