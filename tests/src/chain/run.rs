@@ -618,10 +618,11 @@ pub fn held_while_job_runs(events: &[Event], next: &str, middle: &str) -> Option
 /// [`judge::LOAD_MARGIN`] seconds (zero once it has); `None` while the
 /// timeline has not seen it created.
 pub fn load_margin_left(events: &[Event], next: &str, now: Timestamp) -> Option<Duration> {
-    let created = events.iter().find_map(|event| match &event.fact {
-        Fact::CsvCreated { release } if release == next => Some(event.at),
-        _ => None,
-    })?;
+    let created = timeline::first(
+        events,
+        |fact| matches!(fact, Fact::CsvCreated { release } if release == next),
+    )?
+    .at;
     let left = judge::LOAD_MARGIN - timeline::seconds_between(created, now);
     Some(Duration::from_secs_f64(left.max(0.0)))
 }
