@@ -444,14 +444,23 @@ async fn job_pod_killed_during_the_long_migration_and_the_rerun_completes() {
         },
     )
     .await;
-    let pod = timeline::last(&run.timeline.snapshot(), |fact| {
-        matches!(fact, Fact::Pod { kind: PodKind::Job, release, change: PodChange::Started, .. } if release == "7.10.0")
-    })
-    .and_then(|event| match &event.fact {
-        Fact::Pod { pod, .. } => Some(pod.clone()),
-        _ => None,
-    })
-    .unwrap_or_else(|| panic!("no running 7.10.0 Job pod"));
+    // The Job's process can be waiting in PostgreSQL before the kubelet
+    // has reported its pod started.
+    let pod = run
+        .wait_for(
+            "7.10.0's Job pod reported started",
+            Duration::from_secs(60),
+            |events| {
+                timeline::last(events, |fact| {
+                    matches!(fact, Fact::Pod { kind: PodKind::Job, release, change: PodChange::Started, .. } if release == "7.10.0")
+                })
+                .and_then(|event| match &event.fact {
+                    Fact::Pod { pod, .. } => Some(pod.clone()),
+                    _ => None,
+                })
+            },
+        )
+        .await;
     run.note(&format!(
         "killed 7.10.0's Job pod {pod} inside its migration"
     ));
