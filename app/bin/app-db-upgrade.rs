@@ -15,6 +15,7 @@ use app::db_upgrade::{
     self, BackupChoice, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, refusal_exit_code,
 };
 use app::migrations::Release;
+use app::schema::UpgradeModel;
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
@@ -132,6 +133,12 @@ struct RunArgs {
     termination_log: PathBuf,
     #[arg(skip)]
     termination_log_source: Option<ValueSource>,
+    /// A test model, hidden from --help: apply only the migrations this
+    /// release introduced, assuming its predecessor's upgrade happened (the
+    /// feature request's operator; `just race SUCCESSOR=naive`,
+    /// docs/race.md). Never for real data.
+    #[arg(long, hide = true)]
+    model_naive_successor: bool,
 }
 
 /// Parses the command line. clap's derive forgets where a value came from;
@@ -280,6 +287,11 @@ async fn execute(
                 .map_err(DbUpgradeError::Backup)?;
             let options = RunOptions {
                 release: release.clone(),
+                model: if args.model_naive_successor {
+                    UpgradeModel::NaiveSuccessor
+                } else {
+                    UpgradeModel::Cumulative
+                },
                 backup,
                 app,
                 keep_backups: usize::try_from(args.keep_backups).unwrap_or(usize::MAX),

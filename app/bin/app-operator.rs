@@ -20,6 +20,7 @@ use app::operator::metrics::Metrics;
 use app::operator::observe::PostgresSchemaReader;
 use app::operator::resources::PodSettings;
 use app::operator::{Context, OperatorConfig, ReadyWhen, RunError};
+use app::schema::UpgradeModel;
 use clap::{Parser, Subcommand};
 use upgrade_gate::shutdown::{self, StopSignals};
 use upgrade_gate::telemetry::{error_chain, init_logging};
@@ -86,6 +87,12 @@ struct RunArgs {
     ready_when: ReadyWhen,
     #[command(flatten)]
     election: ElectionArgs,
+    /// A test model, hidden from --help: upgrade Jobs apply only the
+    /// migrations this release introduced, assuming its predecessor's
+    /// upgrade happened (the feature request's operator; `just race
+    /// SUCCESSOR=naive`, docs/race.md). Never for real data.
+    #[arg(long, hide = true)]
+    model_naive_successor: bool,
 }
 
 /// Leader election over a Lease in the pod's namespace: only the leader
@@ -168,6 +175,7 @@ async fn main() -> ExitCode {
                 pod_name,
                 ready_when,
                 election,
+                model_naive_successor,
             } = *args;
             let release: Release = match cli.common.release.parse() {
                 Ok(release) => release,
@@ -196,6 +204,14 @@ async fn main() -> ExitCode {
             let pods = PodSettings {
                 image,
                 release: release.to_string(),
+                model: if model_naive_successor {
+                    tracing::warn!(
+                        "MODEL --model-naive-successor: upgrade Jobs apply only this release's own migrations (a test model of an operator that assumes its predecessor's upgrade; never for real data)"
+                    );
+                    UpgradeModel::NaiveSuccessor
+                } else {
+                    UpgradeModel::Cumulative
+                },
             };
             let ctx = match Context::new(
                 client,

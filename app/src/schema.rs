@@ -198,17 +198,8 @@ pub fn plan(state: &SchemaState, release: &Release) -> UpgradePlan {
         });
     };
     let target_ref = MigrationRef::embedded(target);
-
-    if let Some(newest) = state
-        .applied
-        .iter()
-        .rfind(|a| a.version > i64::from(target.version))
-    {
-        return UpgradePlan::Refused(Refusal::NewerThanRelease {
-            release: release.to_string(),
-            newest: MigrationRef::applied(newest),
-            target: target_ref,
-        });
+    if let Some(refused) = newer_than(state, release, target) {
+        return refused;
     }
 
     for applied in &state.applied {
@@ -271,6 +262,85 @@ pub fn plan(state: &SchemaState, release: &Release) -> UpgradePlan {
     }
 }
 
+/// How a release's upgrade treats the migrations of the releases before it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UpgradeModel {
+    /// Ours: every migration the release carries that is not applied yet,
+    /// in order, from whatever older schema the database has ([`plan`]).
+    #[default]
+    Cumulative,
+    /// A MODEL of the feature request's operator, for measuring the harm the
+    /// gate prevents (`just race SUCCESSOR=naive`), never for real data: the
+    /// release assumes its predecessor's upgrade happened and applies only
+    /// the migrations it introduced itself ([`naive_plan`]).
+    NaiveSuccessor,
+}
+
+impl UpgradeModel {
+    /// The plan of this model.
+    pub fn plan(self, state: &SchemaState, release: &Release) -> UpgradePlan {
+        match self {
+            UpgradeModel::Cumulative => plan(state, release),
+            UpgradeModel::NaiveSuccessor => naive_plan(state, release),
+        }
+    }
+}
+
+/// The plan of [`UpgradeModel::NaiveSuccessor`]: the migrations `release`
+/// itself introduced that are not applied, whatever is missing before them
+/// (no gap, name or checksum check); only a database newer than the
+/// release is still refused. On a database its predecessor never upgraded
+/// this skips the predecessor's migrations: the schema jump of the feature
+/// request, which [`plan`] then refuses as a gap for good.
+pub fn naive_plan(state: &SchemaState, release: &Release) -> UpgradePlan {
+    let Some(target) = migrations::target_of(release) else {
+        return UpgradePlan::Refused(Refusal::NoMigrations {
+            release: release.to_string(),
+        });
+    };
+    if let Some(refused) = newer_than(state, release, target) {
+        return refused;
+    }
+    let applied = |m: &EmbeddedMigration| {
+        state
+            .applied
+            .iter()
+            .any(|a| a.version == i64::from(m.version))
+    };
+    let pending: Vec<MigrationRef> = migrations::carried_by(release)
+        .iter()
+        .filter(|m| m.release() == *release && !applied(m))
+        .map(MigrationRef::embedded)
+        .collect();
+    let target = MigrationRef::embedded(target);
+    if pending.is_empty() {
+        UpgradePlan::AtTarget { target }
+    } else {
+        UpgradePlan::Upgrade {
+            current: state.applied.last().map(MigrationRef::applied),
+            target,
+            pending,
+        }
+    }
+}
+
+/// The refusal of a database with a migration newer than `target`.
+fn newer_than(
+    state: &SchemaState,
+    release: &Release,
+    target: &EmbeddedMigration,
+) -> Option<UpgradePlan> {
+    let newest = state
+        .applied
+        .iter()
+        .rfind(|a| a.version > i64::from(target.version))?;
+    Some(UpgradePlan::Refused(Refusal::NewerThanRelease {
+        release: release.to_string(),
+        newest: MigrationRef::applied(newest),
+        target: MigrationRef::embedded(target),
+    }))
+}
+
 /// The newest applied migration, if any.
 pub fn current(state: &SchemaState) -> Option<MigrationRef> {
     state.applied.last().map(MigrationRef::applied)
@@ -322,6 +392,63 @@ mod tests {
             } else {
                 assert_eq!(pending_versions(&p), *expected, "{upto} {rel}");
             }
+        }
+    }
+
+    #[test]
+    fn the_naive_model_applies_only_the_releases_own_migrations() {
+        // (applied up to, release, pending versions; empty = at target)
+        let cases: &[(u32, &str, &[i64])] = &[
+            (0, "7.9.3", &[1, 2]),
+            (2, "7.10.0", &[3, 4]),
+            (2, "7.10.1", &[5]),
+            (4, "7.10.1", &[5]),
+            (5, "7.10.1", &[]),
+            (5, "7.11.0", &[]),
+        ];
+        for (upto, rel, expected) in cases {
+            let p = naive_plan(&applied_up_to(*upto), &release(rel));
+            if expected.is_empty() {
+                assert!(
+                    matches!(p, UpgradePlan::AtTarget { .. }),
+                    "{upto} {rel}: {p:?}"
+                );
+            } else {
+                assert_eq!(pending_versions(&p), *expected, "{upto} {rel}");
+            }
+        }
+        assert!(matches!(
+            naive_plan(&applied_up_to(5), &release("7.10.0")),
+            UpgradePlan::Refused(Refusal::NewerThanRelease { .. })
+        ));
+        assert_eq!(
+            UpgradeModel::Cumulative.plan(&applied_up_to(2), &release("7.10.1")),
+            plan(&applied_up_to(2), &release("7.10.1"))
+        );
+    }
+
+    #[test]
+    fn the_naive_models_jump_is_refused_for_good_by_the_real_plan() {
+        // 7.10.1's naive upgrade of a 7.9.3 database leaves V1, V2, V5.
+        let mut jumped = applied_up_to(2);
+        jumped.applied.extend(
+            applied_up_to(5)
+                .applied
+                .into_iter()
+                .filter(|a| a.version == 5),
+        );
+        assert!(matches!(
+            naive_plan(&jumped, &release("7.10.1")),
+            UpgradePlan::AtTarget { .. }
+        ));
+        for rel in ["7.10.1", "7.11.0"] {
+            assert!(
+                matches!(
+                    plan(&jumped, &release(rel)),
+                    UpgradePlan::Refused(Refusal::Gap { ref missing }) if missing.version == 3
+                ),
+                "{rel}"
+            );
         }
     }
 

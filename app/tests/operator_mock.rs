@@ -86,6 +86,7 @@ fn context(database: Arc<ScriptedDatabase>) -> (Arc<Context>, ApiHandle) {
         PodSettings {
             image: "localhost/upgrade-gate:7.10.1".into(),
             release: "7.10.1".into(),
+            model: app::schema::UpgradeModel::Cumulative,
         },
         database,
         Arc::new(Metrics::default()),

@@ -422,6 +422,40 @@ async fn a_diverged_checksum_is_refused() {
     assert_exit(&f.cli(&["plan"]).await, 7);
 }
 
+/// The naive model (`--model-naive-successor`, `just race SUCCESSOR=naive`)
+/// does what the feature request's 7.10.1 would on a database its
+/// predecessor never upgraded: it applies its own V5 onto 7.9.3's schema,
+/// and every release's real plan then refuses the gap for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_naive_model_jumps_the_schema_and_every_real_plan_refuses_it() {
+    let f = fixture(ServerVersion::V15).await;
+    f.upgrade_to("7.9.3").await;
+    let naive = f
+        .cli(&[
+            "--release",
+            "7.10.1",
+            "run",
+            "--no-backup",
+            "--model-naive-successor",
+            "--output",
+            "json",
+        ])
+        .await;
+    assert_success(&naive);
+    assert_eq!(versions(&json(&naive)["applied"]), [5]);
+    assert!(stderr(&naive).contains("MODEL"), "{}", stderr(&naive));
+    let client = f.client(DB).await;
+    assert_eq!(history(&client).await, [1, 2, 5]);
+    for release in ["7.10.1", "7.10.0"] {
+        let plan = f.cli(&["--release", release, "plan"]).await;
+        assert!(!plan.status.success(), "{release}: {}", stderr(&plan));
+    }
+    let run = f.cli(&["run", "--no-backup"]).await;
+    assert_exit(&run, 7);
+    assert!(error_line(&run).contains("gap"), "{}", stderr(&run));
+    assert_eq!(history(&client).await, [1, 2, 5]);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_database_newer_than_the_release_is_refused() {
     let f = fixture(ServerVersion::V15).await;

@@ -38,7 +38,7 @@ use tokio_postgres::Client;
 
 use crate::db_config::{ConnectError, ConnectionSettings, DbConfigError};
 use crate::migrations::{self, EmbeddedMigration, Release};
-use crate::schema::{self, MigrationRef, Refusal, SchemaReadError, UpgradePlan};
+use crate::schema::{self, MigrationRef, Refusal, SchemaReadError, UpgradeModel, UpgradePlan};
 use apply::{ApplyError, LockMode, TransactionSettings};
 use backup::{
     AppIdentity, Backup, BackupError, BackupName, BackupProgress, BackupSettings, PgTools,
@@ -264,6 +264,9 @@ impl BackupChoice {
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub release: Release,
+    /// Which migrations the upgrade applies: ours, or the naive model of
+    /// the feature request's operator (tests only, `schema::UpgradeModel`).
+    pub model: UpgradeModel,
     pub backup: BackupPolicy,
     /// Whose backups these are (`None`: derived from the database).
     pub app: Option<AppIdentity>,
@@ -301,9 +304,14 @@ pub async fn run_upgrade(
     let lock_wait = lock::acquire_upgrade_lock(&client, options.lock_timeout).await?;
     tracing::info!(waited_ms = millis(lock_wait), "holding the upgrade lock");
 
+    if options.model == UpgradeModel::NaiveSuccessor {
+        tracing::warn!(
+            "MODEL --model-naive-successor: applying only this release's own migrations, whatever is missing before them (a test model of an operator that assumes its predecessor's upgrade; never for real data)"
+        );
+    }
     let state = schema::read_schema_state(&client).await?;
     let from = schema::current(&state);
-    let (target, pending) = match schema::plan(&state, &options.release) {
+    let (target, pending) = match options.model.plan(&state, &options.release) {
         UpgradePlan::Refused(refusal) => return Err(DbUpgradeError::Refused(refusal)),
         UpgradePlan::AtTarget { target } => {
             tracing::info!(target = %target, "database already at target; nothing to do");
@@ -413,7 +421,7 @@ pub async fn run_upgrade(
         });
     }
     let after = schema::read_schema_state(&transaction).await?;
-    match schema::plan(&after, &options.release) {
+    match options.model.plan(&after, &options.release) {
         UpgradePlan::AtTarget { .. } => {}
         other => return Err(DbUpgradeError::NotAtTarget(Box::new(other))),
     }

@@ -967,6 +967,7 @@ mod tests {
         let settings = resources::PodSettings {
             image: "localhost/upgrade-gate:7.10.1".into(),
             release: "7.10.1".into(),
+            model: crate::schema::UpgradeModel::Cumulative,
         };
         let built = resources::upgrade_job(&app, &intent, &settings);
         assert_eq!(JobIntent::carried_by(&built), Some(intent.clone()));

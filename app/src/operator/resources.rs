@@ -28,6 +28,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 
 use crate::crd::{App, UpgradeStatus};
+use crate::schema::UpgradeModel;
 
 /// Label on everything the operator creates; its Job and Deployment watches
 /// select on it.
@@ -84,6 +85,9 @@ pub struct PodSettings {
     pub image: String,
     /// The release the operator acts as.
     pub release: String,
+    /// Which migrations its upgrade Jobs apply: ours, or the naive model of
+    /// the feature request's operator (`--model-naive-successor`, tests only).
+    pub model: UpgradeModel,
 }
 
 fn labels(app: &App, component: &str, release: &str) -> BTreeMap<String, String> {
@@ -251,6 +255,33 @@ fn env(name: &str, value: &str) -> EnvVar {
     }
 }
 
+/// `app-db-upgrade run`'s arguments in an upgrade Job of `app`.
+fn job_args(app: &App, settings: &PodSettings) -> Vec<String> {
+    let mut args = vec![
+        "run".to_owned(),
+        "--release".to_owned(),
+        settings.release.clone(),
+        "--backup-dir".to_owned(),
+        BACKUP_DIR.to_owned(),
+        "--database-secret-dir".to_owned(),
+        SECRET_DIR.to_owned(),
+        "--log-format".to_owned(),
+        "json".to_owned(),
+        // The App's own directory on the claim: Apps sharing a claim
+        // never share backups (or their retention).
+        "--app".to_owned(),
+        format!(
+            "{}/{}",
+            app.metadata.namespace.as_deref().unwrap_or_default(),
+            app.metadata.name.as_deref().unwrap_or_default()
+        ),
+    ];
+    if settings.model == UpgradeModel::NaiveSuccessor {
+        args.push("--model-naive-successor".to_owned());
+    }
+    args
+}
+
 /// The upgrade Job of one intent, named `intent.job` (deterministic, so a
 /// restarted operator finds it), labelled with the App's UID and the intent.
 pub fn upgrade_job(app: &App, intent: &JobIntent, settings: &PodSettings) -> Job {
@@ -273,25 +304,7 @@ pub fn upgrade_job(app: &App, intent: &JobIntent, settings: &PodSettings) -> Job
         image: Some(settings.image.clone()),
         image_pull_policy: Some("IfNotPresent".to_owned()),
         command: Some(vec!["app-db-upgrade".to_owned()]),
-        args: Some(vec![
-            "run".to_owned(),
-            "--release".to_owned(),
-            settings.release.clone(),
-            "--backup-dir".to_owned(),
-            BACKUP_DIR.to_owned(),
-            "--database-secret-dir".to_owned(),
-            SECRET_DIR.to_owned(),
-            "--log-format".to_owned(),
-            "json".to_owned(),
-            // The App's own directory on the claim: Apps sharing a claim
-            // never share backups (or their retention).
-            "--app".to_owned(),
-            format!(
-                "{}/{}",
-                app.metadata.namespace.as_deref().unwrap_or_default(),
-                app.metadata.name.as_deref().unwrap_or_default()
-            ),
-        ]),
+        args: Some(job_args(app, settings)),
         env: Some(vec![
             env("PGSSLMODE", app.spec.database.ssl_mode.as_libpq()),
             env("HOME", "/tmp"),
@@ -480,6 +493,7 @@ mod tests {
         PodSettings {
             image: "localhost/upgrade-gate:7.10.1".into(),
             release: "7.10.1".into(),
+            model: UpgradeModel::Cumulative,
         }
     }
 
@@ -560,6 +574,24 @@ mod tests {
             !value.to_string().contains("PGPASSWORD"),
             "no password in the pod spec"
         );
+    }
+
+    #[test]
+    fn only_the_naive_model_asks_its_jobs_for_it() {
+        let args = |model| {
+            job_args(
+                &app(),
+                &PodSettings {
+                    model,
+                    ..settings()
+                },
+            )
+        };
+        let ours = args(UpgradeModel::Cumulative);
+        assert!(!ours.iter().any(|arg| arg.contains("naive")), "{ours:?}");
+        let naive = args(UpgradeModel::NaiveSuccessor);
+        assert_eq!(naive[..ours.len()], ours[..]);
+        assert_eq!(naive[ours.len()..], ["--model-naive-successor".to_owned()]);
     }
 
     #[test]
