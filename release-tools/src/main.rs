@@ -6,13 +6,12 @@
 //! below `--root`; writes only the generated directories below `--out`
 //! (`bundle/<release>/`, `catalog*/upgrade-gate/`, `catalog*/catalog.Dockerfile`).
 //!
-//! `--variant gate-off` renders the bundles and catalogs without the gate
-//! (`variant`), for measuring the race; it needs `--out`, so the committed
-//! files are never replaced by it.
+//! `--gate off`, `--start slow` and `--successor naive` render the
+//! test-time variants the race measurement plays (`variant`); any of them
+//! needs `--out`, so the committed files are never replaced by one.
 //!
 //! Exit codes: 0 done; 1 a source could not be read or rendered, or an
-//! output could not be written; 2 usage (also `--variant gate-off` without
-//! `--out`).
+//! output could not be written; 2 usage (also a variant without `--out`).
 
 mod catalog;
 mod csv;
@@ -26,7 +25,7 @@ mod variant;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(about = "Render OLM bundles and file-based catalogs from manifests/")]
@@ -35,13 +34,20 @@ struct Cli {
     #[arg(long, default_value = ".", global = true)]
     root: PathBuf,
     /// Where the generated files go (default: the repository root).
-    #[arg(long, global = true, required_if_eq("variant", "gate-off"))]
+    #[arg(long, global = true)]
     out: Option<PathBuf>,
-    /// `gate-off`: without the gate's init container, ready before
-    /// leadership, the Lease kept on stop (the feature request's operator;
-    /// never committed, so `--out` is required).
-    #[arg(long, value_enum, default_value_t = variant::Variant::GateOn, global = true)]
-    variant: variant::Variant,
+    /// `off`: without the gate's init container (a test variant: needs --out).
+    #[arg(long, value_enum, default_value_t, global = true)]
+    gate: variant::Gate,
+    /// `slow`: the operator ready once it serves its probes, its leader
+    /// Lease kept on stop, as a typical controller-runtime operator (a test
+    /// variant: needs --out).
+    #[arg(long, value_enum, default_value_t, global = true)]
+    start: variant::Start,
+    /// `naive`: a model of the feature request's operator, whose upgrade
+    /// applies only its own release's migrations (a test variant: needs --out).
+    #[arg(long, value_enum, default_value_t, global = true)]
+    successor: variant::Successor,
     /// Registry of the published operator and bundle images.
     #[arg(long, env = "UPGRADE_GATE_REGISTRY", default_value = render::DEFAULT_REGISTRY, global = true)]
     registry: String,
@@ -74,6 +80,14 @@ enum CliError {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !cli.variant().is_published() && cli.out.is_none() {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "a test variant (--gate off, --start slow or --successor naive) is never written over the committed files: give --out DIR",
+            )
+            .exit();
+    }
     match run(&cli) {
         Ok(written) => {
             for path in written {
@@ -88,11 +102,22 @@ fn main() -> ExitCode {
     }
 }
 
+impl Cli {
+    fn variant(&self) -> variant::Variant {
+        variant::Variant {
+            gate: self.gate,
+            start: self.start,
+            successor: self.successor,
+        }
+    }
+}
+
 fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
+    let variant = cli.variant();
     let sources = sources::Sources::read(&cli.root)?;
     let files = match &cli.command {
         Command::Bundle { release } => {
-            render::bundle_files(&sources, release, &cli.registry, cli.variant)?
+            render::bundle_files(&sources, release, &cli.registry, variant)?
         }
         Command::Bundles => {
             let mut files = Vec::new();
@@ -101,7 +126,7 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
                     &sources,
                     release.version,
                     &cli.registry,
-                    cli.variant,
+                    variant,
                 )?);
             }
             files
@@ -110,7 +135,7 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
             let local_image = local_image
                 .clone()
                 .unwrap_or_else(|| render::local_operator_image(&sources.image_tag));
-            render::catalog_files(&sources, &cli.registry, &local_image, cli.variant)?
+            render::catalog_files(&sources, &cli.registry, &local_image, variant)?
         }
     };
     let out = cli.out.clone().unwrap_or_else(|| cli.root.clone());
@@ -121,7 +146,6 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn the_command_line_definition_is_consistent() {
@@ -129,19 +153,33 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_off_variant_is_only_rendered_elsewhere() {
-        assert!(Cli::try_parse_from(["release", "--variant", "gate-off", "catalog"]).is_err());
-        let cli = Cli::try_parse_from([
-            "release",
-            "--variant",
-            "gate-off",
+    fn a_variant_is_only_rendered_elsewhere() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("release").chain(args.iter().copied()))
+                .expect("parses")
+        };
+        for variant in [
+            &["--gate", "off"][..],
+            &["--start", "slow"],
+            &["--successor", "naive"],
+        ] {
+            let cli = parse(&[variant, &["catalog"]].concat());
+            assert!(!cli.variant().is_published(), "{variant:?}");
+        }
+        let cli = parse(&[
+            "--gate",
+            "off",
+            "--start",
+            "slow",
+            "--successor",
+            "naive",
             "--out",
-            "target/race/gate-off",
+            "target/race/x",
             "catalog",
-        ])
-        .expect("parses");
-        assert_eq!(cli.variant, variant::Variant::GateOff);
-        let published = Cli::try_parse_from(["release", "catalog"]).expect("parses");
-        assert_eq!(published.variant, variant::Variant::GateOn);
+        ]);
+        assert_eq!(cli.variant().gate, variant::Gate::Off);
+        assert_eq!(cli.variant().start, variant::Start::Slow);
+        assert_eq!(cli.variant().successor, variant::Successor::Naive);
+        assert!(parse(&["catalog"]).variant().is_published());
     }
 }

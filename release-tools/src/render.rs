@@ -15,7 +15,7 @@ use crate::catalog::{self, BundleSource, CatalogBundle};
 use crate::csv::{self, ClusterServiceVersion, CsvError};
 use crate::releases::{self, PACKAGE, Release};
 use crate::sources::Sources;
-use crate::variant::{self, Variant};
+use crate::variant::Variant;
 
 /// The registry the published bundles, catalog and operator image live in.
 pub const DEFAULT_REGISTRY: &str = "ghcr.io/upgrade-gate";
@@ -89,7 +89,7 @@ fn release_csv(
         release: release.version.to_owned(),
         source,
     })?;
-    variant::apply(&mut csv, variant);
+    variant.apply(&mut csv);
     Ok(csv)
 }
 
@@ -361,7 +361,8 @@ mod tests {
 
     #[test]
     fn a_bundle_has_its_manifests_metadata_and_dockerfile() {
-        let files = bundle_files(&sources(), "7.10.1", "registry.test/x", Variant::GateOn).unwrap();
+        let files =
+            bundle_files(&sources(), "7.10.1", "registry.test/x", Variant::default()).unwrap();
         let paths: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
         assert_eq!(
             paths,
@@ -392,7 +393,7 @@ mod tests {
     #[test]
     fn an_unknown_release_is_refused() {
         assert!(matches!(
-            bundle_files(&sources(), "7.11.0", DEFAULT_REGISTRY, Variant::GateOn),
+            bundle_files(&sources(), "7.11.0", DEFAULT_REGISTRY, Variant::default()),
             Err(RenderError::UnknownRelease(_))
         ));
     }
@@ -403,7 +404,7 @@ mod tests {
             &sources(),
             DEFAULT_REGISTRY,
             "localhost/upgrade-gate:9",
-            Variant::GateOn,
+            Variant::default(),
         )
         .unwrap();
         let local = files
