@@ -5,7 +5,9 @@
 //! deadline instead of sleeping.
 //!
 //! Owns: one watch (kube-runtime's watcher, with its reconnect backoff) per
-//! history and the recorded versions. Must not touch: the objects (read-only).
+//! history, the recorded versions, and the gaps in them (a failed watch, a
+//! new list), so a reader never mistakes a missed change for none. Must not
+//! touch: the objects (read-only).
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -31,10 +33,31 @@ pub struct Observed<K> {
     pub deleted: bool,
 }
 
+/// Where a watch may have missed changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gap {
+    /// The watch failed (it retries with backoff, resuming from the last
+    /// version it saw): changes meanwhile may come late or, if the version
+    /// expired, not at all.
+    Error(String),
+    /// The watch listed its objects again after its first list: a
+    /// deletion (and any version) between its last event and the list was
+    /// never delivered.
+    Relisted,
+}
+
+/// A gap and when this process saw it.
+#[derive(Clone, Debug)]
+pub struct WatchGap {
+    pub at: Timestamp,
+    pub gap: Gap,
+}
+
 /// The versions a watch delivered, in order; the watch stops on drop.
 pub struct ObjectHistory<K> {
     what: String,
     records: watch::Receiver<Vec<Observed<K>>>,
+    gaps: watch::Receiver<Vec<WatchGap>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -46,6 +69,7 @@ where
     /// every change made after this returns is seen.
     pub async fn record(what: &str, api: Api<K>, config: watcher::Config) -> Self {
         let (sender, records) = watch::channel(Vec::new());
+        let (gap_sender, gaps) = watch::channel(Vec::new());
         let (listed, listed_receiver) = tokio::sync::oneshot::channel();
         let label = what.to_owned();
         let task = tokio::spawn(async move {
@@ -53,6 +77,7 @@ where
             let mut stream = watcher::watcher(api, config).default_backoff().boxed();
             while let Some(event) = stream.next().await {
                 let at = Timestamp::now();
+                let gap = |gap: Gap| gap_sender.send_modify(|gaps| gaps.push(WatchGap { at, gap }));
                 let (object, deleted) = match event {
                     Ok(Event::Apply(object) | Event::InitApply(object)) => (object, false),
                     Ok(Event::Delete(object)) => (object, true),
@@ -62,9 +87,19 @@ where
                         }
                         continue;
                     }
-                    Ok(Event::Init) => continue,
+                    Ok(Event::Init) => {
+                        if listed.is_none() {
+                            eprintln!("watching {label}: listing again");
+                            gap(Gap::Relisted);
+                        }
+                        continue;
+                    }
                     Err(error) => {
                         eprintln!("watching {label}: {error} (the watch retries)");
+                        // Before the first list nothing was recorded to miss.
+                        if listed.is_none() {
+                            gap(Gap::Error(error.to_string()));
+                        }
                         continue;
                     }
                 };
@@ -84,8 +119,14 @@ where
         Self {
             what: what.to_owned(),
             records,
+            gaps,
             task,
         }
+    }
+
+    /// Where the watch may have missed changes so far, notified of each.
+    pub fn gaps(&self) -> watch::Receiver<Vec<WatchGap>> {
+        self.gaps.clone()
     }
 
     /// Waits until `find` answers `Some` for the versions recorded so far

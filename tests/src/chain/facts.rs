@@ -56,6 +56,7 @@ pub fn csv_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Ve
         (
             text(object, &["status", "phase"]).to_owned(),
             text(object, &["status", "reason"]).to_owned(),
+            text(object, &["status", "message"]).to_owned(),
         )
     };
     let now = phase_of(current);
@@ -65,7 +66,7 @@ pub fn csv_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Ve
             release,
             phase: now.0,
             reason: now.1,
-            message: text(current, &["status", "message"]).to_owned(),
+            message: now.2,
         });
     }
     facts
@@ -89,9 +90,13 @@ pub fn condition_facts(
     }
     let generation = current.generation();
     let spec = |object: &OperatorCondition| {
-        object
-            .upgradeable_in_spec()
-            .map(|entry| (entry.status().to_owned(), entry.reason().to_owned()))
+        object.upgradeable_in_spec().map(|entry| {
+            (
+                entry.status().to_owned(),
+                entry.reason().to_owned(),
+                entry.message().to_owned(),
+            )
+        })
     };
     let status = |object: &OperatorCondition| {
         object.upgradeable_in_status().map(|entry| {
@@ -109,11 +114,11 @@ pub fn condition_facts(
     };
     let now_spec = spec(current);
     if previous.map_or(now_spec.is_some(), |previous| spec(previous) != now_spec) {
-        let (status, reason) = now_spec.unzip();
         facts.push(Fact::ConditionSpec {
             release: release.clone(),
-            status,
-            reason,
+            status: now_spec.as_ref().map(|entry| entry.0.clone()),
+            reason: now_spec.as_ref().map(|entry| entry.1.clone()),
+            message: now_spec.map(|entry| entry.2),
             generation,
         });
     }
@@ -308,7 +313,10 @@ pub fn pod_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Ve
 }
 
 /// What the judge reads of an App's status.
-fn app_standing(app: &Value) -> (String, Option<String>, bool, Option<String>) {
+type Standing = (String, Option<String>, bool, Option<String>, Option<String>);
+
+/// What the judge reads of an App's status.
+fn app_standing(app: &Value) -> Standing {
     let status = &app["status"];
     let upgrade = status["upgrade"].is_object().then(|| {
         format!(
@@ -324,6 +332,7 @@ fn app_standing(app: &Value) -> (String, Option<String>, bool, Option<String>) {
         status["database"]["release"].as_str().map(str::to_owned),
         condition_true(app, &["status", "conditions"], "Ready"),
         upgrade,
+        status["upgrade"]["phase"].as_str().map(str::to_owned),
     )
 }
 
@@ -336,13 +345,14 @@ pub fn app_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Ve
     if previous.map(app_standing) == Some(now.clone()) {
         return Vec::new();
     }
-    let (phase, database_release, ready, upgrade) = now;
+    let (phase, database_release, ready, upgrade, upgrade_phase) = now;
     vec![Fact::AppStatus {
         app: name(current),
         phase,
         database_release,
         ready,
         upgrade,
+        upgrade_phase,
     }]
 }
 
@@ -374,6 +384,13 @@ mod tests {
             ]
         );
         assert_eq!(csv_facts(Some(&created), &created, false), []);
+        // OLM's new evaluation of a Pending CSV shows in its message alone.
+        let mut reevaluated = created.clone();
+        reevaluated["status"]["message"] = json!("operator is not upgradeable: other");
+        assert!(matches!(
+            csv_facts(Some(&created), &reevaluated, false).as_slice(),
+            [Fact::CsvPhase { phase, message, .. }] if phase == "Pending" && message.ends_with("other")
+        ));
         let installing = csv("InstallReady", "AllRequirementsMet");
         assert!(matches!(
             csv_facts(Some(&created), &installing, false).as_slice(),
@@ -429,6 +446,7 @@ mod tests {
                 release: "7.10.0".into(),
                 status: Some("False".into()),
                 reason: Some("UpgradeInProgress".into()),
+                message: Some(String::new()),
                 generation: 2
             }]
         );
@@ -461,6 +479,20 @@ mod tests {
                 status: Some("True".into())
             }]
         );
+        // Another writer's message (here `upgrade-gate hold`'s) is a change.
+        let mut held = upgradeable("False", "UpgradeInProgress", 0);
+        held[0]["message"] = json!("upgrade-gate hold: starting");
+        let rewritten = condition(
+            held,
+            upgradeable("False", "UpgradeInProgress", 2),
+            json!([]),
+            3,
+        );
+        assert!(matches!(
+            condition_facts(Some(&copied), &rewritten, false).as_slice(),
+            [Fact::ConditionSpec { message: Some(message), generation: 3, .. }]
+                if message.starts_with("upgrade-gate hold")
+        ));
         let emptied = condition(
             json!([]),
             upgradeable("False", "UpgradeInProgress", 2),
@@ -624,7 +656,8 @@ mod tests {
                 phase: "Upgrading".into(),
                 database_release: Some("7.9.3".into()),
                 ready: false,
-                upgrade: None
+                upgrade: None,
+                upgrade_phase: None
             }]
         );
         assert_eq!(app_facts(Some(&upgrading), &upgrading, false), []);

@@ -4,7 +4,10 @@
 //! migration history, all pushing to the run's timeline.
 //!
 //! Owns: the watches ([`ObjectHistory`]) and the history poll, stopped when
-//! [`Recorders`] drops. Must not touch: anything it watches (read-only).
+//! [`Recorders`] drops, and the facts of their own gaps (a failed or
+//! relisted watch, a failed history read), which make a run's judgement
+//! inconclusive instead of silently incomplete. Must not touch: anything it
+//! watches (read-only).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -26,7 +29,7 @@ use upgrade_gate::operator_condition::OperatorCondition;
 use super::facts;
 use super::judge::HistoryRow;
 use super::timeline::{Fact, Timeline};
-use crate::object_history::ObjectHistory;
+use crate::object_history::{Gap, ObjectHistory, WatchGap};
 
 /// How often the migration history is read.
 const HISTORY_POLL: Duration = Duration::from_millis(250);
@@ -139,6 +142,11 @@ impl Recorders {
             history.follow(),
             timeline.clone(),
         )));
+        recorders.tasks.push(tokio::spawn(follow_gaps(
+            "OperatorConditions",
+            history.gaps(),
+            timeline.clone(),
+        )));
         recorders._histories.push(Box::new(history));
         recorders.tasks.push(tokio::spawn(poll_history(
             database_url.to_owned(),
@@ -161,7 +169,7 @@ impl Recorders {
 
     async fn watch<K>(
         &mut self,
-        what: &str,
+        what: &'static str,
         api: Api<K>,
         timeline: &Timeline,
         derive: impl Fn(Option<&Value>, &Value, bool) -> Vec<Fact> + Send + 'static,
@@ -169,6 +177,11 @@ impl Recorders {
         K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
     {
         let history = ObjectHistory::record(what, api, watcher::Config::default()).await;
+        self.tasks.push(tokio::spawn(follow_gaps(
+            what,
+            history.gaps(),
+            timeline.clone(),
+        )));
         let receiver = history.follow();
         let timeline = timeline.clone();
         self.tasks.push(tokio::spawn(async move {
@@ -216,6 +229,35 @@ async fn follow<K, T>(
             } else {
                 last.insert(key, current);
             }
+        }
+        if receiver.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Turns each gap of a watch into a fact.
+async fn follow_gaps(
+    what: &'static str,
+    mut receiver: tokio::sync::watch::Receiver<Vec<WatchGap>>,
+    timeline: Timeline,
+) {
+    let mut done = 0;
+    loop {
+        let new: Vec<WatchGap> = {
+            let gaps = receiver.borrow_and_update();
+            gaps[done.min(gaps.len())..].to_vec()
+        };
+        done += new.len();
+        for WatchGap { at, gap } in new {
+            let watch = what.to_owned();
+            timeline.push_at(
+                at,
+                match gap {
+                    Gap::Error(error) => Fact::WatchError { watch, error },
+                    Gap::Relisted => Fact::WatchRelisted { watch },
+                },
+            );
         }
         if receiver.changed().await.is_err() {
             return;
@@ -286,33 +328,52 @@ pub fn history_facts(before: &[HistoryRow], now: &[HistoryRow]) -> Vec<Fact> {
 async fn poll_history(url: String, timeline: Timeline) {
     let mut seen: Vec<HistoryRow> = Vec::new();
     let mut session: Option<tokio_postgres::Client> = None;
+    let mut failing = false;
     let mut ticks = tokio::time::interval(HISTORY_POLL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        if session
-            .as_ref()
-            .is_none_or(tokio_postgres::Client::is_closed)
-        {
-            session = match tokio_postgres::connect(&url, NoTls).await {
-                Ok((client, connection)) => {
-                    tokio::spawn(connection);
-                    Some(client)
+        let read = read_once(&url, &mut session).await;
+        match read {
+            Ok(now) => {
+                failing = false;
+                for fact in history_facts(&seen, &now) {
+                    timeline.push(fact);
                 }
-                Err(_) => continue,
-            };
+                seen = now;
+            }
+            Err(error) => {
+                // One fact per streak: the gap, not each tick of it.
+                if !failing {
+                    timeline.push(Fact::HistoryReadFailed { error });
+                }
+                failing = true;
+            }
         }
-        let Some(client) = session.as_ref() else {
-            continue;
-        };
-        let Ok(now) = read_history(client).await else {
-            continue;
-        };
-        for fact in history_facts(&seen, &now) {
-            timeline.push(fact);
-        }
-        seen = now;
     }
+}
+
+/// One read of the history on the poll's session (opened when needed).
+async fn read_once(
+    url: &str,
+    session: &mut Option<tokio_postgres::Client>,
+) -> Result<Vec<HistoryRow>, String> {
+    if session
+        .as_ref()
+        .is_none_or(tokio_postgres::Client::is_closed)
+    {
+        let (client, connection) = tokio_postgres::connect(url, NoTls)
+            .await
+            .map_err(|error| format!("connecting: {error}"))?;
+        tokio::spawn(connection);
+        *session = Some(client);
+    }
+    let Some(client) = session.as_ref() else {
+        return Err("no session".to_owned());
+    };
+    read_history(client)
+        .await
+        .map_err(|error| format!("reading: {error}"))
 }
 
 #[cfg(test)]

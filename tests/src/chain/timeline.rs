@@ -74,7 +74,8 @@ pub enum Fact {
     CsvCreated {
         release: String,
     },
-    /// `status.phase` or `status.reason` changed.
+    /// `status.phase`, `status.reason` or `status.message` changed (OLM
+    /// writes each new evaluation that changes them).
     CsvPhase {
         release: String,
         phase: String,
@@ -87,11 +88,14 @@ pub enum Fact {
     ConditionCreated {
         release: String,
     },
-    /// The `Upgradeable` entry of `spec.conditions` changed (`None`: absent).
+    /// The `Upgradeable` entry of `spec.conditions` changed (`None`:
+    /// absent), its message included: who wrote it (`upgrade-gate hold`,
+    /// the operator, a release) shows there.
     ConditionSpec {
         release: String,
         status: Option<String>,
         reason: Option<String>,
+        message: Option<String>,
         generation: i64,
     },
     /// The `Upgradeable` entry of `status.conditions` (OLM's copy) changed.
@@ -139,6 +143,8 @@ pub enum Fact {
         database_release: Option<String>,
         ready: bool,
         upgrade: Option<String>,
+        /// `status.upgrade.phase` (`GaveUp` and `Refused` wait for a person).
+        upgrade_phase: Option<String>,
     },
     /// A row appeared in the migration history (`applied_on` as refinery
     /// wrote it).
@@ -167,6 +173,22 @@ pub enum Fact {
     /// acknowledged: the row is gone.
     WriterMissing {
         id: i64,
+    },
+    /// A watch of the recorders failed (it retries, resuming where it was):
+    /// what changed meanwhile may have been missed.
+    WatchError {
+        watch: String,
+        error: String,
+    },
+    /// A watch of the recorders listed its objects again: a deletion (and
+    /// any version) between its last event and the new list was missed.
+    WatchRelisted {
+        watch: String,
+    },
+    /// Reading the migration history failed (the first failure of a
+    /// streak): a row that came and went meanwhile was missed.
+    HistoryReadFailed {
+        error: String,
     },
 }
 
@@ -240,6 +262,7 @@ impl fmt::Display for Fact {
                 status,
                 reason,
                 generation,
+                ..
             } => write!(
                 f,
                 "{release}'s OperatorCondition spec: {} (generation {generation})",
@@ -313,6 +336,7 @@ impl fmt::Display for Fact {
                 database_release,
                 ready,
                 upgrade,
+                ..
             } => {
                 write!(
                     f,
@@ -345,6 +369,18 @@ impl fmt::Display for Fact {
                 f,
                 "writer: execution {id}, acknowledged before, is gone (its update found no row)"
             ),
+            Fact::WatchError { watch, error } => {
+                write!(f, "recorder: the watch of {watch} failed ({error})")
+            }
+            Fact::WatchRelisted { watch } => {
+                write!(f, "recorder: the watch of {watch} listed again")
+            }
+            Fact::HistoryReadFailed { error } => {
+                write!(
+                    f,
+                    "recorder: reading the migration history failed ({error})"
+                )
+            }
         }
     }
 }
