@@ -17,7 +17,7 @@
 use tokio_postgres::Client;
 
 /// How `executions` is shaped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ExecutionsLayout {
     /// V2 (7.9.3): the outcome is one JSON `report`.
     JsonReport,

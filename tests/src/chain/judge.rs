@@ -3,11 +3,20 @@
 //! harm (damaged)? Pure functions; every conclusion comes with the observed
 //! facts it rests on and their times from the channel switch.
 //!
-//! Owns: the definitions of raced and damaged, the load check (did the
-//! middle release's Job outlast OLM's step to the next one by
-//! [`LOAD_MARGIN`]?) and how long the next release waited `Pending`.
-//! Must not touch: the cluster or the database.
+//! Owns: the definitions of raced, held, inconclusive and damaged, the load
+//! check (did the middle release's Job outlast OLM's step to the next one
+//! by [`LOAD_MARGIN`]?), how long the next release waited `Pending` and how
+//! soon OLM acted once the gate opened. Must not touch: the cluster or the
+//! database.
 //!
+//! - **The verdict** ([`RunVerdict`]): `raced`, `held` or `inconclusive`.
+//!   A run is inconclusive when its evidence has a hole that could hide a
+//!   race or damage: a recorder's gap (a failed or relisted watch, a failed
+//!   history read), a Job pod's outcome that cannot be read, a release
+//!   whose CSV succeeded without its operator pod ever observed, no write
+//!   acknowledged in a schema layout the run went through, or — for a run
+//!   not raced — a load check not passed (a run whose Job was too short to
+//!   meet OLM's step cannot show that the gate held it).
 //! - **Raced**: the middle release's upgrade completes when its Job has
 //!   succeeded *and* its operator verified the schema (the App Ready with
 //!   its database at the middle release's schema — a gate opened by anyone
@@ -26,7 +35,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::digest::DataDigest;
+use super::digest::{DataDigest, ExecutionsLayout};
 use super::timeline::{Event, Fact, JobChange, PodChange, PodKind, offset, seconds_between};
 use super::writer::WriterVerdict;
 
@@ -76,13 +85,44 @@ pub struct EndChecks {
     /// What the last release's `app-db-upgrade plan` says of the schema at
     /// the end: `Ok` at its target, `Err` what it would do or refuse.
     pub schema: Result<String, String>,
+    /// The layouts of `executions` the run went through (at its start and
+    /// at its end): the writer must have had a write acknowledged in each.
+    pub layouts: Vec<ExecutionsLayout>,
+}
+
+/// What a run shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunVerdict {
+    /// Another upgrade started before the middle release's completed.
+    Raced,
+    /// Not raced, with evidence that could have shown a race: the load
+    /// check passed and no hole in the record (a chain without a middle
+    /// release has nothing to cut short, and no load to check).
+    Held,
+    /// The record has a hole that could hide a race or damage; the
+    /// reasons say which ([`Verdict::inconclusive`]).
+    Inconclusive,
+}
+
+impl RunVerdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            RunVerdict::Raced => "raced",
+            RunVerdict::Held => "held",
+            RunVerdict::Inconclusive => "inconclusive",
+        }
+    }
 }
 
 /// The judgement of one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {
+    pub verdict: RunVerdict,
     pub raced: bool,
     pub damaged: bool,
+    /// Why the run is inconclusive (empty unless it is).
+    pub inconclusive: Vec<String>,
     /// The facts each conclusion rests on, with their times.
     pub evidence: Vec<String>,
     /// How long the next release's CSV stayed `Pending`.
@@ -91,6 +131,9 @@ pub struct Verdict {
     pub load_margin_seconds: Option<f64>,
     /// Whether the load check held (`None`: not measurable, said in evidence).
     pub load_ok: Option<bool>,
+    /// How soon OLM let the next release through once its status copy of
+    /// the middle release's gate said `Upgradeable=True` (gated runs).
+    pub olm_reaction_seconds: Option<f64>,
 }
 
 /// Judges a run.
@@ -103,6 +146,10 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
     let (load_margin_seconds, load_ok) = match &chain.middle {
         Some(middle) => load(events, chain, middle, zero, &mut evidence),
         None => (None, None),
+    };
+    let olm_reaction_seconds = match &chain.middle {
+        Some(middle) if !raced => olm_reaction(events, chain, middle, zero, &mut evidence),
+        _ => None,
     };
     let mut damaged = false;
     damaged |= !end_state(events, chain, zero, &mut evidence);
@@ -119,13 +166,145 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
     }
     damaged |= !data(checks, &mut evidence);
     damaged |= !writes(&checks.writer, zero, &mut evidence);
+    let mut inconclusive = holes(events, chain, checks, zero);
+    if chain.middle.is_some() && !raced && load_ok != Some(true) {
+        inconclusive.push(format!(
+            "not raced, but the load check did not pass ({}): the run could not have shown a race",
+            evidence
+                .iter()
+                .find(|line| line.starts_with("load") || line.starts_with("LOAD"))
+                .map_or("no load line", String::as_str)
+        ));
+    }
+    for reason in &inconclusive {
+        evidence.push(format!("INCONCLUSIVE: {reason}"));
+    }
+    let verdict = match (inconclusive.is_empty(), raced) {
+        (false, _) => RunVerdict::Inconclusive,
+        (true, true) => RunVerdict::Raced,
+        (true, false) => RunVerdict::Held,
+    };
     Verdict {
+        verdict,
         raced,
         damaged,
+        inconclusive,
         evidence,
         pending_seconds,
         load_margin_seconds,
         load_ok,
+        olm_reaction_seconds,
+    }
+}
+
+/// The holes in a run's record that could hide a race or damage.
+fn holes(events: &[Event], chain: &Chain, checks: &EndChecks, zero: Timestamp) -> Vec<String> {
+    let mut holes = Vec::new();
+    for event in events {
+        if matches!(
+            event.fact,
+            Fact::WatchError { .. } | Fact::WatchRelisted { .. } | Fact::HistoryReadFailed { .. }
+        ) {
+            holes.push(format!(
+                "{}: {} (a change may have been missed)",
+                offset(zero, event.at),
+                event.fact
+            ));
+        }
+    }
+    for (pod, message) in job_outcomes(events).unreadable {
+        holes.push(format!(
+            "Job pod {pod} exited 0 with an outcome that cannot be read ({message:?}): what it applied is unknown"
+        ));
+    }
+    let releases = chain
+        .middle
+        .iter()
+        .chain([&chain.next, &chain.last])
+        .collect::<Vec<_>>();
+    let mut checked: Vec<&String> = Vec::new();
+    for release in releases {
+        if checked.contains(&release) {
+            continue;
+        }
+        checked.push(release);
+        let succeeded = after(events, zero).find(|event| {
+            matches!(&event.fact, Fact::CsvPhase { release: of, phase, .. } if of == release && phase == "Succeeded")
+        });
+        let pod_seen = events.iter().any(|event| {
+            matches!(&event.fact, Fact::Pod { kind: PodKind::Operator, release: of, .. } if of == release)
+        });
+        if let Some(succeeded) = succeeded
+            && !pod_seen
+        {
+            holes.push(format!(
+                "CSV upgrade-gate.v{release} Succeeded at {} but no operator pod of {release} was observed: when it started cannot be told",
+                offset(zero, succeeded.at)
+            ));
+        }
+    }
+    let mut layouts = checks.layouts.clone();
+    layouts.dedup();
+    for layout in layouts {
+        if checks.writer.acknowledged(layout) == 0 {
+            holes.push(format!(
+                "no write acknowledged in the {} layout the database had: the writer checked nothing there",
+                layout.name()
+            ));
+        }
+    }
+    holes
+}
+
+/// How soon after OLM's status copy of the middle release's gate said
+/// `Upgradeable=True` (at its generation) the next release left `Pending`.
+fn olm_reaction(
+    events: &[Event],
+    chain: &Chain,
+    middle: &str,
+    zero: Timestamp,
+    evidence: &mut Vec<String>,
+) -> Option<f64> {
+    let opened = after(events, zero).find(|event| {
+        matches!(&event.fact, Fact::ConditionStatus { release, status: Some(status), observed_generation: Some(observed), generation, .. }
+            if release == middle && status == "True" && observed == generation)
+    })?;
+    let moved = events.iter().find(|event| {
+        event.at >= opened.at
+            && matches!(&event.fact, Fact::CsvPhase { release, phase, .. } if *release == chain.next && phase != "Pending")
+    })?;
+    let seconds = seconds_between(opened.at, moved.at);
+    evidence.push(format!(
+        "OLM acted {seconds:.1} s after its copy of {middle}'s gate said Upgradeable=True: {} at {}",
+        moved.fact,
+        offset(zero, moved.at)
+    ));
+    Some(seconds)
+}
+
+/// Whether the chain stopped short of its end for good: the last release's
+/// CSV `Succeeded` and the App's upgrade waiting for a person (`GaveUp` or
+/// `Refused`), which no operator retries on its own. Says why.
+pub fn chain_stopped(events: &[Event], chain: &Chain) -> Option<String> {
+    let last_csv = events.iter().rev().find(|event| {
+        matches!(&event.fact, Fact::CsvPhase { release, .. } | Fact::CsvDeleted { release } if *release == chain.last)
+    })?;
+    if !matches!(&last_csv.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded") {
+        return None;
+    }
+    let app = events
+        .iter()
+        .rev()
+        .find(|event| matches!(event.fact, Fact::AppStatus { .. }))?;
+    match &app.fact {
+        Fact::AppStatus {
+            upgrade_phase: Some(phase),
+            ..
+        } if phase == "GaveUp" || phase == "Refused" => Some(format!(
+            "the chain stopped: {} (waits for a person)",
+            app.fact
+        )),
+        _ => None,
     }
 }
 
@@ -398,28 +577,46 @@ fn pending(
     Some(seconds)
 }
 
-/// The upgrade outcomes the Job pods reported: (pod, versions applied).
-fn job_outcomes(events: &[Event]) -> Vec<(String, Vec<i64>)> {
-    events
+/// The upgrade outcomes the Job pods reported.
+struct JobOutcomes {
+    /// (pod, versions applied) of each readable outcome.
+    applied: Vec<(String, Vec<i64>)>,
+    /// (pod, termination message) of each pod that exited 0 without one.
+    unreadable: Vec<(String, String)>,
+}
+
+fn job_outcomes(events: &[Event]) -> JobOutcomes {
+    let mut outcomes = JobOutcomes {
+        applied: Vec::new(),
+        unreadable: Vec::new(),
+    };
+    for event in events {
+        let Fact::PodExited {
+            pod,
+            kind: PodKind::Job,
+            exit_code: 0,
+            message,
+            ..
+        } = &event.fact
+        else {
+            continue;
+        };
+        match applied_versions(message) {
+            Some(applied) => outcomes.applied.push((pod.clone(), applied)),
+            None => outcomes.unreadable.push((pod.clone(), message.clone())),
+        }
+    }
+    outcomes
+}
+
+/// The versions an upgrade outcome (a Job's termination message) says it
+/// applied; `None` when it is no outcome.
+fn applied_versions(message: &str) -> Option<Vec<i64>> {
+    let outcome: serde_json::Value = serde_json::from_str(message).ok()?;
+    outcome["applied"]
+        .as_array()?
         .iter()
-        .filter_map(|event| match &event.fact {
-            Fact::PodExited {
-                pod,
-                kind: PodKind::Job,
-                exit_code: 0,
-                message,
-                ..
-            } => {
-                let outcome: serde_json::Value = serde_json::from_str(message).ok()?;
-                let applied = outcome["applied"]
-                    .as_array()?
-                    .iter()
-                    .filter_map(|step| step["version"].as_i64())
-                    .collect();
-                Some((pod.clone(), applied))
-            }
-            _ => None,
-        })
+        .map(|step| step["version"].as_i64())
         .collect()
 }
 
@@ -462,6 +659,7 @@ fn load(
         }
         (Some(next), None) => {
             let reshaped = job_outcomes(events)
+                .applied
                 .into_iter()
                 .filter(|(_, applied)| {
                     applied.len() > 1
@@ -642,7 +840,7 @@ fn migrations(
         }
     }
     let mut by_jobs: BTreeMap<i64, Vec<String>> = BTreeMap::new();
-    for (pod, applied) in job_outcomes(events) {
+    for (pod, applied) in job_outcomes(events).applied {
         if !applied.is_empty() {
             evidence.push(format!("Job pod {pod} applied {}", versions(&applied)));
         }
@@ -717,15 +915,26 @@ fn data(checks: &EndChecks, evidence: &mut Vec<String>) -> bool {
 }
 
 fn writes(verdict: &WriterVerdict, zero: Timestamp, evidence: &mut Vec<String>) -> bool {
+    let per_layout: Vec<String> = verdict
+        .acknowledged_in
+        .iter()
+        .map(|(layout, count)| format!("{count} in the {}", layout.name()))
+        .collect();
     evidence.push(format!(
-        "writer: {} inserts and {} updates acknowledged, {} refused, {} of unknown outcome; {} rows checked: {} lost, {} changed",
+        "writer: {} inserts and {} updates acknowledged ({}), {} refused, {} of unknown outcome; {} rows checked: {} lost, {} changed, {} gone for a while and back",
         verdict.inserts_acknowledged,
         verdict.updates_acknowledged,
+        if per_layout.is_empty() {
+            "none".to_owned()
+        } else {
+            per_layout.join(", ")
+        },
         verdict.refused,
         verdict.unknown,
         verdict.rows_checked,
         verdict.lost.len(),
-        verdict.changed.len()
+        verdict.changed.len(),
+        verdict.reappeared.len()
     ));
     const EXAMPLES: usize = 3;
     for damage in verdict.lost.iter().take(EXAMPLES) {
@@ -741,6 +950,13 @@ fn writes(verdict: &WriterVerdict, zero: Timestamp, evidence: &mut Vec<String>) 
             damage.id,
             offset(zero, damage.acknowledged_at),
             damage.found.as_deref().unwrap_or("-")
+        ));
+    }
+    for damage in verdict.reappeared.iter().take(EXAMPLES) {
+        evidence.push(format!(
+            "DAMAGED: execution {} acknowledged at {} was gone during the run (an update found no row) and is back at the end",
+            damage.id,
+            offset(zero, damage.acknowledged_at)
         ));
     }
     !verdict.damaged()
@@ -800,10 +1016,16 @@ mod tests {
                 updates_acknowledged: 90,
                 refused: 20,
                 rows_checked: 100,
+                acknowledged_in: [
+                    (ExecutionsLayout::JsonReport, 120),
+                    (ExecutionsLayout::TypedColumns, 70),
+                ]
+                .into(),
                 ..WriterVerdict::default()
             },
             history: history(),
             schema: Ok("V5 at target".into()),
+            layouts: vec![ExecutionsLayout::JsonReport, ExecutionsLayout::TypedColumns],
         }
     }
 
@@ -840,6 +1062,7 @@ mod tests {
             database_release: Some(release.into()),
             ready,
             upgrade: None,
+            upgrade_phase: None,
         }
     }
 
@@ -848,6 +1071,16 @@ mod tests {
             version,
             name: format!("m{version}"),
             applied_on: format!("2023-11-14T22:13:{:02}Z", 20 + version),
+        }
+    }
+
+    fn gate_status(release: &str, status: &str, generation: i64) -> Fact {
+        Fact::ConditionStatus {
+            release: release.into(),
+            status: Some(status.into()),
+            reason: Some(VERIFIED_REASON.into()),
+            observed_generation: Some(generation),
+            generation,
         }
     }
 
@@ -903,6 +1136,7 @@ mod tests {
             (300, migration(4)),
             (416, job("7.10.0", JobChange::Succeeded)),
             (418, app("7.10.0", true)),
+            (419, gate_status("7.10.0", "True", 5)),
             (420, phase("7.10.1", "InstallReady", "")),
             (421, pod("op-b", "7.10.0", PodChange::Stopping)),
             (430, pod("op-c", "7.10.1", PodChange::Created)),
@@ -918,6 +1152,12 @@ mod tests {
         let verdict = judge(&events(gated()), &chain(), &checks());
         assert!(!verdict.raced, "{:#?}", verdict.evidence);
         assert!(!verdict.damaged, "{:#?}", verdict.evidence);
+        assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+        assert!(verdict.inconclusive.is_empty());
+        assert_eq!(
+            verdict.olm_reaction_seconds.map(|s| (s * 10.0).round()),
+            Some(1.0)
+        );
         assert_eq!(
             verdict.pending_seconds.map(|s| (s * 10.0).round()),
             Some(335.0)
@@ -970,6 +1210,12 @@ mod tests {
         ];
         let verdict = judge(&events(raced), &chain(), &checks());
         assert!(verdict.raced);
+        assert_eq!(
+            verdict.verdict,
+            RunVerdict::Raced,
+            "{:#?}",
+            verdict.evidence
+        );
         assert!(!verdict.damaged, "{:#?}", verdict.evidence);
         assert!(
             verdict
@@ -1020,6 +1266,7 @@ mod tests {
                 status: Some("True".into()),
                 // What `upgrade-gate release` writes by default.
                 reason: Some(VERIFIED_REASON.into()),
+                message: Some("upgrade-gate release".into()),
                 generation: 4,
             },
         ));
@@ -1044,6 +1291,10 @@ mod tests {
         facts.push((130, job("7.10.0", JobChange::Succeeded)));
         let verdict = judge(&events(facts), &chain(), &checks());
         assert_eq!(verdict.load_ok, Some(false));
+        // Held only with the load check passed (the old report counted
+        // this run as not raced).
+        assert!(!verdict.raced);
+        assert_eq!(verdict.verdict, RunVerdict::Inconclusive);
         assert!(
             verdict
                 .evidence
@@ -1148,6 +1399,7 @@ mod tests {
             ),
             (40, phase("7.10.1", "Pending", "")),
             (42, phase("7.10.1", "InstallReady", "")),
+            (45, pod("op-c", "7.10.1", PodChange::Created)),
             (200, migration(3)),
             (200, migration(4)),
             (200, migration(5)),
@@ -1157,7 +1409,149 @@ mod tests {
         ];
         let verdict = judge(&events(facts), &jump, &checks());
         assert!(!verdict.raced);
+        assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
         assert!(!verdict.damaged, "{:#?}", verdict.evidence);
         assert!(verdict.evidence[0].contains("went straight to 7.10.1"));
+    }
+
+    /// Every hole in a run's record makes it inconclusive, whether it
+    /// looked held or raced; none is passed silently.
+    #[test]
+    fn every_hole_in_the_record_makes_the_run_inconclusive() {
+        type Hole = fn(&mut Vec<(i64, Fact)>, &mut EndChecks);
+        let holes: [(&str, Hole); 8] = [
+            ("a failed watch", |facts, _| {
+                facts.push((
+                    100,
+                    Fact::WatchError {
+                        watch: "pods".into(),
+                        error: "connection reset".into(),
+                    },
+                ));
+            }),
+            ("a relisted watch", |facts, _| {
+                facts.push((
+                    100,
+                    Fact::WatchRelisted {
+                        watch: "CSVs".into(),
+                    },
+                ));
+            }),
+            ("a failed history read", |facts, _| {
+                facts.push((
+                    100,
+                    Fact::HistoryReadFailed {
+                        error: "connecting: timed out".into(),
+                    },
+                ));
+            }),
+            ("an unreadable Job outcome", |facts, _| {
+                facts.push((
+                    417,
+                    Fact::PodExited {
+                        pod: "shop-db-7-10-0-1-x".into(),
+                        kind: PodKind::Job,
+                        release: "7.10.0".into(),
+                        container: "app-db-upgrade".into(),
+                        exit_code: 0,
+                        reason: "Completed".into(),
+                        message: "{\"applied\": [{\"versio".into(),
+                    },
+                ));
+            }),
+            ("the last release's pod never seen", |facts, _| {
+                facts.retain(|(_, fact)| *fact != pod("op-c", "7.10.1", PodChange::Created));
+            }),
+            ("no write acknowledged after the rewrite", |_, checks| {
+                checks
+                    .writer
+                    .acknowledged_in
+                    .remove(&ExecutionsLayout::TypedColumns);
+            }),
+            ("the load check not passed", |facts, _| {
+                for (at, fact) in facts.iter_mut() {
+                    if *fact == job("7.10.0", JobChange::Succeeded) {
+                        *at = 90;
+                    }
+                }
+                facts.sort_by_key(|(at, _)| *at);
+            }),
+            ("the load not measurable", |facts, _| {
+                facts.retain(|(_, fact)| !matches!(fact, Fact::CsvCreated { .. }));
+            }),
+        ];
+        for (hole, make) in holes {
+            let mut facts = gated();
+            let mut end = checks();
+            make(&mut facts, &mut end);
+            let verdict = judge(&events(facts), &chain(), &end);
+            assert_eq!(
+                verdict.verdict,
+                RunVerdict::Inconclusive,
+                "{hole}: {:#?}",
+                verdict.evidence
+            );
+            assert!(!verdict.inconclusive.is_empty(), "{hole}");
+            assert!(
+                verdict
+                    .evidence
+                    .iter()
+                    .any(|line| line.starts_with("INCONCLUSIVE")),
+                "{hole}"
+            );
+        }
+        // A race seen through a hole is not a clean race either.
+        let mut raced: Vec<(i64, Fact)> = gated()
+            .into_iter()
+            .filter(|(_, fact)| *fact != pod("op-b", "7.10.0", PodChange::Stopping))
+            .collect();
+        raced.push((200, pod("op-b", "7.10.0", PodChange::Stopping)));
+        let verdict = judge(&events(raced.clone()), &chain(), &checks());
+        assert_eq!(
+            verdict.verdict,
+            RunVerdict::Raced,
+            "{:#?}",
+            verdict.evidence
+        );
+        raced.push((
+            100,
+            Fact::WatchRelisted {
+                watch: "pods".into(),
+            },
+        ));
+        let verdict = judge(&events(raced), &chain(), &checks());
+        assert!(verdict.raced);
+        assert_eq!(verdict.verdict, RunVerdict::Inconclusive);
+    }
+
+    #[test]
+    fn a_chain_waiting_for_a_person_at_its_last_release_has_stopped() {
+        let gave_up = |phase: &str| Fact::AppStatus {
+            app: "shop".into(),
+            phase: "Degraded".into(),
+            database_release: Some("7.10.1".into()),
+            ready: false,
+            upgrade: Some("7.9.3 -> 7.10.1 shop-db-7-10-1-1 (GaveUp)".into()),
+            upgrade_phase: Some(phase.into()),
+        };
+        let mut facts = vec![
+            (10, phase("7.10.1", "Succeeded", "InstallSucceeded")),
+            (20, gave_up("Verifying")),
+        ];
+        assert_eq!(chain_stopped(&events(facts.clone()), &chain()), None);
+        for waiting in ["GaveUp", "Refused"] {
+            let mut stopped = facts.clone();
+            stopped.push((30, gave_up(waiting)));
+            let why = chain_stopped(&events(stopped), &chain())
+                .unwrap_or_else(|| panic!("{waiting}: not stopped"));
+            assert!(why.contains("waits for a person"), "{why}");
+        }
+        // Not while the last release is not the one running.
+        facts.push((30, gave_up("GaveUp")));
+        facts[0] = (
+            10,
+            phase("7.10.1", "Pending", "OperatorConditionNotUpgradeable"),
+        );
+        assert_eq!(chain_stopped(&events(facts), &chain()), None);
     }
 }

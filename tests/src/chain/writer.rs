@@ -376,13 +376,22 @@ async fn write_once(
 enum Expected {
     /// This digest, acknowledged at `at`.
     Row { digest: String, at: Timestamp },
-    /// A write of unknown outcome touched it: either content may be there.
-    Uncertain,
+    /// A write of unknown outcome touched it after its acknowledged insert
+    /// (`at`): the row must still be there, with either content.
+    Uncertain { at: Timestamp },
+}
+
+impl Expected {
+    fn acknowledged_at(&self) -> Timestamp {
+        match self {
+            Expected::Row { at, .. } | Expected::Uncertain { at } => *at,
+        }
+    }
 }
 
 /// The rows the log says must exist, by id.
 fn expected_rows(log: &[WriteRecord]) -> BTreeMap<i64, Expected> {
-    let mut expected = BTreeMap::new();
+    let mut expected: BTreeMap<i64, Expected> = BTreeMap::new();
     for record in log {
         let Some(id) = record.id else { continue };
         match &record.outcome {
@@ -396,12 +405,28 @@ fn expected_rows(log: &[WriteRecord]) -> BTreeMap<i64, Expected> {
                 );
             }
             WriteOutcome::Unknown { .. } => {
-                expected.insert(id, Expected::Uncertain);
+                // Only an update knows its row's id: the row was
+                // acknowledged before, whatever this write did to it.
+                if let Some(before) = expected.get(&id) {
+                    let at = before.acknowledged_at();
+                    expected.insert(id, Expected::Uncertain { at });
+                }
             }
             WriteOutcome::Refused { .. } | WriteOutcome::Missing => {}
         }
     }
     expected
+}
+
+/// The rows an update found missing during the run, by id (first time).
+fn found_missing(log: &[WriteRecord]) -> BTreeMap<i64, Timestamp> {
+    let mut missing = BTreeMap::new();
+    for record in log {
+        if let (WriteOutcome::Missing, Some(id)) = (&record.outcome, record.id) {
+            missing.entry(id).or_insert(record.at);
+        }
+    }
+    missing
 }
 
 /// One acknowledged write not found as acknowledged.
@@ -420,15 +445,26 @@ pub struct WriterVerdict {
     pub updates_acknowledged: u64,
     pub refused: u64,
     pub unknown: u64,
+    /// Acknowledged writes (inserts and updates) per schema layout.
+    pub acknowledged_in: BTreeMap<ExecutionsLayout, u64>,
     /// Rows checked at the end (one per acknowledged execution).
     pub rows_checked: u64,
     pub lost: Vec<Damage>,
     pub changed: Vec<Damage>,
+    /// Rows an update found missing during the run that are there at the
+    /// end: gone for a while and brought back (a restore, say), which no
+    /// acknowledged write may go through. `found` is its digest at the end.
+    pub reappeared: Vec<Damage>,
 }
 
 impl WriterVerdict {
     pub fn damaged(&self) -> bool {
-        !self.lost.is_empty() || !self.changed.is_empty()
+        !self.lost.is_empty() || !self.changed.is_empty() || !self.reappeared.is_empty()
+    }
+
+    /// Acknowledged writes in `layout`.
+    pub fn acknowledged(&self, layout: ExecutionsLayout) -> u64 {
+        self.acknowledged_in.get(&layout).copied().unwrap_or(0)
     }
 }
 
@@ -437,6 +473,10 @@ impl WriterVerdict {
 pub fn verify(log: &[WriteRecord], found: &HashMap<i64, String>) -> WriterVerdict {
     let mut verdict = WriterVerdict::default();
     for record in log {
+        if let (WriteOutcome::Acknowledged { .. }, Some(layout)) = (&record.outcome, record.layout)
+        {
+            *verdict.acknowledged_in.entry(layout).or_default() += 1;
+        }
         match (&record.outcome, record.kind) {
             (WriteOutcome::Acknowledged { .. }, WriteKind::Insert) => {
                 verdict.inserts_acknowledged += 1;
@@ -449,23 +489,30 @@ pub fn verify(log: &[WriteRecord], found: &HashMap<i64, String>) -> WriterVerdic
             (WriteOutcome::Missing, _) => {}
         }
     }
+    let missing = found_missing(log);
     for (id, expected) in expected_rows(log) {
-        let Expected::Row { digest, at } = expected else {
-            continue;
-        };
         verdict.rows_checked += 1;
-        match found.get(&id) {
-            None => verdict.lost.push(Damage {
+        let acknowledged_at = expected.acknowledged_at();
+        let now = found.get(&id);
+        match (&expected, now) {
+            (_, None) => verdict.lost.push(Damage {
                 id,
-                acknowledged_at: at,
+                acknowledged_at,
                 found: None,
             }),
-            Some(now) if *now != digest => verdict.changed.push(Damage {
+            (Expected::Row { digest, .. }, Some(now)) if now != digest => {
+                verdict.changed.push(Damage {
+                    id,
+                    acknowledged_at,
+                    found: Some(now.clone()),
+                });
+            }
+            (_, Some(now)) if missing.contains_key(&id) => verdict.reappeared.push(Damage {
                 id,
-                acknowledged_at: at,
+                acknowledged_at,
                 found: Some(now.clone()),
             }),
-            Some(_) => {}
+            _ => {}
         }
     }
     verdict
@@ -573,8 +620,14 @@ mod tests {
         );
     }
 
+    fn found(rows: &[(i64, &str)]) -> HashMap<i64, String> {
+        rows.iter()
+            .map(|(id, digest)| (*id, (*digest).to_owned()))
+            .collect()
+    }
+
     #[test]
-    fn a_write_of_unknown_outcome_makes_its_row_unchecked() {
+    fn a_row_an_update_of_unknown_outcome_touched_must_still_exist() {
         let log = [
             write(1, WriteKind::Insert, Some(10), ack("a")),
             write(
@@ -585,21 +638,81 @@ mod tests {
                     error: "connection closed".into(),
                 },
             ),
+            // An insert of unknown outcome has no id: nothing to check.
+            write(
+                3,
+                WriteKind::Insert,
+                None,
+                WriteOutcome::Unknown {
+                    error: "connection closed".into(),
+                },
+            ),
         ];
-        let verdict = verify(&log, &HashMap::new());
-        assert!(!verdict.damaged());
-        assert_eq!((verdict.unknown, verdict.rows_checked), (1, 0));
         assert_eq!(ids_to_check(&log), [10]);
+        for content in ["a", "whatever the update made of it"] {
+            let verdict = verify(&log, &found(&[(10, content)]));
+            assert!(!verdict.damaged(), "{content}: {verdict:?}");
+            assert_eq!((verdict.unknown, verdict.rows_checked), (2, 1));
+        }
+        // Gone: lost (the old code skipped the row and called this intact).
+        let verdict = verify(&log, &HashMap::new());
+        assert_eq!(
+            verdict.lost,
+            [Damage {
+                id: 10,
+                acknowledged_at: at(1),
+                found: None
+            }]
+        );
     }
 
     #[test]
-    fn an_update_that_found_no_row_leaves_the_row_lost() {
+    fn an_update_that_found_no_row_leaves_the_row_lost_or_reappeared() {
         let log = [
             write(1, WriteKind::Insert, Some(10), ack("a")),
             write(2, WriteKind::Update, Some(10), WriteOutcome::Missing),
         ];
         let verdict = verify(&log, &HashMap::new());
         assert_eq!(verdict.lost.len(), 1);
+        // Back at the end with its acknowledged content: gone for a while
+        // all the same (the old code called this intact).
+        let verdict = verify(&log, &found(&[(10, "a")]));
+        assert!(verdict.lost.is_empty() && verdict.changed.is_empty());
+        assert_eq!(
+            verdict.reappeared,
+            [Damage {
+                id: 10,
+                acknowledged_at: at(1),
+                found: Some("a".into())
+            }]
+        );
+        assert!(verdict.damaged());
+    }
+
+    #[test]
+    fn acknowledged_writes_are_counted_per_layout() {
+        let typed = |second, id, digest: &str| WriteRecord {
+            layout: Some(ExecutionsLayout::TypedColumns),
+            ..write(second, WriteKind::Insert, Some(id), ack(digest))
+        };
+        let log = [
+            write(1, WriteKind::Insert, Some(10), ack("a")),
+            write(
+                2,
+                WriteKind::Insert,
+                None,
+                WriteOutcome::Refused {
+                    error: "canceling statement due to statement timeout".into(),
+                },
+            ),
+            typed(3, 11, "b"),
+            typed(4, 12, "c"),
+        ];
+        let verdict = verify(&log, &found(&[(10, "a"), (11, "b"), (12, "c")]));
+        assert_eq!(verdict.acknowledged(ExecutionsLayout::JsonReport), 1);
+        assert_eq!(verdict.acknowledged(ExecutionsLayout::TypedColumns), 2);
+        let none = verify(&log[1..2], &HashMap::new());
+        assert_eq!(none.acknowledged(ExecutionsLayout::JsonReport), 0);
     }
 
     #[test]
