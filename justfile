@@ -200,41 +200,68 @@ cluster-leftovers NAME="dev":
 # own, started and torn down by it. Settings are KEY=VALUE words.
 chain_env := "UPGRADE_GATE_TOOLS=\"$(UPGRADE_GATE_CACHE=" + cache + " tools/bin-dir.sh)\" UPGRADE_GATE_PAUSE_ARCHIVE=" + pause_archive + " UPGRADE_GATE_IMAGE_ARCHIVE=\"$(just image-archive)\""
 
-# Settings: GATE=on|off (on), ROWS=N (1000000; or DEMO_ROWS), KEEP=1 keeps the cluster (docs/demo.md).
+# Settings: GATE=on|off (on), START=slow|fast (slow), SUCCESSOR=cumulative|naive
+# (cumulative), ROWS=N (1000000; or DEMO_ROWS), KEEP=1 keeps the cluster (docs/demo.md).
 # The main job: 7.9.3 -> 7.10.0 -> 7.10.1 through OLM on local cluster `demo`, narrated.
 demo *SETTINGS: cluster-bins pause-image image
     #!/usr/bin/env bash
     set -euo pipefail
-    gate=on rows=${DEMO_ROWS:-1000000} keep=${KEEP:-0}
+    gate=on start=slow successor=cumulative rows=${DEMO_ROWS:-1000000} keep=${KEEP:-0}
     for setting in {{SETTINGS}}; do
       case $setting in
         GATE=*) gate=${setting#GATE=} ;;
+        START=*) start=${setting#START=} ;;
+        SUCCESSOR=*) successor=${setting#SUCCESSOR=} ;;
         ROWS=*) rows=${setting#ROWS=} ;;
         KEEP=*) keep=${setting#KEEP=} ;;
-        *) echo "just demo: unknown setting $setting (GATE=on|off ROWS=N KEEP=1)" >&2; exit 2 ;;
+        *) echo "just demo: unknown setting $setting (GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N KEEP=1)" >&2; exit 2 ;;
       esac
     done
     cargo build --workspace --bins
-    {{chain_env}} KEEP="$keep" "{{target_dir}}/debug/chain" --cluster demo demo --gate "$gate" --rows "$rows"
+    {{chain_env}} KEEP="$keep" "{{target_dir}}/debug/chain" --cluster demo demo \
+      --gate "$gate" --start "$start" --successor "$successor" --rows "$rows"
 
 # Each run in a fresh namespace with its own database and Subscription, judged
-# raced/damaged; writes target/race/gate-<GATE>.json and prints a table (docs/race.md).
-# Settings: RUNS=N (10), GATE=on|off (on), ROWS=N executions seeded (2000000).
-# The race, measured: RUNS runs of the chain with the gate on or off.
+# raced/held/inconclusive and damaged; writes target/race/<arm>.json (and
+# gate-<GATE>.json for the default START and SUCCESSOR) and prints a table (docs/race.md).
+# Settings: RUNS=N (10), GATE=on|off (on), START=slow|fast (slow),
+# SUCCESSOR=cumulative|naive (cumulative), ROWS=N executions seeded (2000000).
+# The race, measured: RUNS runs of one arm of the chain.
 race *SETTINGS: cluster-bins pause-image image
     #!/usr/bin/env bash
     set -euo pipefail
-    runs=10 gate=on rows=2000000
+    runs=10 gate=on start=slow successor=cumulative rows=2000000
     for setting in {{SETTINGS}}; do
       case $setting in
         RUNS=*) runs=${setting#RUNS=} ;;
         GATE=*) gate=${setting#GATE=} ;;
+        START=*) start=${setting#START=} ;;
+        SUCCESSOR=*) successor=${setting#SUCCESSOR=} ;;
         ROWS=*) rows=${setting#ROWS=} ;;
-        *) echo "just race: unknown setting $setting (RUNS=N GATE=on|off ROWS=N)" >&2; exit 2 ;;
+        *) echo "just race: unknown setting $setting (RUNS=N GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N)" >&2; exit 2 ;;
       esac
     done
     cargo build --workspace --bins
-    {{chain_env}} "{{target_dir}}/debug/chain" --cluster "race-$$" race --runs "$runs" --gate "$gate" --rows "$rows"
+    {{chain_env}} "{{target_dir}}/debug/chain" --cluster "race-$$" race --runs "$runs" \
+      --gate "$gate" --start "$start" --successor "$successor" --rows "$rows"
+
+# Every arm (gate x start, for each successor), RUNS runs each, on one cluster;
+# one JSON per arm in target/race/ and one table (target/race/matrix.txt; docs/race.md).
+# Settings: RUNS=N (10), ROWS=N executions seeded (2000000).
+# The race as a controlled experiment: all eight arms.
+race-matrix *SETTINGS: cluster-bins pause-image image
+    #!/usr/bin/env bash
+    set -euo pipefail
+    runs=10 rows=2000000
+    for setting in {{SETTINGS}}; do
+      case $setting in
+        RUNS=*) runs=${setting#RUNS=} ;;
+        ROWS=*) rows=${setting#ROWS=} ;;
+        *) echo "just race-matrix: unknown setting $setting (RUNS=N ROWS=N)" >&2; exit 2 ;;
+      esac
+    done
+    cargo build --workspace --bins
+    {{chain_env}} "{{target_dir}}/debug/chain" --cluster "race-$$" race-matrix --runs "$runs" --rows "$rows"
 
 # The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
 # tears it down and checks leftovers.

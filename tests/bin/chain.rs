@@ -1,46 +1,54 @@
 //! `chain`: the feature request's upgrade chain 7.9.3 → 7.10.0 → 7.10.1
 //! through the real OLM on a local cluster, recorded and judged.
 //!
-//! - `chain race --runs N --gate on|off` plays the chain N times (a fresh
-//!   namespace, database and Subscription each), writes
-//!   `target/race/gate-<on|off>.json` and prints a table (`just race`).
-//! - `chain demo --gate on|off` plays it once, narrated (`just demo`).
+//! - `chain race --runs N --gate on|off --start slow|fast --successor
+//!   cumulative|naive` plays one arm of the race N times (a fresh namespace,
+//!   database and Subscription each), writes `target/race/<arm>.json` (and
+//!   `gate-<on|off>.json` for the default start and successor) and prints
+//!   a table (`just race`).
+//! - `chain race-matrix --runs N` plays every arm (gate × start, for each
+//!   successor) and prints one table of them (`just race-matrix`).
+//! - `chain demo --gate on|off --start ... --successor ...` plays one run,
+//!   narrated, and says what a user of the App would see (`just demo`).
 //!
 //! Both start their own cluster (`--cluster`, torn down at the end unless
 //! `--keep`), or use a running one with `--reuse`.
 //!
-//! Exit codes: 0 the goal of the gate setting met (on: nothing raced or
-//! damaged; off: every run raced); 1 the goal not met; 2 usage; 3 the
-//! cluster or a run could not be set up (the reason is printed); 4 the
-//! cluster's teardown left something behind; 5 stopped by SIGINT (Ctrl-C)
-//! or SIGTERM — the cluster is torn down all the same (kept with --keep).
+//! Exit codes: 0 every run conclusive and as its arm expects (docs/race.md);
+//! 1 a run against its arm's expectation; 2 usage; 3 the cluster or a run
+//! could not be set up (the reason is printed); 4 the cluster's teardown
+//! left something behind; 5 stopped by SIGINT (Ctrl-C) or SIGTERM — the
+//! cluster is torn down all the same (kept with --keep); 6 a run
+//! inconclusive (a hole in its record, or a load too small to show a race)
+//! or no runs at all.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use harness::cluster::{Cluster, ClusterConfig};
 use harness::layout::ClusterName;
 use harness::testing::TestCluster;
-use upgrade_gate_tests::chain::catalog::render_gate_off;
-use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster, local_catalog};
+use upgrade_gate_tests::chain::arm::{Arm, Gate, Start, Successor};
+use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster};
 use upgrade_gate_tests::chain::narrate::{self, LiveNarration};
-use upgrade_gate_tests::chain::report::{GateSetting, RaceReport};
+use upgrade_gate_tests::chain::report::{ArmReport, Outcome, describe_outcome, matrix_table};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, SeedTemplate};
 use upgrade_gate_tests::chain::timeline;
 use upgrade_gate_tests::repository_root;
 
-const EXIT_GOAL_NOT_MET: u8 = 1;
+const EXIT_NOT_MET: u8 = 1;
 const EXIT_SETUP: u8 = 3;
 const EXIT_TEARDOWN: u8 = 4;
 const EXIT_STOPPED: u8 = 5;
+const EXIT_INCONCLUSIVE: u8 = 6;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "chain",
     about = "The upgrade chain 7.9.3 -> 7.10.0 -> 7.10.1 through OLM, recorded and judged",
-    after_help = "Exit codes: 0 the gate setting's goal met; 1 not met; 2 usage; 3 set-up failed; 4 teardown left something; 5 stopped by SIGINT or SIGTERM (the cluster is torn down all the same)."
+    after_help = "Exit codes: 0 every run conclusive and as its arm expects; 1 a run against its arm's expectation; 2 usage; 3 set-up failed; 4 teardown left something; 5 stopped by SIGINT or SIGTERM (the cluster is torn down all the same); 6 a run inconclusive, or no runs."
 )]
 struct Cli {
     #[command(flatten)]
@@ -71,38 +79,58 @@ struct ClusterArgs {
     image_archive: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Gate {
-    On,
-    Off,
+/// The factors of one arm (docs/race.md).
+#[derive(Debug, clap::Args)]
+struct ArmArgs {
+    /// `on`: the gate's init container in the operator's pod; `off`: without it.
+    #[arg(long, value_enum, default_value = "on")]
+    gate: Gate,
+    /// `slow`: a typical controller-runtime operator (ready once serving
+    /// probes, its leader Lease kept on stop); `fast`: ours.
+    #[arg(long, value_enum, default_value = "slow")]
+    start: Start,
+    /// `cumulative`: ours (any release upgrades any older schema);
+    /// `naive`: a model of the feature request's operator, whose upgrade
+    /// applies only its own release's migrations.
+    #[arg(long, value_enum, default_value = "cumulative")]
+    successor: Successor,
 }
 
-impl From<Gate> for GateSetting {
-    fn from(gate: Gate) -> Self {
-        match gate {
-            Gate::On => GateSetting::On,
-            Gate::Off => GateSetting::Off,
+impl ArmArgs {
+    fn arm(&self) -> Arm {
+        Arm {
+            gate: self.gate,
+            start: self.start,
+            successor: self.successor,
         }
     }
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Play the chain RUNS times; write target/race/gate-<on|off>.json and a table.
+    /// Play one arm RUNS times; write target/race/<arm>.json and a table.
     Race {
         #[arg(long, default_value_t = 10)]
         runs: u32,
-        #[arg(long, value_enum, default_value = "on")]
-        gate: Gate,
+        #[command(flatten)]
+        arm: ArmArgs,
         /// Executions seeded (once, copied per run): enough that 7.10.0's
         /// Job outlasts OLM's step to 7.10.1 by 10 s.
         #[arg(long, default_value_t = 2_000_000)]
         rows: u64,
     },
+    /// Play every arm (gate × start, for each successor) RUNS times; one table.
+    RaceMatrix {
+        #[arg(long, default_value_t = 10)]
+        runs: u32,
+        /// Executions seeded (once, copied per run).
+        #[arg(long, default_value_t = 2_000_000)]
+        rows: u64,
+    },
     /// Play the chain once, narrated.
     Demo {
-        #[arg(long, value_enum, default_value = "on")]
-        gate: Gate,
+        #[command(flatten)]
+        arm: ArmArgs,
         /// Executions seeded before the switch.
         #[arg(long, env = "DEMO_ROWS", default_value_t = 1_000_000)]
         rows: u64,
@@ -112,7 +140,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_name = match cli.command {
-        Command::Race { .. } => "race",
+        Command::Race { .. } | Command::RaceMatrix { .. } => "race",
         Command::Demo { .. } => "demo",
     };
     let name = cli.cluster.cluster.clone().unwrap_or_else(|| {
@@ -151,10 +179,13 @@ fn main() -> ExitCode {
             let mut stop = upgrade_gate::shutdown::listen();
             let work = async {
                 match cli.command {
-                    Command::Race { runs, gate, rows } => {
-                        race(&local, runs, gate.into(), rows).await
+                    Command::Race { runs, arm, rows } => {
+                        race(&local, &[arm.arm()], runs, rows).await
                     }
-                    Command::Demo { gate, rows } => demo(&local, gate.into(), rows, keep).await,
+                    Command::RaceMatrix { runs, rows } => {
+                        race(&local, &Arm::matrix(), runs, rows).await
+                    }
+                    Command::Demo { arm, rows } => demo(&local, arm.arm(), rows, keep).await,
                 }
             };
             stop.unless_stopped(work).await
@@ -162,8 +193,9 @@ fn main() -> ExitCode {
     }));
     drop(runtime);
     let mut code = match outcome {
-        Ok(Ok(true)) => ExitCode::SUCCESS,
-        Ok(Ok(false)) => ExitCode::from(EXIT_GOAL_NOT_MET),
+        Ok(Ok(Outcome::Met)) => ExitCode::SUCCESS,
+        Ok(Ok(Outcome::NotMet(_))) => ExitCode::from(EXIT_NOT_MET),
+        Ok(Ok(Outcome::Inconclusive(_))) => ExitCode::from(EXIT_INCONCLUSIVE),
         Ok(Err(signal)) => {
             eprintln!("chain: stopped by {signal}");
             ExitCode::from(EXIT_STOPPED)
@@ -240,31 +272,55 @@ fn describe(name: &ClusterName, image: &str) -> Option<TestCluster> {
     })
 }
 
-/// The catalog of a gate setting: catalog-local/, or its gate-off variant
-/// rendered into target/race/.
-fn catalog_for(gate: GateSetting) -> PathBuf {
-    match gate {
-        GateSetting::On => local_catalog(),
-        GateSetting::Off => {
-            let out = repository_root().join("target/race/gate-off");
-            let dir = render_gate_off(&out);
-            println!(
-                "    rendered the gate-off variant of the catalog into {}",
-                dir.display()
-            );
-            dir
+/// Where the arms' catalogs are rendered and their reports written.
+fn race_dir() -> PathBuf {
+    repository_root().join("target/race")
+}
+
+fn options(arm: Arm, catalog: PathBuf, prefix: &str, port: u16, data: Data) -> RunOptions {
+    RunOptions {
+        init_container: arm.gate == Gate::On,
+        ..RunOptions::feature_request(prefix, catalog, port, data)
+    }
+}
+
+/// The catalog of `arm`, saying where a rendered one is.
+fn catalog_for(arm: Arm) -> PathBuf {
+    let catalog = arm.catalog(&race_dir());
+    if !arm.is_published() {
+        println!(
+            "    rendered the {} variant of the catalog into {}",
+            arm.name(),
+            catalog.display()
+        );
+    }
+    catalog
+}
+
+/// The worst outcome of several arms: not met, else inconclusive, else met.
+fn combined(outcomes: &[Outcome]) -> Outcome {
+    let mut not_met = Vec::new();
+    let mut inconclusive = Vec::new();
+    for outcome in outcomes {
+        match outcome {
+            Outcome::Met => {}
+            Outcome::NotMet(reasons) => not_met.extend(reasons.iter().cloned()),
+            Outcome::Inconclusive(reasons) => inconclusive.extend(reasons.iter().cloned()),
         }
     }
-}
-
-fn options(gate: GateSetting, prefix: &str, port: u16, data: Data) -> RunOptions {
-    RunOptions {
-        init_container: gate == GateSetting::On,
-        ..RunOptions::feature_request(prefix, catalog_for(gate), port, data)
+    if !not_met.is_empty() {
+        Outcome::NotMet(not_met)
+    } else if !inconclusive.is_empty() {
+        Outcome::Inconclusive(inconclusive)
+    } else {
+        Outcome::Met
     }
 }
 
-async fn race(cluster: &LocalCluster, runs: u32, gate: GateSetting, rows: u64) -> bool {
+/// Plays each arm `runs` times on copies of one seeded database; writes
+/// each arm's report as it finishes; prints each arm's table and, for
+/// several arms, the matrix.
+async fn race(cluster: &LocalCluster, arms: &[Arm], runs: u32, rows: u64) -> Outcome {
     println!("==> Seeding {rows} executions at 7.9.3 once (each run gets a copy)");
     let seeding = Instant::now();
     let template = SeedTemplate::create(
@@ -275,74 +331,122 @@ async fn race(cluster: &LocalCluster, runs: u32, gate: GateSetting, rows: u64) -
     )
     .await;
     println!("    seeded in {:.1} s", seeding.elapsed().as_secs_f64());
-    let mut reports: Vec<RunReport> = Vec::new();
-    for index in 1..=runs {
-        println!("\n==> Run {index} of {runs}, gate {}", gate.name());
-        let port = 50100 + u16::try_from(index % 400).unwrap_or(0);
-        let mut run = ChainRun::prepare(
-            cluster,
-            options(
-                gate,
-                &format!("race-{}-{index}", gate.name()),
-                port,
-                template.data(),
-            ),
-        )
-        .await;
-        run.start_upgrade().await;
-        let report = run.finish().await;
+    let mut reports: Vec<ArmReport> = Vec::new();
+    for (arm_index, arm) in arms.iter().copied().enumerate() {
         println!(
-            "    run {index}: raced {}, damaged {}, chain {:.1} s, 7.10.1 Pending {}",
-            report.verdict.raced,
-            report.verdict.damaged,
-            report.chain_seconds,
-            report
-                .verdict
-                .pending_seconds
-                .map_or_else(|| "-".to_owned(), |s| format!("{s:.1} s"))
+            "\n==> Arm {} of {}: {} ({})",
+            arm_index + 1,
+            arms.len(),
+            arm.name(),
+            arm.describe()
         );
-        for line in &report.verdict.evidence {
-            println!("      {line}");
+        let catalog = catalog_for(arm);
+        let mut runs_of_arm: Vec<RunReport> = Vec::new();
+        for index in 1..=runs {
+            println!("\n==> {}: run {index} of {runs}", arm.name());
+            let port = 50100 + u16::try_from(index % 400).unwrap_or(0);
+            let prefix = format!(
+                "race-{}-{}-{}-{index}",
+                arm.gate.name(),
+                arm.start.name(),
+                arm.successor.name()
+            );
+            let mut run = ChainRun::prepare(
+                cluster,
+                options(arm, catalog.clone(), &prefix, port, template.data()),
+            )
+            .await;
+            run.start_upgrade().await;
+            let report = run.finish().await;
+            println!(
+                "    run {index}: {}, damaged {}, chain {:.1} s, 7.10.1 Pending {}",
+                report.verdict.verdict.name(),
+                report.verdict.damaged,
+                report.chain_seconds,
+                report
+                    .verdict
+                    .pending_seconds
+                    .map_or_else(|| "-".to_owned(), |s| format!("{s:.1} s"))
+            );
+            for line in &report.verdict.evidence {
+                println!("      {line}");
+            }
+            runs_of_arm.push(report);
         }
+        let report = ArmReport {
+            arm,
+            runs: runs_of_arm,
+        };
+        let paths = write_report(&race_dir(), &report);
+        println!(
+            "\n{}\nreport: {}",
+            report.table(),
+            paths
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         reports.push(report);
     }
     drop(template);
-    let report = RaceReport {
-        gate,
-        runs: reports,
-    };
-    let path = write_report(&repository_root().join("target/race"), &report);
-    println!("\n{}\nreport: {}", report.table(), path.display());
-    report.goal_met()
-}
-
-/// Writes `<dir>/gate-<on|off>.json`; panics when it cannot.
-fn write_report(dir: &std::path::Path, report: &RaceReport) -> PathBuf {
-    let path = dir.join(format!("gate-{}.json", report.gate.name()));
-    let written = std::fs::create_dir_all(dir).and_then(|()| {
-        std::fs::write(
-            &path,
-            serde_json::to_string_pretty(&report.to_json()).unwrap_or_default(),
-        )
-    });
-    if let Err(error) = written {
-        panic!("writing {}: {error}", path.display());
+    let outcomes: Vec<Outcome> = reports.iter().map(ArmReport::outcome).collect();
+    if reports.len() > 1 {
+        let table = matrix_table(&reports);
+        let path = race_dir().join("matrix.txt");
+        if let Err(error) = std::fs::write(&path, format!("{table}\n")) {
+            panic!("writing {}: {error}", path.display());
+        }
+        println!(
+            "\n==> The matrix ({runs} runs per arm)\n{table}\ntable: {}",
+            path.display()
+        );
     }
-    path
+    let outcome = combined(&outcomes);
+    println!("\nchain: {}", describe_outcome(&outcome));
+    outcome
 }
 
-async fn demo(cluster: &LocalCluster, gate: GateSetting, rows: u64, keep: bool) -> bool {
+/// Writes `<dir>/<file>` for each of the arm's report files; panics when
+/// it cannot.
+fn write_report(dir: &std::path::Path, report: &ArmReport) -> Vec<PathBuf> {
+    let text = serde_json::to_string_pretty(&report.to_json()).unwrap_or_default();
+    report
+        .arm
+        .report_files()
+        .into_iter()
+        .map(|file| {
+            let path = dir.join(file);
+            let written = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, &text));
+            if let Err(error) = written {
+                panic!("writing {}: {error}", path.display());
+            }
+            path
+        })
+        .collect()
+}
+
+async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcome {
     println!(
-        "upgrade-gate demo: 7.9.3 -> 7.10.0 -> 7.10.1 through OLM on local cluster {}, gate {} ({rows} seeded rows)",
+        "upgrade-gate demo: 7.9.3 -> 7.10.0 -> 7.10.1 through OLM on local cluster {}: {} ({rows} seeded rows)",
         cluster.name(),
-        gate.name()
+        arm.describe()
     );
+    if arm.successor == Successor::Naive {
+        println!(
+            "    the naive successor is a MODEL of the feature request's operator: each release's upgrade applies only its own migrations, assuming its predecessor's upgrade happened (never in a catalog users install)"
+        );
+    }
     println!(
         "\n==> Setting up: catalog served, 7.9.3 installed through OLM (Subscription on 7.9.x), the App of alm-examples on a database of its own, {rows} rows seeded, a writer writing"
     );
     let set_up = Instant::now();
-    let mut run =
-        ChainRun::prepare(cluster, options(gate, "demo", 50051, Data::Seed { rows })).await;
+    let catalog = catalog_for(arm);
+    let mut run = ChainRun::prepare(
+        cluster,
+        options(arm, catalog, "demo", 50051, Data::Seed { rows }),
+    )
+    .await;
     let events = run.timeline.snapshot();
     let subscribed = events
         .first()
@@ -383,20 +487,31 @@ async fn demo(cluster: &LocalCluster, gate: GateSetting, rows: u64, keep: bool) 
     for line in narrate::closing(&report, &chain) {
         println!("    {line}");
     }
+    if arm.successor == Successor::Naive && report.verdict.damaged {
+        println!(
+            "    Why: this operator's upgrade assumes its predecessor's happened. {middle}'s never completed, so {next}'s applied only its own migrations onto the schema {middle} had not upgraded: a schema jump. No release upgrades a history with a gap: the App stays down until a person restores the backup taken before that upgrade (`app-db-upgrade restore`, docs/database-upgrade.md) and lets the upgrade run again.",
+            middle = chain.middle.as_deref().unwrap_or("the middle release"),
+            next = chain.next
+        );
+    }
+    println!("\n==> What the App's user sees now");
+    for line in run.user_view().await {
+        println!("    {line}");
+    }
     println!("\n    evidence:");
     for line in &report.verdict.evidence {
         println!("      {line}");
     }
-    let report_file = RaceReport {
-        gate,
+    let report_file = ArmReport {
+        arm,
         runs: vec![report.clone()],
     };
-    let path = write_report(&repository_root().join("target/demo"), &report_file);
-    println!("\n    the run's timeline and evidence: {}", path.display());
-    match run.server_healthz().await {
-        Ok(answer) => println!("\n    the App's server after the chain: {answer}"),
-        Err(error) => println!("\n    the App's server after the chain: not serving ({error})"),
-    }
+    let outcome = report_file.outcome();
+    let paths = write_report(&repository_root().join("target/demo"), &report_file);
+    println!(
+        "\n    the run's timeline and evidence: {}",
+        paths[0].display()
+    );
     if keep {
         // The cluster stays; so does the run, to explore.
         println!(
@@ -405,8 +520,11 @@ async fn demo(cluster: &LocalCluster, gate: GateSetting, rows: u64, keep: bool) 
         );
         std::mem::forget(run);
     }
-    match gate {
-        GateSetting::On => !report.verdict.raced && !report.verdict.damaged,
-        GateSetting::Off => report.verdict.raced,
-    }
+    println!(
+        "\n    {}: expected {} — {}",
+        arm.describe(),
+        arm.expectation(),
+        describe_outcome(&outcome)
+    );
+    outcome
 }

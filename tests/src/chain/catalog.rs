@@ -1,14 +1,12 @@
-//! The catalogs a run serves besides the committed `catalog-local/`: the
-//! gate-off variant (rendered by release-tools at run time, never
-//! committed) and test-time variants of a catalog — a release published
+//! Test-time variants of a catalog a run serves — a release published
 //! after the others, a skipRange — made by editing its file-based catalog
-//! documents.
+//! documents (the arms' variants are release-tools' own renderings, see
+//! `arm`).
 //!
-//! Owns: those edits and the rendered directories (below `target/` or in a
-//! temporary directory). Must not touch: the committed catalogs.
+//! Owns: those edits and the directories they are written to (temporary
+//! ones). Must not touch: the committed catalogs.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -18,27 +16,6 @@ use super::facts::{CSV_PREFIX, RELEASE_ENV};
 
 /// The package's directory and file inside a catalog directory.
 const CATALOG_FILE: &str = "upgrade-gate/catalog.json";
-
-/// Renders the gate-off variant of `catalog-local/` with release-tools
-/// (`release --variant gate-off --out <out> catalog`) and returns the
-/// directory to serve. Panics with release-tools' output when it fails.
-pub fn render_gate_off(out: &Path) -> PathBuf {
-    let output = Command::new(crate::binary("release"))
-        .arg("--root")
-        .arg(crate::repository_root())
-        .arg("--out")
-        .arg(out)
-        .args(["--variant", "gate-off", "catalog"])
-        .output()
-        .unwrap_or_else(|error| panic!("running release-tools: {error}"));
-    assert!(
-        output.status.success(),
-        "release --variant gate-off catalog failed ({}):\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    out.join("catalog-local")
-}
 
 /// The documents of a file-based catalog directory.
 pub fn read_documents(catalog_dir: &Path) -> Vec<Value> {

@@ -2,14 +2,17 @@
 //! switch) → 7.10.0 → 7.10.1 played through the real OLM from a
 //! file-based catalog, each run in a fresh namespace with its own database
 //! and Subscription, with a writer playing the application's clients,
-//! recorded as a timeline of facts and judged: raced? damaged?
+//! recorded as a timeline of facts and judged: raced, held or
+//! inconclusive? damaged?
 //!
-//! One runner serves `just race` (many runs, gate on or off, a JSON report),
-//! `just demo` (one run, narrated) and the cluster tests (one run each, a
-//! fault injected between the switch and the end).
+//! One runner serves `just race` (many runs of one arm, a JSON report),
+//! `just race-matrix` (every arm), `just demo` (one run, narrated) and the
+//! cluster tests (one run each, a fault injected between the switch and the
+//! end).
 //!
 //! | module | what |
 //! | --- | --- |
+//! | [`arm`] | the race's factors (gate, start, successor), an arm's catalog and expectation |
 //! | [`cluster`] | what the runner needs of a cluster; the local provider; choosing one |
 //! | [`kubeconfig`] | the provider for any cluster reached by a kubeconfig (kind) |
 //! | [`run`] | one run: set-up, switch, end checks, verdict |
@@ -19,10 +22,11 @@
 //! | [`writer`] | the application's clients writing through the upgrade |
 //! | [`digest`] | what a row means, in each schema layout |
 //! | [`judge`] | raced / damaged, with evidence (pure) |
-//! | [`catalog`] | the catalogs a run serves (gate off, test-time variants) |
-//! | [`report`] | `just race`'s JSON and table |
+//! | [`catalog`] | test-time edits of a catalog (a release published later, a skipRange) |
+//! | [`report`] | `just race`'s and `just race-matrix`'s JSON and tables |
 //! | [`narrate`] | `just demo`'s narration |
 
+pub mod arm;
 pub mod catalog;
 pub mod cluster;
 pub mod digest;

@@ -2,8 +2,10 @@
 //! printed as they happen with their time from the channel switch, and the
 //! closing account of what the race did and what, if anything, was lost.
 //!
-//! Owns: which facts are worth a line and how the verdict reads. Must not
-//! touch: the run (reads its timeline and report).
+//! Owns: which facts are worth a line, how the verdict reads, and how
+//! what a user of the App would look at (the App's status and Events, the
+//! operator's gate, the server) reads after the chain. Must not touch: the
+//! run (reads its timeline, its report and objects read for it).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -176,6 +178,12 @@ pub fn closing(report: &RunReport, chain: &Chain) -> Vec<String> {
             chain.next
         ));
     }
+    if verdict.verdict == super::judge::RunVerdict::Inconclusive {
+        lines.push(format!(
+            "But the run is INCONCLUSIVE, its record has a hole: {}.",
+            verdict.inconclusive.join("; ")
+        ));
+    }
     if let Some(pending) = verdict.pending_seconds {
         lines.push(format!(
             "CSV upgrade-gate.v{} waited Pending for {pending:.1} s.",
@@ -214,6 +222,51 @@ pub fn closing(report: &RunReport, chain: &Chain) -> Vec<String> {
             .cloned(),
     );
     lines
+}
+
+/// The App as `kubectl describe app` shows it to a person: phase, each
+/// condition with its reason and message, the schema, the upgrade in
+/// flight and the backup it took.
+pub fn describe_app(app: &serde_json::Value) -> Vec<String> {
+    let status = &app["status"];
+    let text = |value: &serde_json::Value| value.as_str().unwrap_or("-").to_owned();
+    let mut lines = vec![format!(
+        "App {}: phase {}, database at {} ({})",
+        text(&app["metadata"]["name"]),
+        text(&status["phase"]),
+        text(&status["database"]["release"]),
+        text(&status["database"]["migration"])
+    )];
+    for condition in status["conditions"].as_array().into_iter().flatten() {
+        lines.push(format!(
+            "  {}={} ({}): {}",
+            text(&condition["type"]),
+            text(&condition["status"]),
+            text(&condition["reason"]),
+            text(&condition["message"])
+        ));
+    }
+    let upgrade = &status["upgrade"];
+    if upgrade.is_object() {
+        lines.push(format!(
+            "  upgrade {} -> {}: {} (Job {}, attempt {}); backup {}",
+            text(&upgrade["from"]),
+            text(&upgrade["to"]),
+            text(&upgrade["phase"]),
+            text(&upgrade["job"]),
+            upgrade["attempts"],
+            text(&upgrade["backupLocation"])
+        ));
+    }
+    lines
+}
+
+/// Events as `kubectl describe` lists them: `Warning  Reason  message`.
+pub fn describe_events(events: &[(String, String, String)]) -> Vec<String> {
+    events
+        .iter()
+        .map(|(kind, reason, message)| format!("  {kind:<8} {reason:<28} {message}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -284,5 +337,34 @@ mod tests {
             },
         };
         assert!(line(&event, at(0)).ends_with("applied V3 120 ms; backup none; total 900 ms"));
+    }
+
+    #[test]
+    fn an_app_reads_as_kubectl_describe_shows_it() {
+        let app = serde_json::json!({
+            "metadata": {"name": "shop"},
+            "status": {
+                "phase": "Degraded",
+                "database": {"release": "7.10.1", "migration": "index_executions_for_activity_page"},
+                "conditions": [{"type": "Ready", "status": "False", "reason": "SchemaHistoryDiverged",
+                                "message": "the migration history has a gap"}],
+                "upgrade": {"from": "7.9.3", "to": "7.10.1", "phase": "GaveUp", "job": "shop-db-7-10-1-1",
+                            "attempts": 1, "backupLocation": "pvc/backups/ns/shop/a.dump"}
+            }
+        });
+        let lines = describe_app(&app);
+        assert_eq!(
+            lines[0],
+            "App shop: phase Degraded, database at 7.10.1 (index_executions_for_activity_page)"
+        );
+        assert_eq!(
+            lines[1],
+            "  Ready=False (SchemaHistoryDiverged): the migration history has a gap"
+        );
+        assert!(lines[2].contains("GaveUp") && lines[2].ends_with("pvc/backups/ns/shop/a.dump"));
+        assert_eq!(
+            describe_events(&[("Warning".into(), "UpgradeRefused".into(), "m".into())]),
+            ["  Warning  UpgradeRefused               m"]
+        );
     }
 }

@@ -1,37 +1,63 @@
-//! The report of `just race`: every run's verdict, evidence and timeline
-//! in one JSON document (`target/race/gate-<on|off>.json`) and a table for
-//! a person.
+//! The reports of `just race` (one arm) and `just race-matrix` (every
+//! arm): each run's verdict, evidence and timeline in one JSON document per
+//! arm (`target/race/<arm>.json`), a table for a person, and whether the
+//! arm showed what it is expected to ([`Arm::expectation`]).
 //!
-//! Owns: the report's shape and the goal of each gate setting. Must not
-//! touch: the runs (it reads finished reports).
+//! Owns: the reports' shape, the summary figures and what makes the
+//! command fail: a run that is inconclusive, an arm with no runs, or a
+//! conclusive run against its arm's expectation. Must not touch: the runs
+//! (it reads finished reports).
 
 use serde_json::{Value, json};
 
+use super::arm::Arm;
+use super::judge::RunVerdict;
 use super::run::RunReport;
 
-/// Whether the gate was in the bundles of a race.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GateSetting {
-    On,
-    Off,
-}
-
-impl GateSetting {
-    pub fn name(self) -> &'static str {
-        match self {
-            GateSetting::On => "on",
-            GateSetting::Off => "off",
-        }
-    }
-}
-
-/// The runs of one `just race`.
-pub struct RaceReport {
-    pub gate: GateSetting,
+/// The runs of one arm.
+pub struct ArmReport {
+    pub arm: Arm,
     pub runs: Vec<RunReport>,
 }
 
-impl RaceReport {
+/// How an arm's runs came out, for the command's exit status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every run conclusive and as expected.
+    Met,
+    /// A conclusive run against the expectation (each reason names the run).
+    NotMet(Vec<String>),
+    /// No runs, or a run whose record has a hole (each reason names the run).
+    Inconclusive(Vec<String>),
+}
+
+/// The median of `values` (`None` when empty).
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    Some(if values.len().is_multiple_of(2) {
+        f64::midpoint(values[middle - 1], values[middle])
+    } else {
+        values[middle]
+    })
+}
+
+fn seconds(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |s| format!("{s:.1}"))
+}
+
+impl ArmReport {
+    pub fn count(&self, verdict: RunVerdict) -> usize {
+        self.runs
+            .iter()
+            .filter(|run| run.verdict.verdict == verdict)
+            .count()
+    }
+
+    /// Runs judged raced (also those inconclusive for a hole).
     pub fn raced(&self) -> usize {
         self.runs.iter().filter(|run| run.verdict.raced).count()
     }
@@ -40,59 +66,107 @@ impl RaceReport {
         self.runs.iter().filter(|run| run.verdict.damaged).count()
     }
 
-    /// Gate off: the feature request reproduced in every run. Gate on: no
-    /// run raced or damaged.
-    pub fn goal_met(&self) -> bool {
-        match self.gate {
-            GateSetting::Off => self.raced() == self.runs.len(),
-            GateSetting::On => self.raced() == 0 && self.damaged() == 0,
+    /// Whether the arm showed what it is expected to.
+    pub fn outcome(&self) -> Outcome {
+        if self.runs.is_empty() {
+            return Outcome::Inconclusive(vec![
+                "no runs (RUNS=0): nothing was measured".to_owned(),
+            ]);
+        }
+        let mut not_met = Vec::new();
+        let mut inconclusive = Vec::new();
+        for (index, run) in self.runs.iter().enumerate() {
+            let name = format!("run {} ({})", index + 1, run.namespace);
+            if run.verdict.verdict == RunVerdict::Inconclusive {
+                inconclusive.push(format!("{name}: {}", run.verdict.inconclusive.join("; ")));
+            } else if let Err(why) = self.arm.check(run.verdict.verdict, run.verdict.damaged) {
+                not_met.push(format!("{name}: {why}"));
+            }
+        }
+        if !not_met.is_empty() {
+            Outcome::NotMet(not_met)
+        } else if !inconclusive.is_empty() {
+            Outcome::Inconclusive(inconclusive)
+        } else {
+            Outcome::Met
         }
     }
 
-    /// The goal in words.
-    pub fn goal(&self) -> &'static str {
-        match self.gate {
-            GateSetting::Off => "gate off: every run raced (the feature request reproduced)",
-            GateSetting::On => "gate on: no run raced or damaged",
-        }
+    /// Acknowledged, refused and lost writes over every run (lost: gone,
+    /// changed, or gone for a while and back).
+    fn writes(&self) -> (u64, u64, usize) {
+        self.runs
+            .iter()
+            .fold((0, 0, 0), |(ack, refused, lost), run| {
+                let writer = &run.writer;
+                (
+                    ack + writer.inserts_acknowledged + writer.updates_acknowledged,
+                    refused + writer.refused,
+                    lost + writer.lost.len() + writer.changed.len() + writer.reappeared.len(),
+                )
+            })
+    }
+
+    fn pending_median(&self) -> Option<f64> {
+        median(
+            self.runs
+                .iter()
+                .filter_map(|run| run.verdict.pending_seconds)
+                .collect(),
+        )
+    }
+
+    fn load_margins(&self) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter_map(|run| run.verdict.load_margin_seconds)
+            .collect()
     }
 
     pub fn to_json(&self) -> Value {
+        let (acknowledged, refused, lost) = self.writes();
+        let outcome = self.outcome();
         json!({
-            "gate": self.gate.name(),
+            "arm": self.arm.name(),
+            "gate": self.arm.gate,
+            "start": self.arm.start,
+            "successor": self.arm.successor,
+            "expectation": self.arm.expectation(),
+            "expectation_met": outcome == Outcome::Met,
             "runs": self.runs.iter().map(RunReport::to_json).collect::<Vec<_>>(),
             "raced": self.raced(),
+            "held": self.count(RunVerdict::Held),
+            "inconclusive": self.count(RunVerdict::Inconclusive),
             "damaged": self.damaged(),
             "total": self.runs.len(),
+            "pending_median_seconds": self.pending_median(),
+            "writes": {"acknowledged": acknowledged, "refused": refused, "lost": lost},
         })
     }
 
-    /// One line per run, then the totals.
+    /// One line per run, then the totals and the outcome.
     pub fn table(&self) -> String {
-        let seconds =
-            |value: Option<f64>| value.map_or_else(|| "-".to_owned(), |s| format!("{s:.1}"));
         let yes_no = |value: bool| if value { "yes" } else { "no" };
         let mut lines = vec![format!(
-            "{:>3}  {:<6} {:<7} {:>7} {:>7} {:>9} {:>7}  {}",
-            "run", "raced", "damaged", "setup s", "chain s", "pending s", "load s", "why"
+            "{:>3}  {:<12} {:<7} {:>7} {:>7} {:>9} {:>7}  {}",
+            "run", "verdict", "damaged", "setup s", "chain s", "pending s", "load s", "why"
         )];
         for (index, run) in self.runs.iter().enumerate() {
-            let why = run
-                .verdict
-                .evidence
+            let evidence = &run.verdict.evidence;
+            let why = evidence
                 .iter()
-                .find(|line| line.starts_with("RACED") || line.starts_with("not raced"))
+                .find(|line| line.starts_with("INCONCLUSIVE"))
                 .or_else(|| {
-                    run.verdict
-                        .evidence
+                    evidence
                         .iter()
-                        .find(|line| line.starts_with("DAMAGED"))
+                        .find(|line| line.starts_with("RACED") || line.starts_with("not raced"))
                 })
+                .or_else(|| evidence.iter().find(|line| line.starts_with("DAMAGED")))
                 .map_or("", String::as_str);
             lines.push(format!(
-                "{:>3}  {:<6} {:<7} {:>7.1} {:>7.1} {:>9} {:>7}  {}",
+                "{:>3}  {:<12} {:<7} {:>7.1} {:>7.1} {:>9} {:>7}  {}",
                 index + 1,
-                yes_no(run.verdict.raced),
+                run.verdict.verdict.name(),
                 yes_no(run.verdict.damaged),
                 run.setup_seconds,
                 run.chain_seconds,
@@ -102,14 +176,153 @@ impl RaceReport {
             ));
         }
         lines.push(format!(
-            "gate {}: {} of {} raced, {} damaged — goal ({}) {}",
-            self.gate.name(),
-            self.raced(),
+            "{}: {} runs, {} raced, {} held, {} inconclusive, {} damaged — expected: {} — {}",
+            self.arm.describe(),
             self.runs.len(),
+            self.count(RunVerdict::Raced),
+            self.count(RunVerdict::Held),
+            self.count(RunVerdict::Inconclusive),
             self.damaged(),
-            self.goal(),
-            if self.goal_met() { "met" } else { "NOT met" }
+            self.arm.expectation(),
+            describe_outcome(&self.outcome())
         ));
         lines.join("\n")
+    }
+}
+
+/// The outcome in words, with its reasons.
+pub fn describe_outcome(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Met => "met".to_owned(),
+        Outcome::NotMet(reasons) => format!("NOT met: {}", reasons.join("; ")),
+        Outcome::Inconclusive(reasons) => format!("INCONCLUSIVE: {}", reasons.join("; ")),
+    }
+}
+
+/// `just race-matrix`'s table: one row per arm.
+pub fn matrix_table(reports: &[ArmReport]) -> String {
+    let mut lines = vec![format!(
+        "{:<28} {:>4} {:>5} {:>7} {:>12} {:>10} {:>15} {:>20}  {}",
+        "arm",
+        "runs",
+        "raced",
+        "damaged",
+        "inconclusive",
+        "pending md",
+        "load min / md",
+        "writes ack/ref/lost",
+        "expectation"
+    )];
+    for report in reports {
+        let margins = report.load_margins();
+        let load = if margins.is_empty() {
+            "-".to_owned()
+        } else {
+            format!(
+                "{} / {}",
+                seconds(margins.iter().copied().reduce(f64::min)),
+                seconds(median(margins))
+            )
+        };
+        let (acknowledged, refused, lost) = report.writes();
+        lines.push(format!(
+            "{:<28} {:>4} {:>5} {:>7} {:>12} {:>10} {:>15} {:>20}  {}",
+            report.arm.name(),
+            report.runs.len(),
+            report.raced(),
+            report.damaged(),
+            report.count(RunVerdict::Inconclusive),
+            seconds(report.pending_median()),
+            load,
+            format!("{acknowledged}/{refused}/{lost}"),
+            match report.outcome() {
+                Outcome::Met => "met".to_owned(),
+                Outcome::NotMet(reasons) => format!("NOT met ({} runs)", reasons.len()),
+                Outcome::Inconclusive(reasons) => format!("inconclusive ({})", reasons.len()),
+            }
+        ));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_midpoint() {
+        assert_eq!(median(vec![]), None);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
+    }
+
+    fn run(verdict: RunVerdict, damaged: bool) -> RunReport {
+        RunReport {
+            namespace: "race-1".into(),
+            verdict: crate::chain::judge::Verdict {
+                verdict,
+                raced: verdict == RunVerdict::Raced,
+                damaged,
+                inconclusive: if verdict == RunVerdict::Inconclusive {
+                    vec!["a watch failed".into()]
+                } else {
+                    Vec::new()
+                },
+                evidence: Vec::new(),
+                pending_seconds: Some(20.0),
+                load_margin_seconds: Some(15.0),
+                load_ok: Some(true),
+                olm_reaction_seconds: None,
+            },
+            events: Vec::new(),
+            zero: jiff::Timestamp::UNIX_EPOCH,
+            setup_seconds: 1.0,
+            chain_seconds: 2.0,
+            ended: true,
+            writer: crate::chain::writer::WriterVerdict::default(),
+        }
+    }
+
+    #[test]
+    fn an_inconclusive_run_fails_the_arm_and_a_run_against_it_fails_it_first() {
+        let report = |runs| ArmReport {
+            arm: Arm::default(),
+            runs,
+        };
+        assert_eq!(
+            report(vec![
+                run(RunVerdict::Held, false),
+                run(RunVerdict::Held, false)
+            ])
+            .outcome(),
+            Outcome::Met
+        );
+        assert!(matches!(
+            report(vec![run(RunVerdict::Held, false), run(RunVerdict::Inconclusive, false)]).outcome(),
+            Outcome::Inconclusive(reasons) if reasons.len() == 1 && reasons[0].contains("a watch failed")
+        ));
+        assert!(matches!(
+            report(vec![run(RunVerdict::Raced, false), run(RunVerdict::Inconclusive, false)]).outcome(),
+            Outcome::NotMet(reasons) if reasons.len() == 1 && reasons[0].starts_with("run 1")
+        ));
+        let table = matrix_table(&[report(vec![run(RunVerdict::Held, false)])]);
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .is_some_and(|row| row.starts_with("gate-on-slow-cumulative")),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn no_runs_is_inconclusive_never_met() {
+        let report = ArmReport {
+            arm: Arm::default(),
+            runs: Vec::new(),
+        };
+        assert!(matches!(report.outcome(), Outcome::Inconclusive(_)));
+        assert!(report.table().contains("INCONCLUSIVE"));
+        assert_eq!(report.to_json()["expectation_met"], false);
     }
 }

@@ -24,11 +24,11 @@ use kube::api::{DynamicObject, LogParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
-use super::digest::{DataDigest, data_digest};
+use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout};
 use super::judge::{self, Chain, EndChecks, Verdict};
 use super::record::{Recorders, app_api, csv_api, dynamic_api, read_history};
 use super::timeline::{self, Event, Fact, JobChange, PodKind, Timeline};
-use super::writer::{self, RunningWriter};
+use super::writer::{self, RunningWriter, WriterVerdict};
 use crate::cluster_database::TestDatabase;
 use crate::wait;
 
@@ -201,6 +201,8 @@ pub struct RunReport {
     pub chain_seconds: f64,
     /// Whether the chain reached its end before the deadline.
     pub ended: bool,
+    /// The writer's writes checked against the database at the end.
+    pub writer: WriterVerdict,
 }
 
 impl RunReport {
@@ -208,8 +210,10 @@ impl RunReport {
     pub fn to_json(&self) -> Value {
         let round = |seconds: f64| (seconds * 10.0).round() / 10.0;
         json!({
+            "verdict": self.verdict.verdict.name(),
             "raced": self.verdict.raced,
             "damaged": self.verdict.damaged,
+            "inconclusive": self.verdict.inconclusive,
             "evidence": self.verdict.evidence,
             "timeline": self.events.iter().map(|event| timeline_entry(event, self.zero)).collect::<Vec<_>>(),
             "namespace": self.namespace,
@@ -219,6 +223,15 @@ impl RunReport {
             "pending_seconds": self.verdict.pending_seconds.map(round),
             "load_margin_seconds": self.verdict.load_margin_seconds.map(round),
             "load_ok": self.verdict.load_ok,
+            "olm_reaction_seconds": self.verdict.olm_reaction_seconds.map(round),
+            "writer": {
+                "acknowledged": self.writer.inserts_acknowledged + self.writer.updates_acknowledged,
+                "refused": self.writer.refused,
+                "unknown": self.writer.unknown,
+                "lost": self.writer.lost.len(),
+                "changed": self.writer.changed.len(),
+                "reappeared": self.writer.reappeared.len(),
+            },
         })
     }
 }
@@ -247,6 +260,8 @@ pub struct ChainRun {
     pub app: String,
     pub chain: Chain,
     pub data_before: DataDigest,
+    /// The layout of `executions` when the writer started.
+    layout_before: ExecutionsLayout,
     start: Start,
     to_channel: String,
     chain_deadline: Duration,
@@ -347,6 +362,9 @@ impl ChainRun {
         let data_before = data_digest(&admin, None)
             .await
             .unwrap_or_else(|error| panic!("digesting the data before the run: {error}"));
+        let layout_before = executions_layout(&admin)
+            .await
+            .unwrap_or_else(|error| panic!("reading the executions layout: {error}"));
         let writer = RunningWriter::start(&database.url, timeline.clone());
         Self {
             _recorders: recorders,
@@ -356,6 +374,7 @@ impl ChainRun {
             app,
             chain: options.chain,
             data_before,
+            layout_before,
             start: options.start,
             to_channel: options.to_channel,
             chain_deadline: options.chain_deadline,
@@ -471,18 +490,25 @@ impl ChainRun {
         tokio::time::sleep(left).await;
     }
 
-    /// Waits for the end of the chain (at most the run's deadline), stops
-    /// the writer, checks the data and the history, and judges the run.
-    /// The run's namespace and database stay until the run drops.
+    /// Waits for the end of the chain (at most the run's deadline, or
+    /// until it stopped for good: the App waiting for a person at the last
+    /// release), stops the writer, checks the data and the history, and
+    /// judges the run. The run's namespace and database stay until the run
+    /// drops.
     pub async fn finish(&mut self) -> RunReport {
         let chain = self.chain.clone();
-        let ended = self
+        let outcome = self
             .timeline
             .wait_for(self.chain_deadline, |events| {
-                judge::chain_ended(events, &chain).then_some(())
+                if judge::chain_ended(events, &chain) {
+                    Some(None)
+                } else {
+                    judge::chain_stopped(events, &chain).map(Some)
+                }
             })
-            .await
-            .is_ok();
+            .await;
+        let ended = matches!(outcome, Ok(None));
+        let stopped = outcome.ok().flatten();
         let chain_seconds = self
             .switched
             .map_or(0.0, |switched| switched.elapsed().as_secs_f64());
@@ -501,6 +527,9 @@ impl ChainRun {
             .await
             .unwrap_or_else(|error| panic!("reading the migration history: {error}"));
         let schema = schema_at_target(&admin, &self.chain.last).await;
+        let layout_after = executions_layout(&admin)
+            .await
+            .unwrap_or_else(|error| panic!("reading the executions layout: {error}"));
         let events = self.timeline.snapshot();
         let checks = EndChecks {
             schema,
@@ -508,13 +537,16 @@ impl ChainRun {
             data_after,
             writer: writer::verify(&writes, &found),
             history,
+            layouts: vec![self.layout_before, layout_after],
         };
         let mut verdict = judge::judge(&events, &self.chain, &checks);
-        if !ended {
-            verdict.evidence.push(format!(
+        match (&stopped, ended) {
+            (Some(why), _) => verdict.evidence.push(why.clone()),
+            (None, false) => verdict.evidence.push(format!(
                 "the chain had not ended {} s after the switch (the run's deadline)",
                 self.chain_deadline.as_secs()
-            ));
+            )),
+            (None, true) => {}
         }
         RunReport {
             namespace: self.namespace.name.clone(),
@@ -524,11 +556,127 @@ impl ChainRun {
             setup_seconds: self.setup_seconds,
             chain_seconds,
             ended,
+            writer: checks.writer,
         }
     }
 }
 
 impl ChainRun {
+    /// What a user of the App would look at after the chain, in their
+    /// words: the App as `kubectl describe` shows it with its Events, OLM's
+    /// view of the last release (its CSV and its gate), the App's server,
+    /// and the database's migration history against the last release's
+    /// plan. Each part that cannot be read says why.
+    pub async fn user_view(&self) -> Vec<String> {
+        let client = self.client();
+        let ns = &self.namespace.name;
+        let mut lines = Vec::new();
+        match app_api(&client, ns).get(&self.app).await {
+            Ok(app) => {
+                lines.push(format!("kubectl describe app {}:", self.app));
+                let app = serde_json::to_value(&app).unwrap_or_default();
+                lines.extend(
+                    super::narrate::describe_app(&app)
+                        .into_iter()
+                        .map(|line| format!("  {line}")),
+                );
+            }
+            Err(error) => lines.push(format!("App {}: cannot be read ({error})", self.app)),
+        }
+        let events = kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(client.clone(), ns)
+            .list(&kube::api::ListParams::default().fields(&format!(
+                "involvedObject.kind=App,involvedObject.name={}",
+                self.app
+            )))
+            .await;
+        match events {
+            Ok(list) => {
+                let mut items = list.items;
+                items.sort_by_key(|event| {
+                    event
+                        .last_timestamp
+                        .as_ref()
+                        .map(|time| time.0)
+                        .or_else(|| event.event_time.as_ref().map(|time| time.0))
+                });
+                let shown: Vec<(String, String, String)> = items
+                    .iter()
+                    .rev()
+                    .take(6)
+                    .rev()
+                    .map(|event| {
+                        (
+                            event.type_.clone().unwrap_or_default(),
+                            event.reason.clone().unwrap_or_default(),
+                            event.message.clone().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                lines.push(format!(
+                    "  Events (the last {} of {}):",
+                    shown.len(),
+                    items.len()
+                ));
+                lines.extend(
+                    super::narrate::describe_events(&shown)
+                        .into_iter()
+                        .map(|line| format!("  {line}")),
+                );
+            }
+            Err(error) => lines.push(format!("  Events: cannot be listed ({error})")),
+        }
+        let last = &self.chain.last;
+        let csv_name = format!("{}{last}", super::facts::CSV_PREFIX);
+        match csv_api(&client, ns).get(&csv_name).await {
+            Ok(csv) => lines.push(format!(
+                "OLM: CSV {csv_name} {} ({})",
+                csv.data["status"]["phase"].as_str().unwrap_or("-"),
+                csv.data["status"]["reason"].as_str().unwrap_or("-")
+            )),
+            Err(error) => lines.push(format!("OLM: CSV {csv_name} cannot be read ({error})")),
+        }
+        let conditions =
+            kube::Api::<upgrade_gate::operator_condition::OperatorCondition>::namespaced(
+                client.clone(),
+                ns,
+            );
+        match conditions.get(&csv_name).await {
+            Ok(condition) => lines.push(match condition.upgradeable_in_spec() {
+                Some(entry) => format!(
+                    "its gate (kubectl describe operatorcondition {csv_name}): Upgradeable={} ({}): {}",
+                    entry.status(),
+                    entry.reason(),
+                    entry.message()
+                ),
+                None => format!("its gate: OperatorCondition {csv_name} has no Upgradeable entry"),
+            }),
+            Err(error) => lines.push(format!("its gate: cannot be read ({error})")),
+        }
+        lines.push(match self.server_healthz().await {
+            Ok(answer) => format!("the App's server: {answer}"),
+            Err(error) => format!("the App's server: not serving ({error})"),
+        });
+        let admin = connect(&self.database.url).await;
+        match read_history(&admin).await {
+            Ok(history) => {
+                let applied: Vec<String> = history
+                    .iter()
+                    .map(|row| format!("V{} {}", row.version, row.name))
+                    .collect();
+                lines.push(format!(
+                    "the database's migration history: {}",
+                    applied.join(", ")
+                ));
+            }
+            Err(error) => lines.push(format!("the migration history: cannot be read ({error})")),
+        }
+        lines.push(match schema_at_target(&admin, last).await {
+            Ok(at) => format!("{last}'s plan for it: at target ({at})"),
+            Err(plan) => format!("{last}'s plan for it (app-db-upgrade plan): {plan}"),
+        });
+        lines
+    }
+
     /// What the App's server says on `/healthz`, asked through the API
     /// server's pod proxy (its pods are on the cluster's pod network).
     pub async fn server_healthz(&self) -> Result<String, String> {
@@ -568,7 +716,15 @@ async fn schema_at_target(client: &tokio_postgres::Client, last: &str) -> Result
         .map_err(|error| upgrade_gate::telemetry::error_chain(&error))?;
     match app::schema::plan(&state, &release) {
         app::schema::UpgradePlan::AtTarget { target } => Ok(format!("{target}, {last}'s target")),
-        other => Err(format!("{other:?}")),
+        app::schema::UpgradePlan::Refused(refusal) => Err(format!("refused: {refusal}")),
+        app::schema::UpgradePlan::Upgrade { pending, .. } => Err(format!(
+            "behind: {} pending",
+            pending
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
@@ -576,6 +732,76 @@ async fn schema_at_target(client: &tokio_postgres::Client, last: &str) -> Result
 pub fn app_ready_at(events: &[Event], release: &str) -> bool {
     timeline::last(events, |fact| matches!(fact, Fact::AppStatus { .. })).is_some_and(|event| {
         matches!(&event.fact, Fact::AppStatus { ready: true, database_release: Some(at), .. } if at == release)
+    })
+}
+
+/// When an operator pod closed its release's gate again (see
+/// [`closed_again_by`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClosedAgain {
+    /// `upgrade-gate hold`'s write of `Upgradeable=False` into spec.
+    pub written: Timestamp,
+    /// OLM's status copy of it (or of a later generation).
+    pub copied: Timestamp,
+    /// The pod's main container started.
+    pub started: Timestamp,
+}
+
+/// Whether operator pod `pod` of `release` closed the gate again before
+/// its operator started, as a replacement pod must: its gate init
+/// container exited 0; after the pod was created, `upgrade-gate hold`
+/// wrote its `Upgradeable=False` (its default message, `hold_message`)
+/// into spec at some generation; OLM's status copy held `False` at that
+/// generation or a later one, current when copied, before the pod's main
+/// container started. `Err` says what is missing.
+pub fn closed_again_by(
+    events: &[Event],
+    release: &str,
+    pod: &str,
+    hold_message: &str,
+) -> Result<ClosedAgain, String> {
+    let created = timeline::first(events, |fact| {
+        matches!(fact, Fact::Pod { pod: of, change: timeline::PodChange::Created, .. } if of == pod)
+    })
+    .ok_or_else(|| format!("pod {pod} was never seen created"))?
+    .at;
+    let started = timeline::first(events, |fact| {
+        matches!(fact, Fact::Pod { pod: of, change: timeline::PodChange::Started, .. } if of == pod)
+    })
+    .ok_or_else(|| format!("pod {pod}'s operator never started"))?
+    .at;
+    timeline::first(events, |fact| {
+        matches!(fact, Fact::PodExited { pod: of, container, exit_code: 0, .. } if of == pod && container == GATE_CONTAINER)
+    })
+    .ok_or_else(|| format!("pod {pod}'s gate init container never exited 0"))?;
+    let (written, generation) = events
+        .iter()
+        .filter(|event| event.at >= created)
+        .find_map(|event| match &event.fact {
+            Fact::ConditionSpec { release: of, status: Some(status), message: Some(message), generation, .. }
+                if of == release && status == "False" && message == hold_message => Some((event.at, *generation)),
+            _ => None,
+        })
+        .ok_or_else(|| format!("no write of upgrade-gate hold's Upgradeable=False into {release}'s spec after pod {pod} was created"))?;
+    let copied = events
+        .iter()
+        .filter(|event| event.at >= written)
+        .find_map(|event| match &event.fact {
+            Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), generation: current, .. }
+                if of == release && status == "False" && *observed >= generation && observed == current => Some(event.at),
+            _ => None,
+        })
+        .ok_or_else(|| format!("OLM's status never held {release}'s Upgradeable=False at generation {generation} or later"))?;
+    if copied > started {
+        return Err(format!(
+            "pod {pod}'s operator started {:.1} s before OLM's status held the restored Upgradeable=False",
+            timeline::seconds_between(started, copied)
+        ));
+    }
+    Ok(ClosedAgain {
+        written,
+        copied,
+        started,
     })
 }
 
@@ -940,5 +1166,99 @@ mod tests {
             assert_eq!(left.as_millis(), left_ms, "at {now_ms} ms");
         }
         assert_eq!(load_margin_left(&events[..1], "7.10.1", at(5_000)), None);
+    }
+
+    #[test]
+    fn a_replacement_pod_closes_the_gate_again_before_its_operator_starts() {
+        let at = |tenths: i64| {
+            Timestamp::from_millisecond(1_700_000_000_000 + tenths * 100)
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let hold = "upgrade-gate hold: starting";
+        let pod = |change| Fact::Pod {
+            pod: "op-2".into(),
+            kind: PodKind::Operator,
+            release: "7.10.0".into(),
+            change,
+        };
+        let spec = |message: &str, generation| Fact::ConditionSpec {
+            release: "7.10.0".into(),
+            status: Some("False".into()),
+            reason: Some("UpgradeInProgress".into()),
+            message: Some(message.into()),
+            generation,
+        };
+        let status = |observed, generation| Fact::ConditionStatus {
+            release: "7.10.0".into(),
+            status: Some("False".into()),
+            reason: Some("UpgradeInProgress".into()),
+            observed_generation: Some(observed),
+            generation,
+        };
+        let exited = Fact::PodExited {
+            pod: "op-2".into(),
+            kind: PodKind::Operator,
+            release: "7.10.0".into(),
+            container: GATE_CONTAINER.into(),
+            exit_code: 0,
+            reason: "Completed".into(),
+            message: String::new(),
+        };
+        let good = vec![
+            (0, spec(hold, 2)),
+            (1, status(2, 2)),
+            (5, spec("App ns/shop: upgrading", 3)),
+            (6, status(3, 3)),
+            (10, pod(timeline::PodChange::Created)),
+            (12, spec(hold, 4)),
+            (14, status(4, 4)),
+            (15, exited.clone()),
+            (17, pod(timeline::PodChange::Started)),
+        ];
+        let events = |facts: &[(i64, Fact)]| -> Vec<Event> {
+            facts
+                .iter()
+                .map(|(tenths, fact)| Event {
+                    at: at(*tenths),
+                    fact: fact.clone(),
+                })
+                .collect()
+        };
+        assert_eq!(
+            closed_again_by(&events(&good), "7.10.0", "op-2", hold),
+            Ok(ClosedAgain {
+                written: at(12),
+                copied: at(14),
+                started: at(17)
+            })
+        );
+        // Each missing piece is said, never passed: the first pod's hold
+        // (before op-2 existed) does not count for op-2.
+        let without = |drop: usize| {
+            let mut facts = good.clone();
+            facts.remove(drop);
+            closed_again_by(&events(&facts), "7.10.0", "op-2", hold)
+        };
+        for (index, missing) in [
+            (5, "hold"),
+            (6, "OLM's status"),
+            (7, "init container"),
+            (8, "never started"),
+        ] {
+            let error = without(index).expect_err(missing);
+            assert!(error.contains(missing), "{missing}: {error}");
+        }
+        // Copied only after the operator started: too late.
+        let mut late = good.clone();
+        late[6].0 = 18;
+        late.sort_by_key(|(tenths, _)| *tenths);
+        assert!(
+            closed_again_by(&events(&late), "7.10.0", "op-2", hold)
+                .is_err_and(|error| error.contains("started"))
+        );
+        // A copy at an older generation is not the restored answer.
+        let mut stale = good.clone();
+        stale[6] = (14, status(3, 4));
+        assert!(closed_again_by(&events(&stale), "7.10.0", "op-2", hold).is_err());
     }
 }
