@@ -84,26 +84,41 @@ hold_lock() {
   fi
 }
 
-# Installs the given Debian packages that are not installed yet; runs
-# `apt-get update` once, and only when something is missing.
-ensure_debian_packages() {
+# The given Debian packages that are not installed, one per line.
+missing_debian_packages() {
   local package status
-  local missing=()
   for package in "$@"; do
     status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
-    [[ $status == "install ok installed" ]] || missing+=("$package")
+    [[ $status == "install ok installed" ]] || printf '%s\n' "$package"
   done
+}
+
+# Installs the given Debian packages that are not installed yet; runs
+# `apt-get update` once, and only when something is missing. Runs of these
+# scripts at once (the tools and the images build together) take turns.
+ensure_debian_packages() {
+  local missing=()
+  mapfile -t missing < <(missing_debian_packages "$@")
   if ((${#missing[@]} == 0)); then
     log "debian packages present: $*"
     return
   fi
-  local start
-  start=$(now)
-  log "installing debian packages: ${missing[*]}"
-  # With their recommended packages: the set podman's builds were tried with here.
-  # apt's output goes to stderr: callers print a path on stdout and are
-  # read with $(...), and apt-get -qq still prints what it unpacks.
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
-  log "installed ${missing[*]} in $(elapsed_since "$start") s"
+  mkdir -p "$cache_root"
+  local fd
+  exec {fd}>"$cache_root/.apt.lock"
+  flock "$fd"
+  mapfile -t missing < <(missing_debian_packages "$@")
+  if ((${#missing[@]} > 0)); then
+    local start
+    start=$(now)
+    log "installing debian packages: ${missing[*]}"
+    # With their recommended packages: the set podman's builds were tried with here.
+    # apt's output goes to stderr: callers print a path on stdout and are
+    # read with $(...), and apt-get -qq still prints what it unpacks.
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
+    log "installed ${missing[*]} in $(elapsed_since "$start") s"
+  fi
+  flock --unlock "$fd"
+  exec {fd}>&-
 }
