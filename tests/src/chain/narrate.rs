@@ -75,12 +75,13 @@ pub fn line(event: &Event, zero: Timestamp) -> String {
     text
 }
 
-/// What has been told, so each fact is told once and a gate's status is
-/// told when it changes, not at each generation OLM copies it at.
+/// What has been told, so each fact is told once, and a gate (spec or
+/// OLM's copy) or a CSV phase when it changes: not at each generation OLM
+/// copies a gate at, nor at each new message of an upgrade's progress.
 #[derive(Default)]
 pub struct Narrator {
     told: HashSet<(Timestamp, String)>,
-    gates: HashMap<String, (Option<String>, Option<String>)>,
+    states: HashMap<(&'static str, String), (Option<String>, Option<String>)>,
 }
 
 impl Narrator {
@@ -94,15 +95,30 @@ impl Narrator {
             if !self.told.insert((event.at, event.fact.to_string())) {
                 continue;
             }
-            if let Fact::ConditionStatus {
-                release,
-                status,
-                reason,
-                ..
-            } = &event.fact
-            {
-                let now = (status.clone(), reason.clone());
-                if self.gates.insert(release.clone(), now.clone()) == Some(now) {
+            let state = match &event.fact {
+                Fact::ConditionStatus {
+                    release,
+                    status,
+                    reason,
+                    ..
+                } => Some(("status", release, status.clone(), reason.clone())),
+                Fact::ConditionSpec {
+                    release,
+                    status,
+                    reason,
+                    ..
+                } => Some(("spec", release, status.clone(), reason.clone())),
+                Fact::CsvPhase {
+                    release,
+                    phase,
+                    reason,
+                    ..
+                } => Some(("csv", release, Some(phase.clone()), Some(reason.clone()))),
+                _ => None,
+            };
+            if let Some((kind, release, first, second)) = state {
+                let now = (first, second);
+                if self.states.insert((kind, release.clone()), now.clone()) == Some(now) {
                     continue;
                 }
             }
@@ -320,6 +336,38 @@ mod tests {
         assert_eq!(more.len(), 1, "{more:?}");
         assert!(more[0].contains("Upgradeable=True"));
         assert!(narrator.lines(&events, at(0)).is_empty());
+    }
+
+    #[test]
+    fn an_upgrades_progress_messages_are_not_told_again() {
+        let pending = |message: &str| Fact::CsvPhase {
+            release: "7.10.1".into(),
+            phase: "Pending".into(),
+            reason: "OperatorConditionNotUpgradeable".into(),
+            message: message.into(),
+        };
+        let spec = |message: &str, generation| Fact::ConditionSpec {
+            release: "7.10.0".into(),
+            status: Some("False".into()),
+            reason: Some("UpgradeInProgress".into()),
+            message: Some(message.into()),
+            generation,
+        };
+        let events: Vec<Event> = [
+            (1, spec("backup 10%", 3)),
+            (2, pending("operator is not upgradeable: backup 10%")),
+            (3, spec("backup 60%", 4)),
+            (4, pending("operator is not upgradeable: backup 60%")),
+            (5, pending("operator is not upgradeable: backup 60%")),
+        ]
+        .into_iter()
+        .map(|(second, fact)| Event {
+            at: at(second),
+            fact,
+        })
+        .collect();
+        let told = Narrator::default().lines(&events, at(0));
+        assert_eq!(told.len(), 2, "{told:?}");
     }
 
     #[test]
