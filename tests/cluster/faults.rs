@@ -510,11 +510,19 @@ async fn operator_pod_deleted_during_its_job_is_replaced_and_adopts_the_job() {
     .unwrap_or_else(|missing| {
         panic!("the replacement pod {replacement} did not close the gate again: {missing}")
     });
+    run.assert_gate_confirmed_by(&replacement).await;
     println!(
-        "the replacement pod {replacement}'s init container wrote Upgradeable=False at +{:.1} s, OLM's status had it at +{:.1} s, its operator started at +{:.1} s (from the deletion)",
-        seconds_between(since, closed.written),
-        seconds_between(since, closed.copied),
-        seconds_between(since, closed.started)
+        "the replacement pod {replacement}'s init container {}; OLM's status had Upgradeable=False at that generation at {}; it exited at {}, its operator started at {} (from the deletion)",
+        closed.written.map_or_else(
+            || "found the spec already saying Upgradeable=False and kept it".to_owned(),
+            |written| format!(
+                "wrote Upgradeable=False at {}",
+                timeline::offset(since, written)
+            )
+        ),
+        timeline::offset(since, closed.copied),
+        timeline::offset(since, closed.exited),
+        timeline::offset(since, closed.started)
     );
     run.wait_held(Duration::from_secs(60)).await;
     release_after_load_margin(&run, lock).await;

@@ -257,7 +257,9 @@ fn holes(events: &[Event], chain: &Chain, checks: &EndChecks, zero: Timestamp) -
 }
 
 /// How soon after OLM's status copy of the middle release's gate said
-/// `Upgradeable=True` (at its generation) the next release left `Pending`.
+/// `Upgradeable=True` (at its generation) the next release left `Pending`:
+/// the copy in effect when it left (a `True` written and closed again
+/// before, by a fault, is not what OLM acted on).
 fn olm_reaction(
     events: &[Event],
     chain: &Chain,
@@ -265,14 +267,19 @@ fn olm_reaction(
     zero: Timestamp,
     evidence: &mut Vec<String>,
 ) -> Option<f64> {
-    let opened = after(events, zero).find(|event| {
-        matches!(&event.fact, Fact::ConditionStatus { release, status: Some(status), observed_generation: Some(observed), generation, .. }
-            if release == middle && status == "True" && observed == generation)
+    let moved = after(events, zero).find(|event| {
+        matches!(&event.fact, Fact::CsvPhase { release, phase, .. } if *release == chain.next && phase != "Pending")
     })?;
-    let moved = events.iter().find(|event| {
-        event.at >= opened.at
-            && matches!(&event.fact, Fact::CsvPhase { release, phase, .. } if *release == chain.next && phase != "Pending")
-    })?;
+    let opened = events
+        .iter()
+        .rfind(|event| {
+            event.at <= moved.at
+                && matches!(&event.fact, Fact::ConditionStatus { release, .. } if release == middle)
+        })
+        .filter(|event| {
+            matches!(&event.fact, Fact::ConditionStatus { status: Some(status), observed_generation: Some(observed), generation, .. }
+                if status == "True" && observed == generation)
+        })?;
     let seconds = seconds_between(opened.at, moved.at);
     evidence.push(format!(
         "OLM acted {seconds:.1} s after its copy of {middle}'s gate said Upgradeable=True: {} at {}",
@@ -1154,6 +1161,18 @@ mod tests {
         assert!(!verdict.damaged, "{:#?}", verdict.evidence);
         assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
         assert!(verdict.inconclusive.is_empty());
+        assert_eq!(
+            verdict.olm_reaction_seconds.map(|s| (s * 10.0).round()),
+            Some(1.0)
+        );
+        // A True copied and closed again long before (a release, restored)
+        // is not what OLM acted on.
+        let mut facts = gated();
+        facts.extend([
+            (100, gate_status("7.10.0", "True", 3)),
+            (101, gate_status("7.10.0", "False", 4)),
+        ]);
+        let verdict = judge(&events(facts), &chain(), &checks());
         assert_eq!(
             verdict.olm_reaction_seconds.map(|s| (s * 10.0).round()),
             Some(1.0)

@@ -75,13 +75,16 @@ pub fn line(event: &Event, zero: Timestamp) -> String {
     text
 }
 
+/// A told state: a gate's status and reason, or a CSV's phase and reason.
+type TwoParts = (Option<String>, Option<String>);
+
 /// What has been told, so each fact is told once, and a gate (spec or
 /// OLM's copy) or a CSV phase when it changes: not at each generation OLM
 /// copies a gate at, nor at each new message of an upgrade's progress.
 #[derive(Default)]
 pub struct Narrator {
     told: HashSet<(Timestamp, String)>,
-    states: HashMap<(&'static str, String), (Option<String>, Option<String>)>,
+    states: HashMap<(&'static str, String), TwoParts>,
 }
 
 impl Narrator {

@@ -445,6 +445,12 @@ impl ChainRun {
         .await;
     }
 
+    /// Panics unless operator pod `pod`'s gate init container logged that
+    /// OLM confirmed `Upgradeable=False`.
+    pub async fn assert_gate_confirmed_by(&self, pod: &str) {
+        assert_gate_confirmed(&self.client(), &self.namespace.name, pod).await;
+    }
+
     /// Waits until `find` matches the timeline; panics naming `what` and
     /// the newest events after `timeout`.
     pub async fn wait_for<T>(
@@ -735,72 +741,109 @@ pub fn app_ready_at(events: &[Event], release: &str) -> bool {
     })
 }
 
-/// When an operator pod closed its release's gate again (see
-/// [`closed_again_by`]).
+/// How an operator pod's init container closed its release's gate again
+/// (see [`closed_again_by`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClosedAgain {
-    /// `upgrade-gate hold`'s write of `Upgradeable=False` into spec.
-    pub written: Timestamp,
-    /// OLM's status copy of it (or of a later generation).
+    /// `upgrade-gate hold`'s own write of `Upgradeable=False` into spec,
+    /// when it made one; `None` when the spec already said `False` (hold
+    /// keeps the entry then, the operator's reason and message with it).
+    pub written: Option<Timestamp>,
+    /// OLM's status copy of the entry in effect when the init container
+    /// finished: `False`, at that entry's generation.
     pub copied: Timestamp,
+    /// The init container exited 0.
+    pub exited: Timestamp,
     /// The pod's main container started.
     pub started: Timestamp,
 }
 
 /// Whether operator pod `pod` of `release` closed the gate again before
 /// its operator started, as a replacement pod must: its gate init
-/// container exited 0; after the pod was created, `upgrade-gate hold`
-/// wrote its `Upgradeable=False` (its default message, `hold_message`)
-/// into spec at some generation; OLM's status copy held `False` at that
-/// generation or a later one, current when copied, before the pod's main
-/// container started. `Err` says what is missing.
+/// container exited 0; the spec's `Upgradeable` in effect then said
+/// `False` (written by `upgrade-gate hold` after the pod was created — its
+/// default message is `hold_message` — or already there) and never said
+/// anything else from the pod's creation to its start; OLM's status held
+/// `False` at that entry's generation before the pod's main container
+/// started. `Err` says what is missing.
 pub fn closed_again_by(
     events: &[Event],
     release: &str,
     pod: &str,
     hold_message: &str,
 ) -> Result<ClosedAgain, String> {
-    let created = timeline::first(events, |fact| {
-        matches!(fact, Fact::Pod { pod: of, change: timeline::PodChange::Created, .. } if of == pod)
-    })
-    .ok_or_else(|| format!("pod {pod} was never seen created"))?
-    .at;
-    let started = timeline::first(events, |fact| {
-        matches!(fact, Fact::Pod { pod: of, change: timeline::PodChange::Started, .. } if of == pod)
-    })
-    .ok_or_else(|| format!("pod {pod}'s operator never started"))?
-    .at;
-    timeline::first(events, |fact| {
+    let pod_fact = |change: timeline::PodChange| {
+        timeline::first(events, |fact| {
+            matches!(fact, Fact::Pod { pod: of, change: seen, .. } if of == pod && *seen == change)
+        })
+        .map(|event| event.at)
+    };
+    let created = pod_fact(timeline::PodChange::Created)
+        .ok_or_else(|| format!("pod {pod} was never seen created"))?;
+    let started = pod_fact(timeline::PodChange::Started)
+        .ok_or_else(|| format!("pod {pod}'s operator never started"))?;
+    let exited = timeline::first(events, |fact| {
         matches!(fact, Fact::PodExited { pod: of, container, exit_code: 0, .. } if of == pod && container == GATE_CONTAINER)
     })
-    .ok_or_else(|| format!("pod {pod}'s gate init container never exited 0"))?;
-    let (written, generation) = events
-        .iter()
-        .filter(|event| event.at >= created)
-        .find_map(|event| match &event.fact {
-            Fact::ConditionSpec { release: of, status: Some(status), message: Some(message), generation, .. }
-                if of == release && status == "False" && message == hold_message => Some((event.at, *generation)),
+    .ok_or_else(|| format!("pod {pod}'s gate init container never exited 0"))?
+    .at;
+    let spec_entries = || {
+        events.iter().filter_map(|event| match &event.fact {
+            Fact::ConditionSpec {
+                release: of,
+                status,
+                message,
+                generation,
+                ..
+            } if of == release => {
+                Some((event.at, status.as_deref(), message.as_deref(), *generation))
+            }
             _ => None,
         })
-        .ok_or_else(|| format!("no write of upgrade-gate hold's Upgradeable=False into {release}'s spec after pod {pod} was created"))?;
-    let copied = events
-        .iter()
-        .filter(|event| event.at >= written)
-        .find_map(|event| match &event.fact {
-            Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), generation: current, .. }
-                if of == release && status == "False" && *observed >= generation && observed == current => Some(event.at),
-            _ => None,
-        })
-        .ok_or_else(|| format!("OLM's status never held {release}'s Upgradeable=False at generation {generation} or later"))?;
-    if copied > started {
+    };
+    if let Some((at, status, ..)) = spec_entries()
+        .find(|(at, status, ..)| *at > created && *at <= started && *status != Some("False"))
+    {
         return Err(format!(
-            "pod {pod}'s operator started {:.1} s before OLM's status held the restored Upgradeable=False",
-            timeline::seconds_between(started, copied)
+            "{release}'s spec said Upgradeable={} {:.1} s after pod {pod} was created, before its operator started",
+            status.unwrap_or("(none)"),
+            timeline::seconds_between(created, at)
         ));
     }
+    let (_, status, _, generation) = spec_entries()
+        .filter(|(at, ..)| *at <= exited)
+        .reduce(|_, newer| newer)
+        .ok_or_else(|| {
+            format!(
+                "no Upgradeable entry in {release}'s spec before pod {pod}'s init container exited"
+            )
+        })?;
+    if status != Some("False") {
+        return Err(format!(
+            "{release}'s spec said Upgradeable={} when pod {pod}'s init container exited",
+            status.unwrap_or("(none)")
+        ));
+    }
+    let written = spec_entries()
+        .find(|(at, status, message, _)| {
+            *at > created
+                && *at <= exited
+                && *status == Some("False")
+                && *message == Some(hold_message)
+        })
+        .map(|(at, ..)| at);
+    let copied = events
+        .iter()
+        .find_map(|event| match &event.fact {
+            Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), .. }
+                if of == release && status == "False" && *observed == generation && event.at <= started => Some(event.at),
+            _ => None,
+        })
+        .ok_or_else(|| format!("OLM's status never held {release}'s Upgradeable=False at generation {generation} before pod {pod}'s operator started"))?;
     Ok(ClosedAgain {
         written,
         copied,
+        exited,
         started,
     })
 }
@@ -997,9 +1040,15 @@ async fn check_closed_first(client: &Client, namespace: &str, timeline: &Timelin
         closed_before_start,
         "{release}'s operator started before OLM's copy of its OperatorCondition said Upgradeable=False"
     );
+    assert_gate_confirmed(client, namespace, &pod).await;
+}
+
+/// Panics unless `pod`'s gate init container logged that OLM confirmed
+/// `Upgradeable=False`.
+async fn assert_gate_confirmed(client: &Client, namespace: &str, pod: &str) {
     let logs = kube::Api::<Pod>::namespaced(client.clone(), namespace)
         .logs(
-            &pod,
+            pod,
             &LogParams {
                 container: Some(GATE_CONTAINER.to_owned()),
                 ..LogParams::default()
@@ -1181,9 +1230,9 @@ mod tests {
             release: "7.10.0".into(),
             change,
         };
-        let spec = |message: &str, generation| Fact::ConditionSpec {
+        let spec = |status: &str, message: &str, generation| Fact::ConditionSpec {
             release: "7.10.0".into(),
-            status: Some("False".into()),
+            status: Some(status.into()),
             reason: Some("UpgradeInProgress".into()),
             message: Some(message.into()),
             generation,
@@ -1204,61 +1253,64 @@ mod tests {
             reason: "Completed".into(),
             message: String::new(),
         };
-        let good = vec![
-            (0, spec(hold, 2)),
+        // The operator's False was in place: hold keeps it, OLM had it.
+        let kept = vec![
+            (0, spec("False", hold, 2)),
             (1, status(2, 2)),
-            (5, spec("App ns/shop: upgrading", 3)),
+            (5, spec("False", "App ns/shop: upgrading", 3)),
             (6, status(3, 3)),
             (10, pod(timeline::PodChange::Created)),
-            (12, spec(hold, 4)),
-            (14, status(4, 4)),
             (15, exited.clone()),
             (17, pod(timeline::PodChange::Started)),
         ];
         let events = |facts: &[(i64, Fact)]| -> Vec<Event> {
-            facts
+            let mut events: Vec<Event> = facts
                 .iter()
                 .map(|(tenths, fact)| Event {
                     at: at(*tenths),
                     fact: fact.clone(),
                 })
-                .collect()
+                .collect();
+            events.sort_by_key(|event| event.at);
+            events
         };
         assert_eq!(
-            closed_again_by(&events(&good), "7.10.0", "op-2", hold),
+            closed_again_by(&events(&kept), "7.10.0", "op-2", hold),
             Ok(ClosedAgain {
-                written: at(12),
-                copied: at(14),
+                written: None,
+                copied: at(6),
+                exited: at(15),
                 started: at(17)
             })
         );
-        // Each missing piece is said, never passed: the first pod's hold
-        // (before op-2 existed) does not count for op-2.
-        let without = |drop: usize| {
-            let mut facts = good.clone();
-            facts.remove(drop);
-            closed_again_by(&events(&facts), "7.10.0", "op-2", hold)
-        };
-        for (index, missing) in [
-            (5, "hold"),
-            (6, "OLM's status"),
-            (7, "init container"),
-            (8, "never started"),
-        ] {
-            let error = without(index).expect_err(missing);
-            assert!(error.contains(missing), "{missing}: {error}");
-        }
-        // Copied only after the operator started: too late.
-        let mut late = good.clone();
-        late[6].0 = 18;
-        late.sort_by_key(|(tenths, _)| *tenths);
-        assert!(
-            closed_again_by(&events(&late), "7.10.0", "op-2", hold)
-                .is_err_and(|error| error.contains("started"))
+        // hold's own write after the pod was created, copied before start.
+        let mut wrote = kept.clone();
+        wrote.extend([(12, spec("False", hold, 4)), (14, status(4, 4))]);
+        assert_eq!(
+            closed_again_by(&events(&wrote), "7.10.0", "op-2", hold)
+                .map(|closed| (closed.written, closed.copied)),
+            Ok((Some(at(12)), at(14)))
         );
-        // A copy at an older generation is not the restored answer.
-        let mut stale = good.clone();
-        stale[6] = (14, status(3, 4));
-        assert!(closed_again_by(&events(&stale), "7.10.0", "op-2", hold).is_err());
+        // Each hole is said, never passed.
+        let fails = |facts: Vec<(i64, Fact)>, said: &str| {
+            let error = closed_again_by(&events(&facts), "7.10.0", "op-2", hold).expect_err(said);
+            assert!(error.contains(said), "{said}: {error}");
+        };
+        let without = |index: usize| {
+            let mut facts = kept.clone();
+            facts.remove(index);
+            facts
+        };
+        fails(without(5), "init container");
+        fails(without(6), "never started");
+        fails(without(3), "generation 3");
+        // Opened between the pod's creation and its start: not closed.
+        let mut opened = kept.clone();
+        opened.push((11, spec("True", "upgrade-gate release", 4)));
+        fails(opened, "said Upgradeable=True");
+        // hold's write copied only after the operator started: too late.
+        let mut late = kept.clone();
+        late.extend([(12, spec("False", hold, 4)), (18, status(4, 4))]);
+        fails(late, "generation 4");
     }
 }
