@@ -68,6 +68,10 @@ bench-db ROWS="2000000" RUNS="3":
 measure-ci MODE="warm":
     tools/measure-ci.sh {{MODE}}
 
+# Measurement: a newcomer's first `just demo` on a clean clone of HEAD, cold (empty caches) or warm.
+measure-demo MODE="cold":
+    tools/measure-ci.sh {{MODE}} demo
+
 # Regenerate the App CRD yaml from the Rust types (a unit test diffs it).
 crd:
     cargo run --quiet --package upgrade-gate-app --bin app-operator -- crd --output manifests/crd/apps.upgrade-gate.dev.yaml

@@ -1,22 +1,36 @@
 #!/usr/bin/env bash
-# Times `.ci/run` on a clean clone of HEAD, as CI runs it, warm or cold.
+# Times `.ci/run` (or a newcomer's first `just demo`) on a clean clone of
+# HEAD, as CI runs it, warm or cold.
 #
-#   tools/measure-ci.sh warm   the machine's caches as they are (Go tools,
-#                              cargo registry and target directory, base
-#                              image), as CI on this machine has them
-#   tools/measure-ci.sh cold   empty caches of its own: cargo home (registry),
-#                              Go module and build caches, the tool cache
-#                              (~/.cache/upgrade-gate) and podman's storage,
-#                              all under one temporary directory, removed after
+#   tools/measure-ci.sh warm [ci|demo]   the machine's caches as they are (Go
+#                              tools, cargo registry and target directory,
+#                              base image), as CI on this machine has them
+#   tools/measure-ci.sh cold [ci|demo]   empty caches of its own: cargo home
+#                              (registry), Go module and build caches, the tool
+#                              cache (~/.cache/upgrade-gate) and podman's
+#                              storage, all under one temporary directory,
+#                              removed after
 #
-# Prints the total and `just test`'s stage times. Writes nothing outside the
+# `ci` (the default) runs `.ci/run`; `demo` runs the README's first command,
+# `just demo`, with the clone's own target directory (a newcomer's clone has
+# none). Debian's packages stay installed either way: a fresh machine's
+# first run installs them too (about 16 s here).
+#
+# Prints the total and the stages' times (`just test`'s, or the demo's
+# milestones with their seconds from the start). Writes nothing outside the
 # temporary directory (the clone's images go to podman's storage; with cold,
 # to the temporary storage). Needs root, as `just test` does.
 set -euo pipefail
 
 mode=${1:-}
 case $mode in warm | cold) ;; *)
-  echo "usage: $0 warm|cold" >&2
+  echo "usage: $0 warm|cold [ci|demo]" >&2
+  exit 2
+  ;;
+esac
+what=${2:-ci}
+case $what in ci | demo) ;; *)
+  echo "usage: $0 warm|cold [ci|demo]" >&2
   exit 2
   ;;
 esac
@@ -59,9 +73,30 @@ fi
 
 started=$(date +%s)
 status=0
-(cd "$work/clone" && env "${env_args[@]}" .ci/run) 2>&1 | tee "$work/ci.log" || status=$?
+if [[ $what == ci ]]; then
+  (cd "$work/clone" && env "${env_args[@]}" .ci/run) 2>&1 | tee "$work/ci.log" || status=$?
+else
+  # Each line with its seconds from the start, for the milestones below.
+  (
+    cd "$work/clone"
+    demo_status=0
+    env "${env_args[@]}" CARGO_TARGET_DIR="$work/clone/target" \
+      bash -c 'command -v just >/dev/null || pip install --quiet rust-just==1.59.0; just demo' ||
+      demo_status=$?
+    echo "$demo_status" >"$work/status"
+  ) 2>&1 |
+    while IFS= read -r line; do printf '%5d %s\n' $(($(date +%s) - started)) "$line"; done |
+    tee "$work/ci.log"
+  status=$(cat "$work/status" 2>/dev/null || echo 1)
+fi
 total=$(($(date +%s) - started))
 echo
-echo "== .ci/run ($mode): exit $status, $((total / 60)) min $((total % 60)) s"
-sed -n '/^stage times (s):/,$p' "$work/ci.log"
+if [[ $what == ci ]]; then
+  echo "== .ci/run ($mode): exit $status, $((total / 60)) min $((total % 60)) s"
+  sed -n '/^stage times (s):/,$p' "$work/ci.log"
+else
+  echo "== just demo ($mode): exit $status, $((total / 60)) min $((total % 60)) s"
+  echo "milestones (seconds from the start):"
+  grep -E 'installed .* in [0-9.]+ s|: built .* in [0-9.]+ s|cluster tools ready|cargo build in|mmdebstrap root|built localhost/upgrade-gate|==> Starting local cluster|==> Setting up|set up in|==> Switching|==> What happened|chain: [0-9.]+ s in all' "$work/ci.log" || true
+fi
 exit "$status"
