@@ -35,7 +35,7 @@ use upgrade_gate_tests::chain::catalog::{
     add_release, read_documents, set_skip_range, write_documents,
 };
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
-use upgrade_gate_tests::chain::judge::{RunVerdict, race_of};
+use upgrade_gate_tests::chain::judge::{AfterRestore, RunVerdict, after_restore, race_of};
 use upgrade_gate_tests::chain::record::{dynamic_api, read_history};
 use upgrade_gate_tests::chain::run::{
     ChainRun, Data, RunOptions, RunReport, Start, chain, closed_again_by, connect,
@@ -279,23 +279,19 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
             // verified), it is a gate that did not hold.
             let through = left_pending(&report.events, "7.10.1", since);
             let released = released_after(&report.events, "7.10.0", *written);
-            match through.filter(|through| released.is_none_or(|released| *through < released)) {
-                Some(through) => {
-                    let late = seconds_between(*copied, through);
-                    assert!(
-                        late <= OLM_ACTS_WITHIN,
-                        "OLM let 7.10.1 through {late:.1} s after its status held the restored Upgradeable=False at the current generation, beyond the {OLM_ACTS_WITHIN} s OLM takes to act on a status change, before anyone released the gate (from the fault: restored at {}, copied at {}, 7.10.1 out of Pending at {}):\n{}",
-                        timeline::offset(since, *written),
-                        timeline::offset(since, *copied),
-                        timeline::offset(since, through),
-                        evidence(report)
-                    );
-                    println!(
-                        "OLM let 7.10.1 through {late:.1} s after its status copy (within {OLM_ACTS_WITHIN} s), before the restored gate was released: decided on its cache of the older object; raced {} accepted",
-                        report.verdict.raced
-                    );
-                }
-                None => assert!(
+            match after_restore(*copied, through, released, OLM_ACTS_WITHIN) {
+                AfterRestore::ThroughLate { after } => panic!(
+                    "OLM let 7.10.1 through {after:.1} s after its status held the restored Upgradeable=False at the current generation, beyond the {OLM_ACTS_WITHIN} s OLM takes to act on a status change, before anyone released the gate (from the fault: restored at {}, copied at {}, 7.10.1 out of Pending at {}):\n{}",
+                    timeline::offset(since, *written),
+                    timeline::offset(since, *copied),
+                    from_fault(since, through),
+                    evidence(report)
+                ),
+                AfterRestore::ThroughWithinBound { after } => println!(
+                    "OLM let 7.10.1 through {after:.1} s after its status copy (within {OLM_ACTS_WITHIN} s), before the restored gate was released: decided on its cache of the older object; raced {} accepted",
+                    report.verdict.raced
+                ),
+                AfterRestore::Held => assert!(
                     !report.verdict.raced,
                     "restored, yet the run raced (from the fault: restored at {}, copied at {}, released at {}, 7.10.1 out of Pending at {}):\n{}",
                     timeline::offset(since, *written),

@@ -289,6 +289,47 @@ fn olm_reaction(
     Some(seconds)
 }
 
+/// What OLM did after a fault opened the middle release's gate from
+/// outside (a deletion, a foreign `Upgradeable=True`) and its operator put
+/// `Upgradeable=False` back, which OLM's status held from `copied` on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AfterRestore {
+    /// The next release did not leave `Pending` before the gate was
+    /// released again (by the operator, once its upgrade was verified):
+    /// the restored gate held.
+    Held,
+    /// It left `Pending` `after` seconds from the copy (negative: before
+    /// it), within OLM's reaction bound: OLM decided on its cache of the
+    /// deleted or released object. Either outcome of the run is the fault's.
+    ThroughWithinBound { after: f64 },
+    /// It left `Pending` `after` seconds from the copy, past the bound and
+    /// before anyone released the gate: a gate that did not hold.
+    ThroughLate { after: f64 },
+}
+
+/// Judges [`AfterRestore`] from when OLM's status held the restored
+/// answer (`copied`), when the next release left `Pending` (`through`),
+/// when the gate was next released (`released`), and how long OLM takes
+/// to act on a status change (`bound`, seconds).
+pub fn after_restore(
+    copied: Timestamp,
+    through: Option<Timestamp>,
+    released: Option<Timestamp>,
+    bound: f64,
+) -> AfterRestore {
+    match through.filter(|through| released.is_none_or(|released| *through < released)) {
+        None => AfterRestore::Held,
+        Some(through) => {
+            let after = seconds_between(copied, through);
+            if after <= bound {
+                AfterRestore::ThroughWithinBound { after }
+            } else {
+                AfterRestore::ThroughLate { after }
+            }
+        }
+    }
+}
+
 /// Whether the chain stopped short of its end for good: the last release's
 /// CSV `Succeeded` and the App's upgrade waiting for a person (`GaveUp` or
 /// `Refused`), which no operator retries on its own. Says why.
@@ -1572,5 +1613,61 @@ mod tests {
             phase("7.10.1", "Pending", "OperatorConditionNotUpgradeable"),
         );
         assert_eq!(chain_stopped(&events(facts), &chain()), None);
+    }
+
+    /// After a fault the operator repaired, OLM may let the next release
+    /// through only before, or within its reaction bound after, its status
+    /// held the restored answer (the old check accepted any time before
+    /// the gate was released again).
+    #[test]
+    fn a_pass_through_after_the_restored_status_counts_only_within_the_bound() {
+        let copied = at(100);
+        // (through, released, expected)
+        let cases = [
+            (None, None, AfterRestore::Held),
+            (None, Some(at(400)), AfterRestore::Held),
+            // After the operator released it: the normal end, held.
+            (Some(at(410)), Some(at(400)), AfterRestore::Held),
+            (
+                Some(at(95)),
+                None,
+                AfterRestore::ThroughWithinBound { after: -0.5 },
+            ),
+            (
+                Some(at(140)),
+                Some(at(400)),
+                AfterRestore::ThroughWithinBound { after: 4.0 },
+            ),
+            (
+                Some(at(150)),
+                Some(at(400)),
+                AfterRestore::ThroughWithinBound { after: 5.0 },
+            ),
+            (
+                Some(at(151)),
+                Some(at(400)),
+                AfterRestore::ThroughLate { after: 5.1 },
+            ),
+            (
+                Some(at(300)),
+                None,
+                AfterRestore::ThroughLate { after: 20.0 },
+            ),
+        ];
+        for (through, released, expected) in cases {
+            let judged = match after_restore(copied, through, released, 5.0) {
+                AfterRestore::ThroughWithinBound { after } => AfterRestore::ThroughWithinBound {
+                    after: (after * 10.0).round() / 10.0,
+                },
+                AfterRestore::ThroughLate { after } => AfterRestore::ThroughLate {
+                    after: (after * 10.0).round() / 10.0,
+                },
+                held => held,
+            };
+            assert_eq!(
+                judged, expected,
+                "through {through:?}, released {released:?}"
+            );
+        }
     }
 }
