@@ -4,8 +4,8 @@
 //! Owns: the reconcile loop (kube-runtime `Controller`, one per watched
 //! namespace), the shared [`Context`], the gate loop, readiness and the
 //! operator's HTTP endpoints, and the order of a run: serve the endpoints,
-//! win the leader Lease (`leader`), then reconcile and keep the gate until
-//! stopped or the Lease is lost. One file per step: `observe` (reads),
+//! win the leader Lease (`upgrade_gate::leader`), then reconcile and keep
+//! the gate until stopped or the Lease is lost. One file per step: `observe` (reads),
 //! `decide` (pure table), `act` (writes); `gate` is the pure operator-wide
 //! decision and `gate_writer` keeps it in the OperatorCondition. Must not
 //! touch: the database (only `observe`'s read-only query) or OLM's objects
@@ -17,7 +17,6 @@ pub mod decide;
 pub mod gate;
 pub mod gate_writer;
 pub mod http;
-pub mod leader;
 pub mod metrics;
 pub mod observe;
 pub mod resources;
@@ -49,10 +48,10 @@ use crate::operator::gate_writer::{
     Found, GateSink, NextWrite, Read, Revision, Shown, WatchState, WriteOutcome, next_write,
     poll_interval, restored, unanswered_write_landed, wakes,
 };
-use crate::operator::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::operator::metrics::Metrics;
 use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
 use crate::operator::resources::{APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
+use upgrade_gate::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use upgrade_gate::telemetry::error_chain;
 
 /// A reconcile failed at one stage.
@@ -253,6 +252,10 @@ pub fn error_policy(app: Arc<App>, error: &ReconcileError, ctx: Arc<Context>) ->
         Duration::from_secs(10)
     })
 }
+
+/// The leader Lease's name: the same for every release, so an old and a
+/// new operator never lead at once.
+pub const LEASE_NAME: &str = "upgrade-gate-app-operator";
 
 /// Reconciles running at once per watched scope. Each one opens a database
 /// connection: unbounded, 500 Apps on one PostgreSQL server exhausted its
