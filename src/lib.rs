@@ -41,6 +41,7 @@
 //! | --- | --- |
 //! | [`operator_condition`] | OLM's v2 `OperatorCondition`: the `Upgradeable` entry, OLM's verdict, writes that wait for OLM |
 //! | [`gate`] | `upgrade-gate hold` / `release` / `status`: which OLM, which OperatorCondition (fail closed), the init container's steps and exit codes |
+//! | [`keeper`] | keeps an operator's verdict in its OperatorCondition while it runs: restores it after a deletion or a foreign write, never writes a stale one, writes only while leading |
 //! | [`leader`] | leader election over a Lease with client-go's rules: one writer of the gate at a time, released on stop |
 //! | [`bundle_lint`] | `upgrade-gate lint-bundle`: what an operator's bundle needs for the gate to hold |
 //! | [`plugin`] | `kubectl upgrade-gate status`: every CSV's gate and the CSV waiting on it |
@@ -52,6 +53,7 @@
 
 pub mod bundle_lint;
 pub mod gate;
+pub mod keeper;
 pub mod leader;
 pub mod operator_condition;
 pub mod plugin;

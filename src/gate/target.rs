@@ -26,6 +26,25 @@ pub struct Target {
     pub pod: Option<String>,
 }
 
+impl Target {
+    /// What an operator's own container is told: `OPERATOR_CONDITION_NAME`
+    /// (OLM injects it into containers), `UPGRADE_GATE_DEPLOYMENT`,
+    /// `POD_NAME` (downward API; the owner chain is read only where the pod
+    /// may `get` pods, ReplicaSets and Deployments), and `POD_NAMESPACE`,
+    /// else the service-account namespace file.
+    pub fn from_env() -> Result<Target, GateError> {
+        let var = |name: &str| std::env::var(name).ok();
+        let namespace_file = std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE).ok();
+        resolve_target(
+            var("OPERATOR_CONDITION_NAME").as_deref(),
+            var("UPGRADE_GATE_DEPLOYMENT").as_deref(),
+            var("POD_NAME").as_deref(),
+            var("POD_NAMESPACE").as_deref(),
+            namespace_file.as_deref(),
+        )
+    }
+}
+
 /// Checks name, Deployment, pod and namespace from the command line (clap
 /// has already merged each flag with its environment variable) and the
 /// contents of the service-account namespace file. Empty values count as
