@@ -16,6 +16,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::crd::UpgradeProgress;
+use upgrade_gate::keeper::{Found, KeeperEvents};
+use upgrade_gate::operator_condition::{GateState, UpgradeableEntry};
 
 /// Labels of the error counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -35,7 +37,7 @@ pub struct StepLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FoundLabels {
     /// What the OperatorCondition showed instead of our entry
-    /// (`gate_writer::Found::label`).
+    /// (`upgrade_gate::keeper::Found::label`).
     pub found: String,
 }
 
@@ -236,6 +238,22 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _infallible = prometheus_client::encoding::text::encode(&mut text, &registry);
         text
+    }
+}
+
+/// The keeper's events, counted in the gate's families.
+impl KeeperEvents for Metrics {
+    fn applied(&self, verdict: &UpgradeableEntry, wrote: bool) {
+        self.gate(verdict.state() == GateState::Open, wrote);
+    }
+    fn restored(&self, found: &Found) {
+        self.gate_restored(found.label());
+    }
+    fn dropped_stale(&self) {
+        self.gate_write_stale();
+    }
+    fn failed(&self, _error: &upgrade_gate::operator_condition::Error) {
+        Metrics::failed(self, "gate");
     }
 }
 
