@@ -201,10 +201,11 @@ impl Metrics {
         }
     }
 
-    /// The gate decision just applied.
-    pub fn gate(&self, upgradeable: bool, changed: bool) {
-        self.gate_open.set(i64::from(upgradeable));
-        if changed {
+    /// The gate decision the OperatorCondition shows now; `wrote`: a write
+    /// of ours just changed it.
+    pub fn gate(&self, state: GateState, wrote: bool) {
+        self.gate_open.set(i64::from(state == GateState::Open));
+        if wrote {
             self.gate_writes.inc();
         }
     }
@@ -244,7 +245,7 @@ impl Metrics {
 /// The keeper's events, counted in the gate's families.
 impl KeeperEvents for Metrics {
     fn applied(&self, verdict: &UpgradeableEntry, wrote: bool) {
-        self.gate(verdict.state() == GateState::Open, wrote);
+        self.gate(verdict.state(), wrote);
     }
     fn restored(&self, found: &Found) {
         self.gate_restored(found.label());
@@ -267,7 +268,7 @@ mod tests {
         metrics.reconciled("MarkReady");
         metrics.failed("act");
         metrics.upgrade_finished(Duration::from_secs(42));
-        metrics.gate(true, true);
+        metrics.gate(GateState::Open, true);
         metrics.gate_restored("recreated");
         metrics.gate_write_stale();
         metrics.leading(true);
