@@ -51,6 +51,12 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// docs/adopt.md's Rust code, compiled as a doc test so that the guide
+/// cannot drift from the library.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/adopt.md")]
+pub struct AdoptGuide;
+
 pub mod bundle_lint;
 pub mod gate;
 pub mod keeper;
