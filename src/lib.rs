@@ -58,6 +58,8 @@
 pub struct AdoptGuide;
 
 pub mod bundle_lint;
+#[cfg(test)]
+mod doc_paths;
 pub mod gate;
 pub mod keeper;
 pub mod leader;
