@@ -315,15 +315,89 @@ pub enum EventKind {
     Warning,
 }
 
+/// Why an Event is published: the reason decides whether it is Normal or
+/// Warning, so the two cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventReason {
+    /// The server Deployment goes to 0 replicas.
+    ScalingServerDown,
+    /// The upgrade's intent is in the App's status.
+    UpgradeRecorded,
+    /// A server pod is still there; no Job yet.
+    WaitingForServerPods,
+    /// Another intent's Job still runs.
+    WaitingForStaleJob,
+    /// Another intent's finished Job was deleted.
+    StaleJobRemoved,
+    /// The upgrade Job was created.
+    UpgradeJobCreated,
+    /// The upgrade Job runs.
+    UpgradeJobRunning,
+    /// The Job succeeded; the operator reads the schema itself.
+    VerifyingSchema,
+    /// The upgrade is verified.
+    UpgradeComplete,
+    /// The database was found at the target without an upgrade.
+    DatabaseAtTarget,
+    /// An attempt failed; it is retried.
+    UpgradeFailed,
+    /// The attempts reached `spec.upgrade.retryLimit`.
+    RetryLimitReached,
+    /// The Job refused the database; nothing is retried.
+    UpgradeRefused,
+    /// What the App's Degraded condition says (a blocker, a Job that cannot
+    /// start or whose name is taken).
+    Degraded(ConditionReason),
+}
+
+impl EventReason {
+    /// The Event's reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventReason::ScalingServerDown => "ScalingServerDown",
+            EventReason::UpgradeRecorded => "UpgradeRecorded",
+            EventReason::WaitingForServerPods => "WaitingForServerPods",
+            EventReason::WaitingForStaleJob => "WaitingForStaleJob",
+            EventReason::StaleJobRemoved => "StaleJobRemoved",
+            EventReason::UpgradeJobCreated => "UpgradeJobCreated",
+            EventReason::UpgradeJobRunning => "UpgradeJobRunning",
+            EventReason::VerifyingSchema => "VerifyingSchema",
+            EventReason::UpgradeComplete => "UpgradeComplete",
+            EventReason::DatabaseAtTarget => "DatabaseAtTarget",
+            EventReason::UpgradeFailed => "UpgradeFailed",
+            EventReason::RetryLimitReached => "RetryLimitReached",
+            EventReason::UpgradeRefused => "UpgradeRefused",
+            EventReason::Degraded(reason) => reason.as_str(),
+        }
+    }
+
+    /// Normal for a step that went as planned, Warning for one that failed
+    /// or needs a person.
+    pub fn kind(self) -> EventKind {
+        match self {
+            EventReason::UpgradeFailed
+            | EventReason::RetryLimitReached
+            | EventReason::UpgradeRefused
+            | EventReason::Degraded(_) => EventKind::Warning,
+            _ => EventKind::Normal,
+        }
+    }
+}
+
 /// An Event to publish when the status changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PhaseEvent {
-    /// Normal or Warning.
-    pub kind: EventKind,
-    /// CamelCase reason.
-    pub reason: &'static str,
+    /// Why (which says Normal or Warning).
+    pub reason: EventReason,
     /// What happened.
     pub note: String,
+}
+
+impl PhaseEvent {
+    /// Normal or Warning.
+    pub fn kind(&self) -> EventKind {
+        self.reason.kind()
+    }
 }
 
 /// The decision for one reconcile.
@@ -694,12 +768,8 @@ fn decision(
     }
 }
 
-fn normal(reason: &'static str, note: String) -> Option<PhaseEvent> {
-    Some(PhaseEvent {
-        kind: EventKind::Normal,
-        reason,
-        note,
-    })
+fn event(reason: EventReason, note: String) -> Option<PhaseEvent> {
+    Some(PhaseEvent { reason, note })
 }
 
 /// `event` only when the Progressing reason changes to `step`: a step whose
@@ -714,14 +784,6 @@ fn on_entry(
         .condition(ConditionType::Progressing)
         .is_none_or(|c| c.reason != step);
     event.filter(|_| entering)
-}
-
-fn warning(reason: &'static str, note: String) -> Option<PhaseEvent> {
-    Some(PhaseEvent {
-        kind: EventKind::Warning,
-        reason,
-        note,
-    })
 }
 
 fn in_flight(observed: &Observed) -> UpgradeStatus {
@@ -765,7 +827,7 @@ fn report_blocked(observed: &Observed, blocker: Blocker, detail: &str) -> Decisi
         Step::ReportBlocked,
         status,
         ServerGoal::Keep,
-        warning(blocker.reason().as_str(), message),
+        event(EventReason::Degraded(blocker.reason()), message),
         REQUEUE_BLOCKED,
     )
 }
@@ -785,7 +847,7 @@ fn scale_server_down(observed: &Observed, target: &SchemaTarget) -> Decision {
         Step::ScaleServerDown,
         status,
         ServerGoal::Stopped,
-        normal("ScalingServerDown", message),
+        event(EventReason::ScalingServerDown, message),
         REQUEUE_NEXT_STEP,
     )
 }
@@ -829,7 +891,7 @@ fn record_intent(
         Step::RecordIntent,
         status,
         ServerGoal::Stopped,
-        normal("UpgradeRecorded", message),
+        event(EventReason::UpgradeRecorded, message),
         REQUEUE_NEXT_STEP,
     )
 }
@@ -867,7 +929,7 @@ fn wait_for_server_pods(observed: &Observed) -> Decision {
         on_entry(
             observed,
             ConditionReason::WaitingForServerPods,
-            normal("WaitingForServerPods", message),
+            event(EventReason::WaitingForServerPods, message),
         ),
         REQUEUE_WAITING,
     )
@@ -895,7 +957,7 @@ fn wait_for_stale_job(observed: &Observed, target: &SchemaTarget) -> Decision {
         on_entry(
             observed,
             ConditionReason::WaitingForStaleJob,
-            normal("WaitingForStaleJob", message),
+            event(EventReason::WaitingForStaleJob, message),
         ),
         REQUEUE_WAITING,
     )
@@ -917,7 +979,7 @@ fn remove_stale_job(observed: &Observed, uid: &str) -> Decision {
         Step::RemoveStaleJob,
         status,
         ServerGoal::Stopped,
-        normal("StaleJobRemoved", message),
+        event(EventReason::StaleJobRemoved, message),
         REQUEUE_NEXT_STEP,
     );
     removal.delete_jobs.push(JobToDelete {
@@ -944,7 +1006,7 @@ fn job_name_taken(observed: &Observed, owner: &str) -> Decision {
         Step::ReportJobProblem,
         status,
         ServerGoal::Stopped,
-        warning(reason.as_str(), message),
+        event(EventReason::Degraded(reason), message),
         REQUEUE_BLOCKED,
     )
 }
@@ -968,7 +1030,7 @@ fn start_job(observed: &Observed) -> Decision {
         Step::StartJob,
         status,
         ServerGoal::Stopped,
-        normal("UpgradeJobCreated", message),
+        event(EventReason::UpgradeJobCreated, message),
         REQUEUE_PROGRESS,
     )
 }
@@ -994,7 +1056,7 @@ fn job_cannot_start(observed: &Observed, failure: &StartFailure) -> Decision {
         Step::ReportJobProblem,
         status,
         ServerGoal::Stopped,
-        warning(reason.as_str(), message),
+        event(EventReason::Degraded(reason), message),
         REQUEUE_WAITING,
     )
 }
@@ -1101,7 +1163,7 @@ fn wait_for_job(observed: &Observed) -> Decision {
         on_entry(
             observed,
             ConditionReason::UpgradeJobRunning,
-            normal("UpgradeJobRunning", message),
+            event(EventReason::UpgradeJobRunning, message),
         ),
         REQUEUE_PROGRESS,
     )
@@ -1129,7 +1191,7 @@ fn verify(observed: &Observed, archive: Option<&str>) -> Decision {
         Step::Verify,
         status,
         ServerGoal::Stopped,
-        normal("VerifyingSchema", message),
+        event(EventReason::VerifyingSchema, message),
         REQUEUE_NEXT_STEP,
     )
 }
@@ -1200,9 +1262,9 @@ fn mark_ready(observed: &Observed, target: &SchemaTarget) -> Decision {
         Step::MarkReady
     };
     let event = if was_upgrading {
-        normal("UpgradeComplete", message)
+        event(EventReason::UpgradeComplete, message)
     } else {
-        normal("DatabaseAtTarget", message)
+        event(EventReason::DatabaseAtTarget, message)
     };
     decision(
         step,
@@ -1259,7 +1321,7 @@ fn attempt_failed(
         Step::RetryWithBackoff,
         status,
         ServerGoal::Stopped,
-        warning("UpgradeFailed", message),
+        event(EventReason::UpgradeFailed, message),
         backoff,
     )
 }
@@ -1307,7 +1369,7 @@ fn give_up_after(
         Step::GiveUp,
         status,
         ServerGoal::Stopped,
-        warning("RetryLimitReached", message),
+        event(EventReason::RetryLimitReached, message),
         REQUEUE_SETTLED,
     )
 }
@@ -1363,7 +1425,7 @@ fn refuse(observed: &Observed, reason: ConditionReason, failure: &JobFailure) ->
         Step::Refuse,
         status,
         ServerGoal::Stopped,
-        warning("UpgradeRefused", message),
+        event(EventReason::UpgradeRefused, message),
         REQUEUE_SETTLED,
     )
 }
