@@ -13,8 +13,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::time::Instant;
 use upgrade_gate::bundle_lint::{self, LINT_EXIT_CODES, Version};
-use upgrade_gate::gate::{self, GateError, Outcome, Target};
-use upgrade_gate::plugin::{self, Format, Scope};
+use upgrade_gate::gate::{
+    self, EntryText, GateError, HoldOptions, OnOverride, Outcome, ReleaseOptions, Target,
+    TargetInput, WaitFor,
+};
+use upgrade_gate::plugin::{self, Format, KubeconfigChoice, Scope};
 use upgrade_gate::shutdown;
 use upgrade_gate::telemetry::{LogArgs, init_logging};
 
@@ -297,15 +300,37 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
     match command {
         Command::Hold(args) => {
             let (target, deadline) = prepared(&args.target)?;
-            let entry = gate::hold_entry(Some(&args.reason), args.message.as_deref())?;
+            let options = HoldOptions {
+                entry: gate::hold_entry(EntryText {
+                    reason: Some(&args.reason),
+                    message: args.message.as_deref(),
+                })?,
+                on_override: if args.allow_override {
+                    OnOverride::Warn
+                } else {
+                    OnOverride::Fail
+                },
+                deadline,
+            };
             let client = gate::connect().await?;
-            gate::hold(&client, &target, &entry, args.allow_override, deadline).await
+            gate::hold(&client, &target, &options).await
         }
         Command::Release(args) => {
             let (target, deadline) = prepared(&args.target)?;
-            let entry = gate::release_entry(Some(&args.reason), args.message.as_deref())?;
+            let options = ReleaseOptions {
+                entry: gate::release_entry(EntryText {
+                    reason: Some(&args.reason),
+                    message: args.message.as_deref(),
+                })?,
+                wait_for: if args.wait {
+                    WaitFor::Olm
+                } else {
+                    WaitFor::Spec
+                },
+                deadline,
+            };
             let client = gate::connect().await?;
-            gate::release(&client, &target, &entry, args.wait, deadline).await
+            gate::release(&client, &target, &options).await
         }
         Command::Status(args) => {
             let (target, deadline) = prepared(&args.target)?;
@@ -342,13 +367,13 @@ fn target(args: &TargetArgs) -> Result<Target, GateError> {
         .as_deref()
         .is_none_or(|n| n.trim().is_empty());
     let file = needs_file.then(gate::service_account_namespace).flatten();
-    gate::resolve_target(
-        args.name.as_deref(),
-        args.deployment.as_deref(),
-        args.pod.as_deref(),
-        args.namespace.as_deref(),
-        file.as_deref(),
-    )
+    gate::resolve_target(&TargetInput {
+        name: args.name.as_deref(),
+        deployment: args.deployment.as_deref(),
+        pod: args.pod.as_deref(),
+        namespace: args.namespace.as_deref(),
+        service_account_namespace: file.as_deref(),
+    })
 }
 
 fn report(outcome: &Outcome) {
@@ -474,8 +499,11 @@ fn plugin_main() -> ExitCode {
     let result = runtime.block_on(async {
         let mut stop = shutdown::listen();
         let work = async {
-            let (client, context_namespace) =
-                plugin::connect(cli.kubeconfig.as_deref(), cli.context.as_deref()).await?;
+            let (client, context_namespace) = plugin::connect(KubeconfigChoice {
+                path: cli.kubeconfig.as_deref(),
+                context: cli.context.as_deref(),
+            })
+            .await?;
             let scope = if cli.all_namespaces {
                 Scope::All
             } else {

@@ -41,6 +41,8 @@
 //! | --- | --- |
 //! | [`operator_condition`] | OLM's v2 `OperatorCondition`: the `Upgradeable` entry, OLM's verdict, writes that wait for OLM |
 //! | [`gate`] | `upgrade-gate hold` / `release` / `status`: which OLM, which OperatorCondition (fail closed), the init container's steps and exit codes |
+//! | [`keeper`] | keeps an operator's verdict in its OperatorCondition while it runs: restores it after a deletion or a foreign write, never writes a stale one, writes only while leading |
+//! | [`leader`] | leader election over a Lease with client-go's rules: one writer of the gate at a time, released on stop |
 //! | [`bundle_lint`] | `upgrade-gate lint-bundle`: what an operator's bundle needs for the gate to hold |
 //! | [`plugin`] | `kubectl upgrade-gate status`: every CSV's gate and the CSV waiting on it |
 //! | [`telemetry`] | logging set-up and one-line error rendering |
@@ -49,8 +51,18 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// docs/adopt.md's Rust code, compiled as a doc test so that the guide
+/// cannot drift from the library.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/adopt.md")]
+pub struct AdoptGuide;
+
 pub mod bundle_lint;
+#[cfg(test)]
+mod doc_paths;
 pub mod gate;
+pub mod keeper;
+pub mod leader;
 pub mod operator_condition;
 pub mod plugin;
 pub mod shutdown;

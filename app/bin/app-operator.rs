@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use app::cli::CommonArgs;
 use app::migrations::Release;
-use app::operator::leader::{self, LeaseSettings};
 use app::operator::metrics::Metrics;
 use app::operator::observe::PostgresSchemaReader;
 use app::operator::resources::PodSettings;
-use app::operator::{Context, OperatorConfig, ReadyWhen, RunError};
+use app::operator::{Context, LEASE_NAME, OperatorConfig, ReadyWhen, RunError};
 use app::schema::UpgradeModel;
 use clap::{Parser, Subcommand};
+use upgrade_gate::leader::LeaseSettings;
 use upgrade_gate::shutdown::{self, StopSignals};
 use upgrade_gate::telemetry::{error_chain, init_logging};
 
@@ -104,7 +104,7 @@ struct ElectionArgs {
     #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     leader_elect: bool,
     /// The Lease's name (the same for every release).
-    #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT_LEASE_NAME", default_value = leader::LEASE_NAME)]
+    #[arg(long, env = "UPGRADE_GATE_LEADER_ELECT_LEASE_NAME", default_value = LEASE_NAME)]
     leader_elect_lease_name: String,
     /// How long a follower waits for a Lease that stopped being renewed
     /// before it takes over, e.g. `15s`.

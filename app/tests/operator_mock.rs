@@ -17,7 +17,7 @@ use app::crd::App;
 use app::db_config::ConnectionSettings;
 use app::db_upgrade::outcome::{Failure, FailureKind};
 use app::migrations::Release;
-use app::operator::gate::{decide_gate, view_of};
+use app::operator::gate::{GateReason, decide_gate, view_of};
 use app::operator::metrics::Metrics;
 use app::operator::observe::{DatabaseRead, SchemaReader};
 use app::operator::resources::PodSettings;
@@ -802,7 +802,7 @@ async fn the_gate_opens_only_after_the_operator_verified_the_schema() {
     let running = upgrading("Running");
     let gate_of =
         |status: &Value| decide_gate(&[view_of(&app(status.clone()), &ctx.target)], &ctx.target);
-    assert!(!gate_of(&running).upgradeable);
+    assert!(!gate_of(&running).upgradeable());
 
     // The Job succeeded: the next status is Verifying, not Ready, even though
     // the database (read after the Job) is already at target.
@@ -822,10 +822,7 @@ async fn the_gate_opens_only_after_the_operator_verified_the_schema() {
     assert_eq!(verifying["upgrade"]["phase"], "Verifying");
     assert_eq!(seen[1].body["reason"], "VerifyingSchema");
     let gate = gate_of(&verifying);
-    assert_eq!(
-        (gate.upgradeable, gate.reason),
-        (false, "UpgradeInProgress")
-    );
+    assert_eq!(gate.reason, GateReason::UpgradeInProgress);
     assert!(gate.message.contains(JOB), "{}", gate.message);
 
     // Verifying + the operator's own read at target → Ready, then the
@@ -866,5 +863,6 @@ async fn the_gate_opens_only_after_the_operator_verified_the_schema() {
         "7.10.1"
     );
     let gate = gate_of(&ready);
-    assert_eq!((gate.upgradeable, gate.reason), (true, "UpgradeComplete"));
+    assert!(gate.upgradeable());
+    assert_eq!(gate.reason, GateReason::UpgradeComplete);
 }

@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use crate::gate::{self, GateError, Outcome, OutsideOlm, SetupError, Target};
+use crate::gate::{
+    self, EntryText, GateError, HoldOptions, OnOverride, Outcome, OutsideOlm, ReleaseOptions,
+    SetupError, Target, WaitFor,
+};
 use crate::operator_condition::{Error as ConditionError, GateState};
 use crate::testing::{
     DISCOVERY_V0, DISCOVERY_V1, FakeCluster, Fault, On, Recorded, condition, controlled,
@@ -56,8 +59,7 @@ async fn hold_with(
     timeout: Duration,
 ) -> (Result<Outcome, GateError>, Vec<Recorded>, FakeCluster) {
     let (client, server) = cluster.start();
-    let entry = gate::hold_entry(None, None).expect("default entry is valid");
-    let result = gate::hold(&client, &target, &entry, false, Instant::now() + timeout).await;
+    let result = gate::hold(&client, &target, &hold_options(OnOverride::Fail, timeout)).await;
     drop(client);
     let (log, cluster) = server.await.expect("fake server ran");
     (result, log, cluster)
@@ -67,14 +69,26 @@ async fn hold(cluster: FakeCluster) -> (Result<Outcome, GateError>, Vec<Recorded
     hold_with(cluster, target(), Duration::from_secs(120)).await
 }
 
+/// `hold` with the default entry.
+fn hold_options(on_override: OnOverride, timeout: Duration) -> HoldOptions {
+    HoldOptions {
+        entry: gate::hold_entry(EntryText::default()).expect("default entry is valid"),
+        on_override,
+        deadline: Instant::now() + timeout,
+    }
+}
+
 async fn release(
     cluster: FakeCluster,
-    wait: bool,
+    wait_for: WaitFor,
 ) -> (Result<Outcome, GateError>, Vec<Recorded>, FakeCluster) {
     let (client, server) = cluster.start();
-    let entry = gate::release_entry(None, None).expect("default entry is valid");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let result = gate::release(&client, &target(), &entry, wait, deadline).await;
+    let options = ReleaseOptions {
+        entry: gate::release_entry(EntryText::default()).expect("default entry is valid"),
+        wait_for,
+        deadline: Instant::now() + Duration::from_secs(120),
+    };
+    let result = gate::release(&client, &target(), &options).await;
     drop(client);
     let (log, cluster) = server.await.expect("fake server ran");
     (result, log, cluster)
@@ -471,7 +485,7 @@ async fn release_sets_true_and_never_deletes() {
     copied["observedGeneration"] = json!(2);
     let foreign = condition("Degraded", "False", "AsExpected", "fine");
     let object = operator_condition_at(2, vec![foreign.clone(), closed], vec![copied]);
-    let (result, log, cluster) = release(fake(Some(object)), true).await;
+    let (result, log, cluster) = release(fake(Some(object)), WaitFor::Olm).await;
     match &result {
         Ok(Outcome::Released {
             wrote: true,
@@ -508,7 +522,7 @@ async fn release_sets_true_and_never_deletes() {
         "entry kept"
     );
 
-    let (again, log, _) = release(fake(Some(stored)), false).await;
+    let (again, log, _) = release(fake(Some(stored)), WaitFor::Spec).await;
     assert!(
         matches!(
             again,
@@ -563,16 +577,9 @@ async fn no_server_reachable_fails_closed() {
     drop(listener);
     let url = format!("http://{address}").parse().expect("valid URL");
     let client = kube::Client::try_from(kube::Config::new(url)).expect("client for a URL");
-    let entry = gate::hold_entry(None, None).expect("default entry is valid");
     let started = std::time::Instant::now();
-    let result = gate::hold(
-        &client,
-        &target(),
-        &entry,
-        false,
-        Instant::now() + Duration::from_millis(700),
-    )
-    .await;
+    let options = hold_options(OnOverride::Fail, Duration::from_millis(700));
+    let result = gate::hold(&client, &target(), &options).await;
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "bounded by the timeout"
@@ -723,15 +730,8 @@ async fn an_override_true_is_reported_with_exit_12_not_as_closed() {
     assert_eq!(stored["status"]["conditions"][0]["status"], "False");
 
     let (client, server) = fake(Some(object)).start();
-    let entry = gate::hold_entry(None, None).expect("valid");
-    let allowed = gate::hold(
-        &client,
-        &target(),
-        &entry,
-        true,
-        Instant::now() + Duration::from_secs(60),
-    )
-    .await;
+    let options = hold_options(OnOverride::Warn, Duration::from_secs(60));
+    let allowed = gate::hold(&client, &target(), &options).await;
     drop(client);
     server.await.expect("fake server ran");
     assert_held(&allowed, true);

@@ -15,14 +15,21 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use upgrade_gate::gate::{self, Outcome, resolve_target};
+//! use upgrade_gate::gate::{self, EntryText, HoldOptions, OnOverride, Outcome, TargetInput};
 //!
 //! # async fn example() -> Result<(), upgrade_gate::gate::GateError> {
 //! let client = gate::connect().await?;
-//! let target = resolve_target(Some("my-operator.v1.2.0"), None, None, Some("operators"), None)?;
-//! let entry = gate::hold_entry(None, None)?;
-//! let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-//! match gate::hold(&client, &target, &entry, false, deadline).await? {
+//! let target = gate::resolve_target(&TargetInput {
+//!     name: Some("my-operator.v1.2.0"),
+//!     namespace: Some("operators"),
+//!     ..TargetInput::default()
+//! })?;
+//! let options = HoldOptions {
+//!     entry: gate::hold_entry(EntryText::default())?,
+//!     on_override: OnOverride::Fail,
+//!     deadline: tokio::time::Instant::now() + Duration::from_secs(120),
+//! };
+//! match gate::hold(&client, &target, &options).await? {
 //!     Outcome::Held { name, confirmed, .. } => {
 //!         println!("{name}: OLM shows Upgradeable=False at generation {}", confirmed.generation())
 //!     }
@@ -50,7 +57,7 @@ pub use report::{EntryReport, StatusReport};
 pub use setup::{
     ADD_NAME_TO_CSV, Located, NameFound, OLM_V1_PROTECTION, OutsideOlm, SetupError, decide,
 };
-pub use target::{SERVICE_ACCOUNT_NAMESPACE_FILE, Target, resolve_target};
+pub use target::{SERVICE_ACCOUNT_NAMESPACE_FILE, Target, TargetInput, resolve_target};
 
 use tokio::time::Instant;
 
@@ -68,26 +75,69 @@ pub const DEFAULT_HOLD_MESSAGE: &str = "upgrade-gate hold: this operator version
 pub const DEFAULT_RELEASE_MESSAGE: &str =
     "upgrade-gate release: the operator reports its upgrade complete; OLM may upgrade it";
 
-/// The `Upgradeable=False` entry for `hold` from `--reason`/`--message` or
-/// the defaults.
-pub fn hold_entry(
-    reason: Option<&str>,
-    message: Option<&str>,
-) -> Result<UpgradeableEntry, GateError> {
-    let reason = checked_reason(reason.unwrap_or(DEFAULT_HOLD_REASON))?;
-    UpgradeableEntry::closed(reason, message.unwrap_or(DEFAULT_HOLD_MESSAGE))
+/// The reason and message a command was given (`--reason`, `--message`);
+/// each absent one is the command's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryText<'a> {
+    /// The condition reason (CamelCase).
+    pub reason: Option<&'a str>,
+    /// The message a person reads.
+    pub message: Option<&'a str>,
+}
+
+/// The `Upgradeable=False` entry for `hold` from `text` or the defaults.
+pub fn hold_entry(text: EntryText<'_>) -> Result<UpgradeableEntry, GateError> {
+    let reason = checked_reason(text.reason.unwrap_or(DEFAULT_HOLD_REASON))?;
+    UpgradeableEntry::closed(reason, text.message.unwrap_or(DEFAULT_HOLD_MESSAGE))
         .map_err(|e| GateError::InvalidInput(e.to_string()))
 }
 
-/// The `Upgradeable=True` entry for `release` from `--reason`/`--message`
-/// or the defaults.
-pub fn release_entry(
-    reason: Option<&str>,
-    message: Option<&str>,
-) -> Result<UpgradeableEntry, GateError> {
-    let reason = checked_reason(reason.unwrap_or(DEFAULT_RELEASE_REASON))?;
-    UpgradeableEntry::open(reason, message.unwrap_or(DEFAULT_RELEASE_MESSAGE))
+/// The `Upgradeable=True` entry for `release` from `text` or the defaults.
+pub fn release_entry(text: EntryText<'_>) -> Result<UpgradeableEntry, GateError> {
+    let reason = checked_reason(text.reason.unwrap_or(DEFAULT_RELEASE_REASON))?;
+    UpgradeableEntry::open(reason, text.message.unwrap_or(DEFAULT_RELEASE_MESSAGE))
         .map_err(|e| GateError::InvalidInput(e.to_string()))
+}
+
+/// What `hold` does when an admin's `spec.overrides` entry
+/// `Upgradeable=True` makes OLM ignore the closed gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnOverride {
+    /// End in [`GateError::Overridden`] (exit 12): the gate does not hold.
+    Fail,
+    /// Warn and succeed (`--allow-override`).
+    Warn,
+}
+
+/// How `hold` runs.
+#[derive(Clone, Debug)]
+pub struct HoldOptions {
+    /// The `Upgradeable=False` entry to write ([`hold_entry`]).
+    pub entry: UpgradeableEntry,
+    /// What an admin's override does.
+    pub on_override: OnOverride,
+    /// When to give up (well before OLM's 5-minute install timeout).
+    pub deadline: Instant,
+}
+
+/// How far `release` waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitFor {
+    /// Until spec says `Upgradeable=True`.
+    Spec,
+    /// Until OLM's status shows it at the current generation (`--wait`).
+    Olm,
+}
+
+/// How `release` runs.
+#[derive(Clone, Debug)]
+pub struct ReleaseOptions {
+    /// The `Upgradeable=True` entry to write ([`release_entry`]).
+    pub entry: UpgradeableEntry,
+    /// How far to wait.
+    pub wait_for: WaitFor,
+    /// When to give up.
+    pub deadline: Instant,
 }
 
 fn checked_reason(reason: &str) -> Result<Reason, GateError> {
@@ -115,14 +165,7 @@ pub async fn locate(
 ) -> Result<(Olm, Located), GateError> {
     let olm = detect_olm(client, deadline).await?;
     let chain = if olm == Olm::V0 {
-        read_chain(
-            client,
-            &target.namespace,
-            target.pod.as_deref(),
-            target.deployment.as_deref(),
-            deadline,
-        )
-        .await?
+        read_chain(client, target, deadline).await?
     } else {
         Chain::NotAsked
     };
@@ -164,14 +207,18 @@ async fn condition_client(
 /// current generation. Succeeds only when OLM confirmed it, or when no
 /// OperatorCondition guards this operator. An admin's override
 /// `Upgradeable=True` makes OLM ignore the gate: that ends in
-/// [`GateError::Overridden`] unless `allow_override`.
+/// [`GateError::Overridden`] unless [`OnOverride::Warn`].
 pub async fn hold(
     client: &kube::Client,
     target: &Target,
-    entry: &UpgradeableEntry,
-    allow_override: bool,
-    deadline: Instant,
+    options: &HoldOptions,
 ) -> Result<Outcome, GateError> {
+    let HoldOptions {
+        entry,
+        on_override,
+        deadline,
+    } = options;
+    let deadline = *deadline;
     let condition = match condition_client(client, target, deadline).await? {
         Ok(condition) => condition,
         Err(outside) => return Ok(Outcome::OutsideOlm(outside)),
@@ -183,7 +230,7 @@ pub async fn hold(
     }
     let confirmed = condition.wait_for_olm(written, deadline).await?;
     if let OlmVerdict::OverriddenTrue { message } = confirmed.verdict() {
-        if !allow_override {
+        if *on_override == OnOverride::Fail {
             return Err(GateError::Overridden {
                 name: condition.name().to_owned(),
                 message: message.clone(),
@@ -199,21 +246,25 @@ pub async fn hold(
 }
 
 /// `release`: sets `Upgradeable=True` (never removes the entry); with
-/// `wait`, also waits until OLM's status shows it.
+/// [`WaitFor::Olm`], also waits until OLM's status shows it.
 pub async fn release(
     client: &kube::Client,
     target: &Target,
-    entry: &UpgradeableEntry,
-    wait: bool,
-    deadline: Instant,
+    options: &ReleaseOptions,
 ) -> Result<Outcome, GateError> {
+    let ReleaseOptions {
+        entry,
+        wait_for,
+        deadline,
+    } = options;
+    let deadline = *deadline;
     let condition = match condition_client(client, target, deadline).await? {
         Ok(condition) => condition,
         Err(outside) => return Ok(Outcome::OutsideOlm(outside)),
     };
     let written = condition.set(entry, deadline).await?;
     let wrote = written.changed();
-    let confirmed = if wait {
+    let confirmed = if *wait_for == WaitFor::Olm {
         Some(condition.wait_for_olm(written, deadline).await?)
     } else {
         None
@@ -261,21 +312,28 @@ mod tests {
 
     #[test]
     fn default_and_custom_entries() {
-        let entry = hold_entry(None, None).expect("defaults are valid");
+        let entry = hold_entry(EntryText::default()).expect("defaults are valid");
         assert_eq!(entry.state(), GateState::Closed);
         assert_eq!(entry.reason().as_str(), "UpgradeInProgress");
         assert_eq!(entry.message(), DEFAULT_HOLD_MESSAGE);
-        let entry = release_entry(None, None).expect("defaults are valid");
+        let entry = release_entry(EntryText::default()).expect("defaults are valid");
         assert_eq!(entry.state(), GateState::Open);
         assert_eq!(entry.reason().as_str(), "UpgradeComplete");
         assert_eq!(entry.message(), DEFAULT_RELEASE_MESSAGE);
-        let custom = hold_entry(Some("Migrating"), Some("m")).expect("valid");
+        let custom = hold_entry(EntryText {
+            reason: Some("Migrating"),
+            message: Some("m"),
+        })
+        .expect("valid");
         assert_eq!(
             (custom.reason().as_str(), custom.message()),
             ("Migrating", "m")
         );
         assert!(matches!(
-            hold_entry(Some("not valid"), None),
+            hold_entry(EntryText {
+                reason: Some("not valid"),
+                message: None
+            }),
             Err(GateError::InvalidInput(_))
         ));
     }

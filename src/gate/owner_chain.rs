@@ -20,6 +20,7 @@ use kube::api::Api;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::target::Target;
 use crate::operator_condition::{self, Obstacle};
 
 /// The label OLM v0 puts on Deployments it creates from a CSV: the CSV's name.
@@ -177,16 +178,15 @@ where
     operator_condition::with_retries(deadline, "reading the pod's owners", read).await
 }
 
-/// Follows the chain from the pod `pod` (when given), else from the
-/// Deployment `deployment` (when given) — also when the pod's chain cannot
-/// be read.
+/// Follows the chain from the target's pod (when given), else from its
+/// Deployment (when given) — also when the pod's chain cannot be read.
 pub async fn read_chain(
     client: &kube::Client,
-    namespace: &str,
-    pod: Option<&str>,
-    deployment: Option<&str>,
+    target: &Target,
     deadline: Instant,
 ) -> Result<Chain, operator_condition::Error> {
+    let namespace = target.namespace.as_str();
+    let (pod, deployment) = (target.pod.as_deref(), target.deployment.as_deref());
     let mut unreadable = None;
     if let Some(pod) = pod {
         match from_pod(client, namespace, pod, deadline).await? {

@@ -26,17 +26,60 @@ pub struct Target {
     pub pod: Option<String>,
 }
 
+impl Target {
+    /// What an operator's own container is told: `OPERATOR_CONDITION_NAME`
+    /// (OLM injects it into containers), `UPGRADE_GATE_DEPLOYMENT`,
+    /// `POD_NAME` (downward API; the owner chain is read only where the pod
+    /// may `get` pods, ReplicaSets and Deployments), and `POD_NAMESPACE`,
+    /// else the service-account namespace file.
+    pub fn from_env() -> Result<Target, GateError> {
+        let var = |name: &str| std::env::var(name).ok();
+        let (name, deployment, pod, namespace) = (
+            var("OPERATOR_CONDITION_NAME"),
+            var("UPGRADE_GATE_DEPLOYMENT"),
+            var("POD_NAME"),
+            var("POD_NAMESPACE"),
+        );
+        let namespace_file = std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE).ok();
+        resolve_target(&TargetInput {
+            name: name.as_deref(),
+            deployment: deployment.as_deref(),
+            pod: pod.as_deref(),
+            namespace: namespace.as_deref(),
+            service_account_namespace: namespace_file.as_deref(),
+        })
+    }
+}
+
+/// What the gate was told, unchecked: each is absent when not given, and
+/// an empty value counts as absent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetInput<'a> {
+    /// `--name`, `OPERATOR_CONDITION_NAME`.
+    pub name: Option<&'a str>,
+    /// `--deployment`, `UPGRADE_GATE_DEPLOYMENT`.
+    pub deployment: Option<&'a str>,
+    /// `--pod`, `POD_NAME`.
+    pub pod: Option<&'a str>,
+    /// `--namespace`, `POD_NAMESPACE`.
+    pub namespace: Option<&'a str>,
+    /// The contents of [`SERVICE_ACCOUNT_NAMESPACE_FILE`]: the namespace
+    /// when none is given.
+    pub service_account_namespace: Option<&'a str>,
+}
+
 /// Checks name, Deployment, pod and namespace from the command line (clap
 /// has already merged each flag with its environment variable) and the
 /// contents of the service-account namespace file. Empty values count as
 /// absent; the namespace is required.
-pub fn resolve_target(
-    name: Option<&str>,
-    deployment: Option<&str>,
-    pod: Option<&str>,
-    namespace: Option<&str>,
-    service_account_namespace: Option<&str>,
-) -> Result<Target, GateError> {
+pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, GateError> {
+    let TargetInput {
+        name,
+        deployment,
+        pod,
+        namespace,
+        service_account_namespace,
+    } = *input;
     let checked = |what: &str, value: Option<&str>| {
         present(value)
             .map(|value| checked_name(what, value))
@@ -170,7 +213,13 @@ mod tests {
             ),
         ];
         for (case, [name, deployment, pod, namespace, file], expected) in cases {
-            let result = resolve_target(name, deployment, pod, namespace, file);
+            let result = resolve_target(&TargetInput {
+                name,
+                deployment,
+                pod,
+                namespace,
+                service_account_namespace: file,
+            });
             match (result, expected) {
                 (Ok(target), Ok(expected)) => assert_eq!(target, expected, "case: {case}"),
                 (Err(GateError::InvalidInput(message)), Err(part)) => {

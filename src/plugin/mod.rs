@@ -61,13 +61,24 @@ pub enum Format {
     Yaml,
 }
 
-/// A client the way kubectl makes one: `--kubeconfig` (else `KUBECONFIG`,
-/// `~/.kube/config`, or the in-cluster service account) and `--context`;
-/// also the context's namespace.
-pub async fn connect(
-    kubeconfig: Option<&Path>,
-    context: Option<&str>,
-) -> Result<(kube::Client, String), GateError> {
+/// Which kubeconfig and context kubectl was told to use; each absent one
+/// is kubectl's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KubeconfigChoice<'a> {
+    /// `--kubeconfig` (else `KUBECONFIG`, `~/.kube/config`, or the
+    /// in-cluster service account).
+    pub path: Option<&'a Path>,
+    /// `--context` (else the kubeconfig's current context).
+    pub context: Option<&'a str>,
+}
+
+/// A client the way kubectl makes one, from `choice`; also the context's
+/// namespace.
+pub async fn connect(choice: KubeconfigChoice<'_>) -> Result<(kube::Client, String), GateError> {
+    let KubeconfigChoice {
+        path: kubeconfig,
+        context,
+    } = choice;
     let options = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()

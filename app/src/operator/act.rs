@@ -183,11 +183,11 @@ async fn write_status(
             .recorder
             .publish(
                 &Event {
-                    type_: match event.kind {
+                    type_: match event.kind() {
                         EventKind::Normal => EventType::Normal,
                         EventKind::Warning => EventType::Warning,
                     },
-                    reason: event.reason.to_owned(),
+                    reason: event.reason.as_str().to_owned(),
                     note: Some(truncate(&event.note, 1024)),
                     action: format!("{:?}", decision.step),
                     secondary: None,
@@ -197,7 +197,7 @@ async fn write_status(
             .await;
         // An Event is informational: its failure must not fail the step.
         if let Err(error) = published {
-            tracing::warn!(%error, reason = event.reason, "cannot publish Event");
+            tracing::warn!(%error, reason = event.reason.as_str(), "cannot publish Event");
         }
     }
     Ok(())

@@ -3,14 +3,15 @@
 //! Owns: the pure decision from every managed App's status to the
 //! `Upgradeable` answer, its reason and the message a person reads in
 //! `kubectl describe operatorcondition`. Must not touch: the cluster (the
-//! answer is written by `crate::operator::gate_writer` with the
-//! OperatorCondition library) or any single App's status.
+//! answer is kept in the OperatorCondition by `upgrade_gate::keeper`) or
+//! any single App's status.
 //!
 //! `Upgradeable=True` (reason `UpgradeComplete`) only when every App is Ready
 //! at this release's target, which is vacuously true with no Apps.
 
 use crate::crd::{App, ConditionReason, ConditionType, UpgradePhase};
 use crate::operator::decide::SchemaTarget;
+use upgrade_gate::operator_condition::{InvalidEntry, Reason, UpgradeableEntry};
 
 /// One App as the gate sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,15 +58,62 @@ pub enum Standing {
     },
 }
 
-/// The answer to write.
+/// Why the gate is open or closed: the reason decides which, so the two
+/// cannot disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateReason {
+    /// Every App is at this release's target (or there is none): open.
+    UpgradeComplete,
+    /// An App upgrades, or this release has not checked it yet: closed.
+    UpgradeInProgress,
+    /// An App's upgrade failed, gave up or was refused: closed.
+    DatabaseUpgradeFailed,
+    /// An App's database cannot be upgraded until a person acts: closed.
+    DatabaseBlocked,
+}
+
+impl GateReason {
+    /// Whether OLM may replace this operator.
+    pub fn upgradeable(self) -> bool {
+        self == GateReason::UpgradeComplete
+    }
+
+    /// The condition reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateReason::UpgradeComplete => "UpgradeComplete",
+            GateReason::UpgradeInProgress => "UpgradeInProgress",
+            GateReason::DatabaseUpgradeFailed => "DatabaseUpgradeFailed",
+            GateReason::DatabaseBlocked => "DatabaseBlocked",
+        }
+    }
+}
+
+/// The answer to keep in the OperatorCondition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateDecision {
-    /// `Upgradeable` True or False.
-    pub upgradeable: bool,
-    /// CamelCase reason.
-    pub reason: &'static str,
+    /// Why, which says whether `Upgradeable` is True or False.
+    pub reason: GateReason,
     /// Names the Apps, releases, Jobs and what to do.
     pub message: String,
+}
+
+impl GateDecision {
+    /// Whether OLM may replace this operator.
+    pub fn upgradeable(&self) -> bool {
+        self.reason.upgradeable()
+    }
+
+    /// The `Upgradeable` entry that says it (fails only for a message over
+    /// the condition's 32 KiB).
+    pub fn entry(&self) -> Result<UpgradeableEntry, InvalidEntry> {
+        let reason = Reason::new(self.reason.as_str())?;
+        if self.upgradeable() {
+            UpgradeableEntry::open(reason, self.message.clone())
+        } else {
+            UpgradeableEntry::closed(reason, self.message.clone())
+        }
+    }
 }
 
 /// How many Apps a message names before "and N more".
@@ -154,8 +202,7 @@ pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision 
 
     if waiting == 0 {
         return GateDecision {
-            upgradeable: true,
-            reason: "UpgradeComplete",
+            reason: GateReason::UpgradeComplete,
             message: format!(
                 "all {} App(s) are at release {release}'s database schema; the operator may be upgraded",
                 apps.len()
@@ -168,19 +215,19 @@ pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision 
     );
     let (reason, what_to_do, first) = if !failed.is_empty() {
         (
-            "DatabaseUpgradeFailed",
+            GateReason::DatabaseUpgradeFailed,
             "read the Job's logs (kubectl logs job/<job> -n <namespace>), fix the cause, and raise the App's spec.upgrade.retryLimit if it gave up; to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition",
             &failed,
         )
     } else if !blocked.is_empty() {
         (
-            "DatabaseBlocked",
+            GateReason::DatabaseBlocked,
             "fix what the App's Degraded condition names (kubectl describe app -n <namespace> <name>); to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition",
             &blocked,
         )
     } else {
         (
-            "UpgradeInProgress",
+            GateReason::UpgradeInProgress,
             "wait: the gate opens by itself when the upgrades are verified (kubectl get apps -A shows their phase)",
             &in_progress,
         )
@@ -198,7 +245,6 @@ pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision 
         lines.push(format!("and {} more", named.len() - NAMED_APPS));
     }
     GateDecision {
-        upgradeable: false,
         reason,
         message: format!("{header}: {}. What to do: {what_to_do}.", lines.join("; ")),
     }
@@ -308,28 +354,44 @@ mod tests {
     fn gate_table() {
         let at = |n: &str| view(n, Standing::AtTarget);
         let unchecked = |n: &str| view(n, Standing::NotYetChecked);
-        let cases: Vec<(Vec<AppGateView>, bool, &str)> = vec![
-            (vec![], true, "UpgradeComplete"),
-            (vec![at("a")], true, "UpgradeComplete"),
-            (vec![at("a"), at("b")], true, "UpgradeComplete"),
-            (vec![unchecked("a")], false, "UpgradeInProgress"),
-            (vec![at("a"), upgrading("b")], false, "UpgradeInProgress"),
-            (vec![at("a"), blocked("b")], false, "DatabaseBlocked"),
-            (vec![upgrading("a"), blocked("b")], false, "DatabaseBlocked"),
-            (vec![at("a"), failed("b")], false, "DatabaseUpgradeFailed"),
+        use GateReason::*;
+        let cases: Vec<(Vec<AppGateView>, GateReason)> = vec![
+            (vec![], UpgradeComplete),
+            (vec![at("a")], UpgradeComplete),
+            (vec![at("a"), at("b")], UpgradeComplete),
+            (vec![unchecked("a")], UpgradeInProgress),
+            (vec![at("a"), upgrading("b")], UpgradeInProgress),
+            (vec![at("a"), blocked("b")], DatabaseBlocked),
+            (vec![upgrading("a"), blocked("b")], DatabaseBlocked),
+            (vec![at("a"), failed("b")], DatabaseUpgradeFailed),
             (
                 vec![upgrading("a"), failed("b"), blocked("c")],
-                false,
-                "DatabaseUpgradeFailed",
+                DatabaseUpgradeFailed,
             ),
         ];
-        for (apps, upgradeable, reason) in cases {
+        for (apps, reason) in cases {
             let decision = decide_gate(&apps, &target());
-            assert_eq!(
-                (decision.upgradeable, decision.reason),
-                (upgradeable, reason),
-                "{apps:?}"
-            );
+            assert_eq!(decision.reason, reason, "{apps:?}");
+        }
+    }
+
+    #[test]
+    fn only_upgrade_complete_opens_the_gate() {
+        use upgrade_gate::operator_condition::GateState;
+        let reasons = [
+            (GateReason::UpgradeComplete, GateState::Open),
+            (GateReason::UpgradeInProgress, GateState::Closed),
+            (GateReason::DatabaseUpgradeFailed, GateState::Closed),
+            (GateReason::DatabaseBlocked, GateState::Closed),
+        ];
+        for (reason, state) in reasons {
+            let decision = GateDecision {
+                reason,
+                message: "m".into(),
+            };
+            let entry = decision.entry().expect("valid entry");
+            assert_eq!(entry.state(), state, "{reason:?}");
+            assert_eq!(entry.reason().as_str(), reason.as_str());
         }
     }
 

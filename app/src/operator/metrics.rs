@@ -16,6 +16,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::crd::UpgradeProgress;
+use upgrade_gate::keeper::{Found, KeeperEvents};
+use upgrade_gate::operator_condition::{GateState, UpgradeableEntry};
 
 /// Labels of the error counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -35,7 +37,7 @@ pub struct StepLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct FoundLabels {
     /// What the OperatorCondition showed instead of our entry
-    /// (`gate_writer::Found::label`).
+    /// (`upgrade_gate::keeper::Found::label`).
     pub found: String,
 }
 
@@ -199,10 +201,11 @@ impl Metrics {
         }
     }
 
-    /// The gate decision just applied.
-    pub fn gate(&self, upgradeable: bool, changed: bool) {
-        self.gate_open.set(i64::from(upgradeable));
-        if changed {
+    /// The gate decision the OperatorCondition shows now; `wrote`: a write
+    /// of ours just changed it.
+    pub fn gate(&self, state: GateState, wrote: bool) {
+        self.gate_open.set(i64::from(state == GateState::Open));
+        if wrote {
             self.gate_writes.inc();
         }
     }
@@ -239,6 +242,22 @@ impl Metrics {
     }
 }
 
+/// The keeper's events, counted in the gate's families.
+impl KeeperEvents for Metrics {
+    fn applied(&self, verdict: &UpgradeableEntry, wrote: bool) {
+        self.gate(verdict.state(), wrote);
+    }
+    fn restored(&self, found: &Found) {
+        self.gate_restored(found.label());
+    }
+    fn dropped_stale(&self) {
+        self.gate_write_stale();
+    }
+    fn failed(&self, _error: &upgrade_gate::operator_condition::Error) {
+        Metrics::failed(self, "gate");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,7 +268,7 @@ mod tests {
         metrics.reconciled("MarkReady");
         metrics.failed("act");
         metrics.upgrade_finished(Duration::from_secs(42));
-        metrics.gate(true, true);
+        metrics.gate(GateState::Open, true);
         metrics.gate_restored("recreated");
         metrics.gate_write_stale();
         metrics.leading(true);

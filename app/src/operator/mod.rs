@@ -4,20 +4,18 @@
 //! Owns: the reconcile loop (kube-runtime `Controller`, one per watched
 //! namespace), the shared [`Context`], the gate loop, readiness and the
 //! operator's HTTP endpoints, and the order of a run: serve the endpoints,
-//! win the leader Lease (`leader`), then reconcile and keep the gate until
-//! stopped or the Lease is lost. One file per step: `observe` (reads),
-//! `decide` (pure table), `act` (writes); `gate` is the pure operator-wide
-//! decision and `gate_writer` keeps it in the OperatorCondition. Must not
+//! win the leader Lease (`upgrade_gate::leader`), then reconcile and hand
+//! the gate decision to `upgrade_gate::keeper` until stopped or the Lease
+//! is lost. One file per step: `observe` (reads), `decide` (pure table),
+//! `act` (writes); `gate` is the pure operator-wide decision. Must not
 //! touch: the database (only `observe`'s read-only query) or OLM's objects
-//! other than this operator's own OperatorCondition.
+//! (the keeper writes this operator's own OperatorCondition).
 
 pub mod act;
 pub mod db_sessions;
 pub mod decide;
 pub mod gate;
-pub mod gate_writer;
 pub mod http;
-pub mod leader;
 pub mod metrics;
 pub mod observe;
 pub mod resources;
@@ -45,14 +43,15 @@ use crate::migrations::{self, Release};
 use crate::operator::act::{ActContext, ActError};
 use crate::operator::decide::{SchemaTarget, Step};
 use crate::operator::gate::{GateDecision, decide_gate, view_of};
-use crate::operator::gate_writer::{
-    Found, GateSink, NextWrite, Read, Revision, Shown, WatchState, WriteOutcome, next_write,
-    poll_interval, restored, unanswered_write_landed, wakes,
-};
-use crate::operator::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::operator::metrics::Metrics;
 use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
 use crate::operator::resources::{APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
+use upgrade_gate::gate::Target;
+use upgrade_gate::keeper::{Keeper, KeeperStatus, Verdict};
+use upgrade_gate::leader::{
+    Elector, Leadership, LeaseSettings, LostLease, SettingsError, Standing,
+};
+use upgrade_gate::operator_condition::UpgradeableEntry;
 use upgrade_gate::telemetry::error_chain;
 
 /// A reconcile failed at one stage.
@@ -82,9 +81,6 @@ pub enum StartError {
     /// The release carries no migrations, so it has no schema target.
     #[error("release {0} carries no migrations; nothing to upgrade to")]
     NoTarget(String),
-    /// The gate's OperatorCondition could not be looked up.
-    #[error(transparent)]
-    Gate(#[from] gate_writer::GateWriteError),
     /// The leader-election settings cannot work.
     #[error(transparent)]
     Election(#[from] SettingsError),
@@ -254,6 +250,10 @@ pub fn error_policy(app: Arc<App>, error: &ReconcileError, ctx: Arc<Context>) ->
     })
 }
 
+/// The leader Lease's name: the same for every release, so an old and a
+/// new operator never lead at once.
+pub const LEASE_NAME: &str = "upgrade-gate-app-operator";
+
 /// Reconciles running at once per watched scope. Each one opens a database
 /// connection: unbounded, 500 Apps on one PostgreSQL server exhausted its
 /// `max_connections` (100) and were reported `DatabaseUnreachable`.
@@ -297,17 +297,23 @@ pub enum ReadyWhen {
     Verified,
 }
 
+/// How far the leader's work has come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkDone {
+    /// Every App present at the start was reconciled once.
+    pub first_pass: bool,
+    /// The OperatorCondition shows the gate decision (or there is none to keep).
+    pub gate_applied: bool,
+    /// The decision is `Upgradeable=True`.
+    pub upgradeable: bool,
+}
+
 /// Whether the leader's work has reached what `mode` waits for.
-pub fn work_ready(
-    mode: ReadyWhen,
-    first_pass: bool,
-    gate_applied: bool,
-    upgradeable: bool,
-) -> bool {
+pub fn work_ready(mode: ReadyWhen, done: WorkDone) -> bool {
     match mode {
         ReadyWhen::Started => true,
-        ReadyWhen::Reconciled => first_pass && gate_applied,
-        ReadyWhen::Verified => first_pass && gate_applied && upgradeable,
+        ReadyWhen::Reconciled => done.first_pass && done.gate_applied,
+        ReadyWhen::Verified => done.first_pass && done.gate_applied && done.upgradeable,
     }
 }
 
@@ -445,7 +451,8 @@ pub async fn run(
     ctx.metrics.leading(true);
 
     let outcome = {
-        let work = lead(ctx.clone(), &config, readiness, shutdown.clone());
+        let leading = leadership.as_ref().map(Leadership::leading);
+        let work = lead(ctx.clone(), &config, readiness, leading, shutdown.clone());
         let lost = async {
             match leadership.as_mut() {
                 Some(leadership) => leadership.lost().await,
@@ -487,22 +494,34 @@ async fn join_server(server: tokio::task::JoinHandle<()>) {
     }
 }
 
-/// The leader's work: the controllers and the gate loop, until `shutdown`.
+/// The leader's work: the controllers, the gate loop and the keeper of
+/// the gate decision, until `shutdown`; the keeper is stopped before the
+/// run releases the Lease.
 async fn lead(
     ctx: Arc<Context>,
     config: &OperatorConfig,
     readiness: Arc<Readiness>,
+    leading: Option<watch::Receiver<bool>>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), StartError> {
-    let sink = GateSink::find(
-        &ctx.client,
-        config.operator_condition_name.as_deref(),
-        &config.pod_namespace,
-    )
-    .await?;
-    if let GateSink::NoOlm { why } = &sink {
-        tracing::info!(why = %why, "not managed by OLM: the upgrade gate is not written");
+    // The name OLM injects, checked as `hold` does; the pod's owners are not
+    // read (the operator may not get pods), so a configured name is used as
+    // it is and none leaves nothing to keep.
+    let target = Target {
+        namespace: config.pod_namespace.clone(),
+        name: config
+            .operator_condition_name
+            .clone()
+            .filter(|name| !name.is_empty()),
+        deployment: None,
+        pod: None,
+    };
+    let (verdicts, latest) = watch::channel(None);
+    let mut keeper = Keeper::new(ctx.client.clone(), target).events(ctx.metrics.clone());
+    if let Some(leading) = leading {
+        keeper = keeper.leading(leading);
     }
+    let keeper = keeper.start(latest);
 
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
     // Server and Job pods (and stragglers labelled as the App's): a pod
@@ -552,8 +571,16 @@ async fn lead(
         );
     }
     tracing::info!(release = %ctx.release, namespaces = ?config.namespaces, "app-operator started");
-    let gate = gate_loop(stores, ctx.clone(), sink, readiness, shutdown.clone());
+    let gate = gate_loop(
+        stores,
+        ctx.clone(),
+        verdicts,
+        keeper.status(),
+        readiness,
+        shutdown.clone(),
+    );
     tokio::join!(futures::future::join_all(streams), gate);
+    keeper.stop().await;
     Ok(())
 }
 
@@ -573,9 +600,8 @@ pub fn stopped(
 
 /// How often the gate is recomputed from the in-memory App stores besides
 /// the wake-up after each reconcile: a deleted App is never reconciled, so
-/// only this notices that it is gone. The object itself is read on every
-/// change its watch reports, whenever the decision changed, and at the
-/// latest every `gate_writer::poll_interval`.
+/// only this notices that it is gone. The keeper reads the object on its
+/// own schedule (on every change its watch reports, and every few seconds).
 const GATE_RECHECK: Duration = Duration::from_secs(1);
 
 /// The Apps as the stores hold them now, and a fingerprint of that
@@ -599,53 +625,35 @@ pub fn observe_apps(stores: &[Store<App>]) -> (Vec<Arc<App>>, u64) {
     (apps, hasher.finish())
 }
 
-/// What the gate loop knows about the object between rounds.
-#[derive(Default)]
-struct GateMemory {
-    /// What the object showed after our last write or matching read.
-    last_shown: Option<Shown>,
-    /// The decision the object showed then (or the last one logged
-    /// without OLM).
-    applied: Option<GateDecision>,
-    /// When the object was last read (`None`: read it in the next round).
-    last_read: Option<tokio::time::Instant>,
-    /// Whether the object's watch reports its changes.
-    watch: WatchState,
-    /// The object is gone and that was logged.
-    awaiting_logged: bool,
-    /// What the last write was to restore when it failed: it may have been
-    /// carried out all the same (its answer cut off by the write budget),
-    /// which the next read tells.
-    unanswered_restore: Option<UnansweredRestore>,
+/// The gate decision as the keeper keeps it: its entry, and the App
+/// observation it was decided from. Once the stores hold a newer
+/// observation the verdict is stale: a write of it not yet sent is dropped.
+#[derive(Clone)]
+pub struct GateVerdict {
+    entry: UpgradeableEntry,
+    stores: Arc<Vec<Store<App>>>,
+    observed: u64,
 }
 
-/// A restoring write given up without an answer.
-#[derive(Debug)]
-struct UnansweredRestore {
-    found: Found,
-    /// The version of the object it was sent to replace.
-    base: Revision,
+impl Verdict for GateVerdict {
+    fn entry(&self) -> &UpgradeableEntry {
+        &self.entry
+    }
+
+    fn still_current(&self) -> bool {
+        observe_apps(&self.stores).1 == self.observed
+    }
 }
 
-/// The result of one gate round.
-enum GateRound {
-    /// The object shows the decision (or there is no OLM).
-    Applied,
-    /// Not (yet): a read or write failed, or the object is gone.
-    Pending,
-    /// The decision went stale while it was written: decide again now.
-    Stale,
-}
-
-/// Recomputes the gate after every reconcile (and every [`GATE_RECHECK`]),
-/// reads the object on every change its watch reports (and every
-/// `gate_writer::poll_interval`) and writes the decision whenever the
-/// object shows something else: after a change of the decision, a deletion
-/// (OLM recreates the object empty) or another writer's change.
+/// Recomputes the gate after every reconcile (and every [`GATE_RECHECK`])
+/// and hands each new decision, with the observation it came from, to the
+/// keeper; marks the pod ready once the keeper shows the decision (see
+/// [`ReadyWhen`]).
 async fn gate_loop(
     stores: Vec<Store<App>>,
     ctx: Arc<Context>,
-    sink: GateSink,
+    verdicts: watch::Sender<Option<GateVerdict>>,
+    mut kept: watch::Receiver<KeeperStatus>,
     readiness: Arc<Readiness>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -655,50 +663,45 @@ async fn gate_loop(
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
     }
-    let mut memory = GateMemory::default();
-    let mut changes = match &sink {
-        GateSink::Olm(condition) => condition.changes().boxed(),
-        GateSink::NoOlm { .. } => futures::stream::pending().boxed(),
-    };
+    let stores = Arc::new(stores);
+    let mut invalid: Option<GateDecision> = None;
     loop {
         let (apps, observed) = observe_apps(&stores);
         let views: Vec<_> = apps.iter().map(|app| view_of(app, &ctx.target)).collect();
         let decision = decide_gate(&views, &ctx.target);
-        let round = match &sink {
-            GateSink::NoOlm { .. } => {
-                if memory.applied.as_ref() != Some(&decision) {
-                    tracing::info!(upgradeable = decision.upgradeable, reason = decision.reason, message = %decision.message, "gate decided (not written: no OLM)");
-                    ctx.metrics.gate(decision.upgradeable, false);
-                    memory.applied = Some(decision.clone());
+        match decision.entry() {
+            Ok(entry) => {
+                let new = verdicts
+                    .borrow()
+                    .as_ref()
+                    .is_none_or(|kept| kept.observed != observed || kept.entry != entry);
+                if new {
+                    verdicts.send_replace(Some(GateVerdict {
+                        entry,
+                        stores: stores.clone(),
+                        observed,
+                    }));
                 }
-                GateRound::Applied
             }
-            GateSink::Olm(condition) => {
-                let still_current = || observe_apps(&stores).1 == observed;
-                keep_gate(
-                    condition,
-                    &decision,
-                    still_current,
-                    &mut memory,
-                    &ctx.metrics,
-                )
-                .await
+            Err(error) if invalid.as_ref() != Some(&decision) => {
+                tracing::error!(%error, reason = decision.reason.as_str(), "the gate decision is no valid condition entry; keeping the last one");
+                ctx.metrics.failed("gate");
+                invalid = Some(decision.clone());
             }
-        };
-        if matches!(round, GateRound::Stale) {
-            ctx.metrics.gate_write_stale();
-            tracing::debug!(
-                "the App observation changed while the gate was written; deciding again"
-            );
-            continue;
+            Err(_) => {}
         }
-        let applied = matches!(round, GateRound::Applied);
+        let applied = verdicts
+            .borrow()
+            .as_ref()
+            .is_some_and(|verdict| kept.borrow().shows(&verdict.entry));
         if !readiness.work_done()
             && work_ready(
                 readiness.mode(),
-                ctx.all_reconciled(&apps),
-                applied,
-                decision.upgradeable,
+                WorkDone {
+                    first_pass: ctx.all_reconciled(&apps),
+                    gate_applied: applied,
+                    upgradeable: decision.upgradeable(),
+                },
             )
         {
             tracing::info!(apps = apps.len(), mode = ?readiness.mode(), "ready");
@@ -707,145 +710,11 @@ async fn gate_loop(
         tokio::select! {
             _ = ctx.gate_wakeup.notified() => {}
             _ = tokio::time::sleep(GATE_RECHECK) => {}
-            Some(item) = changes.next() => watched(&item, &mut memory),
+            Ok(()) = kept.changed() => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
     }
 }
-
-/// Takes one item of the object's watch into `memory`: a change makes the
-/// next round read the object; the watch going down or coming back is
-/// logged, with how often the object is read from then on.
-fn watched<K>(item: &Result<watcher::Event<K>, watcher::Error>, memory: &mut GateMemory) {
-    if wakes(item) {
-        memory.last_read = None;
-    }
-    let before = memory.watch;
-    memory.watch = before.after(item);
-    if memory.watch == before {
-        return;
-    }
-    let every = poll_interval(memory.watch).as_secs();
-    match item {
-        Err(error) => tracing::warn!(
-            error = %error_chain(error),
-            "cannot watch the OperatorCondition (it needs list and watch on it); reading it every {every} s until the watch is back"
-        ),
-        Ok(_) => tracing::info!(
-            "watching the OperatorCondition: read on every change, and every {every} s besides"
-        ),
-    }
-}
-
-/// One round against the object: read it when due, then write the
-/// decision if it shows something else (see `gate_writer::next_write`).
-async fn keep_gate(
-    condition: &upgrade_gate::operator_condition::OperatorConditionClient,
-    decision: &GateDecision,
-    still_current: impl Fn() -> bool,
-    memory: &mut GateMemory,
-    metrics: &Metrics,
-) -> GateRound {
-    let changed = memory.applied.as_ref() != Some(decision);
-    let due = memory
-        .last_read
-        .is_none_or(|read| read.elapsed() >= poll_interval(memory.watch));
-    if !changed && !due {
-        return GateRound::Applied;
-    }
-    memory.last_read = Some(tokio::time::Instant::now());
-    let Read { shown, revision } = match GateSink::read(condition).await {
-        Ok(read) => read,
-        Err(error) => {
-            tracing::warn!(error = %error_chain(&error), "cannot read the OperatorCondition; trying again");
-            metrics.failed("gate");
-            return GateRound::Pending;
-        }
-    };
-    let unanswered = memory.unanswered_restore.take();
-    let restore = match next_write(decision, &shown, memory.last_shown.as_ref()) {
-        NextWrite::Nothing => {
-            if let Some(UnansweredRestore { found, .. }) = unanswered {
-                tracing::info!(
-                    found = found.label(),
-                    "the write that failed for want of an answer had restored the gate"
-                );
-                metrics.gate_restored(found.label());
-            }
-            memory.last_shown = Some(shown);
-            memory.awaiting_logged = false;
-            if changed {
-                tracing::info!(upgradeable = decision.upgradeable, reason = decision.reason, message = %decision.message, "gate decided; the OperatorCondition already says so");
-                metrics.gate(decision.upgradeable, false);
-            }
-            memory.applied = Some(decision.clone());
-            return GateRound::Applied;
-        }
-        NextWrite::AwaitObject => {
-            if !memory.awaiting_logged {
-                tracing::warn!(
-                    name = condition.name(),
-                    "the OperatorCondition is gone; the gate is restored as soon as OLM recreates it"
-                );
-                memory.awaiting_logged = true;
-            }
-            return GateRound::Pending;
-        }
-        NextWrite::Write { restore } => {
-            // Changed again since a write given up without an answer: that
-            // write counts if it was carried out before the change.
-            if let Some(UnansweredRestore { found, base }) = unanswered
-                && unanswered_write_landed(&base, revision.as_ref())
-            {
-                tracing::info!(
-                    found = found.label(),
-                    "the write that failed for want of an answer had restored the gate before the object changed again"
-                );
-                metrics.gate_restored(found.label());
-            }
-            restore
-        }
-    };
-    memory.awaiting_logged = false;
-    if let Some(found) = &restore {
-        tracing::warn!(
-            found = found.label(), shown = ?shown, upgradeable = decision.upgradeable, reason = decision.reason,
-            "the OperatorCondition no longer shows the gate; restoring it"
-        );
-    }
-    match GateSink::write(condition, decision, still_current).await {
-        Ok(WriteOutcome::Applied { shown, replaced }) => {
-            let changed = replaced.is_some();
-            // Judged on what the update replaced: a change that landed after
-            // the read above is restored by this write too.
-            let restore = replaced
-                .as_ref()
-                .and_then(|replaced| restored(decision, replaced, memory.last_shown.as_ref()));
-            if let Some(found) = &restore {
-                metrics.gate_restored(found.label());
-            }
-            tracing::info!(upgradeable = decision.upgradeable, reason = decision.reason, message = %decision.message, changed, restored = restore.as_ref().map(|f| f.label()), "gate written");
-            metrics.gate(decision.upgradeable, changed);
-            memory.last_shown = Some(shown);
-            memory.applied = Some(decision.clone());
-            GateRound::Applied
-        }
-        Ok(WriteOutcome::Stale) => GateRound::Stale,
-        Err(error) => {
-            tracing::warn!(error = %error_chain(&error), "cannot write the gate; trying again with the next decision");
-            metrics.failed("gate");
-            memory.applied = None;
-            memory.unanswered_restore = restore
-                .zip(revision)
-                .map(|(found, base)| UnansweredRestore { found, base });
-            GateRound::Pending
-        }
-    }
-}
-
-#[cfg(test)]
-#[path = "gate_loop_tests.rs"]
-mod gate_loop_tests;
 
 #[cfg(test)]
 mod tests {
@@ -864,12 +733,13 @@ mod tests {
             (Verified, true, false, true, false),
             (Verified, true, true, true, true),
         ];
-        for (mode, first, applied, upgradeable, ready) in cases {
-            assert_eq!(
-                work_ready(mode, first, applied, upgradeable),
-                ready,
-                "{mode:?} first={first} applied={applied} upgradeable={upgradeable}"
-            );
+        for (mode, first_pass, gate_applied, upgradeable, ready) in cases {
+            let done = WorkDone {
+                first_pass,
+                gate_applied,
+                upgradeable,
+            };
+            assert_eq!(work_ready(mode, done), ready, "{mode:?} {done:?}");
         }
     }
 

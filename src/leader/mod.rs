@@ -11,19 +11,44 @@
 //!
 //! Owns: the one Lease named in [`LeaseSettings`] in the operator's
 //! namespace — reading it, creating it, renewing it, releasing it — and
-//! telling the rest of the operator whether it leads ([`Standing`]). Must
-//! not touch: anything else; what the operator does as leader is `run`'s.
+//! telling the rest of the operator whether it leads ([`Standing`],
+//! [`Leadership::leading`]). Must not touch: anything else; what the
+//! operator does as leader is the operator's.
 //!
 //! The decisions are pure ([`observe`], [`attempt`], [`claimed`],
 //! [`released`]) and table-tested; [`Elector`] does the requests.
 //!
-//! Why not a crate: `kube-leader-election` (0.44) requires kube 4 (we use
-//! 5); `kube-lease-manager` (0.13, kube 5) judges expiry by comparing the
-//! holder's `renewTime` with the local clock, keeps reporting leadership
-//! while its renewals fail (it has no renew deadline), and renews only
-//! every `duration - grace`. The renew deadline is what keeps two leaders
-//! from writing the gate at once, so it is written here, on kube's typed
-//! Lease API, in the few lines client-go's rules need.
+//! Why not a crate (checked for kube 5, December 2026): kube-rs has no
+//! leader election (kube-rs/kube#485 is open). `kube-leader-election`
+//! 0.44.0 (June 2026) requires kube 4 and judges expiry by timestamps
+//! across clocks. `kube-lease-manager` 0.13.1 (kube 5, maintained: 0.11
+//! to 0.13 in 2026) judges expiry by adding the holder's `renewTime` to
+//! the local clock, keeps reporting leadership while its renewals fail
+//! (it has no renew deadline), renews only every `duration - grace` whole
+//! seconds, and bounds no release by a deadline. The renew deadline is
+//! what keeps two leaders from writing the gate at once, and a release
+//! bounded by it is what hands over within seconds, so this module keeps
+//! client-go's rules on kube's typed Lease API.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use tokio::sync::watch;
+//! use upgrade_gate::leader::{Elector, LeaseSettings, Standing};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! let settings = LeaseSettings::new("my-operator", "operators", "my-operator-5d8f-x2_1");
+//! let mut elector = Elector::new(client, settings)?;
+//! let (standing, _seen) = watch::channel(Standing::Unknown);
+//! elector.acquire(&standing).await;
+//! let mut leadership = elector.keep();
+//! tokio::select! {
+//!     lost = leadership.lost() => eprintln!("{lost}"),
+//!     _ = tokio::time::sleep(Duration::from_secs(60)) => leadership.step_down().await,
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 use std::time::Duration;
 
@@ -34,7 +59,7 @@ use kube::api::{Api, PostParams};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
-use upgrade_gate::telemetry::error_chain;
+use crate::telemetry::error_chain;
 
 /// How the election runs; the defaults are controller-runtime's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,15 +88,28 @@ pub struct LeaseSettings {
     pub release_on_stop: bool,
 }
 
-/// The Lease's name: the same for every release, so an old and a new
-/// operator never lead at once.
-pub const LEASE_NAME: &str = "upgrade-gate-app-operator";
 /// controller-runtime's default lease duration.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 /// controller-runtime's default renew deadline.
 pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// controller-runtime's default retry period.
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
+
+impl LeaseSettings {
+    /// controller-runtime's durations, releasing on stop, for the Lease
+    /// `name` in `namespace` and this process's `identity`.
+    pub fn new(name: &str, namespace: &str, identity: &str) -> LeaseSettings {
+        LeaseSettings {
+            name: name.to_owned(),
+            namespace: namespace.to_owned(),
+            identity: identity.to_owned(),
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline: DEFAULT_RENEW_DEADLINE,
+            retry_period: DEFAULT_RETRY_PERIOD,
+            release_on_stop: true,
+        }
+    }
+}
 
 /// The settings cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -82,8 +120,11 @@ pub enum SettingsError {
         "leader election needs lease duration ({lease:?}) > renew deadline ({renew:?}) > retry period ({retry:?}) > 0"
     )]
     Order {
+        /// The lease duration.
         lease: Duration,
+        /// The renew deadline.
         renew: Duration,
+        /// The retry period.
         retry: Duration,
     },
 }
@@ -113,10 +154,11 @@ pub struct Record {
     pub holder: String,
     /// `leaseDurationSeconds`.
     pub duration: Duration,
-    /// `acquireTime`, `renewTime`, `leaseTransitions`: compared to notice a
-    /// renewal.
+    /// `acquireTime`: compared, with the two below, to notice a renewal.
     pub acquire_time: Option<MicroTime>,
+    /// `renewTime`.
     pub renew_time: Option<MicroTime>,
+    /// `leaseTransitions`.
     pub transitions: i32,
 }
 
@@ -141,8 +183,11 @@ impl Record {
 /// it change at all since it started looking (a holder that renews is alive).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
+    /// The record last read.
     pub record: Record,
+    /// When (on this process's clock) the record was last seen to change.
     pub changed_at: Instant,
+    /// Whether it was seen to change at all since this process looked.
     pub seen_changing: bool,
 }
 
@@ -175,6 +220,7 @@ pub enum Attempt {
     Renew,
     /// Someone else holds it and it has not expired: wait.
     Wait {
+        /// Who holds it.
         holder: String,
         /// The holder was seen renewing (not just an old record).
         alive: bool,
@@ -250,7 +296,12 @@ pub enum Standing {
     /// Not yet read, or the last read failed.
     Unknown,
     /// Waiting for `holder`'s Lease; `alive` once it was seen renewing.
-    Following { holder: String, alive: bool },
+    Following {
+        /// Who holds the Lease.
+        holder: String,
+        /// Whether the holder was seen renewing.
+        alive: bool,
+    },
     /// This process leads.
     Leading,
 }
@@ -260,10 +311,18 @@ pub enum Standing {
 pub enum LostLease {
     /// Another identity holds the Lease now.
     #[error("lost the leader Lease to {holder}")]
-    TakenBy { holder: String },
+    TakenBy {
+        /// Who holds it now.
+        holder: String,
+    },
     /// The Lease was not renewed within the renew deadline.
     #[error("could not renew the leader Lease within {deadline:?}; last error: {last}")]
-    NotRenewed { deadline: Duration, last: String },
+    NotRenewed {
+        /// The renew deadline.
+        deadline: Duration,
+        /// The last failure.
+        last: String,
+    },
     /// The renewal task ended without a verdict (it panicked).
     #[error("the Lease renewal stopped unexpectedly")]
     RenewalGone,
@@ -390,19 +449,23 @@ impl Elector {
     pub fn keep(self) -> Leadership {
         let (lost_tx, lost_rx) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(self.renew_until_lost(lost_tx, stop_rx));
+        let (leading_tx, leading_rx) = watch::channel(true);
+        let task = tokio::spawn(async move {
+            let ended = Ended {
+                lost: lost_tx,
+                leading: leading_tx,
+            };
+            self.renew_until_lost(ended, stop_rx).await;
+        });
         Leadership {
             lost: lost_rx,
+            leading: leading_rx,
             stop: Some(stop_tx),
             task,
         }
     }
 
-    async fn renew_until_lost(
-        mut self,
-        lost: oneshot::Sender<LostLease>,
-        mut stop: oneshot::Receiver<()>,
-    ) {
+    async fn renew_until_lost(mut self, ended: Ended, mut stop: oneshot::Receiver<()>) {
         let mut renewed_at = Instant::now();
         loop {
             let deadline = renewed_at + self.settings.renew_deadline;
@@ -413,6 +476,7 @@ impl Elector {
             };
             let round = tokio::select! {
                 _ = &mut stop => {
+                    ended.leading.send_replace(false);
                     self.stop_leading().await;
                     return;
                 }
@@ -424,7 +488,7 @@ impl Elector {
                     continue;
                 }
                 Ok(Ok(Round::Waiting(Attempt::Wait { holder, .. }))) => {
-                    let _receiver_gone = lost.send(LostLease::TakenBy { holder });
+                    ended.lost(LostLease::TakenBy { holder });
                     return;
                 }
                 Ok(Ok(Round::Waiting(other))) => format!("renewal not written ({other:?})"),
@@ -432,7 +496,7 @@ impl Elector {
                 Err(_) => "renewal timed out".to_owned(),
             };
             if Instant::now() >= deadline {
-                let _receiver_gone = lost.send(LostLease::NotRenewed {
+                ended.lost(LostLease::NotRenewed {
                     deadline: self.settings.renew_deadline,
                     last: error,
                 });
@@ -489,14 +553,38 @@ impl Elector {
     }
 }
 
+/// How the renewal tells that leadership ended.
+struct Ended {
+    lost: oneshot::Sender<LostLease>,
+    leading: watch::Sender<bool>,
+}
+
+impl Ended {
+    /// Leading turns false before the loss is reported: whoever writes as
+    /// leader stops first.
+    fn lost(self, why: LostLease) {
+        self.leading.send_replace(false);
+        let _receiver_gone = self.lost.send(why);
+    }
+}
+
 /// Leadership being kept by a background renewal.
 pub struct Leadership {
     lost: oneshot::Receiver<LostLease>,
+    leading: watch::Receiver<bool>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Leadership {
+    /// Whether this process still leads: true until leadership is lost or
+    /// a step-down starts (before the Lease is released). What the leader
+    /// writes (the keeper of its gate) watches it, so that it stops
+    /// writing before anyone else may lead.
+    pub fn leading(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
     /// Resolves when leadership is lost (never while it is kept).
     pub async fn lost(&mut self) -> LostLease {
         (&mut self.lost).await.unwrap_or(LostLease::RenewalGone)
@@ -515,5 +603,4 @@ impl Leadership {
 }
 
 #[cfg(test)]
-#[path = "leader_tests.rs"]
 mod tests;

@@ -326,7 +326,7 @@ fn the_job_waits_until_no_server_pod_is_left() {
         );
         assert_eq!(first.status.phase, Some(crate::crd::AppPhase::Upgrading));
         assert_eq!(
-            first.event.as_ref().map(|e| e.reason),
+            first.event.as_ref().map(|e| e.reason.as_str()),
             Some("WaitingForServerPods")
         );
         // The next reconcile on the written status, one pod fewer: the
@@ -408,7 +408,7 @@ fn only_a_job_of_this_app_with_this_intent_counts() {
         "{}",
         degraded.message
     );
-    assert_eq!(taken.event.map(|e| e.kind), Some(EventKind::Warning));
+    assert_eq!(taken.event.map(|e| e.kind()), Some(EventKind::Warning));
     assert_eq!(
         taken.status.upgrade.as_ref().map(|u| u.attempts),
         Some(1),
@@ -662,7 +662,7 @@ fn a_permanent_refusal_is_not_retried_and_says_why() {
     );
     let event = refused.event.expect("an Event");
     assert_eq!(
-        (event.kind, event.reason),
+        (event.kind(), event.reason.as_str()),
         (EventKind::Warning, "UpgradeRefused")
     );
 
@@ -720,7 +720,7 @@ fn a_transient_failure_reports_the_job_and_what_to_do() {
         upgrade.last_failure.map(|f| (f.retryable, f.exit_code)),
         Some((true, Some(5)))
     );
-    assert_eq!(decision.event.map(|e| e.kind), Some(EventKind::Warning));
+    assert_eq!(decision.event.map(|e| e.kind()), Some(EventKind::Warning));
     assert_eq!(decision.requeue, Duration::from_secs(30));
 }
 
@@ -776,7 +776,7 @@ fn a_job_whose_pod_cannot_start_is_reported_at_once() {
         );
         assert!(decision.requeue <= REQUEUE_WAITING);
         assert_eq!(
-            decision.event.map(|e| (e.kind, e.reason)),
+            decision.event.map(|e| (e.kind(), e.reason.as_str())),
             Some((EventKind::Warning, reason.as_str()))
         );
         // Fixed (the pod started): no longer Degraded.

@@ -5,27 +5,20 @@
 //! requests, and another candidate writing between a read and an update.
 //!
 //! Owns: these tables and scenarios of the election. Must not touch: the
-//! fake itself (the gate crate owns it) or a real cluster.
+//! fake itself (`crate::testing`) or a real cluster.
 
 use http::Method;
 use serde_json::{Value, json};
-use upgrade_gate::testing::{FakeCluster, Fault, Live, On, sequence};
 
 use super::*;
+use crate::testing::{FakeCluster, Fault, Live, On, sequence};
 
+const LEASE_NAME: &str = "upgrade-gate-app-operator";
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
 const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/ops/leases/upgrade-gate-app-operator";
 
 fn settings(identity: &str) -> LeaseSettings {
-    LeaseSettings {
-        name: LEASE_NAME.to_owned(),
-        namespace: "ops".to_owned(),
-        identity: identity.to_owned(),
-        lease_duration: DEFAULT_LEASE_DURATION,
-        renew_deadline: DEFAULT_RENEW_DEADLINE,
-        retry_period: DEFAULT_RETRY_PERIOD,
-        release_on_stop: true,
-    }
+    LeaseSettings::new(LEASE_NAME, "ops", identity)
 }
 
 fn record(holder: &str, transitions: i32) -> Record {
@@ -214,6 +207,7 @@ async fn no_lease_is_created_holding_it_then_renewed_and_released() {
     assert_eq!(holder(&live).as_deref(), Some("a"));
 
     let leadership = elector.keep();
+    let leading = leadership.leading();
     // Two renewals, one per retry period: a read and an update each.
     tokio::time::sleep(Duration::from_millis(4500)).await;
     assert_eq!(
@@ -225,7 +219,9 @@ async fn no_lease_is_created_holding_it_then_renewed_and_released() {
             (Method::PUT, LEASE),
         ]
     );
+    assert!(*leading.borrow());
     leadership.step_down().await;
+    assert!(!*leading.borrow(), "a step-down ends leading");
     assert_eq!(
         sequence(&live.take_log()),
         [(Method::GET, LEASE), (Method::PUT, LEASE)]
@@ -381,9 +377,12 @@ async fn leadership_is_lost_when_another_holds_the_lease() {
     let (standing, _seen) = watch::channel(Standing::Unknown);
     elector.acquire(&standing).await;
     let mut leadership = elector.keep();
+    let leading = leadership.leading();
+    assert!(*leading.borrow(), "leading while kept");
     written_by_another(&live, "holderIdentity", json!("b"));
     let lost = leadership.lost().await;
     assert_eq!(lost, LostLease::TakenBy { holder: "b".into() });
+    assert!(!*leading.borrow(), "no longer leading once lost");
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,64 +1,27 @@
-//! Keeps the operator-wide gate decision (`gate::decide_gate`) in this
-//! operator's OperatorCondition with the `operator_condition` library.
+//! The keeper's pure rules: what the object shows, what to write next,
+//! what a write restored, whether a write given up without an answer was
+//! carried out, and how the object's watch paces the reads.
 //!
-//! The object is not ours alone: OLM recreates it empty after a deletion
-//! (and an absent `Upgradeable` means upgradeable), `upgrade-gate release`,
-//! a person or a GitOps tool may rewrite `spec.conditions`. So the gate
-//! loop watches the object, reads it on every change it is told of (and
-//! every [`WATCHED_POLL_INTERVAL`] besides, or every [`POLL_INTERVAL`]
-//! while the watch is down: [`poll_interval`], pure) and puts its answer
-//! back whenever the object shows something else ([`next_write`], pure). A
-//! write carries the observation of the Apps it was decided from and is
-//! dropped when a newer observation exists by the time it is sent
-//! (`OperatorConditionClient::set_if`), and it is given up after
-//! [`WRITE_BUDGET`]: an old decision is never written late.
-//!
-//! Owns: finding the OperatorCondition (OLM injects
-//! `OPERATOR_CONDITION_NAME` into the operator's container; the namespace is
-//! the pod's), telling "no OLM" apart, reading what the object shows and
-//! writing our entry. Must not touch: the decision, or any condition but
-//! `Upgradeable` (the library keeps foreign entries and cannot delete).
+//! Owns: these decisions, table-tested. Must not touch: the cluster (the
+//! reads, writes and the watch are `super`'s).
 
 use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::runtime::watcher;
-use tokio::time::Instant;
 
-use crate::operator::gate::GateDecision;
-use upgrade_gate::operator_condition::{
-    OperatorCondition, OperatorConditionClient, Reason, UpgradeableEntry,
-    operator_conditions_served,
-};
+use crate::operator_condition::{OperatorCondition, UpgradeableEntry};
 
-/// How long finding out whether OLM serves OperatorConditions may retry.
-const DISCOVERY_DEADLINE: Duration = Duration::from_secs(30);
 /// How often the object is read to notice a deletion or a foreign write
 /// while its watch is not (yet) working.
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How often it is read while the watch works: a safety net for a watch
 /// that stalls without an error.
 pub const WATCHED_POLL_INTERVAL: Duration = Duration::from_secs(10);
-/// How long one read may retry.
-const READ_BUDGET: Duration = Duration::from_secs(1);
-/// How long one write (read, update, retries on conflict) may take; after
-/// that the decision is taken again from the latest observation.
-pub const WRITE_BUDGET: Duration = Duration::from_secs(2);
-
-/// The gate could not be read or written.
-#[derive(Debug, thiserror::Error)]
-pub enum GateWriteError {
-    /// The reason or message is not a valid condition entry.
-    #[error("invalid Upgradeable entry")]
-    Entry(#[from] upgrade_gate::operator_condition::InvalidEntry),
-    /// The API server refused or the budget ran out.
-    #[error("cannot read or write the OperatorCondition")]
-    Api(#[from] upgrade_gate::operator_condition::Error),
-}
 
 /// Our `Upgradeable` entry as the object shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Shown {
+pub(crate) enum Shown {
     /// The object does not exist (deleted: OLM recreates it).
     NoObject,
     /// The object (`uid`) has no `Upgradeable` entry in `spec.conditions`.
@@ -74,7 +37,7 @@ pub enum Shown {
 
 impl Shown {
     /// What `object` shows (`None`: it does not exist).
-    pub fn of(object: Option<&OperatorCondition>) -> Shown {
+    pub(crate) fn of(object: Option<&OperatorCondition>) -> Shown {
         let Some(object) = object else {
             return Shown::NoObject;
         };
@@ -90,9 +53,11 @@ impl Shown {
         }
     }
 
-    fn says(&self, decision: &GateDecision) -> bool {
+    fn says(&self, verdict: &UpgradeableEntry) -> bool {
         matches!(self, Shown::Entry { status, reason, message, .. }
-            if status == status_of(decision) && reason == decision.reason && *message == decision.message)
+            if status == verdict.state().condition_status()
+                && reason == verdict.reason().as_str()
+                && message == verdict.message())
     }
 
     fn uid(&self) -> Option<&str> {
@@ -107,13 +72,13 @@ impl Shown {
 /// `metadata.generation`, which the API server bumps on every change of
 /// spec (not on OLM's status copies).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Revision {
-    pub uid: String,
-    pub generation: i64,
+pub(crate) struct Revision {
+    pub(crate) uid: String,
+    pub(crate) generation: i64,
 }
 
 impl Revision {
-    fn of(object: &OperatorCondition) -> Revision {
+    pub(crate) fn of(object: &OperatorCondition) -> Revision {
         Revision {
             uid: object.uid().unwrap_or_default(),
             generation: object.generation(),
@@ -121,50 +86,36 @@ impl Revision {
     }
 }
 
-/// One read of the object.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Read {
-    pub shown: Shown,
-    /// `None` when there is no object.
-    pub revision: Option<Revision>,
-}
-
 /// Whether a write given up without an answer was carried out, told by a
-/// later read that does not show our decision. The write was sent to
+/// later read that does not show our verdict. The write was sent to
 /// replace `base` (the round's read); carried out it made the generation
 /// `base + 1`, so a change of the same object after it makes it at least
 /// `base + 2`. At `base + 1` another writer's change took its place, at
 /// `base` nothing changed spec (the write was not carried out), and a new
 /// object (another uid) cannot tell. Two changes by others within the round
 /// would look the same as ours and one other: the only way this errs.
-pub fn unanswered_write_landed(base: &Revision, now: Option<&Revision>) -> bool {
+pub(crate) fn unanswered_write_landed(base: &Revision, now: Option<&Revision>) -> bool {
     now.is_some_and(|now| now.uid == base.uid && now.generation >= base.generation + 2)
 }
 
-fn status_of(decision: &GateDecision) -> &'static str {
-    if decision.upgradeable {
-        "True"
-    } else {
-        "False"
-    }
-}
-
-/// What someone else did to our entry since this process last wrote or
-/// saw it: the label of the restore counter and the log.
+/// What someone else did to our entry since the keeper last wrote or saw
+/// it: the label of a restore.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Found {
     /// The object was deleted and recreated (a new uid), empty or not.
     Recreated,
     /// Our entry was dropped from `spec.conditions` (a rewrite).
     EntryRemoved,
-    /// Another status: `True` written by another writer, a release, a person.
+    /// Another status: `True` written by another writer, `upgrade-gate
+    /// release`, a person.
     OtherStatus(String),
     /// Same status, another reason or message.
     OtherText,
 }
 
 impl Found {
-    /// The metric label.
+    /// A metric label: `recreated`, `entry_removed`, `other_true`,
+    /// `other_false`, `other_status` or `other_text`.
     pub fn label(&self) -> &'static str {
         match self {
             Found::Recreated => "recreated",
@@ -179,30 +130,34 @@ impl Found {
 
 /// What to do after reading the object.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NextWrite {
-    /// The object shows our decision.
+pub(crate) enum NextWrite {
+    /// The object shows our verdict.
     Nothing,
     /// The object is gone; OLM recreates it, then we write.
     AwaitObject,
-    /// Write our decision: the first time, because it changed, or (with
+    /// Write our verdict: the first time, because it changed, or (with
     /// `Some`) to restore it after someone else's change.
     Write { restore: Option<Found> },
 }
 
-/// The pure rule: given our decision, what the object shows, and what it
-/// showed after our last write (or read that matched), what to write.
-pub fn next_write(decision: &GateDecision, shown: &Shown, last: Option<&Shown>) -> NextWrite {
+/// The rule: given our verdict, what the object shows, and what it showed
+/// after our last write (or read that matched), what to write.
+pub(crate) fn next_write(
+    verdict: &UpgradeableEntry,
+    shown: &Shown,
+    last: Option<&Shown>,
+) -> NextWrite {
     if *shown == Shown::NoObject {
         return NextWrite::AwaitObject;
     }
-    if shown.says(decision) {
+    if shown.says(verdict) {
         return NextWrite::Nothing;
     }
     let restore = match last {
         // Nothing of ours there yet: our first write.
         None => None,
         Some(last) if last.uid() != shown.uid() => Some(Found::Recreated),
-        // The object still shows what we last saw: our decision moved.
+        // The object still shows what we last saw: our verdict moved.
         Some(last) if last == shown => None,
         Some(last) => Some(match (shown, last) {
             (Shown::NoObject | Shown::NoEntry { .. }, _) => Found::EntryRemoved,
@@ -222,28 +177,18 @@ pub fn next_write(decision: &GateDecision, shown: &Shown, last: Option<&Shown>) 
 /// What a write restored: judged on the object its update replaced, which
 /// may be newer than the round's read (another writer's `True` landing
 /// between that read and the write is undone by the write all the same).
-pub fn restored(decision: &GateDecision, replaced: &Shown, last: Option<&Shown>) -> Option<Found> {
-    match next_write(decision, replaced, last) {
+pub(crate) fn restored(
+    verdict: &UpgradeableEntry,
+    replaced: &Shown,
+    last: Option<&Shown>,
+) -> Option<Found> {
+    match next_write(verdict, replaced, last) {
         NextWrite::Write { restore } => restore,
         NextWrite::Nothing | NextWrite::AwaitObject => None,
     }
 }
 
-/// What a write did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// The object shows the decision; `replaced` is what this write's
-    /// update replaced (`None`: the object already showed it).
-    Applied {
-        shown: Shown,
-        replaced: Option<Shown>,
-    },
-    /// A newer observation existed when the write was to be sent: nothing
-    /// was sent.
-    Stale,
-}
-
-/// Whether the object's watch tells the gate loop of every change.
+/// Whether the object's watch tells the keeper of every change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WatchState {
     /// Not listed yet since the start.
@@ -256,8 +201,8 @@ pub enum WatchState {
 }
 
 impl WatchState {
-    /// The state after one item of the watch (pure).
-    pub fn after<K>(self, item: &Result<watcher::Event<K>, watcher::Error>) -> WatchState {
+    /// The state after one item of the watch.
+    pub(crate) fn after<K>(self, item: &Result<watcher::Event<K>, watcher::Error>) -> WatchState {
         match item {
             Err(_) => WatchState::Down,
             Ok(watcher::Event::InitDone) => WatchState::Live,
@@ -266,112 +211,36 @@ impl WatchState {
     }
 }
 
-/// How often the object is read when nothing wakes the loop (pure).
-pub fn poll_interval(watch: WatchState) -> Duration {
+/// How often the object is read when nothing wakes the keeper.
+pub(crate) fn poll_interval(watch: WatchState) -> Duration {
     match watch {
         WatchState::Live => WATCHED_POLL_INTERVAL,
         WatchState::Starting | WatchState::Down => POLL_INTERVAL,
     }
 }
 
-/// Whether a watch item calls for reading the object now (pure): a change,
-/// or the end of a (re)list, which may follow changes the watch missed.
-/// The objects of a list in progress wait for its end.
-pub fn wakes<K>(item: &Result<watcher::Event<K>, watcher::Error>) -> bool {
+/// Whether a watch item calls for reading the object now: a change, or
+/// the end of a (re)list, which may follow changes the watch missed. The
+/// objects of a list in progress wait for its end.
+pub(crate) fn wakes<K>(item: &Result<watcher::Event<K>, watcher::Error>) -> bool {
     matches!(
         item,
         Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
     )
 }
 
-/// Where gate decisions go.
-pub enum GateSink {
-    /// Installed by OLM: this operator's OperatorCondition.
-    Olm(Box<OperatorConditionClient>),
-    /// Not installed by OLM: decisions are only logged and exported.
-    NoOlm {
-        /// Why, for the one log line.
-        why: String,
-    },
-}
-
-impl GateSink {
-    /// Finds the sink: the OperatorCondition named by
-    /// `OPERATOR_CONDITION_NAME` in `namespace`, if OLM's v2 API is served.
-    pub async fn find(
-        client: &kube::Client,
-        condition_name: Option<&str>,
-        namespace: &str,
-    ) -> Result<GateSink, GateWriteError> {
-        let Some(name) = condition_name.filter(|n| !n.is_empty()) else {
-            return Ok(GateSink::NoOlm {
-                why: "OPERATOR_CONDITION_NAME is not set (not installed by OLM)".to_owned(),
-            });
-        };
-        if !operator_conditions_served(client, Instant::now() + DISCOVERY_DEADLINE).await? {
-            return Ok(GateSink::NoOlm {
-                why: "the cluster does not serve operators.coreos.com/v2 OperatorConditions"
-                    .to_owned(),
-            });
-        }
-        Ok(GateSink::Olm(Box::new(OperatorConditionClient::new(
-            client.clone(),
-            namespace,
-            name,
-        ))))
-    }
-
-    /// What the object shows now, and which version of it (one GET,
-    /// retried within [`READ_BUDGET`]).
-    pub async fn read(condition: &OperatorConditionClient) -> Result<Read, GateWriteError> {
-        let object = condition.get(Instant::now() + READ_BUDGET).await?;
-        Ok(Read {
-            shown: Shown::of(object.as_ref()),
-            revision: object.as_ref().map(Revision::of),
-        })
-    }
-
-    /// Writes `decision` unless `still_current` says, right before the
-    /// update is sent, that a newer observation exists; gives up after
-    /// [`WRITE_BUDGET`].
-    pub async fn write(
-        condition: &OperatorConditionClient,
-        decision: &GateDecision,
-        still_current: impl Fn() -> bool,
-    ) -> Result<WriteOutcome, GateWriteError> {
-        let reason = Reason::new(decision.reason)?;
-        let entry = if decision.upgradeable {
-            UpgradeableEntry::open(reason, decision.message.clone())?
-        } else {
-            UpgradeableEntry::closed(reason, decision.message.clone())?
-        };
-        let written = condition
-            .set_if(&entry, Instant::now() + WRITE_BUDGET, still_current)
-            .await?;
-        Ok(match written {
-            Some(written) => WriteOutcome::Applied {
-                shown: Shown::of(Some(written.object())),
-                replaced: written.replaced().map(|object| Shown::of(Some(object))),
-            },
-            None => WriteOutcome::Stale,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::operator_condition::Reason;
 
-    fn decision(upgradeable: bool) -> GateDecision {
-        GateDecision {
-            upgradeable,
-            reason: if upgradeable {
-                "UpgradeComplete"
-            } else {
-                "UpgradeInProgress"
-            },
-            message: if upgradeable { "done" } else { "running" }.to_owned(),
-        }
+    fn verdict(upgradeable: bool) -> UpgradeableEntry {
+        let built = if upgradeable {
+            UpgradeableEntry::open(Reason::new("UpgradeComplete").expect("valid"), "done")
+        } else {
+            UpgradeableEntry::closed(Reason::new("UpgradeInProgress").expect("valid"), "running")
+        };
+        built.expect("valid entry")
     }
 
     fn entry(uid: &str, status: &str, reason: &str, message: &str) -> Shown {
@@ -384,17 +253,22 @@ mod tests {
     }
 
     fn ours(uid: &str, upgradeable: bool) -> Shown {
-        let d = decision(upgradeable);
-        entry(uid, status_of(&d), d.reason, &d.message)
+        let v = verdict(upgradeable);
+        entry(
+            uid,
+            v.state().condition_status(),
+            v.reason().as_str(),
+            v.message(),
+        )
     }
 
     #[test]
     fn next_write_table() {
-        let closed = decision(false);
-        let open = decision(true);
+        let closed = verdict(false);
+        let open = verdict(true);
         let write = |restore: Option<Found>| NextWrite::Write { restore };
         let no_entry = |uid: &str| Shown::NoEntry { uid: uid.into() };
-        let cases: Vec<(&str, &GateDecision, Shown, Option<Shown>, NextWrite)> = vec![
+        let cases: Vec<(&str, &UpgradeableEntry, Shown, Option<Shown>, NextWrite)> = vec![
             (
                 "object gone",
                 &closed,
@@ -410,7 +284,7 @@ mod tests {
                 NextWrite::AwaitObject,
             ),
             (
-                "shows our decision",
+                "shows our verdict",
                 &closed,
                 ours("u1", false),
                 Some(ours("u1", false)),
@@ -436,7 +310,7 @@ mod tests {
                 write(None),
             ),
             (
-                "our decision changed",
+                "our verdict changed",
                 &open,
                 ours("u1", false),
                 Some(ours("u1", false)),
@@ -506,9 +380,9 @@ mod tests {
                 write(Some(Found::OtherText)),
             ),
         ];
-        for (case, decision, shown, last, expected) in cases {
+        for (case, verdict, shown, last, expected) in cases {
             assert_eq!(
-                next_write(decision, &shown, last.as_ref()),
+                next_write(verdict, &shown, last.as_ref()),
                 expected,
                 "{case}"
             );
@@ -553,7 +427,7 @@ mod tests {
         type Item = Result<watcher::Event<Shown>, watcher::Error>;
         let object = || Shown::NoObject;
         let error = || -> Item { Err(watcher::Error::NoResourceVersion) };
-        // (state, item, state after, wakes the loop)
+        // (state, item, state after, wakes the keeper)
         let cases: Vec<(WatchState, Item, WatchState, bool)> = vec![
             (Starting, Ok(watcher::Event::Init), Starting, false),
             (

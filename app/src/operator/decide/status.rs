@@ -1,0 +1,141 @@
+//! The status a step writes and the Event it publishes: phase and
+//! conditions from one `Health` preset, the upgrade in flight, and the
+//! sentences the messages share.
+//!
+//! Owns: how a decision is assembled (pure). Must not touch: which step
+//! comes next (`super`'s table, `steps`).
+
+use super::*;
+
+/// The status with its phase and conditions set from one [`Health`]; a
+/// condition keeps its `lastTransitionTime` while its status stays the same.
+pub(super) struct StatusBuilder<'a> {
+    observed: &'a Observed,
+    status: AppStatus,
+}
+
+impl<'a> StatusBuilder<'a> {
+    pub(super) fn new(observed: &'a Observed) -> Self {
+        let mut status = observed.status.clone();
+        status.observed_generation = observed.generation;
+        StatusBuilder { observed, status }
+    }
+
+    pub(super) fn health(mut self, health: &Health) -> Self {
+        self.status.phase = Some(health.phase());
+        for preset in health.conditions() {
+            let previous = self.observed.status.condition(preset.type_);
+            let last_transition_time = match previous {
+                Some(previous) if previous.status == preset.status => {
+                    previous.last_transition_time.clone()
+                }
+                _ => Time(self.observed.now),
+            };
+            let condition = AppCondition {
+                type_: preset.type_,
+                status: preset.status,
+                reason: preset.reason,
+                message: preset.message,
+                last_transition_time,
+                observed_generation: self.observed.generation,
+            };
+            match self
+                .status
+                .conditions
+                .iter_mut()
+                .find(|c| c.type_ == preset.type_)
+            {
+                Some(existing) => *existing = condition,
+                None => self.status.conditions.push(condition),
+            }
+        }
+        self
+    }
+
+    pub(super) fn upgrade(mut self, upgrade: Option<UpgradeStatus>) -> Self {
+        self.status.upgrade = upgrade;
+        self
+    }
+
+    pub(super) fn database(mut self, database: Option<DatabaseSchemaStatus>) -> Self {
+        self.status.database = database;
+        self
+    }
+
+    pub(super) fn last_upgrade(mut self, last: Option<FinishedUpgrade>) -> Self {
+        if last.is_some() {
+            self.status.last_upgrade = last;
+        }
+        self
+    }
+
+    pub(super) fn build(mut self) -> AppStatus {
+        self.status.conditions.sort_by_key(|c| c.type_);
+        self.status
+    }
+}
+
+/// A decision without deletes (retention adds its own).
+pub(super) fn decision(
+    step: Step,
+    status: AppStatus,
+    server: ServerGoal,
+    event: Option<PhaseEvent>,
+    requeue: Duration,
+) -> Decision {
+    Decision {
+        step,
+        status,
+        server,
+        event,
+        requeue,
+        delete_jobs: Vec::new(),
+    }
+}
+
+pub(super) fn event(reason: EventReason, note: String) -> Option<PhaseEvent> {
+    Some(PhaseEvent { reason, note })
+}
+
+/// `event` only when the Progressing reason changes to `step`: a step whose
+/// message changes while it lasts (progress, pods left) publishes once.
+pub(super) fn on_entry(
+    observed: &Observed,
+    step: ConditionReason,
+    event: Option<PhaseEvent>,
+) -> Option<PhaseEvent> {
+    let entering = observed
+        .status
+        .condition(ConditionType::Progressing)
+        .is_none_or(|c| c.reason != step);
+    event.filter(|_| entering)
+}
+
+pub(super) fn in_flight(observed: &Observed) -> UpgradeStatus {
+    // Only called in rows where status.upgrade is Some; the fallback keeps
+    // the function total.
+    observed
+        .status
+        .upgrade
+        .clone()
+        .unwrap_or_else(|| UpgradeStatus {
+            from: "none".to_owned(),
+            to: String::new(),
+            job: String::new(),
+            phase: UpgradePhase::Pending,
+            attempts: 0,
+            start_time: Time(observed.now),
+            last_failure_time: None,
+            last_failure: None,
+            backup_location: String::new(),
+            progress: None,
+        })
+}
+
+/// "Job X upgrades the database of App Y from release A to B (attempt n)".
+pub(super) fn job_sentence(observed: &Observed, upgrade: &UpgradeStatus) -> String {
+    format!(
+        "Job {} upgrades the database of App {} from release {} to {} (attempt {})",
+        upgrade.job, observed.name, upgrade.from, upgrade.to, upgrade.attempts
+    )
+}

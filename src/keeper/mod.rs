@@ -1,0 +1,271 @@
+//! The keeper: keeps an operator's verdict in its OperatorCondition for as
+//! long as the operator runs — the other half of the gate, after the init
+//! container's `hold`.
+//!
+//! The object is not the operator's alone. OLM recreates it empty after a
+//! deletion (and an absent `Upgradeable` means upgradeable); `upgrade-gate
+//! release`, a person or a GitOps tool may rewrite `spec.conditions`. So
+//! the keeper watches the object, reads it on every change it is told of
+//! (and every [`WATCHED_POLL_INTERVAL`] besides, every [`POLL_INTERVAL`]
+//! while the watch is down) and puts the verdict back whenever the object
+//! shows something else. It writes a verdict only while it is the latest
+//! it was given (a newer one arriving while a write is on its way drops
+//! that write, as does [`Verdict::still_current`] saying no) and only while
+//! the process leads; a write with its retries is given up after
+//! [`WRITE_BUDGET`].
+//!
+//! Owns: finding the OperatorCondition as `hold` does
+//! ([`crate::gate::locate`]: the configured name, checked against the
+//! pod's owners when it may read them; nothing outside OLM or under OLM
+//! v1), reading what the object shows, writing the verdict's entry, and
+//! reporting what it did ([`KeeperStatus`], [`KeeperEvents`], tracing).
+//! Must not touch: the verdict (the operator's), any condition but
+//! `Upgradeable` (the library keeps foreign entries and cannot delete), or
+//! leadership (it is told whether it leads).
+//!
+//! ```no_run
+//! use tokio::sync::watch;
+//! use upgrade_gate::gate::Target;
+//! use upgrade_gate::keeper::Keeper;
+//! use upgrade_gate::operator_condition::{Reason, UpgradeableEntry};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = kube::Client::try_default().await?;
+//! // OPERATOR_CONDITION_NAME (OLM injects it), POD_NAMESPACE or the
+//! // service-account namespace, POD_NAME when the pod may read its owners.
+//! let target = Target::from_env()?;
+//! let (verdicts, latest) = watch::channel(None);
+//! let keeper = Keeper::new(client, target).start(latest);
+//!
+//! verdicts.send_replace(Some(UpgradeableEntry::closed(
+//!     Reason::new("UpgradeInProgress")?,
+//!     "migrating the schema to 1.3.0",
+//! )?));
+//! // ... the upgrade runs; the keeper restores the entry if anyone changes it ...
+//! verdicts.send_replace(Some(UpgradeableEntry::open(
+//!     Reason::new("UpgradeComplete")?,
+//!     "schema is at 1.3.0",
+//! )?));
+//! keeper.stop().await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod rules;
+mod run;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use tokio::sync::watch;
+
+use crate::gate::Target;
+use crate::operator_condition::UpgradeableEntry;
+
+pub use rules::{Found, POLL_INTERVAL, WATCHED_POLL_INTERVAL, WatchState};
+
+/// How long one read may retry.
+pub const READ_BUDGET: Duration = Duration::from_secs(1);
+/// How long one write (read, update, retries on conflict) may take; after
+/// that the latest verdict is taken up again.
+pub const WRITE_BUDGET: Duration = Duration::from_secs(2);
+/// How long finding the OperatorCondition (discovery, the pod's owners)
+/// may retry before the keeper says so and tries again.
+pub const LOCATE_BUDGET: Duration = Duration::from_secs(30);
+/// How soon a write dropped by [`Verdict::still_current`] is tried again
+/// when no newer verdict came meanwhile.
+pub const STALE_RECHECK: Duration = Duration::from_millis(200);
+
+/// What the keeper keeps: the `Upgradeable` entry (its state and reason
+/// are set together: [`UpgradeableEntry::open`], [`UpgradeableEntry::closed`]),
+/// and whether it still follows from the latest input.
+///
+/// [`UpgradeableEntry`] is a verdict that never goes stale by itself. An
+/// operator whose verdict is decided from a cache can carry what it was
+/// decided from, and say no once the cache moved on: the keeper asks right
+/// before each update is sent and drops the write (counted by
+/// [`KeeperEvents::dropped_stale`]).
+pub trait Verdict: Clone + Send + Sync + 'static {
+    /// The entry to keep in `spec.conditions`.
+    fn entry(&self) -> &UpgradeableEntry;
+
+    /// Whether the verdict still follows from the latest input; asked right
+    /// before each update is sent.
+    fn still_current(&self) -> bool {
+        true
+    }
+}
+
+impl Verdict for UpgradeableEntry {
+    fn entry(&self) -> &UpgradeableEntry {
+        self
+    }
+}
+
+/// What the keeper reports as it happens, for metrics. Every method does
+/// nothing unless implemented; the same is logged with `tracing`.
+pub trait KeeperEvents: Send + Sync + 'static {
+    /// The object shows `verdict`: written now (`wrote`), or found so.
+    fn applied(&self, verdict: &UpgradeableEntry, wrote: bool) {
+        let _ = (verdict, wrote);
+    }
+    /// A write put the verdict back after someone else's change.
+    fn restored(&self, found: &Found) {
+        let _ = found;
+    }
+    /// A write was dropped: a newer verdict existed when it was to be sent.
+    fn dropped_stale(&self) {}
+    /// A read or a write failed; the next round tries again.
+    fn failed(&self, error: &crate::operator_condition::Error) {
+        let _ = error;
+    }
+}
+
+/// The [`KeeperEvents`] that count nothing.
+pub struct NoEvents;
+
+impl KeeperEvents for NoEvents {}
+
+/// Where the keeper stands with its OperatorCondition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Place {
+    /// Finding the OperatorCondition (discovery, the pod's owners).
+    #[default]
+    Locating,
+    /// Keeping the verdict in this OperatorCondition (in the target's namespace).
+    Keeping {
+        /// The OperatorCondition's (= the CSV's) name.
+        name: String,
+    },
+    /// Nothing to keep: not installed by OLM, OLM v1, or the set-up leaves
+    /// no OperatorCondition to act on safely. Verdicts are logged only.
+    Idle {
+        /// Why, as logged once.
+        why: String,
+    },
+}
+
+/// One write of the verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastWrite {
+    /// When the API server accepted it.
+    pub at: Timestamp,
+    /// What it wrote.
+    pub verdict: UpgradeableEntry,
+    /// What it put right, if it restored the verdict.
+    pub restored: Option<Found>,
+}
+
+/// What a user of the keeper can see of it, published on every change.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeeperStatus {
+    /// Where it stands.
+    pub place: Place,
+    /// The verdict the object showed after the last write or read that
+    /// matched it (`None`: not in place, or someone changed it since).
+    pub applied: Option<UpgradeableEntry>,
+    /// The last write that changed the object.
+    pub last_write: Option<LastWrite>,
+    /// The last failure since the last success, as one line.
+    pub last_error: Option<String>,
+    /// Restores since the start.
+    pub restores: u64,
+    /// Whether the object's watch works.
+    pub watch: WatchState,
+}
+
+impl KeeperStatus {
+    /// Whether `verdict` is what counts now: in the object, or nothing to
+    /// keep ([`Place::Idle`]).
+    pub fn shows(&self, verdict: &UpgradeableEntry) -> bool {
+        matches!(self.place, Place::Idle { .. }) || self.applied.as_ref() == Some(verdict)
+    }
+}
+
+/// A keeper to start: where its OperatorCondition is, whether the process
+/// leads, and where its events go.
+pub struct Keeper {
+    client: kube::Client,
+    target: Target,
+    leading: Option<watch::Receiver<bool>>,
+    events: Arc<dyn KeeperEvents>,
+}
+
+impl Keeper {
+    /// A keeper of the OperatorCondition `target` names (found as `hold`
+    /// finds it), leading at once, counting nothing.
+    pub fn new(client: kube::Client, target: Target) -> Keeper {
+        Keeper {
+            client,
+            target,
+            leading: None,
+            events: Arc::new(NoEvents),
+        }
+    }
+
+    /// Writes only while `leading` says true (e.g.
+    /// [`crate::leader::Leadership::leading`]); a write under way when it
+    /// turns false is abandoned.
+    pub fn leading(mut self, leading: watch::Receiver<bool>) -> Keeper {
+        self.leading = Some(leading);
+        self
+    }
+
+    /// Reports to `events` (metrics).
+    pub fn events(mut self, events: Arc<dyn KeeperEvents>) -> Keeper {
+        self.events = events;
+        self
+    }
+
+    /// Starts keeping the latest verdict of `verdicts` (`None`: none yet,
+    /// nothing is written) until [`KeeperHandle::stop`], or until the
+    /// sender is dropped.
+    pub fn start<V: Verdict>(self, verdicts: watch::Receiver<Option<V>>) -> KeeperHandle {
+        let (status_tx, status) = watch::channel(KeeperStatus::default());
+        let (stop_tx, stop) = watch::channel(false);
+        let task = tokio::spawn(run::keep(self, verdicts, status_tx, stop));
+        KeeperHandle {
+            status,
+            stop: stop_tx,
+            task: Some(task),
+        }
+    }
+}
+
+/// A running keeper.
+pub struct KeeperHandle {
+    status: watch::Receiver<KeeperStatus>,
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl KeeperHandle {
+    /// What it did, as it changes.
+    pub fn status(&self) -> watch::Receiver<KeeperStatus> {
+        self.status.clone()
+    }
+
+    /// Stops it: no write starts after this is called, a write under way
+    /// is abandoned, and it returns once the keeper has ended. Call it
+    /// before leadership is released, so that no two processes write.
+    pub async fn stop(mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take()
+            && let Err(error) = task.await
+        {
+            tracing::warn!(%error, "the keeper ended abnormally");
+        }
+    }
+}
+
+impl Drop for KeeperHandle {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,529 @@
+//! The keeper on `crate::testing`'s fake API server (OLM's OperatorCondition
+//! with the API server's 409 on a stale resourceVersion, changed by the
+//! test while the keeper runs): the first write, a deletion (OLM recreates
+//! the object empty), a foreign rewrite, `upgrade-gate release`, a write
+//! whose answer was lost, leadership lost mid-write, a stale verdict, a
+//! stop, and nothing written outside OLM or under OLM v1. Each restore is
+//! timed from the change to the object showing the verdict again; the
+//! promise is [`RESTORE_WITHIN`]. The fake serves no watch, so these are
+//! the keeper's polling times, its slowest path.
+//!
+//! Owns: these scenarios. Must not touch: the fake itself or a real cluster.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::Method;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::*;
+use crate::operator_condition::Reason;
+use crate::testing::{
+    FakeCluster, Fault, Live, On, Recorded, condition, operator_condition, operator_condition_path,
+};
+
+const NAMESPACE: &str = "ops";
+const NAME: &str = "upgrade-gate.v7.10.1";
+/// The keeper's promise: the verdict is back this soon after a change.
+const RESTORE_WITHIN: Duration = Duration::from_secs(2);
+
+fn object_path() -> String {
+    operator_condition_path(NAMESPACE, NAME)
+}
+
+/// The OperatorCondition as OLM (re)creates it: object `uid`, these spec
+/// conditions.
+fn created(uid: &str, conditions: Vec<Value>) -> Value {
+    let mut object = operator_condition(NAMESPACE, NAME, 1, conditions, vec![]);
+    object["metadata"]["uid"] = json!(uid);
+    object
+}
+
+fn foreign() -> Value {
+    condition("Vendor", "True", "Theirs", "kept")
+}
+
+fn released() -> Value {
+    condition(
+        "Upgradeable",
+        "True",
+        "UpgradeComplete",
+        "upgrade-gate release",
+    )
+}
+
+fn closed(message: &str) -> UpgradeableEntry {
+    UpgradeableEntry::closed(Reason::new("UpgradeInProgress").expect("valid"), message)
+        .expect("valid entry")
+}
+
+fn open() -> UpgradeableEntry {
+    UpgradeableEntry::open(Reason::new("UpgradeComplete").expect("valid"), "all done")
+        .expect("valid entry")
+}
+
+/// What the keeper reported, by kind.
+#[derive(Default)]
+struct Counted {
+    restores: Mutex<Vec<&'static str>>,
+    stale: Mutex<usize>,
+    failures: Mutex<usize>,
+}
+
+impl KeeperEvents for Counted {
+    fn restored(&self, found: &Found) {
+        lock(&self.restores).push(found.label());
+    }
+    fn dropped_stale(&self) {
+        *lock(&self.stale) += 1;
+    }
+    fn failed(&self, _error: &crate::operator_condition::Error) {
+        *lock(&self.failures) += 1;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A verdict decided from a cache that the test moves on.
+#[derive(Clone, Debug)]
+struct Cached {
+    entry: UpgradeableEntry,
+    current: Arc<Mutex<bool>>,
+}
+
+impl Verdict for Cached {
+    fn entry(&self) -> &UpgradeableEntry {
+        &self.entry
+    }
+    fn still_current(&self) -> bool {
+        *lock(&self.current)
+    }
+}
+
+struct Harness<V: Verdict> {
+    live: Live,
+    verdicts: watch::Sender<Option<V>>,
+    leading: watch::Sender<bool>,
+    keeper: Option<KeeperHandle>,
+    counted: Arc<Counted>,
+}
+
+fn target() -> Target {
+    Target {
+        namespace: NAMESPACE.to_owned(),
+        name: Some(NAME.to_owned()),
+        deployment: None,
+        pod: None,
+    }
+}
+
+impl<V: Verdict> Harness<V> {
+    /// The object as the init container left it (a foreign entry and
+    /// `Upgradeable=False`), and a leading keeper with no verdict yet.
+    fn start(prepare: impl FnOnce(&mut FakeCluster)) -> Self {
+        let mut cluster = FakeCluster::new(NAMESPACE, NAME);
+        cluster.object = Some(created(
+            "uid-1",
+            vec![
+                foreign(),
+                condition(
+                    "Upgradeable",
+                    "False",
+                    "UpgradeInProgress",
+                    "held by the init container",
+                ),
+            ],
+        ));
+        prepare(&mut cluster);
+        let (client, live) = cluster.start_live();
+        let (verdicts, latest) = watch::channel(None);
+        let (leading, leads) = watch::channel(true);
+        let counted = Arc::new(Counted::default());
+        let keeper = Keeper::new(client, target())
+            .leading(leads)
+            .events(counted.clone())
+            .start(latest);
+        Harness {
+            live,
+            verdicts,
+            leading,
+            keeper: Some(keeper),
+            counted,
+        }
+    }
+
+    fn status(&self) -> KeeperStatus {
+        self.keeper
+            .as_ref()
+            .map(|keeper| keeper.status().borrow().clone())
+            .unwrap_or_default()
+    }
+
+    fn give(&self, verdict: V) {
+        self.verdicts.send_replace(Some(verdict));
+    }
+
+    /// spec's `Upgradeable` entry: (status, reason, message).
+    fn upgradeable(&self) -> Option<(String, String, String)> {
+        let object = self.live.stored(&object_path())?;
+        let entry = object["spec"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Upgradeable")?
+            .clone();
+        let text = |field: &str| entry[field].as_str().unwrap_or_default().to_owned();
+        Some((text("status"), text("reason"), text("message")))
+    }
+
+    fn shows(&self, verdict: &UpgradeableEntry) -> bool {
+        self.upgradeable()
+            == Some((
+                verdict.state().condition_status().to_owned(),
+                verdict.reason().as_str().to_owned(),
+                verdict.message().to_owned(),
+            ))
+    }
+
+    /// Waits (10 s at most) until the object shows `verdict`; how long it took.
+    async fn until_shown(&self, verdict: &UpgradeableEntry, what: &str) -> Duration {
+        let since = Instant::now();
+        while !self.shows(verdict) {
+            assert!(
+                since.elapsed() < Duration::from_secs(10),
+                "{what}: the object shows {:?}",
+                self.upgradeable()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        since.elapsed()
+    }
+
+    /// Waits (10 s at most) until `done` says so of what the keeper reported.
+    async fn until_counted(&self, what: &str, done: impl Fn(&Counted) -> bool) {
+        let since = Instant::now();
+        while !done(&self.counted) {
+            assert!(since.elapsed() < Duration::from_secs(10), "{what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn restores(&self) -> Vec<&'static str> {
+        lock(&self.counted.restores).clone()
+    }
+
+    /// Another writer sets `spec.conditions`.
+    fn set_conditions(&self, conditions: Value) {
+        self.live.edit(|cluster| {
+            cluster.change(&object_path(), |object| {
+                object["spec"]["conditions"] = conditions
+            });
+        });
+    }
+
+    /// The updates of the object sent since the last call: the
+    /// `Upgradeable` status each carried.
+    fn updates(&self) -> Vec<String> {
+        updates(&self.live.take_log())
+    }
+}
+
+fn updates(log: &[Recorded]) -> Vec<String> {
+    log.iter()
+        .filter(|request| request.method == Method::PUT && request.path == object_path())
+        .map(|request| {
+            request
+                .body
+                .as_ref()
+                .and_then(|body| {
+                    body["spec"]["conditions"]
+                        .as_array()?
+                        .iter()
+                        .find(|c| c["type"] == "Upgradeable")
+                        .and_then(|c| c["status"].as_str().map(str::to_owned))
+                })
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The next two requests for the object (a round's read, then its
+/// write's own read) are answered after [`SLOW`]: within the read budget,
+/// slow enough for the test to act in between.
+fn slow_reads(live: &Live) {
+    live.edit(|cluster| {
+        cluster
+            .faults
+            .push(Fault::answered_after(On::Object, SLOW, 2));
+    });
+}
+
+/// How long [`slow_reads`] holds an answer back.
+const SLOW: Duration = Duration::from_millis(700);
+
+fn assert_within(took: Duration, what: &str) {
+    assert!(
+        took <= RESTORE_WITHIN,
+        "{what} took {took:?}; the keeper promises {RESTORE_WITHIN:?}"
+    );
+}
+
+/// The keeper's first verdict written over the init container's entry.
+async fn settled() -> Harness<UpgradeableEntry> {
+    let h = Harness::start(|_| {});
+    let verdict = closed("1 of 1 App(s) not at release 7.10.1's schema");
+    h.give(verdict.clone());
+    let took = h.until_shown(&verdict, "the first write").await;
+    assert_within(took, "the first write");
+    assert_eq!(
+        h.restores(),
+        Vec::<&str>::new(),
+        "a first write is not a restore"
+    );
+    let stored = h.live.stored(&object_path()).expect("object");
+    assert_eq!(
+        stored["spec"]["conditions"][0],
+        foreign(),
+        "foreign entries stay in place"
+    );
+    assert_eq!(h.updates(), ["False"]);
+    h
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_verdict_is_written_and_reported() {
+    let h = settled().await;
+    let verdict = closed("1 of 1 App(s) not at release 7.10.1's schema");
+    let mut status = h.keeper.as_ref().expect("running").status();
+    let status = status
+        .wait_for(|status| status.shows(&verdict))
+        .await
+        .expect("published")
+        .clone();
+    assert_eq!(
+        status.place,
+        Place::Keeping {
+            name: NAME.to_owned()
+        }
+    );
+    assert_eq!(status.last_write.map(|write| write.verdict), Some(verdict));
+    assert_eq!(status.last_error, None);
+    assert_eq!(status.watch, WatchState::Down, "the fake serves no watch");
+
+    // While nothing changes, one read per poll interval and no write.
+    h.live.take_log();
+    tokio::time::sleep(POLL_INTERVAL * 3).await;
+    let reads = h
+        .live
+        .take_log()
+        .iter()
+        .filter(|request| request.path == object_path())
+        .map(|request| request.method.clone())
+        .collect::<Vec<_>>();
+    assert!(
+        (2..=4).contains(&reads.len()) && reads.iter().all(|m| *m == Method::GET),
+        "{reads:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_object_gets_the_verdict_back_once_olm_recreates_it() {
+    let h = settled().await;
+    let verdict = closed("1 of 1 App(s) not at release 7.10.1's schema");
+    let deleted = Instant::now();
+    h.live.edit(|cluster| cluster.object = None);
+    // OLM recreates it empty moments later (a new uid).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.live
+        .edit(|cluster| cluster.object = Some(created("uid-2", vec![])));
+    h.until_shown(&verdict, "the restore after a deletion")
+        .await;
+    assert_within(deleted.elapsed(), "the restore after a deletion");
+    assert_eq!(h.restores(), ["recreated"]);
+    assert_eq!(h.status().restores, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_foreign_rewrite_is_undone_and_its_entries_kept() {
+    let h = settled().await;
+    let verdict = closed("1 of 1 App(s) not at release 7.10.1's schema");
+    // A GitOps re-apply: a foreign entry, ours dropped.
+    h.set_conditions(json!([foreign()]));
+    let took = h.until_shown(&verdict, "the restore after a rewrite").await;
+    assert_within(took, "the restore after a rewrite");
+    let stored = h.live.stored(&object_path()).expect("object");
+    assert_eq!(stored["spec"]["conditions"][0], foreign());
+    h.until_counted("the restore counted", |c| !lock(&c.restores).is_empty())
+        .await;
+    assert_eq!(h.restores(), ["entry_removed"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn upgrade_gate_release_is_undone() {
+    let h = settled().await;
+    let verdict = closed("1 of 1 App(s) not at release 7.10.1's schema");
+    h.set_conditions(json!([foreign(), released()]));
+    let took = h.until_shown(&verdict, "the restore after a release").await;
+    assert_within(took, "the restore after a release");
+    h.until_counted("the restore counted", |c| !lock(&c.restores).is_empty())
+        .await;
+    assert_eq!(h.restores(), ["other_true"]);
+    let last = h.status().last_write.expect("written");
+    assert_eq!(last.restored, Some(Found::OtherStatus("True".into())));
+}
+
+/// A restore whose answer comes after the write budget (the API server
+/// slow under load): the keeper gives the write up although it was carried
+/// out; the next read finds the verdict in place and counts the restore
+/// then, once.
+#[tokio::test(start_paused = true)]
+async fn a_write_whose_answer_was_lost_counts_once_it_is_read_back() {
+    let h = settled().await;
+    let verdict = closed("1 of 1 App(s) not at release 7.10.1's schema");
+    h.live.edit(|cluster| {
+        cluster
+            .faults
+            .push(Fault::answered_after(On::Update, WRITE_BUDGET * 2, 1));
+    });
+    h.set_conditions(json!([released()]));
+    let took = h
+        .until_shown(&verdict, "the restore whose answer was lost")
+        .await;
+    assert_within(took, "the restore whose answer was lost");
+    h.until_counted("the restore read back", |c| !lock(&c.restores).is_empty())
+        .await;
+    tokio::time::sleep(POLL_INTERVAL * 3).await;
+    assert_eq!(*lock(&h.counted.failures), 1, "the write given up");
+    assert_eq!(h.restores(), ["other_true"], "counted once, when read back");
+    assert_eq!(h.updates(), ["False"], "the one update, and no other");
+}
+
+/// Leadership ends while the keeper's write waits for the API server: no
+/// update goes out, and once the process leads again the verdict is
+/// written.
+#[tokio::test(start_paused = true)]
+async fn leadership_lost_mid_write_sends_no_update() {
+    let h = settled().await;
+    let moved = closed("1 of 1 App(s) not at release 7.10.1's schema: Job running");
+    slow_reads(&h.live);
+    h.give(moved.clone());
+    // The round's read is back, the write's own read is not.
+    tokio::time::sleep(SLOW + SLOW / 2).await;
+    h.leading.send_replace(false);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        h.updates(),
+        Vec::<String>::new(),
+        "no update once leadership ended"
+    );
+    assert!(!h.shows(&moved));
+
+    let leads_again = Instant::now();
+    h.leading.send_replace(true);
+    h.until_shown(&moved, "the verdict once leading again")
+        .await;
+    assert_within(leads_again.elapsed(), "the verdict once leading again");
+    assert_eq!(h.updates(), ["False"]);
+}
+
+/// A verdict replaced while its write waits for the API server is never
+/// sent: the newer one is written instead.
+#[tokio::test(start_paused = true)]
+async fn a_verdict_replaced_during_its_write_is_never_sent() {
+    let h = settled().await;
+    slow_reads(&h.live);
+    h.give(open());
+    tokio::time::sleep(SLOW + SLOW / 2).await;
+    let newer = closed("an App was created meanwhile");
+    let given = Instant::now();
+    h.give(newer.clone());
+    h.until_shown(&newer, "the newer verdict").await;
+    assert_within(given.elapsed(), "the newer verdict");
+    tokio::time::sleep(POLL_INTERVAL * 2).await;
+    assert_eq!(h.updates(), ["False"], "the True was never sent");
+    assert!(
+        *lock(&h.counted.stale) >= 1,
+        "the dropped write is reported"
+    );
+}
+
+/// A verdict decided from a cache that moved on before it was sent is
+/// dropped, and written once it is current again (the operator's next
+/// decision from the same input).
+#[tokio::test(start_paused = true)]
+async fn a_stale_verdict_arriving_late_is_not_written() {
+    let h: Harness<Cached> = Harness::start(|_| {});
+    let current = Arc::new(Mutex::new(true));
+    let first = closed("1 of 1 App(s) not at release 7.10.1's schema");
+    h.give(Cached {
+        entry: first.clone(),
+        current: current.clone(),
+    });
+    h.until_shown(&first, "the first write").await;
+
+    *lock(&current) = false;
+    h.give(Cached {
+        entry: open(),
+        current: current.clone(),
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        h.shows(&first),
+        "a stale True is never written: {:?}",
+        h.upgradeable()
+    );
+    assert!(*lock(&h.counted.stale) >= 1);
+
+    let current_again = Instant::now();
+    *lock(&current) = true;
+    h.until_shown(&open(), "the verdict once current").await;
+    assert_within(current_again.elapsed(), "the verdict once current");
+    assert_eq!(updates(&h.live.take_log()), ["False", "True"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_keeper_writes_nothing_more() {
+    let mut h = settled().await;
+    h.keeper.take().expect("running").stop().await;
+    h.live.take_log();
+    h.set_conditions(json!([released()]));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.upgradeable().map(|e| e.0).as_deref(), Some("True"));
+    assert!(h.live.take_log().is_empty(), "no request after the stop");
+}
+
+#[tokio::test(start_paused = true)]
+async fn outside_olm_and_under_olm_v1_nothing_is_written() {
+    for (v0, v1, says) in [(false, false, "neither"), (false, true, "OLM v1")] {
+        let h: Harness<UpgradeableEntry> = Harness::start(|cluster| {
+            cluster.serves_v0 = v0;
+            cluster.serves_v1 = v1;
+        });
+        h.give(open());
+        let mut status = h.keeper.as_ref().expect("running").status();
+        let status = status
+            .wait_for(|status| matches!(status.place, Place::Idle { .. }))
+            .await
+            .expect("published")
+            .clone();
+        let Place::Idle { why } = &status.place else {
+            unreachable!("waited for Idle")
+        };
+        assert!(why.contains(says), "{why}");
+        assert!(status.shows(&open()), "nothing to keep counts as in place");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            h.live
+                .take_log()
+                .iter()
+                .all(|request| request.path.starts_with("/apis/")
+                    && !request.path.contains("/namespaces/")),
+            "only discovery is asked"
+        );
+    }
+}
