@@ -9,6 +9,7 @@ use std::time::Duration;
 use app::cli::CommonArgs;
 use app::db_config::{ConnectionArgs, ConnectionSettings};
 use app::db_upgrade::backup::{self, AppIdentity, PgTools};
+use app::db_upgrade::compression::Compression;
 use app::db_upgrade::monitor::Display;
 use app::db_upgrade::outcome::{self, TerminationLog, Written};
 use app::db_upgrade::{
@@ -101,9 +102,11 @@ struct RunArgs {
     /// Backups kept per App, the new one included.
     #[arg(long, env = "UPGRADE_GATE_KEEP_BACKUPS", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
     keep_backups: u64,
-    /// pg_dump's --compress for the backup (e.g. gzip:1, gzip:6, none).
+    /// The backup's compression: none, gzip[:0-9], lz4[:1-12] or zstd[:1-22]
+    /// (pg_dump 16's form; a bare 0-9 is a gzip level). Given to pg_dump in
+    /// the form its version takes: pg_dump 15 only has gzip.
     #[arg(long, env = "UPGRADE_GATE_BACKUP_COMPRESSION", default_value = DEFAULT_COMPRESSION)]
-    backup_compression: String,
+    backup_compression: Compression,
     #[arg(skip)]
     backup_dir_source: Option<ValueSource>,
     /// Migrate without a backup. Must be explicit; wins over
@@ -295,7 +298,7 @@ async fn execute(
                 backup,
                 app,
                 keep_backups: usize::try_from(args.keep_backups).unwrap_or(usize::MAX),
-                compression: args.backup_compression.clone(),
+                compression: args.backup_compression,
                 lock_timeout: Duration::from_secs(args.lock_timeout),
                 table_lock_timeout: Duration::from_secs(args.table_lock_timeout.max(1)),
                 maintenance_work_mem: (args.maintenance_work_mem != "server")

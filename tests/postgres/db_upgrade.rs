@@ -482,16 +482,64 @@ async fn a_database_newer_than_the_release_is_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_backup_restores_the_pre_upgrade_content_on_15() {
-    the_backup_restores_the_pre_upgrade_content(ServerVersion::V15).await;
+    the_backup_restores_the_pre_upgrade_content(fixture(ServerVersion::V15).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_backup_restores_the_pre_upgrade_content_on_18() {
-    the_backup_restores_the_pre_upgrade_content(ServerVersion::V18).await;
+    the_backup_restores_the_pre_upgrade_content(fixture(ServerVersion::V18).await).await;
 }
 
-async fn the_backup_restores_the_pre_upgrade_content(version: ServerVersion) {
-    let f = fixture(version).await;
+/// pg_dump 15 refuses the `method:level` form of the default `gzip:1`;
+/// the run gives it the level alone, and 15's pg_restore reads it back.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_backup_restores_the_pre_upgrade_content_with_postgresql_15s_client() {
+    let f = fixture(ServerVersion::V15)
+        .await
+        .with_client_tools(ServerVersion::V15);
+    the_backup_restores_the_pre_upgrade_content(f).await;
+}
+
+/// What pg_dump 15 cannot write is refused before anything changes, with
+/// what to use instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compression_the_client_lacks_is_refused_before_migrating() {
+    let f = fixture(ServerVersion::V15)
+        .await
+        .with_client_tools(ServerVersion::V15);
+    f.upgrade_to("7.9.3").await;
+    let backups = f.scratch.path().join("backups");
+    let backups_arg = backups.to_string_lossy().into_owned();
+    let run = f
+        .cli(&[
+            "run",
+            "--backup-dir",
+            &backups_arg,
+            "--backup-compression",
+            "zstd:3",
+        ])
+        .await;
+    assert_exit(&run, 3);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("pg_dump 15 cannot write backup compression zstd:3"),
+        "{stderr}"
+    );
+    assert_eq!(history(&f.client(DB).await).await, [1, 2]);
+
+    let bad = f
+        .cli(&["run", "--no-backup", "--backup-compression", "gzip:fast"])
+        .await;
+    assert_exit(&bad, 2);
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("invalid backup compression"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert_eq!(history(&f.client(DB).await).await, [1, 2]);
+}
+
+async fn the_backup_restores_the_pre_upgrade_content(f: Fixture) {
     f.upgrade_to("7.9.3").await;
     f.seed(2_000).await;
     let before = content_digest(&f.client(DB).await).await;

@@ -44,6 +44,9 @@ pub struct Fixture {
     pub pg: TempPostgres,
     pub url: String,
     pub scratch: tempfile::TempDir,
+    /// The client tools the binary runs ([`client_tools`] unless a test
+    /// picks another client with [`Fixture::with_client_tools`]).
+    client: PathBuf,
 }
 
 /// A throwaway server of `version` with database `app`.
@@ -59,12 +62,32 @@ pub async fn fixture(version: ServerVersion) -> Fixture {
         });
     let url = pg.create_database(DB).expect("create the test database");
     let scratch = tempfile::tempdir().expect("scratch dir");
-    Fixture { pg, url, scratch }
+    Fixture {
+        pg,
+        url,
+        scratch,
+        client: client_tools(),
+    }
 }
 
 impl Fixture {
+    /// Runs the binary (and the fixture's own dumps) with the client tools
+    /// of `version`'s installation instead of the newest.
+    pub fn with_client_tools(mut self, version: ServerVersion) -> Self {
+        let installation = version
+            .installation()
+            .unwrap_or_else(|e| panic!("{version}'s client tools: {e}"));
+        self.client = installation.bin_dir();
+        assert!(
+            self.client.join("pg_dump").is_file(),
+            "{version}'s client tools are not in {}",
+            self.client.display()
+        );
+        self
+    }
+
     pub fn bin_dir(&self) -> PathBuf {
-        client_tools()
+        self.client.clone()
     }
 
     pub fn command(&self, url: &str, args: &[&str]) -> Command {

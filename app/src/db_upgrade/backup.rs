@@ -23,6 +23,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use crate::db_config::ConnectionSettings;
+use crate::db_upgrade::compression::{Compression, UnsupportedByClient, client_major};
 use crate::schema::MigrationRef;
 
 /// Where `pg_dump`, `pg_restore` and `psql` are: a directory, or `PATH`.
@@ -37,12 +38,30 @@ pub const PG_DUMP_APPLICATION_NAME: &str = "app-db-upgrade pg_dump";
 const PG_RESTORE_APPLICATION_NAME: &str = "app-db-upgrade pg_restore";
 
 impl PgTools {
-    fn command(&self, tool: &str, settings: &ConnectionSettings, application: &str) -> Command {
-        let program = match &self.bin_dir {
+    /// The major version of the `pg_dump` these tools run, from its
+    /// `--version` line.
+    pub async fn pg_dump_major(&self) -> Result<u32, BackupError> {
+        let mut command = Command::new(self.program("pg_dump"));
+        command
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let output = run_tool("pg_dump", command).await?;
+        let line = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        client_major(&line).ok_or(BackupError::ClientVersionUnknown { line })
+    }
+
+    fn program(&self, tool: &str) -> PathBuf {
+        match &self.bin_dir {
             Some(dir) => dir.join(tool),
             None => PathBuf::from(tool),
-        };
-        let mut command = Command::new(program);
+        }
+    }
+
+    fn command(&self, tool: &str, settings: &ConnectionSettings, application: &str) -> Command {
+        let mut command = Command::new(self.program(tool));
         // Only our connection reaches the child: no stray PG* from the parent.
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("PG") {
@@ -143,9 +162,10 @@ pub struct BackupSettings {
     pub app: AppIdentity,
     /// Archives kept per App after a successful backup (the new one included).
     pub keep: usize,
-    /// `pg_dump --compress` (e.g. `gzip:1`, `gzip:6`, `none`; the image's client
-    /// tools are built without lz4 and zstd).
-    pub compression: String,
+    /// What `pg_dump --compress` is asked for, in the form the installed
+    /// client understands (the image's client tools are built without lz4
+    /// and zstd).
+    pub compression: Compression,
     /// `pg_dump --lock-wait-timeout`: how long it waits for a table lock.
     pub lock_wait_timeout: Duration,
 }
@@ -272,6 +292,10 @@ pub enum BackupError {
     },
     #[error("the archive {path} is not usable: {reason}")]
     InvalidArchive { path: PathBuf, reason: String },
+    #[error("cannot tell pg_dump's version from {line:?}")]
+    ClientVersionUnknown { line: String },
+    #[error(transparent)]
+    ClientCannotCompress(#[from] UnsupportedByClient),
 }
 
 async fn run_tool(
@@ -458,10 +482,15 @@ pub async fn create_backup(
     let file_name = name.file_name();
     let final_path = dir.join(&file_name);
     let partial_path = dir.join(partial_name(&file_name));
+    let compress = backup
+        .compression
+        .pg_dump_argument(tools.pg_dump_major().await?)?;
     let mut command = tools.command("pg_dump", settings, PG_DUMP_APPLICATION_NAME);
+    command.arg("--format=custom");
+    if let Some(compress) = compress {
+        command.arg(format!("--compress={compress}"));
+    }
     command
-        .arg("--format=custom")
-        .arg(format!("--compress={}", backup.compression))
         .arg(format!(
             "--lock-wait-timeout={}",
             backup.lock_wait_timeout.as_millis().max(1)

@@ -22,6 +22,7 @@
 
 pub mod apply;
 pub mod backup;
+pub mod compression;
 pub mod lock;
 pub mod monitor;
 pub mod outcome;
@@ -122,7 +123,9 @@ impl DbUpgradeError {
         match self {
             DbUpgradeError::Config(_)
             | DbUpgradeError::Connect(ConnectError::Config(_))
-            | DbUpgradeError::Backup(BackupError::InvalidApp { .. }) => 3,
+            | DbUpgradeError::Backup(
+                BackupError::InvalidApp { .. } | BackupError::ClientCannotCompress(_),
+            ) => 3,
             DbUpgradeError::Connect(ConnectError::Connect { .. }) => 4,
             DbUpgradeError::Lock(LockError::Timeout { .. }) => 5,
             DbUpgradeError::Refused(refusal) => refusal_exit_code(refusal),
@@ -150,7 +153,9 @@ impl DbUpgradeError {
         match self {
             DbUpgradeError::Config(_)
             | DbUpgradeError::Connect(ConnectError::Config(_))
-            | DbUpgradeError::Backup(BackupError::InvalidApp { .. })
+            | DbUpgradeError::Backup(
+                BackupError::InvalidApp { .. } | BackupError::ClientCannotCompress(_),
+            )
             | DbUpgradeError::Refused(Refusal::NoMigrations { .. }) => {
                 FailureKind::InvalidConfiguration
             }
@@ -272,8 +277,8 @@ pub struct RunOptions {
     pub app: Option<AppIdentity>,
     /// Archives kept per App.
     pub keep_backups: usize,
-    /// `pg_dump --compress`.
-    pub compression: String,
+    /// The backup's compression (`--backup-compression`).
+    pub compression: compression::Compression,
     /// How long to wait for another upgrade's lock.
     pub lock_timeout: Duration,
     /// `lock_timeout` for every table lock (and `pg_dump`'s).
@@ -463,7 +468,7 @@ fn backup_settings(settings: &ConnectionSettings, options: &RunOptions) -> Optio
                 .clone()
                 .unwrap_or_else(|| AppIdentity::of_database(settings)),
             keep: options.keep_backups,
-            compression: options.compression.clone(),
+            compression: options.compression,
             lock_wait_timeout: options.table_lock_timeout,
         }),
     }
