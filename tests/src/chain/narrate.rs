@@ -213,9 +213,7 @@ pub fn closing(report: &RunReport, chain: &Chain) -> Vec<String> {
         verdict
             .evidence
             .iter()
-            .filter(|line| {
-                line.starts_with("RACED") || line.starts_with("not raced") || line.contains("never")
-            })
+            .filter(|line| tells_the_race(line))
             .cloned(),
     );
     let damage: Vec<&String> = verdict
@@ -241,6 +239,14 @@ pub fn closing(report: &RunReport, chain: &Chain) -> Vec<String> {
             .cloned(),
     );
     lines
+}
+
+/// Whether an evidence line says how the race went (told first; the
+/// damage is told on its own after it, so a damage line that happens to
+/// say "never" is not told twice).
+fn tells_the_race(line: &str) -> bool {
+    !line.starts_with("DAMAGED")
+        && (line.starts_with("RACED") || line.starts_with("not raced") || line.contains("never"))
 }
 
 /// The App as `kubectl describe app` shows it to a person: phase, each
@@ -371,6 +377,24 @@ mod tests {
         .collect();
         let told = Narrator::default().lines(&events, at(0));
         assert_eq!(told.len(), 2, "{told:?}");
+    }
+
+    #[test]
+    fn the_race_is_told_once_and_the_damage_apart() {
+        let cases = [
+            ("RACED: 7.10.0's operator stopped for good", true),
+            ("not raced: 7.10.1 waited", true),
+            ("7.10.0's operator never created an upgrade Job", true),
+            ("load: 7.10.0's Job never succeeded", true),
+            (
+                "DAMAGED: V3 was never applied but later migrations were",
+                false,
+            ),
+            ("writer: 83 inserts acknowledged", false),
+        ];
+        for (line, told) in cases {
+            assert_eq!(tells_the_race(line), told, "{line}");
+        }
     }
 
     #[test]
