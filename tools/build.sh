@@ -15,8 +15,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Builds the binaries of a wrapper module that do not exist yet, in one
 # `go build` (its compiles run in one graph, its links beside them).
-# Arguments: module, build tags, extra -ldflags, then name=package pairs;
-# a package's last path element must be its binary's name.
+# Arguments: module, build tags, extra -ldflags, then name=package pairs.
+# With several packages, each package's last path element must be its
+# binary's name (`go build -o DIR/` names them so); a single package is
+# written to its name directly (go.etcd.io/etcd/server/v3 would be
+# `server`).
 build_binaries() {
   local module=$1 tags=$2 ldflags=$3
   shift 3
@@ -32,9 +35,10 @@ build_binaries() {
     packages+=("${pair#*=}")
   done
   ((${#names[@]} > 0)) || return 0
-  local staging="$out/.partial.$$.$module.${names[0]}" start name
+  local staging="$out/.partial.$$.$module.${names[0]}" start name target="$out/.partial.$$.$module.${names[0]}/"
   rm -rf "$staging"
   mkdir -p "$staging"
+  ((${#names[@]} > 1)) || target="$staging/${names[0]}"
   start=$(now)
   log "$module: building ${names[*]}${tags:+ (tags $tags)}"
   (
@@ -42,9 +46,13 @@ build_binaries() {
     # -w drops the DWARF at the link; -dwarf=false spares the compiler
     # making it (a fifth less CPU here, the same binaries otherwise).
     CGO_ENABLED=0 go build -mod=readonly -trimpath -tags "$tags" -gcflags=all=-dwarf=false \
-      -ldflags "-s -w $ldflags" -o "$staging/" "${packages[@]}"
+      -ldflags "-s -w $ldflags" -o "$target" "${packages[@]}"
   )
   for name in "${names[@]}"; do
+    if [[ ! -x $staging/$name ]]; then
+      log "$module: go build wrote no $name (it wrote: $(ls "$staging" | tr '\n' ' '))"
+      return 1
+    fi
     mv "$staging/$name" "$out/$name"
   done
   rm -rf "$staging"
