@@ -42,6 +42,7 @@
 //! | [`operator_condition`] | OLM's v2 `OperatorCondition`: the `Upgradeable` entry, OLM's verdict, writes that wait for OLM |
 //! | [`gate`] | `upgrade-gate hold` / `release` / `status`: which OLM, which OperatorCondition (fail closed), the init container's steps and exit codes |
 //! | [`keeper`] | keeps an operator's verdict in its OperatorCondition while it runs: restores it after a deletion or a foreign write, never writes a stale one, writes only while leading |
+//! | [`admission`] | the state the admission policy reads (`manifests/admission/`): which release completed its upgrade, recorded while the operator leads, for every deployer (Helm, `kubectl apply`, OLM) |
 //! | [`leader`] | leader election over a Lease with client-go's rules: one writer of the gate at a time, released on stop |
 //! | [`bundle_lint`] | `upgrade-gate lint-bundle`: what an operator's bundle needs for the gate to hold |
 //! | [`plugin`] | `kubectl upgrade-gate status`: every CSV's gate and the CSV waiting on it |
@@ -57,6 +58,7 @@
 #[doc = include_str!("../docs/adopt.md")]
 pub struct AdoptGuide;
 
+pub mod admission;
 pub mod bundle_lint;
 #[cfg(test)]
 mod doc_paths;

@@ -1,0 +1,270 @@
+//! [`Recorder`]: keeps the operator's own record in the state ConfigMap
+//! while it leads — written when its verdict changes, and read again every
+//! [`REASSERT_INTERVAL`] so that a deleted ConfigMap or a changed key comes
+//! back.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use tokio::sync::watch;
+
+use super::{Record, STATE_CONFIGMAP, data_patch, initial_data};
+use crate::keeper::Verdict;
+
+/// How often the record is read back and put right when someone changed it.
+pub const REASSERT_INTERVAL: Duration = Duration::from_secs(5);
+/// The pause after a failed read or write before the next try, doubled
+/// after each failure in a row up to [`RETRY_AT_MOST`].
+pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest pause between tries (a missing right is logged this often).
+pub const RETRY_AT_MOST: Duration = Duration::from_secs(30);
+/// How long one API request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// The field manager of the recorder's writes.
+const FIELD_MANAGER: &str = "upgrade-gate-recorder";
+
+/// What a user of the recorder can see, published on every change.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecorderStatus {
+    /// The record the ConfigMap showed after the last read or write.
+    pub recorded: Option<Record>,
+    /// When the recorder last changed the ConfigMap.
+    pub last_write: Option<Timestamp>,
+    /// The last failure since the last success, as one line.
+    pub last_error: Option<String>,
+}
+
+/// A recorder to start: whose state it records and where.
+pub struct Recorder {
+    client: Client,
+    namespace: String,
+    deployment: String,
+    release: String,
+    leading: Option<watch::Receiver<bool>>,
+}
+
+impl Recorder {
+    /// Records for Deployment `deployment` in `namespace`, which runs
+    /// `release`, leading at once.
+    pub fn new(
+        client: Client,
+        namespace: impl Into<String>,
+        deployment: impl Into<String>,
+        release: impl Into<String>,
+    ) -> Recorder {
+        Recorder {
+            client,
+            namespace: namespace.into(),
+            deployment: deployment.into(),
+            release: release.into(),
+            leading: None,
+        }
+    }
+
+    /// Writes only while `leading` says true.
+    pub fn leading(mut self, leading: watch::Receiver<bool>) -> Recorder {
+        self.leading = Some(leading);
+        self
+    }
+
+    /// Writes once: `record` for the Deployment, creating the ConfigMap
+    /// when it is missing. Returns whether it changed anything.
+    pub async fn write_once(&self, record: &Record) -> Result<bool, kube::Error> {
+        write(&self.api(), &self.deployment, record).await
+    }
+
+    fn api(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Starts recording the latest verdict of `verdicts` (`None`: none yet)
+    /// until [`RecorderHandle::stop`] or until the sender is dropped.
+    pub fn start<V: Verdict>(self, verdicts: watch::Receiver<Option<V>>) -> RecorderHandle {
+        let (status_tx, status) = watch::channel(RecorderStatus::default());
+        let (stop_tx, stop) = watch::channel(false);
+        let task = tokio::spawn(self.run(verdicts, status_tx, stop));
+        RecorderHandle {
+            status,
+            stop: stop_tx,
+            task: Some(task),
+        }
+    }
+
+    async fn run<V: Verdict>(
+        self,
+        mut verdicts: watch::Receiver<Option<V>>,
+        status: watch::Sender<RecorderStatus>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let api = self.api();
+        let mut leading = self.leading.clone();
+        let mut failures: u32 = 0;
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            let leads = leading.as_ref().is_none_or(|rx| *rx.borrow());
+            let verdict = verdicts.borrow_and_update().clone();
+            let mut pause = REASSERT_INTERVAL;
+            if let (true, Some(verdict)) = (leads, verdict) {
+                if !verdict.still_current() {
+                    // Decided from input that has moved on: the operator
+                    // sends a newer verdict soon; never record a stale one.
+                    pause = crate::keeper::STALE_RECHECK;
+                } else {
+                    let record = Record::of(&self.release, verdict.entry());
+                    let written = tokio::select! {
+                        written = write(&api, &self.deployment, &record) => written,
+                        _ = stop.changed() => return,
+                    };
+                    match written {
+                        Ok(changed) => {
+                            if changed {
+                                tracing::info!(
+                                    configmap = STATE_CONFIGMAP,
+                                    deployment = %self.deployment,
+                                    record = ?record,
+                                    "recorded the upgrade's state for the admission policy"
+                                );
+                            }
+                            status.send_modify(|status| {
+                                status.recorded = Some(record);
+                                status.last_error = None;
+                                if changed {
+                                    status.last_write = Some(Timestamp::now());
+                                }
+                            });
+                        }
+                        Err(error) => {
+                            tracing::warn!(
+                                configmap = STATE_CONFIGMAP,
+                                %error,
+                                "cannot record the upgrade's state; trying again"
+                            );
+                            status
+                                .send_modify(|status| status.last_error = Some(error.to_string()));
+                            pause = RETRY_AFTER
+                                .saturating_mul(2u32.saturating_pow(failures))
+                                .min(RETRY_AT_MOST);
+                            failures = failures.saturating_add(1);
+                        }
+                    }
+                }
+            }
+            let leading_changed = async {
+                match leading.as_mut() {
+                    Some(rx) => {
+                        if rx.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                changed = verdicts.changed() => if changed.is_err() { return },
+                () = leading_changed => {}
+                _ = stop.changed() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+}
+
+/// Reads the ConfigMap and writes `record` when it says something else;
+/// creates it when it is missing.
+async fn write(
+    api: &Api<ConfigMap>,
+    deployment: &str,
+    record: &Record,
+) -> Result<bool, kube::Error> {
+    let current = tokio::time::timeout(REQUEST_TIMEOUT, api.get_opt(STATE_CONFIGMAP))
+        .await
+        .map_err(|_| timeout("reading"))??;
+    match current {
+        None => {
+            let configmap = ConfigMap {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(STATE_CONFIGMAP.to_owned()),
+                    labels: Some(BTreeMap::from([(
+                        "app.kubernetes.io/part-of".to_owned(),
+                        "upgrade-gate".to_owned(),
+                    )])),
+                    ..Default::default()
+                },
+                data: Some(initial_data(deployment, record)),
+                ..Default::default()
+            };
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..Default::default()
+            };
+            match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&params, &configmap))
+                .await
+                .map_err(|_| timeout("creating"))?
+            {
+                Ok(_) => Ok(true),
+                // Created by someone else meanwhile: the next round patches it.
+                Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+                Err(error) => Err(error),
+            }
+        }
+        Some(configmap) => {
+            let data = configmap.data.unwrap_or_default();
+            let Some(patch) = data_patch(&data, deployment, record) else {
+                return Ok(false);
+            };
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..Default::default()
+            };
+            tokio::time::timeout(
+                REQUEST_TIMEOUT,
+                api.patch(STATE_CONFIGMAP, &params, &Patch::Merge(&patch)),
+            )
+            .await
+            .map_err(|_| timeout("patching"))??;
+            Ok(true)
+        }
+    }
+}
+
+fn timeout(what: &str) -> kube::Error {
+    kube::Error::Service(format!("{what} ConfigMap {STATE_CONFIGMAP} timed out").into())
+}
+
+/// A running recorder.
+pub struct RecorderHandle {
+    status: watch::Receiver<RecorderStatus>,
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl RecorderHandle {
+    /// What it recorded, as it changes.
+    pub fn status(&self) -> watch::Receiver<RecorderStatus> {
+        self.status.clone()
+    }
+
+    /// Stops it: a write under way is abandoned; returns once it ended.
+    pub async fn stop(mut self) {
+        self.stop.send_replace(true);
+        if let Some(task) = self.task.take()
+            && let Err(error) = task.await
+        {
+            tracing::warn!(%error, "the admission recorder ended abnormally");
+        }
+    }
+}
+
+impl Drop for RecorderHandle {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
