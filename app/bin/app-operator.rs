@@ -73,6 +73,12 @@ struct RunArgs {
     /// The pod's namespace (downward API); default: the service-account namespace file.
     #[arg(long, env = "POD_NAMESPACE")]
     pod_namespace: Option<String>,
+    /// This operator's own Deployment: while leading, the operator records
+    /// under its name whether this release's upgrade is complete, in the
+    /// ConfigMap upgrade-gate-state of the pod's namespace, which the
+    /// admission policy reads (docs/admission.md); unset = nothing recorded.
+    #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
+    admission_deployment: Option<String>,
     /// The pod's name, reported in Events and part of the leader
     /// identity (downward API).
     #[arg(long, env = "POD_NAME")]
@@ -172,6 +178,7 @@ async fn main() -> ExitCode {
                 listen,
                 operator_condition_name,
                 pod_namespace,
+                admission_deployment,
                 pod_name,
                 ready_when,
                 election,
@@ -233,6 +240,7 @@ async fn main() -> ExitCode {
                     .collect(),
                 operator_condition_name,
                 pod_namespace,
+                admission_deployment: admission_deployment.filter(|name| !name.is_empty()),
                 listen,
                 ready_when,
                 election,

@@ -46,6 +46,7 @@ use crate::operator::gate::{GateDecision, decide_gate, view_of};
 use crate::operator::metrics::Metrics;
 use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
 use crate::operator::resources::{APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
+use upgrade_gate::admission;
 use upgrade_gate::gate::Target;
 use upgrade_gate::keeper::{Keeper, KeeperStatus, Verdict};
 use upgrade_gate::leader::{
@@ -267,6 +268,9 @@ pub struct OperatorConfig {
     pub operator_condition_name: Option<String>,
     /// The operator pod's namespace (where its OperatorCondition is).
     pub pod_namespace: String,
+    /// The operator's own Deployment, under whose name the upgrade's state
+    /// is recorded for the admission policy; `None`: nothing recorded.
+    pub admission_deployment: Option<String>,
     /// Address of /healthz, /readyz, /metrics.
     pub listen: String,
     /// When `/readyz` says ready.
@@ -518,10 +522,25 @@ async fn lead(
     };
     let (verdicts, latest) = watch::channel(None);
     let mut keeper = Keeper::new(ctx.client.clone(), target).events(ctx.metrics.clone());
-    if let Some(leading) = leading {
+    if let Some(leading) = leading.clone() {
         keeper = keeper.leading(leading);
     }
-    let keeper = keeper.start(latest);
+    let keeper = keeper.start(latest.clone());
+    // The same verdict, for deployers other than OLM v0: the admission
+    // policy lets this Deployment move to another release only once this
+    // release recorded its upgrade complete.
+    let recorder = config.admission_deployment.as_ref().map(|deployment| {
+        let mut recorder = admission::Recorder::new(
+            ctx.client.clone(),
+            config.pod_namespace.clone(),
+            deployment.clone(),
+            ctx.release.to_string(),
+        );
+        if let Some(leading) = leading.clone() {
+            recorder = recorder.leading(leading);
+        }
+        recorder.start(latest.clone())
+    });
 
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
     // Server and Job pods (and stragglers labelled as the App's): a pod
@@ -580,6 +599,9 @@ async fn lead(
         shutdown.clone(),
     );
     tokio::join!(futures::future::join_all(streams), gate);
+    if let Some(recorder) = recorder {
+        recorder.stop().await;
+    }
     keeper.stop().await;
     Ok(())
 }
