@@ -3,6 +3,7 @@
 //! panics without it). Each test has namespaces of its own, so libtest runs
 //! them concurrently on the one cluster.
 
+mod admission;
 mod adopt;
 mod faults;
 mod gate;

@@ -1,0 +1,495 @@
+//! The admission policy of `manifests/admission/` on the local cluster,
+//! with a deployer no one here wrote: `kubectl apply --server-side` of the
+//! next release's Deployment.
+//!
+//! The operator pod from `manifests/` runs in a namespace of the test's
+//! own, its Deployment opted in (`upgrade-gate.dev/admission: enforce`,
+//! `upgrade-gate.dev/release`), its App's upgrade Job held by the test's
+//! hold on the database's upgrade lock. The policy is the shipped one; its
+//! binding is the shipped one limited to this test's namespaces (the
+//! cluster is shared), deleted at the end.
+//!
+//! - While the Job runs, applying the next release is refused with the
+//!   policy's message (the running release, why, the override); a change
+//!   that keeps the release passes; once the Job succeeded and the
+//!   operator recorded completion, the same apply, retried as a deployer
+//!   would, is accepted: the delay from the record to the accepted apply
+//!   is printed.
+//! - An admin's override lets a release through that did not complete.
+//! - With no state ConfigMap at all, an opted-in Deployment's update is
+//!   refused: the policy fails closed.
+//!
+//! Needs the shared test cluster (`just test-cluster`); panics without it.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use harness::testing::{TestCluster, TestNamespace, delete_on_drop};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use app::crd::App;
+use upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
+use upgrade_gate_tests::backup_volume::BackupVolume;
+use upgrade_gate_tests::cluster_database::TestDatabase;
+use upgrade_gate_tests::operator_install::{self, InstalledOperator, OPERATOR};
+use upgrade_gate_tests::wait::{self, Look};
+
+const POD_READY: Duration = Duration::from_secs(120);
+const BACKUP_CLAIM: &str = "backups";
+/// The release the operator in our image acts as.
+const RUNNING: &str = "7.10.1";
+/// The next release a deployer rolls out (a label: the pod is not replaced).
+const NEXT: &str = "7.10.2";
+/// How often a deployer retries the refused apply.
+const RETRY: Duration = Duration::from_millis(250);
+const FIELD_MANAGER: &str = "cluster-admission-test";
+
+fn manifest(name: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../manifests/admission")
+        .join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// The shipped policy, and the shipped binding limited to `namespaces`
+/// under a name of this test's own; the binding is deleted on drop.
+struct Policy {
+    _binding: BindingGuard,
+}
+
+struct BindingGuard {
+    kubeconfig: PathBuf,
+    name: String,
+}
+
+impl Drop for BindingGuard {
+    fn drop(&mut self) {
+        delete_on_drop::<ValidatingAdmissionPolicyBinding>(&self.kubeconfig, &self.name);
+    }
+}
+
+impl Policy {
+    async fn apply(client: &Client, kubeconfig: &Path, name: &str, namespaces: &[&str]) -> Policy {
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        let policy: ValidatingAdmissionPolicy = serde_json::from_value(manifest("policy.yaml"))
+            .unwrap_or_else(|error| panic!("policy.yaml: {error}"));
+        let policy_name = policy.metadata.name.clone().expect("the policy's name");
+        Api::<ValidatingAdmissionPolicy>::all(client.clone())
+            .patch(&policy_name, &apply, &Patch::Apply(&policy))
+            .await
+            .unwrap_or_else(|error| panic!("applying the policy: {error}"));
+        let mut binding = manifest("binding.yaml");
+        binding["metadata"]["name"] = json!(name);
+        binding["spec"]["matchResources"] = json!({"namespaceSelector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
+        ]}});
+        let binding: ValidatingAdmissionPolicyBinding =
+            serde_json::from_value(binding).unwrap_or_else(|error| panic!("binding.yaml: {error}"));
+        let guard = BindingGuard {
+            kubeconfig: kubeconfig.to_owned(),
+            name: name.to_owned(),
+        };
+        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+            .patch(name, &apply, &Patch::Apply(&binding))
+            .await
+            .unwrap_or_else(|error| panic!("applying the binding: {error}"));
+        Policy { _binding: guard }
+    }
+}
+
+/// `kubectl` of the cluster's tools, as the deployer.
+struct Kubectl {
+    kubectl: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+/// What one `kubectl apply` said.
+struct Applied {
+    accepted: bool,
+    output: String,
+}
+
+impl Kubectl {
+    fn new(kubeconfig: &Path) -> Kubectl {
+        let tools = std::env::var("UPGRADE_GATE_TOOLS").unwrap_or_else(|_| {
+            panic!("UPGRADE_GATE_TOOLS is not set: run through `just test-cluster`")
+        });
+        Kubectl {
+            kubectl: PathBuf::from(tools).join("bin/kubectl"),
+            kubeconfig: kubeconfig.to_owned(),
+        }
+    }
+
+    /// `kubectl apply --server-side --force-conflicts -f -` of `object`:
+    /// the deployer takes the fields it applies over from whoever set them
+    /// (the test created the objects).
+    fn apply(&self, object: &Value) -> Applied {
+        let mut child = Command::new(&self.kubectl)
+            .args([
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--field-manager",
+                "deployer",
+                "-f",
+                "-",
+            ])
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("running kubectl: {error}"));
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(object.to_string().as_bytes())
+            .unwrap_or_else(|error| panic!("writing to kubectl: {error}"));
+        let output = child
+            .wait_with_output()
+            .unwrap_or_else(|error| panic!("kubectl apply: {error}"));
+        Applied {
+            accepted: output.status.success(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        }
+    }
+}
+
+/// What a deployer applies for release `release` of the operator: the
+/// Deployment's release label (server-side apply merges it into the rest).
+fn release_of(namespace: &str, name: &str, release: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": {RELEASE_LABEL: release}}
+    })
+}
+
+/// A change that keeps the release: an annotation.
+fn note(namespace: &str, name: &str, serial: u32) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace,
+                     "annotations": {"upgrade-gate.dev/test-note": serial.to_string()}}
+    })
+}
+
+async fn opt_in(namespace: &TestNamespace, name: &str, release: &str) {
+    namespace
+        .api::<Deployment>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {ADMISSION_LABEL: ENFORCE, RELEASE_LABEL: release}}}),
+            ),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("labelling Deployment {name}: {error}"));
+}
+
+async fn state(namespace: &TestNamespace) -> BTreeMap<String, String> {
+    namespace
+        .api::<ConfigMap>()
+        .get_opt(STATE_CONFIGMAP)
+        .await
+        .unwrap_or_else(|error| panic!("reading ConfigMap {STATE_CONFIGMAP}: {error}"))
+        .and_then(|configmap| configmap.data)
+        .unwrap_or_default()
+}
+
+async fn create_app(namespace: &TestNamespace, url: &str) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "shop-db"}, "stringData": {"url": url}
+    }))
+    .unwrap_or_else(|error| panic!("Secret: {error}"));
+    namespace
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|error| panic!("creating Secret shop-db: {error}"));
+    let app: App = serde_json::from_value(json!({
+        "apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "App",
+        "metadata": {"name": "shop"},
+        "spec": {
+            "database": {"secretRef": {"name": "shop-db"}, "sslMode": "disable"},
+            "server": {"replicas": 0},
+            "upgrade": {"jobTimeoutSeconds": 300, "retryLimit": 3, "backupVolumeClaim": BACKUP_CLAIM}
+        }
+    }))
+    .unwrap_or_else(|error| panic!("App: {error}"));
+    namespace
+        .api::<App>()
+        .create(&PostParams::default(), &app)
+        .await
+        .unwrap_or_else(|error| panic!("creating App shop: {error}"));
+}
+
+/// A Deployment of nothing (no replicas), opted in, for the cases that
+/// need no operator.
+async fn idle_deployment(namespace: &TestNamespace, name: &str, release: &str) {
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {ADMISSION_LABEL: ENFORCE, RELEASE_LABEL: release}},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "idle", "image": "localhost/pause:3.10"}]}
+            }
+        }
+    }))
+    .unwrap_or_else(|error| panic!("Deployment: {error}"));
+    namespace
+        .api::<Deployment>()
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap_or_else(|error| panic!("creating Deployment {name}: {error}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrade() {
+    let cluster = TestCluster::from_env();
+    let client = cluster.admin_client().await;
+    operator_install::install_app_crd(&client).await;
+    let namespace = cluster.namespace("admission").await;
+    let bare = cluster.namespace("admission-bare").await;
+    let ns = namespace.name.clone();
+    let kubectl = Kubectl::new(&cluster.kubeconfig);
+
+    // No state at all: an opted-in Deployment cannot change, not even
+    // without a release change, until the state exists (fail closed).
+    idle_deployment(&bare, "other", "1.0.0").await;
+    let _policy = Policy::apply(
+        &client,
+        &cluster.kubeconfig,
+        &format!("upgrade-gate.dev-{ns}"),
+        &[&ns, &bare.name],
+    )
+    .await;
+    // In force once it refuses what it refuses without state: any update.
+    let mut tries = 0;
+    let missing = wait::poll(
+        "the policy in force: an update refused while there is no state",
+        Duration::from_secs(30),
+        RETRY,
+        || {
+            tries += 1;
+            let applied = kubectl.apply(&note(&bare.name, "other", tries));
+            async move {
+                if applied.accepted {
+                    Look::NotYet("accepted".to_owned())
+                } else {
+                    Look::Done(applied.output)
+                }
+            }
+        },
+    )
+    .await;
+    println!("an opted-in Deployment's update without the state ConfigMap: {missing}");
+    let refused = kubectl.apply(&release_of(&bare.name, "other", "2.0.0"));
+    assert!(
+        !refused.accepted,
+        "a release change without state: {}",
+        refused.output
+    );
+    bare.api::<ConfigMap>()
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": STATE_CONFIGMAP}}))
+                .unwrap_or_else(|error| panic!("ConfigMap: {error}")),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("creating the state: {error}"));
+    wait::poll(
+        "a same-release change once the state exists",
+        Duration::from_secs(30),
+        RETRY,
+        || {
+            tries += 1;
+            let applied = kubectl.apply(&note(&bare.name, "other", tries));
+            async move {
+                if applied.accepted {
+                    Look::Done(())
+                } else {
+                    Look::NotYet(applied.output)
+                }
+            }
+        },
+    )
+    .await;
+    let refused = kubectl.apply(&release_of(&bare.name, "other", "2.0.0"));
+    assert!(
+        !refused.accepted
+            && refused
+                .output
+                .contains("runs release 1.0.0, whose upgrade has not completed"),
+        "a release change with no record of completion: {}",
+        refused.output
+    );
+
+    // The operator, its Job held.
+    operator_install::enforce_restricted_pod_security(&client, &ns).await;
+    let _backups = BackupVolume::create(
+        client.clone(),
+        cluster.kubeconfig.clone(),
+        &ns,
+        BACKUP_CLAIM,
+    )
+    .await;
+    let database = TestDatabase::create(
+        &cluster.database_url,
+        &format!("{}_shop", ns.replace('-', "_")),
+    )
+    .await;
+    database.seed_at("7.9.3", 100);
+    let lock = database.hold_upgrade_lock().await;
+    create_app(&namespace, &database.url).await;
+    let operator = InstalledOperator::install(client.clone(), &ns, &cluster.image).await;
+    lock.wait_for_waiter(POD_READY).await;
+    let progress = wait::poll(
+        "the operator's record: in progress",
+        POD_READY,
+        RETRY,
+        || async {
+            let data = state(&namespace).await;
+            match data.get(&format!("{OPERATOR}.progress")) {
+                Some(progress) if !data.contains_key(&format!("{OPERATOR}.completed")) => {
+                    Look::Done(progress.clone())
+                }
+                _ => Look::NotYet(format!("{data:?}")),
+            }
+        },
+    )
+    .await;
+    assert!(
+        progress.starts_with(&format!("release {RUNNING}: ")),
+        "{progress}"
+    );
+    opt_in(&namespace, OPERATOR, RUNNING).await;
+
+    let refused = kubectl.apply(&release_of(&ns, OPERATOR, NEXT));
+    println!(
+        "kubectl apply of {NEXT} while {RUNNING}'s Job runs:\n{}",
+        refused.output
+    );
+    assert!(!refused.accepted, "refused while the Job runs");
+    for words in [
+        format!("Deployment {OPERATOR} runs release {RUNNING}, whose upgrade has not completed"),
+        format!("it cannot move to release {NEXT}"),
+        "Job".to_owned(),
+        format!("kubectl -n {ns} patch configmap {STATE_CONFIGMAP}"),
+    ] {
+        assert!(
+            refused.output.contains(&words),
+            "the refusal names {words:?}:\n{}",
+            refused.output
+        );
+    }
+    let kept = kubectl.apply(&note(&ns, OPERATOR, 0));
+    assert!(
+        kept.accepted,
+        "a change that keeps the release: {}",
+        kept.output
+    );
+
+    // The Job runs to the end; the deployer retries until accepted.
+    lock.release().await;
+    let completed_at = wait::poll(
+        "the operator's record: complete",
+        Duration::from_secs(300),
+        Duration::from_millis(100),
+        || async {
+            let data = state(&namespace).await;
+            if data
+                .get(&format!("{OPERATOR}.completed"))
+                .map(String::as_str)
+                == Some(RUNNING)
+            {
+                Look::Done(Instant::now())
+            } else {
+                Look::NotYet(format!("{data:?}"))
+            }
+        },
+    )
+    .await;
+    let accepted_at = wait::poll(
+        "kubectl apply of the next release accepted",
+        Duration::from_secs(60),
+        RETRY,
+        || async {
+            let applied = kubectl.apply(&release_of(&ns, OPERATOR, NEXT));
+            if applied.accepted {
+                Look::Done(Instant::now())
+            } else {
+                Look::NotYet(applied.output)
+            }
+        },
+    )
+    .await;
+    println!(
+        "figure: completion recorded -> kubectl apply of the next release accepted: {:.2} s (retrying every {RETRY:?})",
+        accepted_at.duration_since(completed_at).as_secs_f64()
+    );
+    operator
+        .wait_for_gate("the gate open in status", POD_READY, |gate| {
+            gate.status == "True"
+        })
+        .await;
+
+    // The Deployment now says 7.10.2, which has recorded nothing: the
+    // release after it is refused until an admin overrides.
+    let refused = kubectl.apply(&release_of(&ns, OPERATOR, "7.10.3"));
+    assert!(
+        !refused.accepted,
+        "a release that recorded nothing: {}",
+        refused.output
+    );
+    namespace
+        .api::<ConfigMap>()
+        .patch(
+            STATE_CONFIGMAP,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {format!("{OPERATOR}.override"): NEXT}})),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("the override: {error}"));
+    wait::poll(
+        "kubectl apply accepted after the override",
+        Duration::from_secs(30),
+        RETRY,
+        || async {
+            let applied = kubectl.apply(&release_of(&ns, OPERATOR, "7.10.3"));
+            if applied.accepted {
+                Look::Done(())
+            } else {
+                Look::NotYet(applied.output)
+            }
+        },
+    )
+    .await;
+    let data = state(&namespace).await;
+    assert_eq!(
+        data.get(&format!("{OPERATOR}.override"))
+            .map(String::as_str),
+        Some(NEXT),
+        "the operator leaves the admin's key alone: {data:?}"
+    );
+}
