@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::time::Instant;
+use upgrade_gate::admission;
 use upgrade_gate::bundle_lint::{self, LINT_EXIT_CODES, Version};
 use upgrade_gate::gate::{
     self, EntryText, GateError, HoldOptions, OnOverride, Outcome, ReleaseOptions, Target,
@@ -78,9 +79,39 @@ enum Command {
     /// `kubectl upgrade-gate status`).
     #[command(after_long_help = exit_codes_help())]
     Status(StatusArgs),
+    /// Record for the admission policy whether the running release's upgrade is complete
+    /// (ConfigMap upgrade-gate-state; docs/admission.md). For operators not written in Rust,
+    /// Jobs and scripts; a Rust operator keeps it with upgrade_gate::admission::Recorder.
+    #[command(after_long_help = exit_codes_help())]
+    Record(RecordArgs),
     /// Check an operator's bundle (registry+v1 directory) for what the gate needs.
     #[command(after_long_help = lint_exit_codes_help())]
     LintBundle(LintArgs),
+}
+
+#[derive(Debug, Args)]
+struct RecordArgs {
+    /// The operator's Deployment: the state's keys are named after it (<deployment>.completed,
+    /// <deployment>.progress).
+    #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
+    deployment: String,
+    /// The release that runs: the value of its Deployment's upgrade-gate.dev/release label.
+    #[arg(long, env = "UPGRADE_GATE_RELEASE")]
+    release: String,
+    /// The upgrade is complete: the policy lets the Deployment move to another release.
+    #[arg(long, required_unless_present = "in_progress")]
+    complete: bool,
+    /// The upgrade is not complete, and why in a person's words (the policy's refusal quotes
+    /// it; at most 1 KiB is kept).
+    #[arg(long, value_name = "WHY", conflicts_with = "complete")]
+    in_progress: Option<String>,
+    /// Namespace of the Deployment and the ConfigMap. Default: the pod's, from the
+    /// service-account mount.
+    #[arg(long, env = "POD_NAMESPACE")]
+    namespace: Option<String>,
+    /// Give up after this long (e.g. 30s, 2m); transient failures are retried until then.
+    #[arg(long, env = "UPGRADE_GATE_TIMEOUT", default_value = "30s", value_parser = parse_timeout)]
+    timeout: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -354,6 +385,41 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             }
             Ok(outcome)
         }
+        Command::Record(args) => {
+            let deadline = Instant::now() + args.timeout;
+            let namespace = args
+                .namespace
+                .filter(|n| !n.trim().is_empty())
+                .or_else(|| gate::service_account_namespace().map(|n| n.trim().to_owned()))
+                .ok_or_else(|| {
+                    GateError::InvalidInput(
+                        "record needs --namespace (POD_NAMESPACE) outside a pod".into(),
+                    )
+                })?;
+            if args.deployment.trim().is_empty() || args.release.trim().is_empty() {
+                return Err(GateError::InvalidInput(
+                    "record needs a --deployment and a --release".into(),
+                ));
+            }
+            let record = match args.in_progress {
+                Some(why) => admission::Record::InProgress {
+                    release: args.release,
+                    why,
+                },
+                None => admission::Record::Complete {
+                    release: args.release,
+                },
+            };
+            let client = gate::connect().await?;
+            let wrote =
+                admission::record_once(&client, &namespace, &args.deployment, &record, deadline)
+                    .await?;
+            Ok(Outcome::Recorded {
+                configmap: format!("{namespace}/{}", admission::STATE_CONFIGMAP),
+                record,
+                wrote,
+            })
+        }
         // Checked before the runtime starts (main); no cluster involved.
         Command::LintBundle(_) => Err(GateError::InvalidInput(
             "lint-bundle runs without a cluster".into(),
@@ -407,6 +473,16 @@ fn report(outcome: &Outcome) {
             ),
         },
         Outcome::Reported(_) => {}
+        Outcome::Recorded {
+            configmap,
+            record,
+            wrote,
+        } => tracing::info!(
+            configmap = %configmap,
+            record = ?record,
+            wrote,
+            "recorded for the admission policy"
+        ),
         Outcome::OutsideOlm(why) => tracing::info!("{why}"),
     }
 }

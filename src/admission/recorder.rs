@@ -175,6 +175,27 @@ impl Recorder {
     }
 }
 
+/// Writes `record` for `deployment` in `namespace` once, creating the
+/// ConfigMap when it is missing, retrying what may pass (unreachable,
+/// 404 of a namespace being created, 403 before a Role is bound, 409,
+/// 429, 5xx) until `deadline` as the gate's commands do. `Ok(true)`: it
+/// changed the ConfigMap; `Ok(false)`: it already said so.
+pub async fn record_once(
+    client: &Client,
+    namespace: &str,
+    deployment: &str,
+    record: &Record,
+    deadline: tokio::time::Instant,
+) -> Result<bool, crate::operator_condition::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    crate::operator_condition::with_retries(deadline, "recording the upgrade's state", || async {
+        write(&api, deployment, record)
+            .await
+            .map_err(|error| crate::operator_condition::Obstacle::of(&error))
+    })
+    .await
+}
+
 /// Reads the ConfigMap and writes `record` when it says something else;
 /// creates it when it is missing.
 async fn write(

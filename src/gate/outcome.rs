@@ -32,6 +32,15 @@ pub enum Outcome {
     },
     /// `status`: what OLM will decide.
     Reported(Box<StatusReport>),
+    /// `record`: the admission policy's state says it.
+    Recorded {
+        /// The ConfigMap it is in.
+        configmap: String,
+        /// What it says now.
+        record: crate::admission::Record,
+        /// False when it already said so.
+        wrote: bool,
+    },
     /// Nothing to do: OLM is not in play.
     OutsideOlm(OutsideOlm),
 }
@@ -74,7 +83,7 @@ pub enum GateError {
 pub const EXIT_CODES: &[(u8, &str)] = &[
     (
         0,
-        "done: hold confirmed by OLM, release written (and confirmed with --wait), status printed, or no OperatorCondition guards this operator (no OLM, OLM v1, a Deployment OLM did not install)",
+        "done: hold confirmed by OLM, release written (and confirmed with --wait), status printed, record written, or no OperatorCondition guards this operator (no OLM, OLM v1, a Deployment OLM did not install)",
     ),
     (
         2,
@@ -86,7 +95,7 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         4,
-        "forbidden until --timeout: RBAC does not allow get/update on the OperatorCondition",
+        "forbidden until --timeout: RBAC does not allow get/update on the OperatorCondition (record: get/patch on the ConfigMap upgrade-gate-state, or create while it is missing)",
     ),
     (
         5,

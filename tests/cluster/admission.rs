@@ -17,7 +17,8 @@
 //!   is printed.
 //! - An admin's override lets a release through that did not complete.
 //! - With no state ConfigMap at all, an opted-in Deployment's update is
-//!   refused: the policy fails closed.
+//!   refused: the policy fails closed. `upgrade-gate record` (the command
+//!   for operators not written in Rust) writes the state the policy reads.
 //!
 //! Needs the shared test cluster (`just test-cluster`); panics without it.
 
@@ -42,6 +43,7 @@ use app::crd::App;
 use upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
 use upgrade_gate_tests::backup_volume::BackupVolume;
 use upgrade_gate_tests::cluster_database::TestDatabase;
+use upgrade_gate_tests::gate_process::run_gate;
 use upgrade_gate_tests::operator_install::{self, InstalledOperator, OPERATOR};
 use upgrade_gate_tests::wait::{self, Look};
 
@@ -344,6 +346,65 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         "a release change with no record of completion: {}",
         refused.output
     );
+
+    // A non-Rust operator's record: `upgrade-gate record`.
+    let record = |args: Vec<String>| {
+        let kubeconfig = cluster.kubeconfig.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_gate(&kubeconfig, &args, Duration::from_secs(60)).await
+        }
+    };
+    let base = |state: &str| -> Vec<String> {
+        let mut args: Vec<String> = ["record", "--deployment", "other", "--release", "1.0.0"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        args.extend(["--namespace".to_owned(), bare.name.clone()]);
+        args.extend(state.split(' ').map(str::to_owned));
+        args
+    };
+    let mut in_progress = base("--in-progress");
+    in_progress.push("migrating the schema".to_owned());
+    let ran = record(in_progress).await;
+    assert_eq!(
+        ran.code,
+        Some(0),
+        "upgrade-gate record --in-progress:\n{}",
+        ran.text()
+    );
+    let refused = kubectl.apply(&release_of(&bare.name, "other", "2.0.0"));
+    assert!(
+        !refused.accepted
+            && refused
+                .output
+                .contains("(release 1.0.0: migrating the schema)"),
+        "the recorded reason in the refusal: {}",
+        refused.output
+    );
+    let ran = record(base("--complete")).await;
+    assert_eq!(
+        ran.code,
+        Some(0),
+        "upgrade-gate record --complete:\n{}",
+        ran.text()
+    );
+    wait::poll(
+        "a release change once `upgrade-gate record --complete` ran",
+        Duration::from_secs(30),
+        RETRY,
+        || {
+            let applied = kubectl.apply(&release_of(&bare.name, "other", "2.0.0"));
+            async move {
+                if applied.accepted {
+                    Look::Done(())
+                } else {
+                    Look::NotYet(applied.output)
+                }
+            }
+        },
+    )
+    .await;
 
     // The operator, its Job held.
     operator_install::enforce_restricted_pod_security(&client, &ns).await;
