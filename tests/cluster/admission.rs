@@ -28,10 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::testing::{TestCluster, TestNamespace, delete_on_drop};
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
+use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Patch, PatchParams, PostParams};
@@ -41,6 +38,7 @@ use tokio::time::Instant;
 
 use app::crd::App;
 use upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
+use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::backup_volume::BackupVolume;
 use upgrade_gate_tests::cluster_database::TestDatabase;
 use upgrade_gate_tests::gate_process::run_gate;
@@ -55,62 +53,6 @@ const RUNNING: &str = "7.10.1";
 const NEXT: &str = "7.10.2";
 /// How often a deployer retries the refused apply.
 const RETRY: Duration = Duration::from_millis(250);
-const FIELD_MANAGER: &str = "cluster-admission-test";
-
-fn manifest(name: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../manifests/admission")
-        .join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
-}
-
-/// The shipped policy, and the shipped binding limited to `namespaces`
-/// under a name of this test's own; the binding is deleted on drop.
-struct Policy {
-    _binding: BindingGuard,
-}
-
-struct BindingGuard {
-    kubeconfig: PathBuf,
-    name: String,
-}
-
-impl Drop for BindingGuard {
-    fn drop(&mut self) {
-        delete_on_drop::<ValidatingAdmissionPolicyBinding>(&self.kubeconfig, &self.name);
-    }
-}
-
-impl Policy {
-    async fn apply(client: &Client, kubeconfig: &Path, name: &str, namespaces: &[&str]) -> Policy {
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
-        let policy: ValidatingAdmissionPolicy = serde_json::from_value(manifest("policy.yaml"))
-            .unwrap_or_else(|error| panic!("policy.yaml: {error}"));
-        let policy_name = policy.metadata.name.clone().expect("the policy's name");
-        Api::<ValidatingAdmissionPolicy>::all(client.clone())
-            .patch(&policy_name, &apply, &Patch::Apply(&policy))
-            .await
-            .unwrap_or_else(|error| panic!("applying the policy: {error}"));
-        let mut binding = manifest("binding.yaml");
-        binding["metadata"]["name"] = json!(name);
-        binding["spec"]["matchResources"] = json!({"namespaceSelector": {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
-        ]}});
-        let binding: ValidatingAdmissionPolicyBinding =
-            serde_json::from_value(binding).unwrap_or_else(|error| panic!("binding.yaml: {error}"));
-        let guard = BindingGuard {
-            kubeconfig: kubeconfig.to_owned(),
-            name: name.to_owned(),
-        };
-        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .patch(name, &apply, &Patch::Apply(&binding))
-            .await
-            .unwrap_or_else(|error| panic!("applying the binding: {error}"));
-        Policy { _binding: guard }
-    }
-}
 
 /// `kubectl` of the cluster's tools, as the deployer.
 struct Kubectl {

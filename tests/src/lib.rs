@@ -21,6 +21,7 @@
 //! | [`apiserver_without_olm`] | a second API server that does not serve OLM |
 //! | [`chain`] | the upgrade chain through OLM, recorded and judged (`chain` binary, `just race`, `just demo`) |
 
+pub mod admission_policy;
 pub mod apiserver_without_olm;
 pub mod backup_volume;
 pub mod chain;
