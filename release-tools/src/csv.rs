@@ -155,7 +155,18 @@ pub struct Permission {
 pub struct InstallDeployment {
     pub name: String,
     pub spec: DeploymentSpec,
+    /// The Deployment's labels (OLM sets them on the object): the source's,
+    /// and the release the admission policy compares across an update. The
+    /// policy's opt-in label is not among them: under OLM v0 a refused
+    /// Deployment update fails the next CSV for good (docs/admission.md).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub label: BTreeMap<String, String>,
 }
+
+/// The label naming the release a Deployment runs, which the admission
+/// policy compares (`upgrade_gate::admission::RELEASE_LABEL`,
+/// manifests/admission/policy.yaml).
+pub const RELEASE_LABEL: &str = "upgrade-gate.dev/release";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RelatedImage {
@@ -187,6 +198,13 @@ pub fn release_csv(
             image,
         },
     )?;
+    let mut label = sources
+        .deployment
+        .metadata
+        .labels
+        .clone()
+        .unwrap_or_default();
+    label.insert(RELEASE_LABEL.to_owned(), release.version.to_owned());
     let service_account = deployment
         .template
         .spec
@@ -322,6 +340,7 @@ pub fn release_csv(
                     deployments: vec![InstallDeployment {
                         name: deployment_name,
                         spec: deployment,
+                        label,
                     }],
                 },
             },
@@ -434,6 +453,14 @@ mod tests {
             {"name": "OPERATOR_CONDITION_NAME", "value": "upgrade-gate.v7.10.0"}
         )));
         assert_eq!(value["spec"]["installModes"].as_array().unwrap().len(), 4);
+        assert_eq!(
+            value["spec"]["install"]["spec"]["deployments"][0]["label"],
+            serde_json::json!({
+                "app.kubernetes.io/name": "app-operator",
+                RELEASE_LABEL: "7.10.0"
+            }),
+            "the release the admission policy compares (the opt-in is an installer's choice)"
+        );
         let rules = value["spec"]["install"]["spec"]["permissions"][0]["rules"]
             .as_array()
             .unwrap();
