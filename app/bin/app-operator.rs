@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use app::cli::CommonArgs;
 use app::migrations::Release;
+use app::operator::admission::DEFAULT_MAX_CONCURRENT_UPGRADES;
 use app::operator::metrics::Metrics;
 use app::operator::observe::PostgresSchemaReader;
 use app::operator::resources::PodSettings;
@@ -85,6 +86,12 @@ struct RunArgs {
     /// under OLM v0 a CSV Installing for 5 minutes fails).
     #[arg(long, env = "UPGRADE_GATE_READY_WHEN", value_enum, default_value_t = ReadyWhen::Reconciled)]
     ready_when: ReadyWhen,
+    /// Upgrade Jobs this operator runs at once, at most; further Apps wait
+    /// their turn (phase Queued), oldest waiting first. Each Job is a pod
+    /// with database sessions and a backup to write (see
+    /// `admission::DEFAULT_MAX_CONCURRENT_UPGRADES` for the default).
+    #[arg(long, env = "UPGRADE_GATE_MAX_CONCURRENT_UPGRADES", default_value_t = DEFAULT_MAX_CONCURRENT_UPGRADES, value_parser = clap::value_parser!(u16).range(1..))]
+    max_concurrent_upgrades: u16,
     #[command(flatten)]
     election: ElectionArgs,
     /// A test model, hidden from --help: upgrade Jobs apply only the
@@ -174,6 +181,7 @@ async fn main() -> ExitCode {
                 pod_namespace,
                 pod_name,
                 ready_when,
+                max_concurrent_upgrades,
                 election,
                 model_naive_successor,
             } = *args;
@@ -221,7 +229,9 @@ async fn main() -> ExitCode {
                 Arc::new(Metrics::default()),
                 pod_name,
             ) {
-                Ok(ctx) => Arc::new(ctx),
+                Ok(ctx) => {
+                    Arc::new(ctx.max_concurrent_upgrades(usize::from(max_concurrent_upgrades)))
+                }
                 Err(error) => return fail(&error),
             };
             let config = OperatorConfig {
