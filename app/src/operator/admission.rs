@@ -301,6 +301,17 @@ impl Admission {
         self.state().reserved.remove(app);
     }
 
+    /// Slots held now: what the cluster shows and the reservations.
+    pub fn busy(&self, observed: &FleetSlots) -> usize {
+        let state = self.state();
+        observed
+            .holding
+            .iter()
+            .chain(state.reserved.keys())
+            .collect::<BTreeSet<_>>()
+            .len()
+    }
+
     /// The waiting Apps to wake now (and remembers them as woken).
     pub fn to_wake(&self, observed: &FleetSlots) -> Vec<String> {
         let mut state = self.state();

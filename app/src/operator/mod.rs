@@ -799,7 +799,13 @@ async fn gate_loop(
             }
             Err(_) => {}
         }
-        for app in ctx.admission.to_wake(&ctx.fleet_slots()) {
+        let slots = ctx.fleet_slots();
+        ctx.metrics.fleet(
+            &gate::summarize(&views, k8s_openapi::jiff::Timestamp::now()),
+            ctx.admission.limit(),
+            ctx.admission.busy(&slots),
+        );
+        for app in ctx.admission.to_wake(&slots) {
             wake(&wakers, &app);
         }
         let applied = verdicts
