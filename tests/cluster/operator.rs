@@ -32,7 +32,7 @@ use upgrade_gate_tests::backup_volume::BackupVolume;
 use upgrade_gate_tests::cluster_database::{HeldUpgradeLock, TestDatabase};
 use upgrade_gate_tests::operator_install::{GateInStatus, InstalledOperator};
 use upgrade_gate_tests::wait::Look;
-use upgrade_gate_tests::{operator_install, wait};
+use upgrade_gate_tests::{jobs_at_once, operator_install, wait};
 
 /// The release the operator in our image acts as, and its schema target.
 const RELEASE: &str = "7.10.1";
@@ -1147,78 +1147,6 @@ async fn deleted_app_leaves_no_orphans(cluster: TestCluster) {
     assert_eq!(gate.reason, "UpgradeComplete", "{gate:?}");
 }
 
-/// Every Job of a namespace as one watch reports it, event by event: the
-/// most that were unfinished (no `Complete` or `Failed` condition) at any
-/// moment, with who they were, and every Job ever seen.
-#[derive(Debug, Default)]
-struct JobsAtOnce {
-    max: usize,
-    at_max: Vec<String>,
-    seen: std::collections::BTreeSet<String>,
-}
-
-/// Watches the Jobs of `namespace` until `stop` resolves (the watch
-/// restarts itself on errors, as kube's watcher does, re-listing first).
-async fn watch_jobs_at_once(
-    client: Client,
-    namespace: String,
-    stop: tokio::sync::oneshot::Receiver<()>,
-) -> JobsAtOnce {
-    use futures::StreamExt;
-    use kube::runtime::watcher::{self, Event};
-    let jobs: kube::Api<Job> = kube::Api::namespaced(client, &namespace);
-    let mut events = std::pin::pin!(kube::runtime::WatchStreamExt::default_backoff(
-        watcher::watcher(jobs, watcher::Config::default())
-    ));
-    let mut unfinished: std::collections::BTreeMap<String, bool> = Default::default();
-    let mut seen = JobsAtOnce::default();
-    let mut stop = stop;
-    let mut relisting: Option<std::collections::BTreeMap<String, bool>> = None;
-    loop {
-        let event = tokio::select! {
-            event = events.next() => event,
-            _ = &mut stop => return seen,
-        };
-        let event = match event {
-            // The watcher's stream does not end; if it did, nothing more is seen.
-            None => return seen,
-            Some(Err(_)) => continue,
-            Some(Ok(event)) => event,
-        };
-        let finished = |job: &Job| job_condition(job, "Complete") || job_condition(job, "Failed");
-        match event {
-            Event::Apply(job) => {
-                seen.seen.insert(job.name_any());
-                unfinished.insert(job.name_any(), !finished(&job));
-            }
-            Event::Delete(job) => {
-                unfinished.remove(&job.name_any());
-            }
-            Event::Init => relisting = Some(Default::default()),
-            Event::InitApply(job) => {
-                seen.seen.insert(job.name_any());
-                if let Some(list) = relisting.as_mut() {
-                    list.insert(job.name_any(), !finished(&job));
-                }
-            }
-            Event::InitDone => {
-                if let Some(list) = relisting.take() {
-                    unfinished = list;
-                }
-            }
-        }
-        let running: Vec<String> = unfinished
-            .iter()
-            .filter(|(_, running)| **running)
-            .map(|(name, _)| name.clone())
-            .collect();
-        if running.len() > seen.max {
-            seen.max = running.len();
-            seen.at_max = running;
-        }
-    }
-}
-
 /// Five Apps behind, a limit of two upgrades at once, one App whose
 /// upgrade fails for good (a login that cannot change the schema): a watch
 /// of the Jobs never sees more than two unfinished at once, Apps wait in
@@ -1242,7 +1170,7 @@ async fn fleet_upgrades_two_at_a_time_and_one_failure_holds_the_gate() {
     scenario.create_app("fleet-bad", &reader, 1, 0).await;
 
     let (stop_watch, stopped) = tokio::sync::oneshot::channel();
-    let watch = tokio::spawn(watch_jobs_at_once(
+    let watch = tokio::spawn(jobs_at_once::watch(
         scenario.client.clone(),
         scenario.ns().to_owned(),
         stopped,
