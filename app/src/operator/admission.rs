@@ -16,8 +16,8 @@
 //! predecessor started; the reservations cover the moment between an
 //! admission and the intent reaching the store, so two of the up to
 //! [`MAX_CONCURRENT_RECONCILES`](super::MAX_CONCURRENT_RECONCILES)
-//! concurrent reconciles never both take the last slot. The decision and
-//! the reservation happen under one mutex.
+//! concurrent reconciles never both take the last slot. The read of the
+//! stores, the decision and the reservation happen under one mutex.
 //!
 //! Fairness: an App waiting since earlier goes first (ties by name); an
 //! App that has not been queued yet goes behind every waiting one. The
@@ -281,8 +281,17 @@ impl Admission {
     }
 
     /// Decides for `app` and, when admitted, reserves its slot, in one step.
-    pub fn admit(&self, app: &str, since: Option<Timestamp>, observed: &FleetSlots) -> Verdict {
+    /// `observe` reads the cluster's slots (the stores) under the lock: a
+    /// reservation is released only once the store shows the intent, so a
+    /// read taken before another reconcile's release could miss both.
+    pub fn admit(
+        &self,
+        app: &str,
+        since: Option<Timestamp>,
+        observe: impl FnOnce() -> FleetSlots,
+    ) -> Verdict {
         let mut state = self.state();
+        let observed = &observe();
         let now = Instant::now();
         state
             .reserved
@@ -519,7 +528,9 @@ mod tests {
                     holding: running.iter().cloned().collect(),
                     waiting: waiting.clone(),
                 };
-                if admission.admit(&waiter.app, Some(waiter.since), &observed) == Verdict::Admit {
+                if admission.admit(&waiter.app, Some(waiter.since), || observed.clone())
+                    == Verdict::Admit
+                {
                     running.push(waiter.app.clone());
                     waiting.retain(|w| w.app != waiter.app);
                     admitted_now.push(waiter.app.clone());
@@ -552,7 +563,8 @@ mod tests {
                     let admission = admission.clone();
                     let observed = observed.clone();
                     scope.spawn(move || {
-                        admission.admit(&format!("ns/c{i}"), None, &observed) == Verdict::Admit
+                        admission.admit(&format!("ns/c{i}"), None, || observed.clone())
+                            == Verdict::Admit
                     })
                 })
                 .collect();

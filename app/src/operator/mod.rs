@@ -241,7 +241,8 @@ pub async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, Recon
             .queue
             .as_ref()
             .map(|queue| queue.since.0);
-        if let admission::Verdict::Wait(wait) = ctx.admission.admit(&key, since, &ctx.fleet_slots())
+        if let admission::Verdict::Wait(wait) =
+            ctx.admission.admit(&key, since, || ctx.fleet_slots())
         {
             observation.observed.slot = Slot::Waiting(wait);
             decision = decide::decide(&observation.observed, &ctx.target);
