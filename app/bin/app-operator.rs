@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use app::cli::CommonArgs;
 use app::migrations::Release;
-use app::operator::admission::DEFAULT_MAX_CONCURRENT_UPGRADES;
 use app::operator::metrics::Metrics;
 use app::operator::observe::PostgresSchemaReader;
+use app::operator::queue::DEFAULT_MAX_CONCURRENT_UPGRADES;
 use app::operator::resources::PodSettings;
 use app::operator::{Context, LEASE_NAME, OperatorConfig, ReadyWhen, RunError};
 use app::schema::UpgradeModel;
@@ -89,7 +89,7 @@ struct RunArgs {
     /// Upgrade Jobs this operator runs at once, at most; further Apps wait
     /// their turn (phase Queued), oldest waiting first. Each Job is a pod
     /// with database sessions and a backup to write (see
-    /// `admission::DEFAULT_MAX_CONCURRENT_UPGRADES` for the default).
+    /// `queue::DEFAULT_MAX_CONCURRENT_UPGRADES` for the default).
     #[arg(long, env = "UPGRADE_GATE_MAX_CONCURRENT_UPGRADES", default_value_t = DEFAULT_MAX_CONCURRENT_UPGRADES, value_parser = clap::value_parser!(u16).range(1..))]
     max_concurrent_upgrades: u16,
     #[command(flatten)]

@@ -454,12 +454,12 @@ async fn without_a_free_slot_the_app_queues_and_records_no_intent() {
     let (ctx, mut handle) = context_with_limit(ScriptedDatabase::at(2), 1);
     // Another App's reconcile took the only slot a moment ago.
     assert_eq!(
-        ctx.admission.admit(
+        ctx.queue.admit(
             "shop-ns/other",
             None,
-            app::operator::admission::FleetSlots::default
+            app::operator::queue::FleetSlots::default
         ),
-        app::operator::admission::Verdict::Admit
+        app::operator::queue::Verdict::Admit
     );
 
     let seen = reconcile_with(
@@ -495,7 +495,7 @@ async fn without_a_free_slot_the_app_queues_and_records_no_intent() {
 
     // The slot frees: the next look records the intent, and the App leaves
     // the queue.
-    ctx.admission.release("shop-ns/other");
+    ctx.queue.release("shop-ns/other");
     let mut queued = app(status.clone());
     queued.metadata.resource_version = Some("101".into());
     let seen = reconcile_with(&ctx, queued, &mut handle, async |h: &mut ApiHandle| {

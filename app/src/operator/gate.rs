@@ -11,7 +11,7 @@
 //! at this release's target or excluded by its admin (annotation
 //! [`EXCLUDE_ANNOTATION`]), which is vacuously true with no Apps. One
 //! failing App keeps the gate closed; it does not stop the others, which
-//! the admission goes on upgrading.
+//! the upgrade queue goes on upgrading.
 
 use std::time::Duration;
 

@@ -7,20 +7,20 @@
 //! win the leader Lease (`upgrade_gate::leader`), then reconcile and hand
 //! the gate decision to `upgrade_gate::keeper` until stopped or the Lease
 //! is lost. One file per step: `observe` (reads), `decide` (pure table),
-//! `act` (writes); `gate` is the pure operator-wide decision, `admission`
+//! `act` (writes); `gate` is the pure operator-wide decision, `queue`
 //! how many upgrades run at once and who is next (asked here, between
 //! decide and act, when a new attempt would begin). Must not
 //! touch: the database (only `observe`'s read-only query) or OLM's objects
 //! (the keeper writes this operator's own OperatorCondition).
 
 pub mod act;
-pub mod admission;
 pub mod db_sessions;
 pub mod decide;
 pub mod gate;
 pub mod http;
 pub mod metrics;
 pub mod observe;
+pub mod queue;
 pub mod resources;
 
 use std::collections::HashSet;
@@ -44,11 +44,11 @@ use tokio::sync::{Notify, watch};
 use crate::crd::{App, UpgradePhase};
 use crate::migrations::{self, Release};
 use crate::operator::act::{ActContext, ActError};
-use crate::operator::admission::{Admission, FleetSlots};
 use crate::operator::decide::{SchemaTarget, Slot, Step};
 use crate::operator::gate::{GateDecision, decide_gate, view_of};
 use crate::operator::metrics::Metrics;
 use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
+use crate::operator::queue::{FleetSlots, UpgradeQueue};
 use crate::operator::resources::{APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
 use upgrade_gate::gate::Target;
 use upgrade_gate::keeper::{Keeper, KeeperStatus, Verdict};
@@ -131,7 +131,7 @@ pub struct Context {
     /// Apps (by uid) reconciled at least once since start.
     reconciled: Mutex<HashSet<String>>,
     /// How many upgrades run at once, and who is next.
-    pub admission: Admission,
+    pub queue: UpgradeQueue,
     /// The leader's App and Job stores (set once it leads): the slots are
     /// counted from them.
     fleet: OnceLock<FleetStores>,
@@ -171,14 +171,14 @@ impl Context {
             metrics,
             gate_wakeup: Notify::new(),
             reconciled: Mutex::new(HashSet::new()),
-            admission: Admission::new(usize::from(admission::DEFAULT_MAX_CONCURRENT_UPGRADES)),
+            queue: UpgradeQueue::new(usize::from(queue::DEFAULT_MAX_CONCURRENT_UPGRADES)),
             fleet: OnceLock::new(),
         })
     }
 
     /// At most `limit` upgrade attempts at once (`--max-concurrent-upgrades`).
     pub fn max_concurrent_upgrades(mut self, limit: usize) -> Self {
-        self.admission = Admission::new(limit);
+        self.queue = UpgradeQueue::new(limit);
         self
     }
 
@@ -234,22 +234,20 @@ pub async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, Recon
     let mut decision = decide::decide(&observation.observed, &ctx.target);
     if matches!(decision.step, Step::ScaleServerDown | Step::RecordIntent) {
         // A new attempt would begin: only with a slot, decided and
-        // reserved at once under the admission's lock.
+        // reserved at once under the queue's lock.
         let since = observation
             .observed
             .status
             .queue
             .as_ref()
             .map(|queue| queue.since.0);
-        if let admission::Verdict::Wait(wait) =
-            ctx.admission.admit(&key, since, || ctx.fleet_slots())
-        {
+        if let queue::Verdict::Wait(wait) = ctx.queue.admit(&key, since, || ctx.fleet_slots()) {
             observation.observed.slot = Slot::Waiting(wait);
             decision = decide::decide(&observation.observed, &ctx.target);
         }
     } else {
         // Its intent is in the cluster now (or it needs no slot).
-        ctx.admission.release(&key);
+        ctx.queue.release(&key);
     }
     tracing::debug!(app = %format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any()), step = ?decision.step, "decided");
     act::act(
@@ -655,7 +653,7 @@ async fn lead(
         apps: stores.clone(),
         jobs: job_stores,
     });
-    tracing::info!(release = %ctx.release, namespaces = ?config.namespaces, max_concurrent_upgrades = ctx.admission.limit(), "app-operator started");
+    tracing::info!(release = %ctx.release, namespaces = ?config.namespaces, max_concurrent_upgrades = ctx.queue.limit(), "app-operator started");
     let gate = gate_loop(
         stores,
         wakers,
@@ -803,10 +801,10 @@ async fn gate_loop(
         let slots = ctx.fleet_slots();
         ctx.metrics.fleet(
             &gate::summarize(&views, k8s_openapi::jiff::Timestamp::now()),
-            ctx.admission.limit(),
-            ctx.admission.busy(&slots),
+            ctx.queue.limit(),
+            ctx.queue.busy(&slots),
         );
-        for app in ctx.admission.to_wake(&slots) {
+        for app in ctx.queue.to_wake(&slots) {
             wake(&wakers, &app);
         }
         let applied = verdicts

@@ -465,7 +465,7 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
         "rows_per_database": options.rows,
         "from": FROM,
         "to": TO,
-        "max_concurrent_upgrades": app::operator::admission::DEFAULT_MAX_CONCURRENT_UPGRADES,
+        "max_concurrent_upgrades": app::operator::queue::DEFAULT_MAX_CONCURRENT_UPGRADES,
         "operator_pod": pod,
         "operator_started": started.to_string(),
         "seconds_to_last_app_ready": to_last_ready,

@@ -13,7 +13,7 @@
 //! (phase, the condition triple of each state) is `crate::crd::Health`.
 //!
 //! Order of an upgrade: wait for an upgrade slot (`Slot`, which the
-//! operator's admission, `super::admission`, decides; phase `Queued`) →
+//! operator's upgrade queue, `super::queue`, decides; phase `Queued`) →
 //! scale the server down → record the intent (status,
 //! with optimistic concurrency) → wait until no server pod is left → create
 //! the Job, which carries the intent → wait, reporting its progress → verify
@@ -34,7 +34,7 @@ use crate::crd::{
 };
 use crate::db_upgrade::outcome::FailureKind;
 use crate::db_upgrade::progress::{self, Progress};
-use crate::operator::admission::QueueWait;
+use crate::operator::queue::QueueWait;
 
 /// What this operator release brings every database to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -265,11 +265,11 @@ pub struct Observed {
     /// The clock, for condition times, the retry backoff and retention.
     pub now: Timestamp,
     /// Whether a new upgrade attempt may begin now (the operator's
-    /// admission; `Granted` when none is asked for).
+    /// upgrade queue; `Granted` when none is asked for).
     pub slot: Slot,
 }
 
-/// The admission's answer for this App, as the table reads it.
+/// The upgrade queue's answer for this App, as the table reads it.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Slot {
     /// A new attempt may begin.

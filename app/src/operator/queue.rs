@@ -1,4 +1,4 @@
-//! Upgrade admission: at most N upgrades at once per operator, the rest
+//! The upgrade queue: at most N upgrades at once per operator, the rest
 //! wait their turn, oldest waiting first.
 //!
 //! Owns: which App may begin an upgrade attempt now ([`admit`], pure and
@@ -247,9 +247,9 @@ pub fn to_wake(
         .collect()
 }
 
-/// The admission shared by every reconcile: the limit, and the
+/// The queue shared by every reconcile: the limit, and the
 /// reservations and wake-ups kept in memory, behind one mutex.
-pub struct Admission {
+pub struct UpgradeQueue {
     limit: usize,
     state: Mutex<State>,
 }
@@ -260,10 +260,10 @@ struct State {
     woken: BTreeMap<String, Instant>,
 }
 
-impl Admission {
+impl UpgradeQueue {
     /// At most `limit` upgrades at once (at least one).
     pub fn new(limit: usize) -> Self {
-        Admission {
+        UpgradeQueue {
             limit: limit.max(1),
             state: Mutex::new(State::default()),
         }
@@ -511,7 +511,7 @@ mod tests {
     /// at once, every App once, in the order it began waiting.
     #[test]
     fn a_fleet_drains_in_order_without_exceeding_the_limit() {
-        let admission = Admission::new(2);
+        let queue = UpgradeQueue::new(2);
         let mut waiting: Vec<Waiter> = (0..7)
             .map(|i| Waiter {
                 since: at(i),
@@ -528,14 +528,14 @@ mod tests {
                     holding: running.iter().cloned().collect(),
                     waiting: waiting.clone(),
                 };
-                if admission.admit(&waiter.app, Some(waiter.since), || observed.clone())
+                if queue.admit(&waiter.app, Some(waiter.since), || observed.clone())
                     == Verdict::Admit
                 {
                     running.push(waiter.app.clone());
                     waiting.retain(|w| w.app != waiter.app);
                     admitted_now.push(waiter.app.clone());
                     // The intent reached the cluster.
-                    admission.release(&waiter.app);
+                    queue.release(&waiter.app);
                 }
                 assert!(running.len() <= 2, "round {round}: {running:?}");
             }
@@ -555,15 +555,15 @@ mod tests {
 
     #[test]
     fn concurrent_asks_never_share_the_last_slot() {
-        let admission = std::sync::Arc::new(Admission::new(3));
+        let queue = std::sync::Arc::new(UpgradeQueue::new(3));
         let observed = slots(&["ns/x", "ns/y"], &[]);
         let admitted: usize = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..16)
                 .map(|i| {
-                    let admission = admission.clone();
+                    let queue = queue.clone();
                     let observed = observed.clone();
                     scope.spawn(move || {
-                        admission.admit(&format!("ns/c{i}"), None, || observed.clone())
+                        queue.admit(&format!("ns/c{i}"), None, || observed.clone())
                             == Verdict::Admit
                     })
                 })
@@ -595,9 +595,9 @@ mod tests {
         // Full: nobody.
         assert!(to_wake(1, &observed, &set(&[]), &set(&[])).is_empty());
         // The in-memory wake-ups are remembered.
-        let admission = Admission::new(3);
-        assert_eq!(admission.to_wake(&observed), ["ns/a", "ns/b"]);
-        assert!(admission.to_wake(&observed).is_empty());
+        let queue = UpgradeQueue::new(3);
+        assert_eq!(queue.to_wake(&observed), ["ns/a", "ns/b"]);
+        assert!(queue.to_wake(&observed).is_empty());
     }
 
     #[test]
