@@ -284,6 +284,27 @@ race-matrix *SETTINGS: _chain-prerequisites
     cargo build --workspace --bins
     {{chain_env}} "{{target_dir}}/debug/chain" --cluster "race-$$" race-matrix --runs "$runs" --rows "$rows"
 
+# A measurement, not a test: on local cluster `scale-<pid>` (started and torn
+# down by the runner), APPS Apps on databases at 7.10.0 (ROWS executions
+# each, one PostgreSQL server), 7.10.0 installed through OLM and replaced by
+# 7.10.1, whose operator upgrades them all; writes target/bench-scale.json
+# (docs/operator.md, "Measured: a fleet upgrade").
+# Settings: APPS=N (100), ROWS=N executions per database (2000).
+# A fleet upgraded by OLM, measured: time to the last App Ready and to Upgradeable=True.
+bench-scale *SETTINGS: _chain-prerequisites
+    #!/usr/bin/env bash
+    set -euo pipefail
+    apps=100 rows=2000
+    for setting in {{SETTINGS}}; do
+      case $setting in
+        APPS=*) apps=${setting#APPS=} ;;
+        ROWS=*) rows=${setting#ROWS=} ;;
+        *) echo "just bench-scale: unknown setting $setting (APPS=N ROWS=N)" >&2; exit 2 ;;
+      esac
+    done
+    cargo build --workspace --bins
+    {{chain_env}} "{{target_dir}}/debug/chain" --cluster "scale-$$" bench-scale --apps "$apps" --rows "$rows"
+
 # The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
 # tears it down and checks leftovers.
 # Without FILTER it also runs smoke:: and the 7.9.3 install through the kubeconfig

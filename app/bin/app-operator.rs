@@ -17,6 +17,7 @@ use app::cli::CommonArgs;
 use app::migrations::Release;
 use app::operator::metrics::Metrics;
 use app::operator::observe::PostgresSchemaReader;
+use app::operator::queue::DEFAULT_MAX_CONCURRENT_UPGRADES;
 use app::operator::resources::PodSettings;
 use app::operator::{Context, LEASE_NAME, OperatorConfig, ReadyWhen, RunError};
 use app::schema::UpgradeModel;
@@ -91,6 +92,12 @@ struct RunArgs {
     /// under OLM v0 a CSV Installing for 5 minutes fails).
     #[arg(long, env = "UPGRADE_GATE_READY_WHEN", value_enum, default_value_t = ReadyWhen::Reconciled)]
     ready_when: ReadyWhen,
+    /// Upgrade Jobs this operator runs at once, at most; further Apps wait
+    /// their turn (phase Queued), oldest waiting first. Each Job is a pod
+    /// with database sessions and a backup to write (see
+    /// `queue::DEFAULT_MAX_CONCURRENT_UPGRADES` for the default).
+    #[arg(long, env = "UPGRADE_GATE_MAX_CONCURRENT_UPGRADES", default_value_t = DEFAULT_MAX_CONCURRENT_UPGRADES, value_parser = clap::value_parser!(u16).range(1..))]
+    max_concurrent_upgrades: u16,
     #[command(flatten)]
     election: ElectionArgs,
     /// A test model, hidden from --help: upgrade Jobs apply only the
@@ -181,6 +188,7 @@ async fn main() -> ExitCode {
                 admission_deployment,
                 pod_name,
                 ready_when,
+                max_concurrent_upgrades,
                 election,
                 model_naive_successor,
             } = *args;
@@ -228,7 +236,9 @@ async fn main() -> ExitCode {
                 Arc::new(Metrics::default()),
                 pod_name,
             ) {
-                Ok(ctx) => Arc::new(ctx),
+                Ok(ctx) => {
+                    Arc::new(ctx.max_concurrent_upgrades(usize::from(max_concurrent_upgrades)))
+                }
                 Err(error) => return fail(&error),
             };
             let config = OperatorConfig {

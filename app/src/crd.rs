@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
     category = "upgrade-gate",
     derive = "PartialEq",
     printcolumn(name = "Release", type_ = "string", description = "Release the database schema is at", json_path = ".status.database.release"),
-    printcolumn(name = "Phase", type_ = "string", description = "Upgrading, Ready or Degraded", json_path = ".status.phase"),
+    printcolumn(name = "Phase", type_ = "string", description = "Queued, Upgrading, Ready or Degraded", json_path = ".status.phase"),
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Progress", type_ = "string", description = "The running upgrade Job's step, percent done and time left", json_path = ".status.upgrade.progress.summary"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
@@ -207,6 +207,11 @@ pub struct AppStatus {
     /// The database schema as last read from its history table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub database: Option<DatabaseSchemaStatus>,
+    /// The App's place in the operator's upgrade queue: present from the
+    /// moment it needs an upgrade attempt until its intent is recorded
+    /// (`upgrade`), while at most `--max-concurrent-upgrades` upgrades run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
     /// The upgrade in flight (absent when none is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<UpgradeStatus>,
@@ -228,9 +233,24 @@ impl AppStatus {
     }
 }
 
+/// An App waiting for an upgrade slot.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// When the App began waiting: the queue's order (oldest first), kept
+    /// across operator restarts and leader changes.
+    #[schemars(schema_with = "date_time_schema")]
+    pub since: Time,
+    /// Its place when last looked at (1 = next); absent once admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<i32>,
+}
+
 /// One-word summary of an App, the `Phase` column of `kubectl get apps`.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum AppPhase {
+    /// The database needs an upgrade; the App waits for an upgrade slot.
+    Queued,
     /// An upgrade of the database is under way.
     Upgrading,
     /// The database is at this release's schema and the server runs it.
@@ -451,6 +471,8 @@ condition_reasons! {
     UpgradeInProgress,
     /// Progressing: the server Deployment goes to zero replicas.
     ScalingServerDown,
+    /// Ready False, Progressing True: the App waits for an upgrade slot.
+    UpgradeQueued,
     /// Progressing: server pods are still running; the Job waits for them.
     WaitingForServerPods,
     /// Progressing: the intent is recorded; the Job comes next.
@@ -515,6 +537,8 @@ impl std::fmt::Display for ConditionReason {
 pub enum Health {
     /// The database is at target and the server runs this release.
     Ready { message: String },
+    /// The App waits for an upgrade slot (its database is untouched).
+    Queued { message: String },
     /// An upgrade step runs as planned.
     Upgrading {
         step: ConditionReason,
@@ -562,6 +586,7 @@ impl Health {
     pub fn phase(&self) -> AppPhase {
         match self {
             Health::Ready { .. } => AppPhase::Ready,
+            Health::Queued { .. } => AppPhase::Queued,
             Health::Upgrading { .. } => AppPhase::Upgrading,
             Health::Stalled { .. }
             | Health::RetryScheduled { .. }
@@ -592,6 +617,11 @@ impl Health {
                     R::UpgradeComplete,
                     message,
                 ),
+                as_expected,
+            ],
+            Health::Queued { message } => [
+                set(ConditionType::Ready, False, R::UpgradeQueued, message),
+                set(ConditionType::Progressing, True, R::UpgradeQueued, message),
                 as_expected,
             ],
             Health::Upgrading { step, message } => [
@@ -687,6 +717,15 @@ mod tests {
                 [
                     ConditionStatus::True,
                     ConditionStatus::False,
+                    ConditionStatus::False,
+                ],
+            ),
+            (
+                Health::Queued { message: message() },
+                AppPhase::Queued,
+                [
+                    ConditionStatus::False,
+                    ConditionStatus::True,
                     ConditionStatus::False,
                 ],
             ),

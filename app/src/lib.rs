@@ -12,7 +12,7 @@
 //! | module | concern |
 //! | --- | --- |
 //! | [`crd`] | the `App` custom resource and its CRD |
-//! | [`operator`] | `app-operator`: observe → decide → act per App, and the operator-wide `Upgradeable` answer |
+//! | [`operator`] | `app-operator`: observe → decide → act per App, at most N upgrades at once (the others queued, oldest first), and the operator-wide `Upgradeable` answer |
 //! | [`migrations`] | the schema migrations embedded per release |
 //! | [`schema`] | where a database stands and what a release must do (pure plan) |
 //! | [`db_config`] | how a database is reached (URL, libpq variables, Secret files, TLS) |

@@ -6,7 +6,8 @@
 //! adopted or deleted; a stale Job of ours is deleted (Background, by UID)
 //! before ours is created; a permanent refusal is not retried; a pod the
 //! Job controller cannot create is reported from its Events; the gate opens
-//! only after the operator verified the schema itself.
+//! only after the operator verified the schema itself; without a free
+//! upgrade slot an App queues and records no intent until one frees.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,6 +78,11 @@ impl SchemaReader for ScriptedDatabase {
 type ApiHandle = Handle<Request<Body>, Response<Body>>;
 
 fn context(database: Arc<ScriptedDatabase>) -> (Arc<Context>, ApiHandle) {
+    context_with_limit(database, 4)
+}
+
+/// A context allowing `limit` upgrades at once.
+fn context_with_limit(database: Arc<ScriptedDatabase>, limit: usize) -> (Arc<Context>, ApiHandle) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
     let release: Release = "7.10.1".parse().expect("release");
@@ -92,7 +98,8 @@ fn context(database: Arc<ScriptedDatabase>) -> (Arc<Context>, ApiHandle) {
         Arc::new(Metrics::default()),
         Some("app-operator-0".into()),
     )
-    .expect("context");
+    .expect("context")
+    .max_concurrent_upgrades(limit);
     (Arc::new(ctx), handle)
 }
 
@@ -440,6 +447,69 @@ async fn the_intent_is_written_before_the_job_which_carries_it() {
     assert_request(&seen[1], Method::PUT, &format!("{APPS}/shop/status"));
     assert_eq!(seen[1].body["status"]["upgrade"]["phase"], "Running");
     assert_eq!(seen[2].body["reason"], "UpgradeJobCreated");
+}
+
+#[tokio::test]
+async fn without_a_free_slot_the_app_queues_and_records_no_intent() {
+    let (ctx, mut handle) = context_with_limit(ScriptedDatabase::at(2), 1);
+    // Another App's reconcile took the only slot a moment ago.
+    assert_eq!(
+        ctx.queue.admit(
+            "shop-ns/other",
+            None,
+            app::operator::queue::FleetSlots::default
+        ),
+        app::operator::queue::Verdict::Admit
+    );
+
+    let seen = reconcile_with(
+        &ctx,
+        app(Value::Null),
+        &mut handle,
+        async |h: &mut ApiHandle| {
+            reads(h, World::empty()).await;
+            let status = answer(h, None).await;
+            let event = answer(h, None).await;
+            vec![status, event]
+        },
+    )
+    .await;
+    assert_request(&seen[0], Method::PUT, &format!("{APPS}/shop/status"));
+    let status = &seen[0].body["status"];
+    assert_eq!(status["phase"], "Queued");
+    assert_eq!(status["queue"]["position"], 1);
+    assert!(status["upgrade"].is_null(), "no intent: {status}");
+    let progressing = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Progressing"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(progressing["reason"], "UpgradeQueued");
+    assert!(
+        progressing["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1 of 1 upgrade slots busy: shop-ns/other")),
+        "{progressing}"
+    );
+    assert_eq!(seen[1].body["reason"], "UpgradeQueued");
+
+    // The slot frees: the next look records the intent, and the App leaves
+    // the queue.
+    ctx.queue.release("shop-ns/other");
+    let mut queued = app(status.clone());
+    queued.metadata.resource_version = Some("101".into());
+    let seen = reconcile_with(&ctx, queued, &mut handle, async |h: &mut ApiHandle| {
+        reads(h, World::empty()).await;
+        let status = answer(h, None).await;
+        let event = answer(h, None).await;
+        vec![status, event]
+    })
+    .await;
+    assert_request(&seen[0], Method::PUT, &format!("{APPS}/shop/status"));
+    let status = &seen[0].body["status"];
+    assert_eq!(status["upgrade"]["phase"], "Pending");
+    assert!(status["queue"].is_null(), "{status}");
+    assert_eq!(seen[1].body["reason"], "UpgradeRecorded");
 }
 
 #[tokio::test]

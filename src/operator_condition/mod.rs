@@ -61,4 +61,6 @@ pub use resource::{
     ConditionView, GROUP, KIND, OperatorCondition, OperatorConditionSpec, OperatorConditionStatus,
     PLURAL, UPGRADEABLE, VERSION,
 };
-pub use upsert::{GateState, InvalidEntry, Reason, UpgradeableEntry, upsert_upgradeable};
+pub use upsert::{
+    GateState, InvalidEntry, MAX_MESSAGE_BYTES, Reason, UpgradeableEntry, upsert_upgradeable,
+};

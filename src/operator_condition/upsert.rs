@@ -86,7 +86,9 @@ impl Reason {
     }
 }
 
-const MAX_MESSAGE_BYTES: usize = 32768;
+/// The longest message a condition may carry (metav1.Condition's limit,
+/// which OLM's OperatorCondition CRD enforces).
+pub const MAX_MESSAGE_BYTES: usize = 32768;
 
 /// The `Upgradeable` entry to write: state, reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,7 +33,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 pub use rows::{
-    Columns, EntryView, GateRow, GateView, NextCsv, age, is_copied, render_table, rows, table_cells,
+    Columns, EntryView, GateRow, GateView, NextCsv, age, details, is_copied, message_lines,
+    render_table, rows, summary, table_cells,
 };
 
 use crate::gate::{GateError, Olm, detect_olm};
@@ -221,7 +222,12 @@ pub fn render(
                 namespace,
                 wide: format == Format::Wide,
             };
-            Ok(render_table(&table_cells(rows, columns, now)))
+            let table = render_table(&table_cells(rows, columns, now));
+            Ok(if columns.wide {
+                table + &details(rows)
+            } else {
+                table
+            })
         }
         Format::Json => serde_json::to_string_pretty(&Items { items: rows })
             .map(|text| text + "\n")

@@ -186,12 +186,65 @@ fn basis(verdict: &OlmVerdict) -> &'static str {
     }
 }
 
+/// How long a SUMMARY cell is at most, in characters.
+const SUMMARY_CHARS: usize = 80;
+
+/// The gate message's summary for the table: its first clause (up to the
+/// first ": "), as an operator writes its headline there (app-operator:
+/// "37/100 upgraded, 4 running, 12 queued, 1 failed (release 7.10.1)"),
+/// or its first [`SUMMARY_CHARS`] characters.
+pub fn summary(message: &str) -> String {
+    let first = message.split_once(": ").map_or(message, |(head, _)| head);
+    let first = first.lines().next().unwrap_or_default().trim();
+    if first.chars().count() <= SUMMARY_CHARS {
+        return first.to_owned();
+    }
+    let cut: String = first.chars().take(SUMMARY_CHARS - 1).collect();
+    format!("{}…", cut.trim_end())
+}
+
+/// The whole message, readable: its first clause, then each part of the
+/// rest (the message split at "; ") on a line of its own, indented.
+pub fn message_lines(message: &str) -> Vec<String> {
+    match message.split_once(": ") {
+        None => vec![message.trim().to_owned()],
+        Some((head, rest)) => std::iter::once(format!("{head}:"))
+            .chain(
+                rest.split("; ")
+                    .map(str::trim)
+                    .filter(|part| !part.is_empty())
+                    .map(|part| format!("  {part}")),
+            )
+            .collect(),
+    }
+}
+
+/// Below a wide table: each closed gate's message, readable
+/// ([`message_lines`]), under the CSV it holds.
+pub fn details(rows: &[GateRow]) -> String {
+    let mut out = String::new();
+    for row in rows.iter().filter(|row| !row.gate.upgradeable) {
+        let Some(status) = row.gate.status.as_ref() else {
+            continue;
+        };
+        out.push_str(&format!(
+            "\n{}/{} Upgradeable={} {}:\n",
+            row.namespace, row.csv, status.status, status.reason
+        ));
+        for line in message_lines(&status.message) {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    out
+}
+
 /// Which columns a table shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Columns {
     /// A NAMESPACE column first (`-A`).
     pub namespace: bool,
-    /// The wide columns (`-o wide`): message, override, gate since.
+    /// The wide columns (`-o wide`): override, gate since (the message
+    /// follows the table in full, [`details`]).
     pub wide: bool,
 }
 
@@ -203,12 +256,13 @@ pub fn table_cells(rows: &[GateRow], columns: Columns, now: Timestamp) -> Vec<Ve
         "UPGRADEABLE",
         "BY",
         "REASON",
+        "SUMMARY",
         "NEXT",
         "NEXT-PHASE",
         "WAITING",
     ];
     if columns.wide {
-        header.extend(["GATE-SINCE", "OVERRIDE", "MESSAGE"]);
+        header.extend(["GATE-SINCE", "OVERRIDE"]);
     }
     if columns.namespace {
         header.insert(0, "NAMESPACE");
@@ -227,6 +281,11 @@ pub fn table_cells(rows: &[GateRow], columns: Columns, now: Timestamp) -> Vec<Ve
             if gate.upgradeable { "True" } else { "False" }.to_owned(),
             basis(&gate.verdict).to_owned(),
             gate.status.as_ref().map_or_else(none, |s| s.reason.clone()),
+            gate.status
+                .as_ref()
+                .map(|s| summary(&s.message))
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(none),
             row.next.as_ref().map_or_else(none, |n| n.name.clone()),
             row.next.as_ref().map_or_else(none, |n| {
                 if n.reason.is_empty() {
@@ -247,11 +306,6 @@ pub fn table_cells(rows: &[GateRow], columns: Columns, now: Timestamp) -> Vec<Ve
                 gate.override_entry
                     .as_ref()
                     .map_or_else(none, |o| format!("{} ({})", o.status, o.message)),
-            );
-            line.push(
-                gate.status
-                    .as_ref()
-                    .map_or_else(none, |s| s.message.clone()),
             );
         }
         if columns.namespace {
@@ -386,6 +440,60 @@ mod tests {
         let json = serde_json::to_value(&rows).expect("JSON");
         assert_eq!(json[0]["next"]["phase"], "Pending");
         assert_eq!(json[2]["gate"]["override"]["status"], "True");
+    }
+
+    #[test]
+    fn a_fleet_gate_is_summed_up_in_the_table_and_spelled_out_below() {
+        let mut fleet = condition("op.v1", "False", json!([]));
+        let message = "37/100 upgraded, 4 running, 12 queued, 1 failed (release 7.10.1): App ns/app-17 failed to upgrade (MigrationFailed: refused); App ns/run-0 upgrading; and 58 more. What to do: wait";
+        let status: Value = json!({"conditions": [{"type": "Upgradeable", "status": "False",
+            "reason": "DatabaseUpgradeFailed", "message": message, "observedGeneration": 2,
+            "lastTransitionTime": "2026-03-01T11:00:00Z"}]});
+        fleet = serde_json::from_value({
+            let mut value = serde_json::to_value(&fleet).expect("json");
+            value["status"] = status;
+            value
+        })
+        .expect("valid");
+        let rows = rows(
+            &[
+                csv("op.v1", None, "Succeeded", ""),
+                csv("op.v2", Some("op.v1"), "Pending", ""),
+            ],
+            &[fleet],
+        );
+        let now: Timestamp = "2026-03-01T12:05:00Z".parse().expect("time");
+        let table = render_table(&table_cells(
+            &rows,
+            Columns {
+                namespace: false,
+                wide: false,
+            },
+            now,
+        ));
+        assert!(
+            table.lines().nth(1).is_some_and(|line| line.contains(
+                "DatabaseUpgradeFailed   37/100 upgraded, 4 running, 12 queued, 1 failed (release 7.10.1)   op.v2"
+            )),
+            "{table}"
+        );
+        assert_eq!(
+            details(&rows),
+            "\nops/op.v1 Upgradeable=False DatabaseUpgradeFailed:\n  37/100 upgraded, 4 running, 12 queued, 1 failed (release 7.10.1):\n    App ns/app-17 failed to upgrade (MigrationFailed: refused)\n    App ns/run-0 upgrading\n    and 58 more. What to do: wait\n"
+        );
+    }
+
+    #[test]
+    fn summaries_are_short() {
+        assert_eq!(summary("plain message"), "plain message");
+        assert_eq!(
+            summary(crate::gate::DEFAULT_HOLD_MESSAGE),
+            "upgrade-gate hold"
+        );
+        let long = "x".repeat(200);
+        assert_eq!(summary(&long).chars().count(), SUMMARY_CHARS);
+        assert!(summary(&long).ends_with('…'));
+        assert_eq!(message_lines("no parts"), ["no parts"]);
     }
 
     #[test]

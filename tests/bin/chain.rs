@@ -11,7 +11,11 @@
 //! - `chain demo --gate on|off --start ... --successor ...` plays one run,
 //!   narrated, and says what a user of the App would see (`just demo`).
 //!
-//! Both start their own cluster (`--cluster`, torn down at the end unless
+//! - `chain bench-scale --apps N --rows R` upgrades N Apps (7.10.0 →
+//!   7.10.1, the operator replaced by OLM) and writes
+//!   `target/bench-scale.json` (`just bench-scale`).
+//!
+//! All start their own cluster (`--cluster`, torn down at the end unless
 //! `--keep`), or use a running one with `--reuse`.
 //!
 //! Exit codes: 0 every run conclusive and as its arm expects (docs/race.md);
@@ -35,6 +39,7 @@ use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster};
 use upgrade_gate_tests::chain::narrate::{self, LiveNarration};
 use upgrade_gate_tests::chain::report::{ArmReport, Outcome, describe_outcome, matrix_table};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, SeedTemplate};
+use upgrade_gate_tests::chain::scale::{self, ScaleOptions};
 use upgrade_gate_tests::chain::timeline;
 use upgrade_gate_tests::repository_root;
 
@@ -127,6 +132,19 @@ enum Command {
         #[arg(long, default_value_t = 2_000_000)]
         rows: u64,
     },
+    /// N Apps one release behind, the operator upgraded by OLM: measured
+    /// into target/bench-scale.json.
+    BenchScale {
+        /// Apps, each on a database of its own on one PostgreSQL server.
+        #[arg(long, default_value_t = 100)]
+        apps: usize,
+        /// Executions seeded in each database.
+        #[arg(long, default_value_t = 2000)]
+        rows: u64,
+        /// How long the upgrade may take before the run gives up, in seconds.
+        #[arg(long, default_value_t = 900)]
+        timeout_seconds: u64,
+    },
     /// Play the chain once, narrated.
     Demo {
         #[command(flatten)]
@@ -142,6 +160,7 @@ fn main() -> ExitCode {
     let default_name = match cli.command {
         Command::Race { .. } | Command::RaceMatrix { .. } => "race",
         Command::Demo { .. } => "demo",
+        Command::BenchScale { .. } => "scale",
     };
     let name = cli.cluster.cluster.clone().unwrap_or_else(|| {
         default_name
@@ -186,6 +205,11 @@ fn main() -> ExitCode {
                         race(&local, &Arm::matrix(), runs, rows).await
                     }
                     Command::Demo { arm, rows } => demo(&local, arm.arm(), rows, keep).await,
+                    Command::BenchScale {
+                        apps,
+                        rows,
+                        timeout_seconds,
+                    } => bench_scale(&local, apps, rows, timeout_seconds).await,
                 }
             };
             stop.unless_stopped(work).await
@@ -270,6 +294,32 @@ fn describe(name: &ClusterName, image: &str) -> Option<TestCluster> {
         database_url: cluster.database_url()?.to_owned(),
         image: image.to_owned(),
     })
+}
+
+/// Plays the fleet upgrade once; writes target/bench-scale.json and prints it.
+async fn bench_scale(cluster: &LocalCluster, apps: usize, rows: u64, timeout: u64) -> Outcome {
+    let report = scale::run(
+        cluster,
+        &ScaleOptions {
+            apps,
+            rows,
+            catalog_dir: upgrade_gate_tests::chain::cluster::local_catalog(),
+            catalog_port: 50050,
+            timeout: std::time::Duration::from_secs(timeout),
+        },
+    )
+    .await;
+    let path = repository_root().join("target/bench-scale.json");
+    let text = serde_json::to_string_pretty(&report.json).unwrap_or_default();
+    if let Err(error) = std::fs::write(&path, format!("{text}\n")) {
+        eprintln!("chain: cannot write {}: {error}", path.display());
+    }
+    println!("\n{text}\nwritten to {}", path.display());
+    if report.problems.is_empty() {
+        Outcome::Met
+    } else {
+        Outcome::NotMet(report.problems)
+    }
 }
 
 /// Where the arms' catalogs are rendered and their reports written.

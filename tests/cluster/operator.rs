@@ -8,7 +8,9 @@
 //! that namespace, and its own OperatorCondition), its own databases and
 //! backup volume. libtest would run only two tests at a time on this
 //! machine, so one test runs the scenarios concurrently and reports every
-//! scenario that failed. Needs the shared test cluster (`just test-cluster`);
+//! scenario that failed. The fleet test (five Apps, two upgrades at once)
+//! is a test of its own: `just test-cluster
+//! FILTER=operator::fleet_upgrades`. Needs the shared test cluster (`just test-cluster`);
 //! panics without it.
 
 use std::process::Command;
@@ -30,7 +32,7 @@ use upgrade_gate_tests::backup_volume::BackupVolume;
 use upgrade_gate_tests::cluster_database::{HeldUpgradeLock, TestDatabase};
 use upgrade_gate_tests::operator_install::{GateInStatus, InstalledOperator};
 use upgrade_gate_tests::wait::Look;
-use upgrade_gate_tests::{operator_install, wait};
+use upgrade_gate_tests::{jobs_at_once, operator_install, wait};
 
 /// The release the operator in our image acts as, and its schema target.
 const RELEASE: &str = "7.10.1";
@@ -1143,6 +1145,159 @@ async fn deleted_app_leaves_no_orphans(cluster: TestCluster) {
         )
         .await;
     assert_eq!(gate.reason, "UpgradeComplete", "{gate:?}");
+}
+
+/// Five Apps behind, a limit of two upgrades at once, one App whose
+/// upgrade fails for good (a login that cannot change the schema): a watch
+/// of the Jobs never sees more than two unfinished at once, Apps wait in
+/// the queue (phase Queued, an Event), the four others reach the target,
+/// and the gate stays closed, counting the fleet and naming the failing App.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fleet_upgrades_two_at_a_time_and_one_failure_holds_the_gate() {
+    const LIMIT: usize = 2;
+    const GOOD: [&str; 4] = ["fleet-a", "fleet-b", "fleet-c", "fleet-d"];
+    let scenario = Scenario::start(TestCluster::from_env(), "op-fleet").await;
+    let mut databases = Vec::new();
+    for name in GOOD {
+        let database = scenario.database(&name.replace('-', "_")).await;
+        database.seed_at(OLD_RELEASE, 200);
+        scenario.create_app(name, &database.url, 3, 0).await;
+        databases.push(database);
+    }
+    let mut bad_database = scenario.database("fleet_bad").await;
+    bad_database.seed_at(OLD_RELEASE, 200);
+    let reader = bad_database.read_only_login().await;
+    scenario.create_app("fleet-bad", &reader, 1, 0).await;
+
+    let (stop_watch, stopped) = tokio::sync::oneshot::channel();
+    let watch = tokio::spawn(jobs_at_once::watch(
+        scenario.client.clone(),
+        scenario.ns().to_owned(),
+        stopped,
+    ));
+    let operator = InstalledOperator::install_with_env(
+        scenario.client.clone(),
+        scenario.ns(),
+        &scenario.cluster.image,
+        &[("UPGRADE_GATE_MAX_CONCURRENT_UPGRADES", "2")],
+    )
+    .await;
+    let started = Instant::now();
+
+    wait::until(
+        "four Apps Ready and fleet-bad failed for good",
+        Duration::from_secs(300),
+        || async {
+            let gate = operator.gate().await;
+            if gate.as_ref().is_some_and(GateInStatus::open) {
+                panic!("the gate opened while App fleet-bad was not at target: {gate:?}");
+            }
+            let mut not_yet = Vec::new();
+            for name in GOOD {
+                let app = scenario.app(name).await;
+                if !app.as_ref().is_some_and(ready) {
+                    not_yet.push(format!(
+                        "{name}: {:?}",
+                        app.and_then(|a| a.status).and_then(|s| s.phase)
+                    ));
+                }
+            }
+            let bad = scenario.app("fleet-bad").await;
+            if !matches!(
+                bad.as_ref().and_then(upgrade_phase),
+                Some(UpgradePhase::Refused | UpgradePhase::GaveUp)
+            ) {
+                not_yet.push(format!(
+                    "fleet-bad: {:?}",
+                    bad.and_then(|a| a.status).and_then(|s| s.upgrade)
+                ));
+            }
+            if not_yet.is_empty() {
+                Look::Done(())
+            } else {
+                Look::NotYet(not_yet.join("; "))
+            }
+        },
+    )
+    .await;
+    let all_done = started.elapsed();
+    for name in GOOD {
+        let app = scenario
+            .app(name)
+            .await
+            .unwrap_or_else(|| panic!("App {name} vanished"));
+        assert_database_at_target(&app);
+        assert_eq!(
+            app.status.as_ref().and_then(|s| s.queue.as_ref()),
+            None,
+            "App {name} still has a place in the queue"
+        );
+    }
+    let gate = operator
+        .wait_for_gate(
+            "the gate closed, counting the fleet and naming fleet-bad",
+            POD_READY,
+            |gate| {
+                gate.status == "False"
+                    && gate.current
+                    && gate.reason == "DatabaseUpgradeFailed"
+                    && gate
+                        .message
+                        .starts_with("4/5 upgraded, 0 running, 0 queued, 1 failed")
+            },
+        )
+        .await;
+    assert!(
+        gate.message.contains("App op-fleet") && gate.message.contains("/fleet-bad failed"),
+        "{gate:?}"
+    );
+    for name in GOOD {
+        assert!(!gate.message.contains(&format!("/{name} ")), "{gate:?}");
+    }
+
+    let _stop = stop_watch.send(());
+    let jobs = watch
+        .await
+        .unwrap_or_else(|error| panic!("the Job watch failed: {error}"));
+    println!(
+        "figure: 5 Apps, limit {LIMIT}: all settled after {:.1} s; at most {} upgrade Jobs unfinished at once ({:?}); Jobs seen: {:?}",
+        all_done.as_secs_f64(),
+        jobs.max,
+        jobs.at_max,
+        jobs.seen
+    );
+    assert!(
+        jobs.max <= LIMIT,
+        "{} upgrade Jobs ran at once, more than the limit {LIMIT}: {:?}",
+        jobs.max,
+        jobs.at_max
+    );
+    for name in GOOD.iter().chain(&["fleet-bad"]) {
+        assert!(
+            jobs.seen.contains(&format!("{name}-db-7-10-1-1")),
+            "no Job of App {name} was seen: {:?}",
+            jobs.seen
+        );
+    }
+    // Five Apps needed an upgrade at once and two slots were free: some
+    // waited, and said so.
+    let mut queued = Vec::new();
+    for name in GOOD.iter().chain(&["fleet-bad"]) {
+        if scenario
+            .event_reasons(name)
+            .await
+            .iter()
+            .any(|reason| reason == "UpgradeQueued")
+        {
+            queued.push(*name);
+        }
+    }
+    assert!(
+        !queued.is_empty(),
+        "no App was ever queued (Event UpgradeQueued)"
+    );
+    println!("figure: Apps that waited in the queue: {queued:?}");
+    drop(databases);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -18,6 +18,7 @@
 //! | [`gate_probe_catalog`] | the test operator `gate-probe` and its catalog |
 //! | [`object_history`] | every version of watched objects, timestamped |
 //! | [`container_task_events`] | containerd's task start/exit times |
+//! | [`jobs_at_once`] | how many Jobs of a namespace ran at once, from a watch |
 //! | [`apiserver_without_olm`] | a second API server that does not serve OLM |
 //! | [`chain`] | the upgrade chain through OLM, recorded and judged (`chain` binary, `just race`, `just demo`) |
 
@@ -29,6 +30,7 @@ pub mod cluster_database;
 pub mod container_task_events;
 pub mod gate_probe_catalog;
 pub mod gate_process;
+pub mod jobs_at_once;
 pub mod object_history;
 pub mod operator_install;
 pub mod process_output;

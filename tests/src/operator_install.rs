@@ -141,7 +141,7 @@ fn set_env(env: &mut Vec<EnvVar>, name: &str, value: &str) {
 /// `manifests/deployment.yaml` for `namespace`: our image, watching only
 /// that namespace, labelled as OLM labels what it manages, with the
 /// OperatorCondition's name in both containers.
-fn operator_deployment(namespace: &str, image: &str) -> Deployment {
+fn operator_deployment(namespace: &str, image: &str, extra: &[(&str, &str)]) -> Deployment {
     let mut deployment: Deployment = serde_yaml::from_str(&manifest("deployment.yaml"))
         .unwrap_or_else(|error| panic!("manifests/deployment.yaml: {error}"));
     deployment.metadata.namespace = Some(namespace.to_owned());
@@ -167,6 +167,9 @@ fn operator_deployment(namespace: &str, image: &str) -> Deployment {
         if container.name == OPERATOR {
             set_env(env, "WATCH_NAMESPACE", namespace);
             set_env(env, "UPGRADE_GATE_IMAGE", image);
+            for (name, value) in extra {
+                set_env(env, name, value);
+            }
         }
     }
     deployment
@@ -176,6 +179,17 @@ impl InstalledOperator {
     /// Installs RBAC, the Deployment and the OperatorCondition into
     /// `namespace` (the CRD must be installed).
     pub async fn install(client: Client, namespace: &str, image: &str) -> Self {
+        Self::install_with_env(client, namespace, image, &[]).await
+    }
+
+    /// [`InstalledOperator::install`] with environment variables of the
+    /// operator's container set (e.g. `UPGRADE_GATE_MAX_CONCURRENT_UPGRADES`).
+    pub async fn install_with_env(
+        client: Client,
+        namespace: &str,
+        image: &str,
+        env: &[(&str, &str)],
+    ) -> Self {
         let create = PostParams::default();
         for mut object in documents(&manifest("rbac.yaml")) {
             object["metadata"]["namespace"] = json!(namespace);
@@ -215,7 +229,7 @@ impl InstalledOperator {
         // The Deployment first: OLM copies the condition's status only once
         // every Deployment it names exists.
         Api::<Deployment>::namespaced(client.clone(), namespace)
-            .create(&create, &operator_deployment(namespace, image))
+            .create(&create, &operator_deployment(namespace, image, env))
             .await
             .unwrap_or_else(|error| panic!("creating the operator Deployment: {error}"));
         let condition: DynamicObject = typed(json!({

@@ -95,6 +95,7 @@ pub async fn act(
                 apply_server(app, observation, decision.server, ctx).await
             }
             Step::NothingToDo
+            | Step::Queue
             | Step::WaitForServerPods
             | Step::RemoveStaleJob
             | Step::Wait

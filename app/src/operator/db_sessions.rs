@@ -6,7 +6,9 @@
 //! Owns: keeping sessions between reads, handing one out for a read (taken
 //! out while it is used, so two reads never share one) and dropping those
 //! that are closed or were left unused for [`IDLE_LIMIT`] (an App deleted,
-//! its Secret changed). Must not touch: what is read with them (`observe`),
+//! its Secret changed), and at most [`MAX_KEPT`] of them: Apps often share
+//! one PostgreSQL server, and one kept session per App's database would
+//! exhaust its `max_connections` (100 by default) with a hundred Apps. Must not touch: what is read with them (`observe`),
 //! or how a session is opened (`db_config`).
 
 use std::sync::Mutex;
@@ -19,6 +21,13 @@ use crate::db_config::ConnectionSettings;
 /// A kept session unused this long is closed: longer than the settled
 /// requeue (300 s), so a settled App keeps its one session.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(600);
+
+/// Sessions kept at most, across all databases; putting back one more
+/// closes the one unused longest. As many as reconciles run at once
+/// (`MAX_CONCURRENT_RECONCILES`): with those in use, the operator holds
+/// at most 32 sessions, whatever the number of Apps; the Apps whose Jobs
+/// run (read every 5 s) keep theirs, a settled App logs in again.
+pub const MAX_KEPT: usize = 16;
 
 /// What the cache needs of a session.
 pub trait Session: Send {
@@ -75,6 +84,15 @@ impl<S: Session> Sessions<S> {
         let mut kept = self.lock();
         if kept.iter().any(|k| k.settings == *settings) {
             return;
+        }
+        if kept.len() >= MAX_KEPT
+            && let Some(oldest) = kept
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, k)| k.used)
+                .map(|(at, _)| at)
+        {
+            kept.swap_remove(oldest);
         }
         kept.push(Kept {
             settings: settings.clone(),
@@ -199,5 +217,25 @@ mod tests {
         sessions.put(&settings("shop"), Fake::new(2), now);
         assert_eq!(sessions.len(), 1);
         assert_eq!(sessions.take(&settings("shop"), now).map(|s| s.id), Some(1));
+    }
+
+    #[test]
+    fn at_most_max_kept_sessions_the_longest_unused_goes() {
+        let sessions = Sessions::default();
+        let now = Instant::now();
+        for i in 0..MAX_KEPT + 5 {
+            let at = now + Duration::from_secs(u64::try_from(i).expect("small"));
+            sessions.put(&settings(&format!("db{i}")), Fake::new(i as u32), at);
+        }
+        assert_eq!(sessions.len(), MAX_KEPT);
+        let later = now + Duration::from_secs(60);
+        // The first five went, the newest are kept.
+        assert!(sessions.take(&settings("db4"), later).is_none());
+        assert!(sessions.take(&settings("db5"), later).is_some());
+        assert!(
+            sessions
+                .take(&settings(&format!("db{}", MAX_KEPT + 4)), later)
+                .is_some()
+        );
     }
 }

@@ -2,16 +2,30 @@
 //!
 //! Owns: the pure decision from every managed App's status to the
 //! `Upgradeable` answer, its reason and the message a person reads in
-//! `kubectl describe operatorcondition`. Must not touch: the cluster (the
-//! answer is kept in the OperatorCondition by `upgrade_gate::keeper`) or
-//! any single App's status.
+//! `kubectl describe operatorcondition` (the fleet's counts and what
+//! blocks, bounded in size), and the fleet's summary the metrics show.
+//! Must not touch: the cluster (the answer is kept in the OperatorCondition
+//! by `upgrade_gate::keeper`) or any single App's status.
 //!
 //! `Upgradeable=True` (reason `UpgradeComplete`) only when every App is Ready
-//! at this release's target, which is vacuously true with no Apps.
+//! at this release's target or excluded by its admin (annotation
+//! [`EXCLUDE_ANNOTATION`]), which is vacuously true with no Apps. One
+//! failing App keeps the gate closed; it does not stop the others, which
+//! the upgrade queue goes on upgrading.
 
-use crate::crd::{App, ConditionReason, ConditionType, UpgradePhase};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::crd::{App, AppPhase, ConditionReason, ConditionType, UpgradePhase};
 use crate::operator::decide::SchemaTarget;
-use upgrade_gate::operator_condition::{InvalidEntry, Reason, UpgradeableEntry};
+use upgrade_gate::operator_condition::{InvalidEntry, MAX_MESSAGE_BYTES, Reason, UpgradeableEntry};
+
+/// An App annotated `upgrade-gate.dev/exclude-from-gate: "true"` does not
+/// hold the gate: an admin's explicit choice (an App being retired, one
+/// whose database is restored by hand). It is still reconciled and
+/// upgraded; the gate's message names it as excluded.
+pub const EXCLUDE_ANNOTATION: &str = "upgrade-gate.dev/exclude-from-gate";
 
 /// One App as the gate sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +34,8 @@ pub struct AppGateView {
     pub app: String,
     /// Where the App stands.
     pub standing: Standing,
+    /// Its admin excluded it from the gate ([`EXCLUDE_ANNOTATION`]).
+    pub excluded: bool,
 }
 
 /// Where an App stands with respect to this release.
@@ -30,6 +46,13 @@ pub enum Standing {
     /// Not reconciled by this release yet (no status, stale status, or an
     /// older release's target).
     NotYetChecked,
+    /// Waiting for an upgrade slot.
+    Queued {
+        /// Its place when last looked at (1 = next).
+        position: Option<i32>,
+    },
+    /// Admitted: its server is being stopped before the intent is recorded.
+    Starting,
     /// An upgrade runs.
     Upgrading {
         from: String,
@@ -38,6 +61,10 @@ pub enum Standing {
         phase: UpgradePhase,
         /// The running Job's step, percent and time left, when it reports.
         progress: Option<String>,
+        /// When the upgrade's intent was recorded.
+        started: Option<Timestamp>,
+        /// When the running Job expects its current step to end.
+        eta: Option<Timestamp>,
     },
     /// The last upgrade attempt failed: retrying (`Failed`), given up
     /// (`GaveUp`) or refused for good (`Refused`).
@@ -49,6 +76,8 @@ pub enum Standing {
         phase: UpgradePhase,
         /// Why, as the Job reported it.
         reason: Option<ConditionReason>,
+        /// The Job's own words.
+        detail: Option<String>,
     },
     /// The database cannot be read or must not be touched, or the upgrade
     /// waits on something a person must fix (its Job cannot start).
@@ -118,6 +147,21 @@ impl GateDecision {
 
 /// How many Apps a message names before "and N more".
 const NAMED_APPS: usize = 5;
+/// How much of one App's text (a Job's failure, a blocker) the message
+/// quotes.
+const APP_TEXT_BYTES: usize = 400;
+
+/// `text` cut to at most `max` bytes on a character boundary, with "…".
+fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
 
 /// Reads an App's status into its gate view.
 pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
@@ -126,6 +170,12 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
         app.metadata.namespace.as_deref().unwrap_or_default(),
         app.metadata.name.as_deref().unwrap_or_default()
     );
+    let excluded = app
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(EXCLUDE_ANNOTATION))
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let standing = match app.status.as_ref() {
         None => Standing::NotYetChecked,
         Some(status) => {
@@ -148,6 +198,7 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
                         attempts: u.attempts,
                         phase: u.phase,
                         reason: u.last_failure.as_ref().map(|f| f.reason),
+                        detail: u.last_failure.as_ref().map(|f| f.message.clone()),
                     }
                 }
                 (_, Some(degraded)) => Standing::Blocked {
@@ -160,7 +211,17 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
                     job: u.job.clone(),
                     phase: u.phase,
                     progress: u.progress.as_ref().map(|p| p.summary.clone()),
+                    started: Some(u.start_time.0),
+                    eta: u
+                        .progress
+                        .as_ref()
+                        .and_then(|p| p.eta.as_ref())
+                        .map(|t| t.0),
                 },
+                (None, None) if status.phase == Some(AppPhase::Queued) => Standing::Queued {
+                    position: status.queue.as_ref().and_then(|q| q.position),
+                },
+                (None, None) if status.queue.is_some() => Standing::Starting,
                 (None, None)
                     if current
                         && status.holds(ConditionType::Ready)
@@ -175,54 +236,170 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
     AppGateView {
         app: name,
         standing,
+        excluded,
+    }
+}
+
+/// The fleet in numbers: what the gate's message and the metrics show.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FleetSummary {
+    /// Every App.
+    pub total: usize,
+    /// At this release's target (excluded ones included).
+    pub upgraded: usize,
+    /// Upgrading: admitted, intent recorded, Job running or verifying.
+    pub running: usize,
+    /// Waiting for an upgrade slot.
+    pub queued: usize,
+    /// Failed (retrying), given up or refused.
+    pub failed: usize,
+    /// Blocked: the database cannot be read or touched, or the Job cannot start.
+    pub blocked: usize,
+    /// Not yet checked by this release.
+    pub unchecked: usize,
+    /// Excluded from the gate by their admin (counted in their state too).
+    pub excluded: usize,
+    /// The running upgrade that started first, and how long it has run.
+    pub slowest: Option<(String, Duration)>,
+    /// How long until the last running Job's current step ends by its own
+    /// estimate; `None` unless every running Job reports one.
+    pub running_eta: Option<Duration>,
+}
+
+/// Counts the fleet at `now`.
+pub fn summarize(apps: &[AppGateView], now: Timestamp) -> FleetSummary {
+    let mut summary = FleetSummary {
+        total: apps.len(),
+        ..FleetSummary::default()
+    };
+    let mut etas: Vec<Option<Timestamp>> = Vec::new();
+    for app in apps {
+        if app.excluded {
+            summary.excluded += 1;
+        }
+        match &app.standing {
+            Standing::AtTarget => summary.upgraded += 1,
+            Standing::NotYetChecked => summary.unchecked += 1,
+            Standing::Queued { .. } => summary.queued += 1,
+            Standing::Starting => summary.running += 1,
+            Standing::Upgrading {
+                started,
+                eta,
+                phase,
+                ..
+            } => {
+                summary.running += 1;
+                if *phase == UpgradePhase::Running {
+                    etas.push(*eta);
+                }
+                if let Some(started) = started {
+                    let ran =
+                        Duration::try_from(now.duration_since(*started).abs()).unwrap_or_default();
+                    if summary.slowest.as_ref().is_none_or(|(_, d)| ran > *d) {
+                        summary.slowest = Some((app.app.clone(), ran));
+                    }
+                }
+            }
+            Standing::UpgradeFailed { .. } => summary.failed += 1,
+            Standing::Blocked { .. } => summary.blocked += 1,
+        }
+    }
+    if !etas.is_empty() && etas.iter().all(Option::is_some) {
+        summary.running_eta = etas
+            .iter()
+            .flatten()
+            .map(|eta| Duration::try_from(now.duration_until(*eta)).unwrap_or_default())
+            .max();
+    }
+    summary
+}
+
+impl FleetSummary {
+    /// "37/100 upgraded, 4 running, 12 queued, 1 failed" (blocked, not yet
+    /// checked and excluded only when there are any).
+    pub fn counts(&self) -> String {
+        let mut parts = vec![
+            format!("{}/{} upgraded", self.upgraded, self.total),
+            format!("{} running", self.running),
+            format!("{} queued", self.queued),
+            format!("{} failed", self.failed),
+        ];
+        for (count, what) in [
+            (self.blocked, "blocked"),
+            (self.unchecked, "not yet checked"),
+            (self.excluded, "excluded"),
+        ] {
+            if count > 0 {
+                parts.push(format!("{count} {what}"));
+            }
+        }
+        parts.join(", ")
     }
 }
 
 /// The gate decision over every managed App.
 pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision {
-    let failed: Vec<&AppGateView> = apps
+    let holding: Vec<&AppGateView> = apps
         .iter()
-        .filter(|a| matches!(a.standing, Standing::UpgradeFailed { .. }))
+        .filter(|a| !a.excluded && a.standing != Standing::AtTarget)
         .collect();
-    let blocked: Vec<&AppGateView> = apps
+    let of = |accept: fn(&Standing) -> bool| -> Vec<&AppGateView> {
+        holding
+            .iter()
+            .copied()
+            .filter(|a| accept(&a.standing))
+            .collect()
+    };
+    let failed = of(|s| matches!(s, Standing::UpgradeFailed { .. }));
+    let blocked = of(|s| matches!(s, Standing::Blocked { .. }));
+    let in_progress = of(|s| {
+        !matches!(
+            s,
+            Standing::UpgradeFailed { .. } | Standing::Blocked { .. } | Standing::AtTarget
+        )
+    });
+    let excluded: Vec<&str> = apps
         .iter()
-        .filter(|a| matches!(a.standing, Standing::Blocked { .. }))
+        .filter(|a| a.excluded)
+        .map(|a| a.app.as_str())
         .collect();
-    let in_progress: Vec<&AppGateView> = apps
-        .iter()
-        .filter(|a| {
-            matches!(
-                a.standing,
-                Standing::Upgrading { .. } | Standing::NotYetChecked
-            )
-        })
-        .collect();
-    let waiting = failed.len() + blocked.len() + in_progress.len();
     let release = &target.release;
+    let counts = summarize(apps, Timestamp::UNIX_EPOCH).counts();
+    let excluded_note = if excluded.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; excluded from the gate by their annotation {EXCLUDE_ANNOTATION}: {}",
+            name_list(&excluded)
+        )
+    };
 
-    if waiting == 0 {
-        return GateDecision {
-            reason: GateReason::UpgradeComplete,
-            message: format!(
+    if holding.is_empty() {
+        let message = if excluded.is_empty() {
+            format!(
                 "all {} App(s) are at release {release}'s database schema; the operator may be upgraded",
                 apps.len()
-            ),
+            )
+        } else {
+            format!(
+                "every App is at release {release}'s database schema or excluded ({counts}){excluded_note}; the operator may be upgraded"
+            )
+        };
+        return GateDecision {
+            reason: GateReason::UpgradeComplete,
+            message: bounded(message),
         };
     }
-    let header = format!(
-        "{waiting} of {} App(s) not at release {release}'s database schema",
-        apps.len()
-    );
     let (reason, what_to_do, first) = if !failed.is_empty() {
         (
             GateReason::DatabaseUpgradeFailed,
-            "read the Job's logs (kubectl logs job/<job> -n <namespace>), fix the cause, and raise the App's spec.upgrade.retryLimit if it gave up; to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition",
+            "read the Job's logs (kubectl logs job/<job> -n <namespace>), fix the cause, and raise the App's spec.upgrade.retryLimit if it gave up; the other Apps go on upgrading; to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition, or exclude the App (annotation upgrade-gate.dev/exclude-from-gate=true)",
             &failed,
         )
     } else if !blocked.is_empty() {
         (
             GateReason::DatabaseBlocked,
-            "fix what the App's Degraded condition names (kubectl describe app -n <namespace> <name>); to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition",
+            "fix what the App's Degraded condition names (kubectl describe app -n <namespace> <name>); to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition, or exclude the App (annotation upgrade-gate.dev/exclude-from-gate=true)",
             &blocked,
         )
     } else {
@@ -246,21 +423,46 @@ pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision 
     }
     GateDecision {
         reason,
-        message: format!("{header}: {}. What to do: {what_to_do}.", lines.join("; ")),
+        message: bounded(format!(
+            "{counts} (release {release}): {}{excluded_note}. What to do: {what_to_do}.",
+            lines.join("; ")
+        )),
     }
+}
+
+/// "a, b, c, d, e and 3 more".
+fn name_list(names: &[&str]) -> String {
+    let shown: Vec<&str> = names.iter().take(NAMED_APPS).copied().collect();
+    let more = names.len().saturating_sub(NAMED_APPS);
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+/// Within the condition's limit, whatever the Apps wrote.
+fn bounded(message: String) -> String {
+    shorten(&message, MAX_MESSAGE_BYTES)
 }
 
 fn describe(app: &AppGateView) -> String {
     let name = &app.app;
-    match &app.standing {
+    let text = match &app.standing {
         Standing::AtTarget => format!("App {name} is at target"),
         Standing::NotYetChecked => format!("App {name} not yet checked by this release"),
+        Standing::Queued { position } => match position {
+            Some(position) => format!("App {name} queued (position {position})"),
+            None => format!("App {name} queued"),
+        },
+        Standing::Starting => format!("App {name} starting its upgrade (server stopping)"),
         Standing::Upgrading {
             from,
             to,
             job,
             phase,
             progress,
+            ..
         } => {
             let at = progress
                 .as_ref()
@@ -274,13 +476,19 @@ fn describe(app: &AppGateView) -> String {
             attempts,
             phase,
             reason,
+            detail,
         } => {
             let state = match phase {
                 UpgradePhase::GaveUp => "gave up",
                 UpgradePhase::Refused => "refused, not retried",
                 _ => "retrying",
             };
-            let why = reason.map_or_else(String::new, |r| format!(" ({r})"));
+            let why = match (reason, detail) {
+                (Some(r), Some(d)) => format!(" ({r}: {d})"),
+                (Some(r), None) => format!(" ({r})"),
+                (None, Some(d)) => format!(" ({d})"),
+                (None, None) => String::new(),
+            };
             format!(
                 "App {name} failed to upgrade from release {from} to {to}, Job {job}, {attempts} attempt(s), {state}{why}"
             )
@@ -288,7 +496,8 @@ fn describe(app: &AppGateView) -> String {
         Standing::Blocked { reason, message } => {
             format!("App {name} blocked ({reason}): {message}")
         }
-    }
+    };
+    shorten(&text, APP_TEXT_BYTES)
 }
 
 #[cfg(test)]
@@ -310,7 +519,28 @@ mod tests {
         AppGateView {
             app: format!("ns/{name}"),
             standing,
+            excluded: false,
         }
+    }
+
+    fn excluded(view: AppGateView) -> AppGateView {
+        AppGateView {
+            excluded: true,
+            ..view
+        }
+    }
+
+    fn queued(name: &str, position: i32) -> AppGateView {
+        view(
+            name,
+            Standing::Queued {
+                position: Some(position),
+            },
+        )
+    }
+
+    fn at_second(second: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + second).expect("time")
     }
 
     fn upgrading(name: &str) -> AppGateView {
@@ -322,6 +552,8 @@ mod tests {
                 job: format!("{name}-db-7-10-1-1"),
                 phase: UpgradePhase::Running,
                 progress: Some("migration V4 40%, about 12s left".into()),
+                started: Some(at_second(0)),
+                eta: Some(at_second(112)),
             },
         )
     }
@@ -336,6 +568,7 @@ mod tests {
                 attempts: 3,
                 phase: UpgradePhase::GaveUp,
                 reason: Some(ConditionReason::DatabaseUpgradeFailed),
+                detail: Some("app-db-upgrade exited 14: stopped by SIGTERM".into()),
             },
         )
     }
@@ -367,6 +600,16 @@ mod tests {
             (
                 vec![upgrading("a"), failed("b"), blocked("c")],
                 DatabaseUpgradeFailed,
+            ),
+            (vec![at("a"), queued("b", 1)], UpgradeInProgress),
+            (vec![view("a", Standing::Starting)], UpgradeInProgress),
+            // An App its admin excluded does not hold the gate, whatever
+            // its state.
+            (vec![at("a"), excluded(failed("b"))], UpgradeComplete),
+            (vec![excluded(queued("a", 3))], UpgradeComplete),
+            (
+                vec![excluded(failed("a")), upgrading("b")],
+                UpgradeInProgress,
             ),
         ];
         for (apps, reason) in cases {
@@ -401,7 +644,7 @@ mod tests {
         let m = &decision.message;
         assert!(
             m.starts_with(
-                "2 of 2 App(s) not at release 7.10.1's database schema: App ns/shop failed"
+                "0/2 upgraded, 1 running, 0 queued, 1 failed (release 7.10.1): App ns/shop failed"
             ),
             "{m}"
         );
@@ -410,6 +653,7 @@ mod tests {
             "Job shop-db-7-10-1-3",
             "App ns/ok upgrading",
             "(Running: migration V4 40%, about 12s left)",
+            "(DatabaseUpgradeFailed: app-db-upgrade exited 14: stopped by SIGTERM)",
             "kubectl logs job/",
             "spec.overrides",
         ] {
@@ -427,6 +671,144 @@ mod tests {
             decision.message
         );
         assert!(!decision.message.contains("ns/a5"), "{}", decision.message);
+    }
+
+    /// The example: a fleet mid-upgrade, one App refused.
+    #[test]
+    fn the_fleet_message_counts_and_names_what_blocks() {
+        let mut apps: Vec<AppGateView> = (0..37)
+            .map(|i| view(&format!("done-{i}"), Standing::AtTarget))
+            .collect();
+        apps.extend((0..4).map(|i| upgrading(&format!("run-{i}"))));
+        apps.extend((0..12).map(|i| queued(&format!("wait-{i}"), i + 1)));
+        apps.extend((0..46).map(|i| view(&format!("new-{i}"), Standing::NotYetChecked)));
+        apps.push(view(
+            "app-17",
+            Standing::UpgradeFailed {
+                from: "7.10.0".into(),
+                to: "7.10.1".into(),
+                job: "app-17-db-7-10-1-1".into(),
+                attempts: 1,
+                phase: UpgradePhase::Refused,
+                reason: Some(ConditionReason::MigrationFailed),
+                detail: Some("migration refused: column \"state\" contains null values".into()),
+            },
+        ));
+        let decision = decide_gate(&apps, &target());
+        assert_eq!(decision.reason, GateReason::DatabaseUpgradeFailed);
+        let m = &decision.message;
+        assert!(
+            m.starts_with(
+                "37/100 upgraded, 4 running, 12 queued, 1 failed, 46 not yet checked (release 7.10.1): App ns/app-17 failed to upgrade from release 7.10.0 to 7.10.1, Job app-17-db-7-10-1-1, 1 attempt(s), refused, not retried (MigrationFailed: migration refused: column \"state\" contains null values); App ns/run-0 upgrading"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("and 58 more"), "{m}");
+        assert!(m.contains("the other Apps go on upgrading"), "{m}");
+    }
+
+    #[test]
+    fn excluded_apps_are_named_as_excluded() {
+        let decision = decide_gate(
+            &[
+                view("a", Standing::AtTarget),
+                excluded(failed("old")),
+                excluded(view("b", Standing::AtTarget)),
+            ],
+            &target(),
+        );
+        assert!(decision.upgradeable());
+        assert_eq!(
+            decision.message,
+            "every App is at release 7.10.1's database schema or excluded (2/3 upgraded, 0 running, 0 queued, 1 failed, 2 excluded); excluded from the gate by their annotation upgrade-gate.dev/exclude-from-gate: ns/old, ns/b; the operator may be upgraded"
+        );
+        let closed = decide_gate(&[excluded(failed("old")), queued("q", 1)], &target());
+        assert!(!closed.upgradeable());
+        assert!(
+            closed.message.contains(
+                "App ns/q queued (position 1); excluded from the gate by their annotation upgrade-gate.dev/exclude-from-gate: ns/old."
+            ),
+            "{}",
+            closed.message
+        );
+    }
+
+    /// Thousands of Apps with long failures: the message stays readable
+    /// and always within the OperatorCondition's limit.
+    #[test]
+    fn the_message_always_fits_the_condition() {
+        let huge = "é".repeat(40_000);
+        let apps: Vec<AppGateView> = (0..10_000)
+            .map(|i| {
+                let name = format!("{}-{i}", "x".repeat(30));
+                let mut failed = failed(&name);
+                if let Standing::UpgradeFailed { detail, .. } = &mut failed.standing {
+                    *detail = Some(huge.clone());
+                }
+                if i % 2 == 0 { excluded(failed) } else { failed }
+            })
+            .collect();
+        let decision = decide_gate(&apps, &target());
+        assert!(
+            decision.message.len() <= MAX_MESSAGE_BYTES && decision.message.len() < 8192,
+            "{} bytes",
+            decision.message.len()
+        );
+        assert!(decision.entry().is_ok());
+        let blocked = view(
+            "b",
+            Standing::Blocked {
+                reason: ConditionReason::DatabaseUnreachable,
+                message: huge.clone(),
+            },
+        );
+        assert!(decide_gate(&[blocked], &target()).entry().is_ok());
+        assert_eq!(shorten("ab", 2), "ab");
+        assert_eq!(shorten("aébc", 4), "a…");
+        assert_eq!(shorten("ééé", 5), "é…");
+        assert_eq!(shorten("ééé", 6), "ééé");
+    }
+
+    #[test]
+    fn the_fleet_summary_for_the_metrics() {
+        let mut slow = upgrading("slow");
+        if let Standing::Upgrading { started, .. } = &mut slow.standing {
+            *started = Some(at_second(-300));
+        }
+        let apps = vec![
+            view("a", Standing::AtTarget),
+            excluded(view("b", Standing::AtTarget)),
+            upgrading("fast"),
+            slow,
+            queued("q", 1),
+            failed("f"),
+            view("s", Standing::Starting),
+        ];
+        let summary = summarize(&apps, at_second(100));
+        assert_eq!(
+            (
+                summary.total,
+                summary.upgraded,
+                summary.running,
+                summary.queued,
+                summary.failed,
+                summary.excluded
+            ),
+            (7, 2, 3, 1, 1, 1)
+        );
+        assert_eq!(
+            summary.slowest,
+            Some(("ns/slow".to_owned(), Duration::from_secs(400)))
+        );
+        // Both running Jobs report their step's end at +112 s: 12 s left.
+        assert_eq!(summary.running_eta, Some(Duration::from_secs(12)));
+        // One running Job without an estimate: no ETA rather than a wrong one.
+        let mut silent = upgrading("silent");
+        if let Standing::Upgrading { eta, .. } = &mut silent.standing {
+            *eta = None;
+        }
+        let with_silent = summarize(&[upgrading("fast"), silent], at_second(100));
+        assert_eq!(with_silent.running_eta, None);
     }
 
     fn app_with(status: serde_json::Value, generation: i64) -> App {
@@ -469,6 +851,30 @@ mod tests {
             "upgrade": {"from": "7.9.3", "to": "7.10.1", "job": "shop-db-7-10-1-2", "phase": "Failed", "attempts": 2,
                         "startTime": "2026-01-01T00:00:00Z", "backupLocation": "pvc/b/shop-db-7-10-1-2"}
         });
+        let queued = serde_json::json!({
+            "observedGeneration": 2, "phase": "Queued",
+            "queue": {"since": "2026-01-01T00:00:00Z", "position": 4}
+        });
+        assert_eq!(
+            view_of(&app_with(queued, 2), &target()).standing,
+            Standing::Queued { position: Some(4) }
+        );
+        let scaling = serde_json::json!({
+            "observedGeneration": 2, "phase": "Upgrading",
+            "queue": {"since": "2026-01-01T00:00:00Z"}
+        });
+        assert_eq!(
+            view_of(&app_with(scaling, 2), &target()).standing,
+            Standing::Starting
+        );
+        let mut annotated = app_with(ready.clone(), 2);
+        annotated.metadata.annotations = Some(
+            [(EXCLUDE_ANNOTATION.to_owned(), "true".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        assert!(view_of(&annotated, &target()).excluded);
+        assert!(!view_of(&app_with(ready.clone(), 2), &target()).excluded);
         assert!(matches!(
             view_of(&app_with(failing, 2), &target()).standing,
             Standing::UpgradeFailed {

@@ -2,7 +2,9 @@
 //!
 //! Owns: the registry and the metric families — reconciles and their
 //! errors by kind, upgrade durations and the progress of running upgrades,
-//! the gate state, its restores and dropped stale writes, and leadership.
+//! the gate state, its restores and dropped stale writes, leadership, and
+//! the fleet: Apps by state, upgrade slots, the slowest running upgrade and
+//! the running Jobs' own estimate of when they are done.
 //! Must not touch: anything but counting.
 
 use std::sync::Mutex;
@@ -16,6 +18,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::crd::UpgradeProgress;
+use crate::operator::gate::FleetSummary;
 use upgrade_gate::keeper::{Found, KeeperEvents};
 use upgrade_gate::operator_condition::{GateState, UpgradeableEntry};
 
@@ -48,6 +51,13 @@ pub struct AppLabels {
     pub app: String,
 }
 
+/// Labels of the fleet gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// upgraded, running, queued, failed, blocked, unchecked, excluded.
+    pub state: String,
+}
+
 /// Every metric the operator exports.
 pub struct Metrics {
     registry: Mutex<Registry>,
@@ -61,6 +71,11 @@ pub struct Metrics {
     gate_restores: Family<FoundLabels, Counter>,
     gate_stale_writes: Counter,
     leader: Gauge,
+    fleet_apps: Family<StateLabels, Gauge>,
+    upgrade_slots: Gauge,
+    upgrade_slots_busy: Gauge,
+    slowest_upgrade: Family<AppLabels, Gauge>,
+    running_eta: Gauge,
 }
 
 impl Default for Metrics {
@@ -79,6 +94,37 @@ impl Default for Metrics {
         let gate_restores = Family::<FoundLabels, Counter>::default();
         let gate_stale_writes = Counter::default();
         let leader = Gauge::default();
+        let fleet_apps = Family::<StateLabels, Gauge>::default();
+        let upgrade_slots = Gauge::default();
+        let upgrade_slots_busy = Gauge::default();
+        let slowest_upgrade = Family::<AppLabels, Gauge>::default();
+        let running_eta = Gauge::default();
+        registry.register(
+            "fleet_apps",
+            "Apps by state: upgraded (at this release's target), running, queued, failed, blocked, unchecked (not yet checked by this release), excluded (from the gate by their annotation; also counted in their state)",
+            fleet_apps.clone(),
+        );
+        registry.register(
+            "upgrade_slots",
+            "Upgrades this operator runs at once at most (--max-concurrent-upgrades)",
+            upgrade_slots.clone(),
+        );
+        registry.register(
+            "upgrade_slots_busy",
+            "Upgrade slots held now: active upgrade Jobs, recorded intents and admissions not yet recorded",
+            upgrade_slots_busy.clone(),
+        );
+        registry.register(
+            "fleet_slowest_upgrade_seconds",
+            "How long the running upgrade that started first has run, labelled with its App",
+            slowest_upgrade.clone(),
+        );
+        registry.register(
+            "fleet_running_eta_seconds",
+            "Seconds until the last running upgrade Job expects its current step to end, by the Jobs' own reports; -1 when a running Job reports no estimate or none runs (queued Apps are not included)",
+            running_eta.clone(),
+        );
+        running_eta.set(-1);
         registry.register(
             "reconciles",
             "Reconciles by decided step",
@@ -142,6 +188,11 @@ impl Default for Metrics {
             gate_restores,
             gate_stale_writes,
             leader,
+            fleet_apps,
+            upgrade_slots,
+            upgrade_slots_busy,
+            slowest_upgrade,
+            running_eta,
         }
     }
 }
@@ -229,6 +280,41 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
+    /// The fleet as the gate loop last counted it; `busy` of `slots`
+    /// upgrade slots are held.
+    pub fn fleet(&self, summary: &FleetSummary, slots: usize, busy: usize) {
+        for (state, count) in [
+            ("upgraded", summary.upgraded),
+            ("running", summary.running),
+            ("queued", summary.queued),
+            ("failed", summary.failed),
+            ("blocked", summary.blocked),
+            ("unchecked", summary.unchecked),
+            ("excluded", summary.excluded),
+        ] {
+            self.fleet_apps
+                .get_or_create(&StateLabels {
+                    state: state.to_owned(),
+                })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+        self.upgrade_slots
+            .set(i64::try_from(slots).unwrap_or(i64::MAX));
+        self.upgrade_slots_busy
+            .set(i64::try_from(busy).unwrap_or(i64::MAX));
+        self.slowest_upgrade.clear();
+        if let Some((app, ran)) = &summary.slowest {
+            self.slowest_upgrade
+                .get_or_create(&AppLabels { app: app.clone() })
+                .set(i64::try_from(ran.as_secs()).unwrap_or(i64::MAX));
+        }
+        self.running_eta.set(
+            summary
+                .running_eta
+                .map_or(-1, |eta| i64::try_from(eta.as_secs()).unwrap_or(i64::MAX)),
+        );
+    }
+
     /// The OpenMetrics text.
     pub fn encode(&self) -> String {
         let mut text = String::new();
@@ -285,7 +371,37 @@ mod tests {
         metrics.upgrade_progress("ns/shop", Some(&progress), now);
         metrics.upgrade_progress("ns/done", Some(&progress), now);
         metrics.upgrade_progress("ns/done", None, now);
+        metrics.fleet(
+            &FleetSummary {
+                total: 100,
+                upgraded: 37,
+                running: 4,
+                queued: 12,
+                failed: 1,
+                unchecked: 46,
+                slowest: Some(("ns/old".into(), Duration::from_secs(20))),
+                ..FleetSummary::default()
+            },
+            4,
+            4,
+        );
+        metrics.fleet(
+            &FleetSummary {
+                total: 100,
+                upgraded: 37,
+                running: 4,
+                queued: 12,
+                failed: 1,
+                unchecked: 46,
+                slowest: Some(("ns/slow".into(), Duration::from_secs(95))),
+                running_eta: Some(Duration::from_secs(30)),
+                ..FleetSummary::default()
+            },
+            4,
+            3,
+        );
         let text = metrics.encode();
+        assert!(!text.contains("ns/old"), "{text}");
         assert!(!text.contains("ns/done"), "{text}");
         for needle in [
             "app_operator_reconciles_total{step=\"MarkReady\"} 1",
@@ -298,6 +414,14 @@ mod tests {
             "app_operator_leader 1",
             "app_operator_upgrade_progress_percent{app=\"ns/shop\"} 40",
             "app_operator_upgrade_eta_seconds{app=\"ns/shop\"} 90",
+            "app_operator_fleet_apps{state=\"upgraded\"} 37",
+            "app_operator_fleet_apps{state=\"queued\"} 12",
+            "app_operator_fleet_apps{state=\"failed\"} 1",
+            "app_operator_fleet_apps{state=\"excluded\"} 0",
+            "app_operator_upgrade_slots 4",
+            "app_operator_upgrade_slots_busy 3",
+            "app_operator_fleet_slowest_upgrade_seconds{app=\"ns/slow\"} 95",
+            "app_operator_fleet_running_eta_seconds 30",
         ] {
             assert!(text.contains(needle), "{needle} missing in\n{text}");
         }

@@ -7,7 +7,9 @@
 //! win the leader Lease (`upgrade_gate::leader`), then reconcile and hand
 //! the gate decision to `upgrade_gate::keeper` until stopped or the Lease
 //! is lost. One file per step: `observe` (reads), `decide` (pure table),
-//! `act` (writes); `gate` is the pure operator-wide decision. Must not
+//! `act` (writes); `gate` is the pure operator-wide decision, `queue`
+//! how many upgrades run at once and who is next (asked here, between
+//! decide and act, when a new attempt would begin). Must not
 //! touch: the database (only `observe`'s read-only query) or OLM's objects
 //! (the keeper writes this operator's own OperatorCondition).
 
@@ -18,12 +20,13 @@ pub mod gate;
 pub mod http;
 pub mod metrics;
 pub mod observe;
+pub mod queue;
 pub mod resources;
 
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -34,17 +37,18 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, watch};
 
 use crate::crd::{App, UpgradePhase};
 use crate::migrations::{self, Release};
 use crate::operator::act::{ActContext, ActError};
-use crate::operator::decide::{SchemaTarget, Step};
+use crate::operator::decide::{SchemaTarget, Slot, Step};
 use crate::operator::gate::{GateDecision, decide_gate, view_of};
 use crate::operator::metrics::Metrics;
 use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
+use crate::operator::queue::{FleetSlots, UpgradeQueue};
 use crate::operator::resources::{APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
 use upgrade_gate::admission;
 use upgrade_gate::gate::Target;
@@ -127,6 +131,17 @@ pub struct Context {
     gate_wakeup: Notify,
     /// Apps (by uid) reconciled at least once since start.
     reconciled: Mutex<HashSet<String>>,
+    /// How many upgrades run at once, and who is next.
+    pub queue: UpgradeQueue,
+    /// The leader's App and Job stores (set once it leads): the slots are
+    /// counted from them.
+    fleet: OnceLock<FleetStores>,
+}
+
+/// The stores of every watched scope.
+struct FleetStores {
+    apps: Vec<Store<App>>,
+    jobs: Vec<Store<Job>>,
 }
 
 impl Context {
@@ -157,7 +172,31 @@ impl Context {
             metrics,
             gate_wakeup: Notify::new(),
             reconciled: Mutex::new(HashSet::new()),
+            queue: UpgradeQueue::new(usize::from(queue::DEFAULT_MAX_CONCURRENT_UPGRADES)),
+            fleet: OnceLock::new(),
         })
+    }
+
+    /// At most `limit` upgrade attempts at once (`--max-concurrent-upgrades`).
+    pub fn max_concurrent_upgrades(mut self, limit: usize) -> Self {
+        self.queue = UpgradeQueue::new(limit);
+        self
+    }
+
+    /// What holds the upgrade slots and who waits, from the stores (empty
+    /// before the operator leads: then only the reservations count).
+    pub fn fleet_slots(&self) -> FleetSlots {
+        match self.fleet.get() {
+            None => FleetSlots::default(),
+            Some(fleet) => {
+                let apps: Vec<Arc<App>> = fleet.apps.iter().flat_map(Store::state).collect();
+                let jobs: Vec<Arc<Job>> = fleet.jobs.iter().flat_map(Store::state).collect();
+                FleetSlots::observe(
+                    apps.iter().map(AsRef::as_ref),
+                    jobs.iter().map(AsRef::as_ref),
+                )
+            }
+        }
     }
 
     fn mark_reconciled(&self, app: &App) {
@@ -191,7 +230,26 @@ pub async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, Recon
         },
     )
     .await?;
-    let decision = decide::decide(&observation.observed, &ctx.target);
+    let mut observation = observation;
+    let key = format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any());
+    let mut decision = decide::decide(&observation.observed, &ctx.target);
+    if matches!(decision.step, Step::ScaleServerDown | Step::RecordIntent) {
+        // A new attempt would begin: only with a slot, decided and
+        // reserved at once under the queue's lock.
+        let since = observation
+            .observed
+            .status
+            .queue
+            .as_ref()
+            .map(|queue| queue.since.0);
+        if let queue::Verdict::Wait(wait) = ctx.queue.admit(&key, since, || ctx.fleet_slots()) {
+            observation.observed.slot = Slot::Waiting(wait);
+            decision = decide::decide(&observation.observed, &ctx.target);
+        }
+    } else {
+        // Its intent is in the cluster now (or it needs no slot).
+        ctx.queue.release(&key);
+    }
     tracing::debug!(app = %format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any()), step = ?decision.step, "decided");
     act::act(
         &app,
@@ -552,6 +610,8 @@ async fn lead(
         config.namespaces.iter().cloned().map(Some).collect()
     };
     let mut stores: Vec<Store<App>> = Vec::new();
+    let mut job_stores: Vec<Store<Job>> = Vec::new();
+    let mut wakers: Vec<Waker> = Vec::new();
     let mut streams = Vec::new();
     for scope in scopes {
         let (apps, jobs, deployments, pods): (Api<App>, Api<Job>, Api<Deployment>, Api<Pod>) =
@@ -569,10 +629,27 @@ async fn lead(
                     Api::all(ctx.client.clone()),
                 ),
             };
+        // One watch of the operator's Jobs wakes their Apps and keeps the
+        // store the upgrade slots are counted from.
+        let (job_store, job_writer) = reflector::store();
+        let job_events = watcher(jobs, owned.clone())
+            .default_backoff()
+            .reflect(job_writer)
+            .touched_objects();
+        job_stores.push(job_store);
+        let (wake, woken) = tokio::sync::mpsc::unbounded_channel::<ObjectRef<App>>();
+        wakers.push(Waker {
+            namespace: scope.clone(),
+            wake,
+        });
+        let woken = futures::stream::unfold(woken, |mut woken| async move {
+            woken.recv().await.map(|app| (app, woken))
+        });
         let controller = Controller::new(apps, watcher::Config::default())
             .with_config(controller::Config::default().concurrency(MAX_CONCURRENT_RECONCILES))
-            .owns(jobs, owned.clone())
+            .owns_stream(job_events)
             .owns(deployments, owned.clone())
+            .reconcile_on(woken)
             .watches(pods, app_pods.clone(), |pod: Pod| {
                 let app = pod.labels().get(APP_LABEL)?.clone();
                 Some(ObjectRef::<App>::new(&app).within(&pod.namespace()?))
@@ -589,9 +666,16 @@ async fn lead(
                 }),
         );
     }
-    tracing::info!(release = %ctx.release, namespaces = ?config.namespaces, "app-operator started");
+    // `lead` runs once per process; a second run would keep the first
+    // stores, which then no longer change.
+    let _first = ctx.fleet.set(FleetStores {
+        apps: stores.clone(),
+        jobs: job_stores,
+    });
+    tracing::info!(release = %ctx.release, namespaces = ?config.namespaces, max_concurrent_upgrades = ctx.queue.limit(), "app-operator started");
     let gate = gate_loop(
         stores,
+        wakers,
         ctx.clone(),
         verdicts,
         keeper.status(),
@@ -667,12 +751,36 @@ impl Verdict for GateVerdict {
     }
 }
 
+/// Wakes the Apps of one watched scope (a controller) out of turn.
+struct Waker {
+    /// `None`: every namespace.
+    namespace: Option<String>,
+    wake: tokio::sync::mpsc::UnboundedSender<ObjectRef<App>>,
+}
+
+/// Asks the controller of `app` (`namespace/name`) to reconcile it now.
+fn wake(wakers: &[Waker], app: &str) {
+    let Some((namespace, name)) = app.split_once('/') else {
+        return;
+    };
+    let waker = wakers
+        .iter()
+        .find(|w| w.namespace.as_deref() == Some(namespace))
+        .or_else(|| wakers.iter().find(|w| w.namespace.is_none()));
+    if let Some(waker) = waker {
+        tracing::debug!(app, "an upgrade slot is free: waking the next App in line");
+        // The controller is gone only while the operator stops.
+        let _stopping = waker.wake.send(ObjectRef::new(name).within(namespace));
+    }
+}
+
 /// Recomputes the gate after every reconcile (and every [`GATE_RECHECK`])
 /// and hands each new decision, with the observation it came from, to the
 /// keeper; marks the pod ready once the keeper shows the decision (see
 /// [`ReadyWhen`]).
 async fn gate_loop(
     stores: Vec<Store<App>>,
+    wakers: Vec<Waker>,
     ctx: Arc<Context>,
     verdicts: watch::Sender<Option<GateVerdict>>,
     mut kept: watch::Receiver<KeeperStatus>,
@@ -711,6 +819,15 @@ async fn gate_loop(
                 invalid = Some(decision.clone());
             }
             Err(_) => {}
+        }
+        let slots = ctx.fleet_slots();
+        ctx.metrics.fleet(
+            &gate::summarize(&views, k8s_openapi::jiff::Timestamp::now()),
+            ctx.queue.limit(),
+            ctx.queue.busy(&slots),
+        );
+        for app in ctx.queue.to_wake(&slots) {
+            wake(&wakers, &app);
         }
         let applied = verdicts
             .borrow()

@@ -32,7 +32,7 @@ use crate::migrations::Release;
 use crate::operator::db_sessions::Sessions;
 use crate::operator::decide::{
     Blocker, DatabaseObservation, FinishedJob, JobFailure, JobObservation, Observed, SchemaTarget,
-    StartFailure, StartFailureKind, job_name,
+    Slot, StartFailure, StartFailureKind, job_name,
 };
 use crate::operator::resources::{
     self, APP_LABEL, APP_UID_LABEL, COMPONENT_LABEL, JOB_CONTAINER, JobIntent, SERVER_COMPONENT,
@@ -311,6 +311,7 @@ pub async fn observe_app(app: &App, ctx: &ObserveContext<'_>) -> Result<Observat
             server_pods: running_server_pods(&app_pods),
             progress: job_progress(&upgrade_sessions),
             now,
+            slot: Slot::Granted,
         },
         server,
     })

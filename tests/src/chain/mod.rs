@@ -6,7 +6,8 @@
 //! inconclusive? damaged?
 //!
 //! One runner serves `just race` (many runs of one arm, a JSON report),
-//! `just race-matrix` (every arm), `just demo` (one run, narrated) and the
+//! `just race-matrix` (every arm), `just demo` (one run, narrated),
+//! `just bench-scale` (a fleet of Apps upgraded at once, measured) and the
 //! cluster tests (one run each, a fault injected between the switch and the
 //! end).
 //!
@@ -25,6 +26,7 @@
 //! | [`catalog`] | test-time edits of a catalog (a release published later, a skipRange) |
 //! | [`report`] | `just race`'s and `just race-matrix`'s JSON and tables |
 //! | [`narrate`] | `just demo`'s narration |
+//! | [`scale`] | `just bench-scale`: a fleet of Apps upgraded by OLM, measured |
 
 pub mod arm;
 pub mod catalog;
@@ -37,5 +39,6 @@ pub mod narrate;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod scale;
 pub mod timeline;
 pub mod writer;

@@ -916,7 +916,7 @@ fn subscriptions(client: &Client, namespace: &str) -> kube::Api<DynamicObject> {
 }
 
 /// A CatalogSource of the namespace pointing at `address`, READY.
-async fn serve_to_olm(client: &Client, namespace: &str, address: &str) {
+pub(crate) async fn serve_to_olm(client: &Client, namespace: &str, address: &str) {
     let sources = dynamic_api(
         client,
         namespace,
@@ -955,7 +955,12 @@ async fn serve_to_olm(client: &Client, namespace: &str, address: &str) {
 /// An OperatorGroup for the namespace and a Subscription to `channel`,
 /// starting at release `starting` when given (OLM's `startingCSV`; else
 /// the channel's head).
-async fn subscribe(client: &Client, namespace: &str, channel: &str, starting: Option<&str>) {
+pub(crate) async fn subscribe(
+    client: &Client,
+    namespace: &str,
+    channel: &str,
+    starting: Option<&str>,
+) {
     dynamic_api(
         client,
         namespace,

@@ -12,7 +12,9 @@
 //! pure, so the whole table is unit-tested (`tests`). The status vocabulary
 //! (phase, the condition triple of each state) is `crate::crd::Health`.
 //!
-//! Order of an upgrade: scale the server down → record the intent (status,
+//! Order of an upgrade: wait for an upgrade slot (`Slot`, which the
+//! operator's upgrade queue, `super::queue`, decides; phase `Queued`) →
+//! scale the server down → record the intent (status,
 //! with optimistic concurrency) → wait until no server pod is left → create
 //! the Job, which carries the intent → wait, reporting its progress → verify
 //! the schema with the operator's own read → mark Ready and run the server
@@ -28,10 +30,11 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::crd::{
     AppCondition, AppStatus, ConditionReason, ConditionType, DatabaseSchemaStatus, FinishedUpgrade,
-    Health, UpgradeFailure, UpgradePhase, UpgradeProgress, UpgradeStatus,
+    Health, QueueStatus, UpgradeFailure, UpgradePhase, UpgradeProgress, UpgradeStatus,
 };
 use crate::db_upgrade::outcome::FailureKind;
 use crate::db_upgrade::progress::{self, Progress};
+use crate::operator::queue::QueueWait;
 
 /// What this operator release brings every database to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,6 +264,19 @@ pub struct Observed {
     pub progress: Option<Progress>,
     /// The clock, for condition times, the retry backoff and retention.
     pub now: Timestamp,
+    /// Whether a new upgrade attempt may begin now (the operator's
+    /// upgrade queue; `Granted` when none is asked for).
+    pub slot: Slot,
+}
+
+/// The upgrade queue's answer for this App, as the table reads it.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Slot {
+    /// A new attempt may begin.
+    #[default]
+    Granted,
+    /// Every slot is taken or promised to Apps waiting longer: queue.
+    Waiting(QueueWait),
 }
 
 /// The one next step; `act` performs it.
@@ -268,6 +284,9 @@ pub struct Observed {
 pub enum Step {
     /// Status (if changed) and the server as they should be; nothing else.
     NothingToDo,
+    /// Wait for an upgrade slot: status `Queued` with the App's place; the
+    /// server and the database are left as they are.
+    Queue,
     /// Stop the server before its schema changes under it.
     ScaleServerDown,
     /// Write `status.upgrade` (phase Pending) with optimistic concurrency;
@@ -325,6 +344,8 @@ pub enum EventKind {
 pub enum EventReason {
     /// The server Deployment goes to 0 replicas.
     ScalingServerDown,
+    /// The App waits for an upgrade slot.
+    UpgradeQueued,
     /// The upgrade's intent is in the App's status.
     UpgradeRecorded,
     /// A server pod is still there; no Job yet.
@@ -359,6 +380,7 @@ impl EventReason {
     pub fn as_str(self) -> &'static str {
         match self {
             EventReason::ScalingServerDown => "ScalingServerDown",
+            EventReason::UpgradeQueued => "UpgradeQueued",
             EventReason::UpgradeRecorded => "UpgradeRecorded",
             EventReason::WaitingForServerPods => "WaitingForServerPods",
             EventReason::WaitingForStaleJob => "WaitingForStaleJob",
@@ -427,6 +449,8 @@ pub const REQUEUE_PROGRESS: Duration = Duration::from_secs(5);
 /// Requeue while server pods stop or a stale Job finishes (pod and Job
 /// events also wake the operator).
 pub const REQUEUE_WAITING: Duration = Duration::from_secs(10);
+/// Requeue while queued (a free slot wakes the first in line sooner).
+pub const REQUEUE_QUEUED: Duration = Duration::from_secs(30);
 /// Requeue while the database cannot be read or the Job cannot start.
 pub const REQUEUE_BLOCKED: Duration = Duration::from_secs(30);
 /// Steady-state resync of a Ready or given-up App.
@@ -626,14 +650,17 @@ fn start_over(observed: &Observed, target: &SchemaTarget) -> Decision {
     }
 }
 
-/// A new attempt: the server is stopped first, then the intent recorded.
+/// A new attempt: it waits for a slot, then the server is stopped, then
+/// the intent recorded.
 fn begin_attempt(
     observed: &Observed,
     target: &SchemaTarget,
     current: &DatabaseSchemaStatus,
     attempt: i32,
 ) -> Decision {
-    if observed
+    if let Slot::Waiting(wait) = &observed.slot {
+        queued(observed, target, current, wait)
+    } else if observed
         .server_replicas
         .is_some_and(|replicas| replicas > 0)
     {

@@ -18,6 +18,8 @@ impl<'a> StatusBuilder<'a> {
     pub(super) fn new(observed: &'a Observed) -> Self {
         let mut status = observed.status.clone();
         status.observed_generation = observed.generation;
+        // Only the steps before the intent keep the App's place in the queue.
+        status.queue = None;
         StatusBuilder { observed, status }
     }
 
@@ -54,6 +56,11 @@ impl<'a> StatusBuilder<'a> {
 
     pub(super) fn upgrade(mut self, upgrade: Option<UpgradeStatus>) -> Self {
         self.status.upgrade = upgrade;
+        self
+    }
+
+    pub(super) fn queue(mut self, queue: Option<QueueStatus>) -> Self {
+        self.status.queue = queue;
         self
     }
 

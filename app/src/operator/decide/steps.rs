@@ -23,12 +23,63 @@ pub(super) fn report_blocked(observed: &Observed, blocker: Blocker, detail: &str
     )
 }
 
+/// Since when the App waits for its upgrade: kept from its first look
+/// until the intent is recorded.
+fn queued_since(observed: &Observed) -> Time {
+    observed
+        .status
+        .queue
+        .as_ref()
+        .map_or(Time(observed.now), |q| q.since.clone())
+}
+
+pub(super) fn queued(
+    observed: &Observed,
+    target: &SchemaTarget,
+    current: &DatabaseSchemaStatus,
+    wait: &QueueWait,
+) -> Decision {
+    let message = format!(
+        "App {} waits to upgrade its database from release {} to {}: position {} of {} waiting; {}; its server and database are left as they are until its turn",
+        observed.name,
+        release_label(current),
+        target.release,
+        wait.position,
+        wait.waiting,
+        wait.why()
+    );
+    let status = StatusBuilder::new(observed)
+        .queue(Some(QueueStatus {
+            since: queued_since(observed),
+            position: i32::try_from(wait.position).ok(),
+        }))
+        .health(&Health::Queued {
+            message: message.clone(),
+        })
+        .build();
+    decision(
+        Step::Queue,
+        status,
+        ServerGoal::Keep,
+        on_entry(
+            observed,
+            ConditionReason::UpgradeQueued,
+            event(EventReason::UpgradeQueued, message),
+        ),
+        REQUEUE_QUEUED,
+    )
+}
+
 pub(super) fn scale_server_down(observed: &Observed, target: &SchemaTarget) -> Decision {
     let message = format!(
         "stopping the server of App {} before its database is upgraded to release {}",
         observed.name, target.release
     );
     let status = StatusBuilder::new(observed)
+        .queue(Some(QueueStatus {
+            since: queued_since(observed),
+            position: None,
+        }))
         .health(&Health::Upgrading {
             step: ConditionReason::ScalingServerDown,
             message: message.clone(),

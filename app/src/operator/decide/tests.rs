@@ -3,7 +3,7 @@
 //! spec edits.
 
 use super::*;
-use crate::crd::{ConditionStatus, ConditionType};
+use crate::crd::{AppPhase, ConditionStatus, ConditionType};
 use crate::db_upgrade::progress::{Amount, Unit};
 
 const TARGET_RELEASE: &str = "7.10.1";
@@ -186,6 +186,7 @@ fn observed(phase: Option<UpgradePhase>, job: JobObservation, db: Db, world: Wor
             .collect(),
         progress: None,
         now: now(),
+        slot: Slot::Granted,
     }
 }
 
@@ -1012,7 +1013,12 @@ fn invariants_over_every_combination() {
                                             failed_ago,
                                             spec_changed,
                                         };
-                                        check_invariants(&observed(phase, job(), db, world));
+                                        let granted = observed(phase, job(), db, world);
+                                        check_invariants(&granted);
+                                        check_invariants(&Observed {
+                                            slot: Slot::Waiting(full_slots()),
+                                            ..granted
+                                        });
                                         combinations += 1;
                                     }
                                 }
@@ -1031,6 +1037,28 @@ fn check_invariants(observed: &Observed) {
     let context = format!("{observed:#?} → {:?}", decision.step);
     let recorded = observed.status.upgrade.as_ref();
     let foreign = recorded.is_some_and(|u| u.to != TARGET_RELEASE);
+
+    // Without a slot no attempt begins: the server and the intent stay as
+    // they are, and the App says it waits.
+    if matches!(observed.slot, Slot::Waiting(_)) {
+        assert!(
+            !matches!(decision.step, ScaleServerDown | RecordIntent),
+            "{context}"
+        );
+    }
+    if decision.step == Queue {
+        assert!(matches!(observed.slot, Slot::Waiting(_)), "{context}");
+        assert_eq!(decision.server, ServerGoal::Keep, "{context}");
+        assert_eq!(
+            decision.status.upgrade, observed.status.upgrade,
+            "{context}"
+        );
+        assert_eq!(decision.status.phase, Some(AppPhase::Queued), "{context}");
+        assert!(decision.status.queue.is_some(), "{context}");
+    } else if decision.step != ScaleServerDown {
+        // Only a queued or admitted App keeps a place in the queue.
+        assert_eq!(decision.status.queue, None, "{context}");
+    }
 
     // The three conditions, in order, whenever a state sets them (a waiting
     // or settled failure keeps the status as it was).
@@ -1218,4 +1246,137 @@ fn unchanged_conditions_keep_their_transition_time() {
 fn job_names_fit_a_label_value() {
     let longest_app = "a".repeat(40);
     assert!(job_name(&longest_app, "10.100.100", 10).len() <= 63);
+}
+
+fn full_slots() -> QueueWait {
+    QueueWait {
+        position: 3,
+        waiting: 12,
+        limit: 4,
+        busy: ["ns/a", "ns/b", "ns/c", "ns/d"].map(str::to_owned).to_vec(),
+    }
+}
+
+#[test]
+fn an_app_without_a_slot_queues_and_keeps_its_place_until_the_intent() {
+    // Waiting: phase Queued, its place and why, the server left running.
+    let world = World {
+        server_running: true,
+        ..BASE
+    };
+    let waiting = Observed {
+        slot: Slot::Waiting(full_slots()),
+        ..observed(None, JobObservation::Absent, Db::Behind, world)
+    };
+    let queued = decide(&waiting, &target());
+    assert_eq!(
+        (queued.step, queued.server, queued.requeue),
+        (Queue, ServerGoal::Keep, REQUEUE_QUEUED)
+    );
+    assert_eq!(queued.status.phase, Some(AppPhase::Queued));
+    assert_eq!(
+        queued.status.queue,
+        Some(QueueStatus {
+            since: Time(now()),
+            position: Some(3)
+        })
+    );
+    let progressing = condition(&queued.status, ConditionType::Progressing);
+    assert_eq!(
+        (progressing.status, progressing.reason),
+        (ConditionStatus::True, ConditionReason::UpgradeQueued)
+    );
+    for needle in [
+        "App shop waits to upgrade its database from release 7.9.3 to 7.10.1",
+        "position 3 of 12 waiting",
+        "4 of 4 upgrade slots busy: ns/a, ns/b, ns/c, ns/d",
+    ] {
+        assert!(
+            progressing.message.contains(needle),
+            "{needle:?} missing in {}",
+            progressing.message
+        );
+    }
+    let event = queued
+        .event
+        .as_ref()
+        .expect("an Event on entering the queue");
+    assert_eq!(
+        (event.kind(), event.reason.as_str()),
+        (EventKind::Normal, "UpgradeQueued")
+    );
+
+    // Looked at again later, still waiting: the place it had is kept
+    // (`since`), and no second Event.
+    let later = Observed {
+        status: queued.status.clone(),
+        now: now() + SignedDuration::from_secs(60),
+        ..waiting.clone()
+    };
+    let still = decide(&later, &target());
+    assert_eq!(still.step, Queue);
+    assert_eq!(
+        still.status.queue.as_ref().map(|q| q.since.clone()),
+        Some(Time(now()))
+    );
+    assert_eq!(still.event, None);
+
+    // Admitted: the server goes down, the place is kept (a new leader
+    // orders it by it) until the intent is recorded.
+    let admitted = Observed {
+        slot: Slot::Granted,
+        ..later.clone()
+    };
+    let scaling = decide(&admitted, &target());
+    assert_eq!(scaling.step, ScaleServerDown);
+    assert_eq!(
+        scaling.status.queue,
+        Some(QueueStatus {
+            since: Time(now()),
+            position: None
+        })
+    );
+    let intent = decide(
+        &Observed {
+            status: scaling.status.clone(),
+            server_replicas: Some(0),
+            ..admitted.clone()
+        },
+        &target(),
+    );
+    assert_eq!(intent.step, RecordIntent);
+    assert_eq!(intent.status.queue, None);
+    assert!(intent.status.upgrade.is_some());
+
+    // A queued App whose database becomes unreachable leaves the queue, so
+    // it takes no place before the Apps behind it.
+    let blocked = decide(
+        &Observed {
+            database: database(Db::Unreachable),
+            ..later
+        },
+        &target(),
+    );
+    assert_eq!(blocked.step, ReportBlocked);
+    assert_eq!(blocked.status.queue, None);
+}
+
+#[test]
+fn a_retry_due_queues_like_a_first_attempt() {
+    let failed = Observed {
+        slot: Slot::Waiting(full_slots()),
+        ..observed(Some(UpgradePhase::Failed), JOBS[7](), Db::Behind, BASE)
+    };
+    // The failed Job is read again (phase Failed, backoff long past).
+    let decision = decide(&failed, &target());
+    assert_eq!(decision.step, Queue);
+    // The failed attempt stays in status, to be counted.
+    assert_eq!(
+        decision
+            .status
+            .upgrade
+            .as_ref()
+            .map(|u| (u.phase, u.attempts)),
+        Some((UpgradePhase::Failed, 1))
+    );
 }
