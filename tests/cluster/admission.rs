@@ -32,7 +32,6 @@ use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
