@@ -30,12 +30,11 @@ use std::time::Duration;
 
 use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use app::crd::App;
 use upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
 use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::backup_volume::BackupVolume;
@@ -156,33 +155,6 @@ async fn state(namespace: &TestNamespace) -> BTreeMap<String, String> {
         .unwrap_or_else(|error| panic!("reading ConfigMap {STATE_CONFIGMAP}: {error}"))
         .and_then(|configmap| configmap.data)
         .unwrap_or_default()
-}
-
-async fn create_app(namespace: &TestNamespace, url: &str) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "shop-db"}, "stringData": {"url": url}
-    }))
-    .unwrap_or_else(|error| panic!("Secret: {error}"));
-    namespace
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap_or_else(|error| panic!("creating Secret shop-db: {error}"));
-    let app: App = serde_json::from_value(json!({
-        "apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "App",
-        "metadata": {"name": "shop"},
-        "spec": {
-            "database": {"secretRef": {"name": "shop-db"}, "sslMode": "disable"},
-            "server": {"replicas": 0},
-            "upgrade": {"jobTimeoutSeconds": 300, "retryLimit": 3, "backupVolumeClaim": BACKUP_CLAIM}
-        }
-    }))
-    .unwrap_or_else(|error| panic!("App: {error}"));
-    namespace
-        .api::<App>()
-        .create(&PostParams::default(), &app)
-        .await
-        .unwrap_or_else(|error| panic!("creating App shop: {error}"));
 }
 
 /// A Deployment of nothing (no replicas), opted in, for the cases that
@@ -363,7 +335,7 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
     .await;
     database.seed_at("7.9.3", 100);
     let lock = database.hold_upgrade_lock().await;
-    create_app(&namespace, &database.url).await;
+    operator_install::create_app(&namespace, &database.url, BACKUP_CLAIM).await;
     let operator = InstalledOperator::install(client.clone(), &ns, &cluster.image).await;
     lock.wait_for_waiter(POD_READY).await;
     let progress = wait::poll(

@@ -18,10 +18,10 @@
 
 use std::time::Duration;
 
-use harness::testing::{TestCluster, TestNamespace};
+use harness::testing::TestCluster;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, GroupVersionKind, LogParams, Patch, PatchParams,
     PostParams,
@@ -30,7 +30,6 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use app::crd::App;
 use upgrade_gate_tests::backup_volume::BackupVolume;
 use upgrade_gate_tests::cluster_database::TestDatabase;
 use upgrade_gate_tests::gate_process::run_gate;
@@ -155,33 +154,6 @@ fn pod_of(holder: &str) -> &str {
     holder.split('_').next().unwrap_or_default()
 }
 
-async fn create_app(namespace: &TestNamespace, url: &str) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "shop-db"}, "stringData": {"url": url}
-    }))
-    .unwrap_or_else(|error| panic!("Secret: {error}"));
-    namespace
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap_or_else(|error| panic!("creating Secret shop-db: {error}"));
-    let app: App = serde_json::from_value(json!({
-        "apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "App",
-        "metadata": {"name": "shop"},
-        "spec": {
-            "database": {"secretRef": {"name": "shop-db"}, "sslMode": "disable"},
-            "server": {"replicas": 0},
-            "upgrade": {"jobTimeoutSeconds": 300, "retryLimit": 3, "backupVolumeClaim": BACKUP_CLAIM}
-        }
-    }))
-    .unwrap_or_else(|error| panic!("App: {error}"));
-    namespace
-        .api::<App>()
-        .create(&PostParams::default(), &app)
-        .await
-        .unwrap_or_else(|error| panic!("creating App shop: {error}"));
-}
-
 /// Deletion (OLM recreates the object empty) and `upgrade-gate release`
 /// while the App's Job waits for the lock: the operator restores
 /// `Upgradeable=False` each time, and OLM's status shows it again.
@@ -207,7 +179,7 @@ async fn a_deleted_or_released_gate_is_restored_while_the_job_runs() {
     .await;
     database.seed_at("7.9.3", 100);
     let lock = database.hold_upgrade_lock().await;
-    create_app(&namespace, &database.url).await;
+    operator_install::create_app(&namespace, &database.url, BACKUP_CLAIM).await;
     let operator = InstalledOperator::install(client.clone(), &ns, &cluster.image).await;
     lock.wait_for_waiter(POD_READY).await;
     operator

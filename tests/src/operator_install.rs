@@ -322,3 +322,36 @@ impl InstalledOperator {
         .await
     }
 }
+
+/// The App `shop` on the database at `url` (through the Secret `shop-db`),
+/// with no server replicas and its backups on the claim `backup_claim`.
+pub async fn create_app(
+    namespace: &harness::testing::TestNamespace,
+    url: &str,
+    backup_claim: &str,
+) {
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "shop-db"}, "stringData": {"url": url}
+    }))
+    .unwrap_or_else(|error| panic!("Secret: {error}"));
+    namespace
+        .api::<k8s_openapi::api::core::v1::Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|error| panic!("creating Secret shop-db: {error}"));
+    let app: app::crd::App = serde_json::from_value(json!({
+        "apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "App",
+        "metadata": {"name": "shop"},
+        "spec": {
+            "database": {"secretRef": {"name": "shop-db"}, "sslMode": "disable"},
+            "server": {"replicas": 0},
+            "upgrade": {"jobTimeoutSeconds": 300, "retryLimit": 3, "backupVolumeClaim": backup_claim}
+        }
+    }))
+    .unwrap_or_else(|error| panic!("App: {error}"));
+    namespace
+        .api::<app::crd::App>()
+        .create(&PostParams::default(), &app)
+        .await
+        .unwrap_or_else(|error| panic!("creating App shop: {error}"));
+}
