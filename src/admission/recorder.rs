@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use super::{Record, STATE_CONFIGMAP, data_patch, initial_data};
 use crate::keeper::Verdict;
+use crate::operator_condition::GateState;
 
 /// How often the record is read back and put right when someone changed it.
 pub const REASSERT_INTERVAL: Duration = Duration::from_secs(5);
@@ -258,6 +259,54 @@ fn timeout(what: &str) -> kube::Error {
     kube::Error::Service(format!("{what} ConfigMap {STATE_CONFIGMAP} timed out").into())
 }
 
+/// The verdicts to hand the keeper when a [`Recorder`] records the same
+/// ones: a closed verdict at once, an open one only once the recorder
+/// shows it recorded as [`Record::Complete`] for `release`.
+///
+/// Why the order: an open OperatorCondition lets OLM v0 roll the Deployment
+/// to the next release within a fraction of a second, and OLM gives up on
+/// a CSV for good when the admission policy refuses that update
+/// (`InstallComponentFailedNoRetry`). So the policy's state must say
+/// "complete" before the OperatorCondition does.
+pub fn open_after_recorded<V: Verdict>(
+    verdicts: watch::Receiver<Option<V>>,
+    recorder: watch::Receiver<RecorderStatus>,
+    release: &str,
+) -> watch::Receiver<Option<V>> {
+    let (out, kept) = watch::channel(None);
+    let complete = Record::Complete {
+        release: release.to_owned(),
+    };
+    tokio::spawn(forward_after_record(verdicts, recorder, out, complete));
+    kept
+}
+
+async fn forward_after_record<V: Verdict>(
+    mut verdicts: watch::Receiver<Option<V>>,
+    mut recorder: watch::Receiver<RecorderStatus>,
+    out: watch::Sender<Option<V>>,
+    complete: Record,
+) {
+    loop {
+        let verdict = verdicts.borrow_and_update().clone();
+        let recorded = recorder.borrow_and_update().recorded.clone();
+        let passes = match &verdict {
+            Some(verdict) if verdict.entry().state() == GateState::Open => {
+                recorded.as_ref() == Some(&complete)
+            }
+            _ => true,
+        };
+        if passes {
+            out.send_replace(verdict);
+        }
+        tokio::select! {
+            changed = verdicts.changed() => if changed.is_err() { return },
+            changed = recorder.changed() => if changed.is_err() { return },
+            () = out.closed() => return,
+        }
+    }
+}
+
 /// A running recorder.
 pub struct RecorderHandle {
     status: watch::Receiver<RecorderStatus>,
@@ -287,5 +336,74 @@ impl Drop for RecorderHandle {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator_condition::{Reason, UpgradeableEntry};
+
+    fn open() -> UpgradeableEntry {
+        UpgradeableEntry::open(Reason::new("UpgradeComplete").unwrap(), "done").unwrap()
+    }
+
+    fn closed(why: &str) -> UpgradeableEntry {
+        UpgradeableEntry::closed(Reason::new("UpgradeInProgress").unwrap(), why).unwrap()
+    }
+
+    /// Waits (paused time) until `kept` holds `expected`.
+    async fn until(
+        kept: &mut watch::Receiver<Option<UpgradeableEntry>>,
+        expected: &UpgradeableEntry,
+    ) {
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            kept.wait_for(|v| v.as_ref() == Some(expected)),
+        )
+        .await
+        .expect("the keeper's input reaches the verdict")
+        .expect("the forwarder runs");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_opens_only_after_the_completion_is_recorded() {
+        let (verdicts, latest) = watch::channel(None);
+        let (recorder, status) = watch::channel(RecorderStatus::default());
+        let mut kept = open_after_recorded(latest, status, "7.10.0");
+
+        verdicts.send_replace(Some(closed("Job running")));
+        until(&mut kept, &closed("Job running")).await;
+
+        verdicts.send_replace(Some(open()));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            *kept.borrow(),
+            Some(closed("Job running")),
+            "not before the record"
+        );
+
+        recorder.send_modify(|status| {
+            status.recorded = Some(Record::Complete {
+                release: "7.9.3".into(),
+            })
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            *kept.borrow(),
+            Some(closed("Job running")),
+            "another release's completion does not count"
+        );
+
+        recorder.send_modify(|status| {
+            status.recorded = Some(Record::Complete {
+                release: "7.10.0".into(),
+            })
+        });
+        until(&mut kept, &open()).await;
+
+        // Closing never waits for the recorder.
+        verdicts.send_replace(Some(closed("a new App")));
+        until(&mut kept, &closed("a new App")).await;
     }
 }

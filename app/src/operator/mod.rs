@@ -579,14 +579,11 @@ async fn lead(
         pod: None,
     };
     let (verdicts, latest) = watch::channel(None);
-    let mut keeper = Keeper::new(ctx.client.clone(), target).events(ctx.metrics.clone());
-    if let Some(leading) = leading.clone() {
-        keeper = keeper.leading(leading);
-    }
-    let keeper = keeper.start(latest.clone());
     // The same verdict, for deployers other than OLM v0: the admission
     // policy lets this Deployment move to another release only once this
-    // release recorded its upgrade complete.
+    // release recorded its upgrade complete. The keeper opens the
+    // OperatorCondition only after that record (see
+    // `admission::open_after_recorded`).
     let recorder = config.admission_deployment.as_ref().map(|deployment| {
         let mut recorder = admission::Recorder::new(
             ctx.client.clone(),
@@ -599,6 +596,19 @@ async fn lead(
         }
         recorder.start(latest.clone())
     });
+    let keeper_input = match &recorder {
+        Some(recorder) => admission::open_after_recorded(
+            latest.clone(),
+            recorder.status(),
+            &ctx.release.to_string(),
+        ),
+        None => latest.clone(),
+    };
+    let mut keeper = Keeper::new(ctx.client.clone(), target).events(ctx.metrics.clone());
+    if let Some(leading) = leading.clone() {
+        keeper = keeper.leading(leading);
+    }
+    let keeper = keeper.start(keeper_input);
 
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
     // Server and Job pods (and stragglers labelled as the App's): a pod
