@@ -37,10 +37,8 @@ use tokio::time::Instant;
 
 use upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
 use upgrade_gate_tests::admission_policy::Policy;
-use upgrade_gate_tests::backup_volume::BackupVolume;
-use upgrade_gate_tests::cluster_database::TestDatabase;
 use upgrade_gate_tests::gate_process::run_gate;
-use upgrade_gate_tests::operator_install::{self, InstalledOperator, OPERATOR};
+use upgrade_gate_tests::operator_install::{self, HeldUpgrade, OPERATOR};
 use upgrade_gate_tests::wait::{self, Look};
 
 const POD_READY: Duration = Duration::from_secs(120);
@@ -112,6 +110,29 @@ impl Kubectl {
                 String::from_utf8_lossy(&output.stderr)
             ),
         }
+    }
+}
+
+impl Kubectl {
+    /// Applies what `object` makes, every [`RETRY`] as a deployer retrying
+    /// would, until the API server accepts it (`timeout` at most); when it was.
+    async fn apply_until_accepted(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut object: impl FnMut() -> Value,
+    ) -> Instant {
+        wait::poll(what, timeout, RETRY, || {
+            let applied = self.apply(&object());
+            async move {
+                if applied.accepted {
+                    Look::Done(Instant::now())
+                } else {
+                    Look::NotYet(applied.output)
+                }
+            }
+        })
+        .await
     }
 }
 
@@ -233,23 +254,16 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         )
         .await
         .unwrap_or_else(|error| panic!("creating the state: {error}"));
-    wait::poll(
-        "a same-release change once the state exists",
-        Duration::from_secs(30),
-        RETRY,
-        || {
-            tries += 1;
-            let applied = kubectl.apply(&note(&bare.name, "other", tries));
-            async move {
-                if applied.accepted {
-                    Look::Done(())
-                } else {
-                    Look::NotYet(applied.output)
-                }
-            }
-        },
-    )
-    .await;
+    kubectl
+        .apply_until_accepted(
+            "a same-release change once the state exists",
+            Duration::from_secs(30),
+            || {
+                tries += 1;
+                note(&bare.name, "other", tries)
+            },
+        )
+        .await;
     let refused = kubectl.apply(&release_of(&bare.name, "other", "2.0.0"));
     assert!(
         !refused.accepted
@@ -261,25 +275,25 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
     );
 
     // A non-Rust operator's record: `upgrade-gate record`.
-    let record = |args: Vec<String>| {
+    let record = |state: &[&str]| {
+        let mut args = vec![
+            "record",
+            "--deployment",
+            "other",
+            "--release",
+            "1.0.0",
+            "--namespace",
+            &bare.name,
+        ];
+        args.extend_from_slice(state);
+        let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
         let kubeconfig = cluster.kubeconfig.clone();
         async move {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             run_gate(&kubeconfig, &args, Duration::from_secs(60)).await
         }
     };
-    let base = |state: &str| -> Vec<String> {
-        let mut args: Vec<String> = ["record", "--deployment", "other", "--release", "1.0.0"]
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        args.extend(["--namespace".to_owned(), bare.name.clone()]);
-        args.extend(state.split(' ').map(str::to_owned));
-        args
-    };
-    let mut in_progress = base("--in-progress");
-    in_progress.push("migrating the schema".to_owned());
-    let ran = record(in_progress).await;
+    let ran = record(&["--in-progress", "migrating the schema"]).await;
     assert_eq!(
         ran.code,
         Some(0),
@@ -295,49 +309,25 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         "the recorded reason in the refusal: {}",
         refused.output
     );
-    let ran = record(base("--complete")).await;
+    let ran = record(&["--complete"]).await;
     assert_eq!(
         ran.code,
         Some(0),
         "upgrade-gate record --complete:\n{}",
         ran.text()
     );
-    wait::poll(
-        "a release change once `upgrade-gate record --complete` ran",
-        Duration::from_secs(30),
-        RETRY,
-        || {
-            let applied = kubectl.apply(&release_of(&bare.name, "other", "2.0.0"));
-            async move {
-                if applied.accepted {
-                    Look::Done(())
-                } else {
-                    Look::NotYet(applied.output)
-                }
-            }
-        },
-    )
-    .await;
+    kubectl
+        .apply_until_accepted(
+            "a release change once `upgrade-gate record --complete` ran",
+            Duration::from_secs(30),
+            || release_of(&bare.name, "other", "2.0.0"),
+        )
+        .await;
 
     // The operator, its Job held.
-    operator_install::enforce_restricted_pod_security(&client, &ns).await;
-    let _backups = BackupVolume::create(
-        client.clone(),
-        cluster.kubeconfig.clone(),
-        &ns,
-        BACKUP_CLAIM,
-    )
-    .await;
-    let database = TestDatabase::create(
-        &cluster.database_url,
-        &format!("{}_shop", ns.replace('-', "_")),
-    )
-    .await;
-    database.seed_at("7.9.3", 100);
-    let lock = database.hold_upgrade_lock().await;
-    operator_install::create_app(&namespace, &database.url, BACKUP_CLAIM).await;
-    let operator = InstalledOperator::install(client.clone(), &ns, &cluster.image).await;
-    lock.wait_for_waiter(POD_READY).await;
+    // Kept whole to the end: its database and backup claim must outlive the run.
+    let held = HeldUpgrade::start(&cluster, &namespace, BACKUP_CLAIM, POD_READY).await;
+    let operator = &held.operator;
     let progress = wait::poll(
         "the operator's record: in progress",
         POD_READY,
@@ -385,7 +375,7 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
     );
 
     // The Job runs to the end; the deployer retries until accepted.
-    lock.release().await;
+    held.lock.release().await;
     let completed_at = wait::poll(
         "the operator's record: complete",
         Duration::from_secs(300),
@@ -404,20 +394,13 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         },
     )
     .await;
-    let accepted_at = wait::poll(
-        "kubectl apply of the next release accepted",
-        Duration::from_secs(60),
-        RETRY,
-        || async {
-            let applied = kubectl.apply(&release_of(&ns, OPERATOR, NEXT));
-            if applied.accepted {
-                Look::Done(Instant::now())
-            } else {
-                Look::NotYet(applied.output)
-            }
-        },
-    )
-    .await;
+    let accepted_at = kubectl
+        .apply_until_accepted(
+            "kubectl apply of the next release accepted",
+            Duration::from_secs(60),
+            || release_of(&ns, OPERATOR, NEXT),
+        )
+        .await;
     println!(
         "figure: completion recorded -> kubectl apply of the next release accepted: {:.2} s (retrying every {RETRY:?})",
         accepted_at.duration_since(completed_at).as_secs_f64()
@@ -445,20 +428,13 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         )
         .await
         .unwrap_or_else(|error| panic!("the override: {error}"));
-    wait::poll(
-        "kubectl apply accepted after the override",
-        Duration::from_secs(30),
-        RETRY,
-        || async {
-            let applied = kubectl.apply(&release_of(&ns, OPERATOR, "7.10.3"));
-            if applied.accepted {
-                Look::Done(())
-            } else {
-                Look::NotYet(applied.output)
-            }
-        },
-    )
-    .await;
+    kubectl
+        .apply_until_accepted(
+            "kubectl apply accepted after the override",
+            Duration::from_secs(30),
+            || release_of(&ns, OPERATOR, "7.10.3"),
+        )
+        .await;
     let data = state(&namespace).await;
     assert_eq!(
         data.get(&format!("{OPERATOR}.override"))

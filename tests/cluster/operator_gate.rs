@@ -30,10 +30,10 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use upgrade_gate_tests::backup_volume::BackupVolume;
-use upgrade_gate_tests::cluster_database::TestDatabase;
 use upgrade_gate_tests::gate_process::run_gate;
-use upgrade_gate_tests::operator_install::{self, CONDITION_NAME, InstalledOperator, OPERATOR};
+use upgrade_gate_tests::operator_install::{
+    self, CONDITION_NAME, HeldUpgrade, InstalledOperator, OPERATOR,
+};
 use upgrade_gate_tests::wait::{self, Look};
 
 const POD_READY: Duration = Duration::from_secs(120);
@@ -164,24 +164,9 @@ async fn a_deleted_or_released_gate_is_restored_while_the_job_runs() {
     operator_install::install_app_crd(&client).await;
     let namespace = cluster.namespace("opgate-restore").await;
     let ns = namespace.name.clone();
-    operator_install::enforce_restricted_pod_security(&client, &ns).await;
-    let _backups = BackupVolume::create(
-        client.clone(),
-        cluster.kubeconfig.clone(),
-        &ns,
-        BACKUP_CLAIM,
-    )
-    .await;
-    let database = TestDatabase::create(
-        &cluster.database_url,
-        &format!("{}_shop", ns.replace('-', "_")),
-    )
-    .await;
-    database.seed_at("7.9.3", 100);
-    let lock = database.hold_upgrade_lock().await;
-    operator_install::create_app(&namespace, &database.url, BACKUP_CLAIM).await;
-    let operator = InstalledOperator::install(client.clone(), &ns, &cluster.image).await;
-    lock.wait_for_waiter(POD_READY).await;
+    // Kept whole to the end: its database and backup claim must outlive the run.
+    let held = HeldUpgrade::start(&cluster, &namespace, BACKUP_CLAIM, POD_READY).await;
+    let operator = &held.operator;
     operator
         .wait_for_gate("the operator's gate in status", POD_READY, |gate| {
             gate.status == "False" && gate.current && gate.reason == "UpgradeInProgress"
@@ -293,7 +278,7 @@ async fn a_deleted_or_released_gate_is_restored_while_the_job_runs() {
     );
 
     // The upgrade goes on; when it is done the operator opens the gate.
-    lock.release().await;
+    held.lock.release().await;
     operator
         .wait_for_gate(
             "the gate open after the upgrade",

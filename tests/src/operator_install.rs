@@ -355,3 +355,52 @@ pub async fn create_app(
         .await
         .unwrap_or_else(|error| panic!("creating App shop: {error}"));
 }
+
+/// The operator from `manifests/` in `namespace` (restricted pod security),
+/// its App `shop` on a database of its own seeded at 7.9.3 with backups on
+/// `backup_claim`, and the App's upgrade Job waiting for the test's hold
+/// on the database's upgrade lock. Fields drop in declaration order: the
+/// operator before the lock, the lock before its database, the claim last.
+pub struct HeldUpgrade {
+    pub operator: InstalledOperator,
+    pub lock: crate::cluster_database::HeldUpgradeLock,
+    pub database: crate::cluster_database::TestDatabase,
+    _backups: crate::backup_volume::BackupVolume,
+}
+
+impl HeldUpgrade {
+    /// Sets it up and waits (`timeout`) until the Job waits for the lock.
+    pub async fn start(
+        cluster: &harness::testing::TestCluster,
+        namespace: &harness::testing::TestNamespace,
+        backup_claim: &str,
+        timeout: Duration,
+    ) -> HeldUpgrade {
+        let client = cluster.admin_client().await;
+        let ns = &namespace.name;
+        enforce_restricted_pod_security(&client, ns).await;
+        let backups = crate::backup_volume::BackupVolume::create(
+            client.clone(),
+            cluster.kubeconfig.clone(),
+            ns,
+            backup_claim,
+        )
+        .await;
+        let database = crate::cluster_database::TestDatabase::create(
+            &cluster.database_url,
+            &format!("{}_shop", ns.replace('-', "_")),
+        )
+        .await;
+        database.seed_at("7.9.3", 100);
+        let lock = database.hold_upgrade_lock().await;
+        create_app(namespace, &database.url, backup_claim).await;
+        let operator = InstalledOperator::install(client, ns, &cluster.image).await;
+        lock.wait_for_waiter(timeout).await;
+        HeldUpgrade {
+            operator,
+            lock,
+            database,
+            _backups: backups,
+        }
+    }
+}
