@@ -109,14 +109,13 @@ impl Recorder {
                 return;
             }
             let leads = leading.as_ref().is_none_or(|rx| *rx.borrow());
-            let verdict = verdicts.borrow_and_update().clone();
-            let mut pause = REASSERT_INTERVAL;
-            if let (true, Some(verdict)) = (leads, verdict) {
-                if !verdict.still_current() {
-                    // Decided from input that has moved on: the operator
-                    // sends a newer verdict soon; never record a stale one.
-                    pause = crate::keeper::STALE_RECHECK;
-                } else {
+            let verdict = verdicts.borrow_and_update().clone().filter(|_| leads);
+            let pause = match verdict {
+                None => REASSERT_INTERVAL,
+                // Decided from input that has moved on: the operator sends
+                // a newer verdict soon; never record a stale one.
+                Some(verdict) if !verdict.still_current() => crate::keeper::STALE_RECHECK,
+                Some(verdict) => {
                     let record = Record::of(&self.release, verdict.entry());
                     let written = tokio::select! {
                         written = write(&api, &self.deployment, &record) => written,
@@ -124,21 +123,9 @@ impl Recorder {
                     };
                     match written {
                         Ok(changed) => {
-                            if changed {
-                                tracing::info!(
-                                    configmap = STATE_CONFIGMAP,
-                                    deployment = %self.deployment,
-                                    record = ?record,
-                                    "recorded the upgrade's state for the admission policy"
-                                );
-                            }
-                            status.send_modify(|status| {
-                                status.recorded = Some(record);
-                                status.last_error = None;
-                                if changed {
-                                    status.last_write = Some(Timestamp::now());
-                                }
-                            });
+                            failures = 0;
+                            self.report_written(&status, record, changed);
+                            REASSERT_INTERVAL
                         }
                         Err(error) => {
                             tracing::warn!(
@@ -148,14 +135,12 @@ impl Recorder {
                             );
                             status
                                 .send_modify(|status| status.last_error = Some(error.to_string()));
-                            pause = RETRY_AFTER
-                                .saturating_mul(2u32.saturating_pow(failures))
-                                .min(RETRY_AT_MOST);
                             failures = failures.saturating_add(1);
+                            retry_pause(failures)
                         }
                     }
                 }
-            }
+            };
             let leading_changed = async {
                 match leading.as_mut() {
                     Some(rx) => {
@@ -174,6 +159,39 @@ impl Recorder {
             }
         }
     }
+}
+
+impl Recorder {
+    fn report_written(
+        &self,
+        status: &watch::Sender<RecorderStatus>,
+        record: Record,
+        changed: bool,
+    ) {
+        if changed {
+            tracing::info!(
+                configmap = STATE_CONFIGMAP,
+                deployment = %self.deployment,
+                record = ?record,
+                "recorded the upgrade's state for the admission policy"
+            );
+        }
+        status.send_modify(|status| {
+            status.recorded = Some(record);
+            status.last_error = None;
+            if changed {
+                status.last_write = Some(Timestamp::now());
+            }
+        });
+    }
+}
+
+/// The pause after the `failures`-th failure in a row: [`RETRY_AFTER`],
+/// doubled after each further one, at most [`RETRY_AT_MOST`].
+fn retry_pause(failures: u32) -> Duration {
+    RETRY_AFTER
+        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)))
+        .min(RETRY_AT_MOST)
 }
 
 /// Writes `record` for `deployment` in `namespace` once, creating the
@@ -364,6 +382,12 @@ mod tests {
         .await
         .expect("the keeper's input reaches the verdict")
         .expect("the forwarder runs");
+    }
+
+    #[test]
+    fn failures_in_a_row_double_the_pause_up_to_the_cap() {
+        let secs = |n| retry_pause(n).as_secs();
+        assert_eq!([1, 2, 3, 4, 5, 6, 40].map(secs), [1, 2, 4, 8, 16, 30, 30]);
     }
 
     #[tokio::test(start_paused = true)]
