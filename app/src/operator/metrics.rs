@@ -371,31 +371,22 @@ mod tests {
         metrics.upgrade_progress("ns/shop", Some(&progress), now);
         metrics.upgrade_progress("ns/done", Some(&progress), now);
         metrics.upgrade_progress("ns/done", None, now);
+        let earlier = FleetSummary {
+            total: 100,
+            upgraded: 37,
+            running: 4,
+            queued: 12,
+            failed: 1,
+            unchecked: 46,
+            slowest: Some(("ns/old".into(), Duration::from_secs(20))),
+            ..FleetSummary::default()
+        };
+        metrics.fleet(&earlier, 4, 4);
         metrics.fleet(
             &FleetSummary {
-                total: 100,
-                upgraded: 37,
-                running: 4,
-                queued: 12,
-                failed: 1,
-                unchecked: 46,
-                slowest: Some(("ns/old".into(), Duration::from_secs(20))),
-                ..FleetSummary::default()
-            },
-            4,
-            4,
-        );
-        metrics.fleet(
-            &FleetSummary {
-                total: 100,
-                upgraded: 37,
-                running: 4,
-                queued: 12,
-                failed: 1,
-                unchecked: 46,
                 slowest: Some(("ns/slow".into(), Duration::from_secs(95))),
                 running_eta: Some(Duration::from_secs(30)),
-                ..FleetSummary::default()
+                ..earlier
             },
             4,
             3,

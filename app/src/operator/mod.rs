@@ -584,12 +584,13 @@ async fn lead(
     // release recorded its upgrade complete. The keeper opens the
     // OperatorCondition only after that record (see
     // `admission::open_after_recorded`).
+    let release = ctx.release.to_string();
     let recorder = config.admission_deployment.as_ref().map(|deployment| {
         let mut recorder = admission::Recorder::new(
             ctx.client.clone(),
             config.pod_namespace.clone(),
             deployment.clone(),
-            ctx.release.to_string(),
+            release.clone(),
         );
         if let Some(leading) = leading.clone() {
             recorder = recorder.leading(leading);
@@ -597,11 +598,9 @@ async fn lead(
         recorder.start(latest.clone())
     });
     let keeper_input = match &recorder {
-        Some(recorder) => admission::open_after_recorded(
-            latest.clone(),
-            recorder.status(),
-            &ctx.release.to_string(),
-        ),
+        Some(recorder) => {
+            admission::open_after_recorded(latest.clone(), recorder.status(), &release)
+        }
         None => latest.clone(),
     };
     let mut keeper = Keeper::new(ctx.client.clone(), target).events(ctx.metrics.clone());
