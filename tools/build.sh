@@ -35,9 +35,10 @@ build_binaries() {
     packages+=("${pair#*=}")
   done
   ((${#names[@]} > 0)) || return 0
-  local staging="$out/.partial.$$.$module.${names[0]}" start name target="$out/.partial.$$.$module.${names[0]}/"
+  local staging="$out/.partial.$$.$module.${names[0]}" start name target
   rm -rf "$staging"
   mkdir -p "$staging"
+  target="$staging/"
   ((${#names[@]} > 1)) || target="$staging/${names[0]}"
   start=$(now)
   log "$module: building ${names[*]}${tags:+ (tags $tags)}"
