@@ -147,6 +147,16 @@ copy_olm_crds() {
   log "olm: copied $(find "$crds" -name '*.yaml' | wc -l) CRDs from $api_dir/crds"
 }
 
+build_helm() {
+  all_present helm helm || download_modules helm
+  local version
+  version=$(required_version helm helm.sh/helm/v4)
+  # Without the stamp `helm version` says v4.3 and charts' kubeVersion
+  # checks see no patch release.
+  build_binaries helm "" "-X helm.sh/helm/v4/internal/version.version=$version" \
+    helm=helm.sh/helm/v4/cmd/helm
+}
+
 build_lint() {
   all_present lint actionlint || download_modules lint
   build_binaries lint "" "" actionlint=github.com/rhysd/actionlint/cmd/actionlint
@@ -195,6 +205,8 @@ main() {
   build_olm &
   pids+=($!)
   build_lint &
+  pids+=($!)
+  build_helm &
   pids+=($!)
   for pid in "${pids[@]}"; do
     wait "$pid" || failed=1

@@ -8,7 +8,7 @@ tools_src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${UPGRADE_GATE_CACHE:-$HOME/.cache/upgrade-gate}
 
 # The wrapper Go modules, each a folder of tools/ with go.mod, go.sum, tools.go.
-wrapper_modules=(kubernetes etcd olm lint)
+wrapper_modules=(kubernetes etcd olm lint helm)
 
 # Every binary the cluster harness expects in "$(tools/bin-dir.sh)/bin".
 # shellcheck disable=SC2034 # used by the scripts that source this file
@@ -17,6 +17,7 @@ expected_binaries=(
   kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
   olm catalog opm operator-verify validate-bundle
   actionlint
+  helm
 )
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
