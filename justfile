@@ -102,6 +102,10 @@ bundle RELEASE:
 bundles:
     {{release}} bundles
 
+# Render charts/upgrade-gate/: the Helm chart of the newest release (or RELEASE).
+chart RELEASE="":
+    {{release}} chart {{RELEASE}}
+
 # Render catalog/ (bundle images in REGISTRY) and catalog-local/ (inline bundles).
 catalog REGISTRY="ghcr.io/upgrade-gate":
     {{release}} --registry {{REGISTRY}} catalog

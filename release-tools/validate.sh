@@ -12,13 +12,14 @@
 #      rights limited to the CSV's own OperatorCondition, Recreate, a
 #      readiness probe; warnings on skipRange/skips);
 #   4. both catalogs pass `opm validate`;
-#   5. the GitHub workflows pass actionlint.
+#   5. the Helm chart passes `helm lint --strict` and renders;
+#   6. the GitHub workflows pass actionlint.
 # Needs the tools directory (`just cluster-bins`). Reads the work tree only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tools=$(tools/bin-dir.sh)
-generated=(bundle catalog catalog-local)
+generated=(bundle catalog catalog-local charts)
 failed=0
 step() { printf '== %s\n' "$*"; }
 
@@ -33,11 +34,12 @@ release=("$bin_dir/release" --out "$rendered")
 # The repository's catalog uses the default registry; ignore a caller's override.
 env -u UPGRADE_GATE_REGISTRY "${release[@]}" bundles >/dev/null
 env -u UPGRADE_GATE_REGISTRY "${release[@]}" catalog >/dev/null
+env -u UPGRADE_GATE_REGISTRY "${release[@]}" chart >/dev/null
 for dir in "${generated[@]}"; do
   if diff -r "$rendered/$dir" "$dir" >"$rendered/$dir.diff"; then
     echo "ok    $dir/"
   else
-    echo "STALE $dir/ differs from what release-tools renders: run \`just bundles catalog\` and commit"
+    echo "STALE $dir/ differs from what release-tools renders: run \`just bundles catalog chart\` and commit"
     head -n 40 "$rendered/$dir.diff"
     failed=1
   fi
@@ -66,6 +68,15 @@ for catalog in catalog catalog-local; do
     failed=1
   fi
 done
+
+step "helm lint, helm template"
+if "$tools/bin/helm" lint --strict charts/upgrade-gate &&
+  "$tools/bin/helm" template check charts/upgrade-gate --namespace check >/dev/null; then
+  echo "ok    charts/upgrade-gate/"
+else
+  echo "FAIL  charts/upgrade-gate/"
+  failed=1
+fi
 
 step "actionlint"
 shopt -s nullglob

@@ -14,6 +14,7 @@
 //! output could not be written; 2 usage (also a variant without `--out`).
 
 mod catalog;
+mod chart;
 mod csv;
 mod descriptors;
 mod install;
@@ -61,6 +62,9 @@ enum Command {
     Bundle { release: String },
     /// The bundle of every release in the release table.
     Bundles,
+    /// charts/upgrade-gate/: the Helm chart of RELEASE (default: the newest),
+    /// running the operator image of --registry.
+    Chart { release: Option<String> },
     /// catalog/ (bundle images) and catalog-local/ (inline bundles).
     Catalog {
         /// The operator image the local catalog's bundles run
@@ -130,6 +134,16 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
                 )?);
             }
             files
+        }
+        Command::Chart { release } => {
+            let release = match release {
+                Some(version) => render::release(version)?,
+                None => releases::RELEASES
+                    .last()
+                    .expect("the release table is not empty"),
+            };
+            let image = render::operator_image(&cli.registry, &sources.image_tag);
+            chart::chart_files(&sources, release, &image)?
         }
         Command::Catalog { local_image } => {
             let local_image = local_image

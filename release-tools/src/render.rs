@@ -46,6 +46,8 @@ pub enum RenderError {
     },
     #[error("the CRD has no {0}")]
     Crd(&'static str),
+    #[error("the operator Deployment has no {0}")]
+    Deployment(&'static str),
     #[error("writing {path}: {source}")]
     Write {
         path: PathBuf,
@@ -75,7 +77,7 @@ pub fn local_operator_image(tag: &str) -> String {
     operator_image("localhost", tag)
 }
 
-fn release(version: &str) -> Result<&'static Release, RenderError> {
+pub fn release(version: &str) -> Result<&'static Release, RenderError> {
     releases::find(version).ok_or_else(|| RenderError::UnknownRelease(version.to_owned()))
 }
 

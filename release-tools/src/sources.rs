@@ -55,6 +55,9 @@ pub struct Sources {
     pub cluster_rules: Vec<PolicyRule>,
     /// Rules of the operator's namespaced Role (→ CSV `permissions`).
     pub namespace_rules: Vec<PolicyRule>,
+    /// Every object of `manifests/rbac.yaml` as written (the Helm chart's
+    /// templates).
+    pub rbac_objects: Vec<Value>,
     /// The App CRD, typed (schema lookups) and as written (bundle output).
     pub crd: CustomResourceDefinition,
     pub crd_object: Value,
@@ -77,6 +80,7 @@ impl Sources {
             deployment,
             cluster_rules: cluster_role.rules.unwrap_or_default(),
             namespace_rules: role.rules.unwrap_or_default(),
+            rbac_objects: documents(root, RBAC_FILE)?,
             crd,
             crd_object,
             sample_app,
