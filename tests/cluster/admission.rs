@@ -19,6 +19,12 @@
 //! - With no state ConfigMap at all, an opted-in Deployment's update is
 //!   refused: the policy fails closed. `upgrade-gate record` (the command
 //!   for operators not written in Rust) writes the state the policy reads.
+//! - Helm (`tools/helm`, the CLI built from its Go module) installs 7.10.0
+//!   from the chart release-tools renders; `helm upgrade` to 7.10.1 while
+//!   7.10.0's Job runs fails with the policy's message, and what Helm
+//!   applied before the refused Deployment (a ClusterRole rule the test's
+//!   7.10.1 chart adds) is printed; once 7.10.0 recorded completion, the
+//!   deployer's retried `helm upgrade` succeeds: the delay is printed.
 //!
 //! Needs the shared test cluster (`just test-cluster`); panics without it.
 
@@ -31,6 +37,8 @@ use std::time::Duration;
 use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -38,6 +46,7 @@ use tokio::time::Instant;
 use upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
 use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::gate_process::run_gate;
+use upgrade_gate_tests::helm::{Helm, RELEASE_NAME};
 use upgrade_gate_tests::operator_install::{self, HeldUpgrade, OPERATOR};
 use upgrade_gate_tests::wait::{self, Look};
 
@@ -442,4 +451,208 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         Some(NEXT),
         "the operator leaves the admin's key alone: {data:?}"
     );
+}
+
+/// The release whose upgrade Helm must not cut short, and the next one.
+const HELM_RUNNING: &str = "7.10.0";
+const HELM_NEXT: &str = "7.10.1";
+/// A rule the test's next chart adds to the operator's ClusterRole, as a
+/// release that needs a new right would: shows what Helm applies before
+/// the Deployment is refused.
+fn added_rule() -> Value {
+    json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]})
+}
+
+/// Adds [`added_rule`] to the ClusterRole of the chart at `chart`.
+fn add_rule_to_cluster_role(chart: &Path) {
+    let path = chart.join("templates/rbac.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let mut documents = Vec::new();
+    for document in text.split("\n---\n") {
+        let mut object: Value = serde_yaml::from_str(document)
+            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        if object["kind"] == "ClusterRole" {
+            object["rules"]
+                .as_array_mut()
+                .expect("the ClusterRole's rules")
+                .push(added_rule());
+        }
+        documents.push(serde_yaml::to_string(&object).expect("yaml"));
+    }
+    std::fs::write(&path, documents.join("---\n"))
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_upgrade_to_the_next_release_waits_for_the_running_releases_upgrade() {
+    let cluster = TestCluster::from_env();
+    let client = cluster.admin_client().await;
+    operator_install::install_app_crd(&client).await;
+    let namespace = cluster.namespace("admission-helm").await;
+    let ns = namespace.name.clone();
+    let _policy = Policy::apply(
+        &client,
+        &cluster.kubeconfig,
+        &format!("upgrade-gate.dev-{ns}"),
+        &[&ns],
+    )
+    .await;
+    let helm = Helm::new(&cluster.kubeconfig, &ns, &cluster.image);
+    add_rule_to_cluster_role(&helm.chart(HELM_NEXT));
+
+    // 7.10.0 installed by Helm; its operator's Job held.
+    let held = HeldUpgrade::start_with(&cluster, &namespace, BACKUP_CLAIM, POD_READY, async || {
+        helm.install(HELM_RUNNING)
+    })
+    .await;
+    let progress = wait::poll(
+        "the operator's record: in progress",
+        POD_READY,
+        RETRY,
+        || async {
+            let data = state(&namespace).await;
+            match data.get(&format!("{OPERATOR}.progress")) {
+                Some(progress) if progress.starts_with(&format!("release {HELM_RUNNING}: ")) => {
+                    Look::Done(progress.clone())
+                }
+                _ => Look::NotYet(format!("{data:?}")),
+            }
+        },
+    )
+    .await;
+    println!("7.10.0's record while its Job runs: {progress}");
+
+    // The deployer pushes 7.10.1 while 7.10.0's Job runs: refused.
+    let cluster_roles = Api::<ClusterRole>::all(client.clone());
+    let rules = async || {
+        cluster_roles
+            .get(&helm.cluster_role())
+            .await
+            .unwrap_or_else(|error| panic!("the chart's ClusterRole: {error}"))
+            .rules
+            .unwrap_or_default()
+    };
+    let has_added_rule = |rules: &[PolicyRule]| {
+        rules
+            .iter()
+            .any(|rule| serde_json::to_value(rule).ok() == Some(added_rule()))
+    };
+    assert!(
+        !has_added_rule(&rules().await),
+        "7.10.0's chart has no such rule"
+    );
+    let refused = helm.upgrade(HELM_NEXT, &[]);
+    println!(
+        "helm upgrade to {HELM_NEXT} while {HELM_RUNNING}'s Job runs:\n{}",
+        refused.output
+    );
+    assert!(!refused.success, "helm upgrade refused while the Job runs");
+    for words in [
+        format!(
+            "Deployment {OPERATOR} runs release {HELM_RUNNING}, whose upgrade has not completed"
+        ),
+        format!("it cannot move to release {HELM_NEXT}"),
+        format!("kubectl -n {ns} patch configmap {STATE_CONFIGMAP}"),
+    ] {
+        assert!(
+            refused.output.contains(&words),
+            "helm's output names {words:?}:\n{}",
+            refused.output
+        );
+    }
+    let deployment = namespace
+        .api::<Deployment>()
+        .get(OPERATOR)
+        .await
+        .unwrap_or_else(|error| panic!("the Deployment: {error}"));
+    assert_eq!(
+        deployment
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(RELEASE_LABEL)
+            .map(String::as_str),
+        Some(HELM_RUNNING),
+        "the Deployment still runs {HELM_RUNNING}"
+    );
+    // What Helm applied before the Deployment was refused.
+    let left = has_added_rule(&rules().await);
+    println!(
+        "figure: after the refused helm upgrade, the next release's new ClusterRole rule is {}",
+        if left {
+            "APPLIED (Helm applies RBAC before the Deployment and keeps it)"
+        } else {
+            "not applied"
+        }
+    );
+    let history = helm.run(&["history", RELEASE_NAME]);
+    println!("helm history after the refusal:\n{}", history.output);
+    assert!(
+        history.output.contains("failed"),
+        "the refused revision is failed: {}",
+        history.output
+    );
+
+    // The Job runs to the end; the deployer retries until Helm succeeds.
+    held.lock.release().await;
+    let completed_at = wait::poll(
+        "the operator's record: complete",
+        Duration::from_secs(300),
+        Duration::from_millis(100),
+        || async {
+            let data = state(&namespace).await;
+            if data
+                .get(&format!("{OPERATOR}.completed"))
+                .map(String::as_str)
+                == Some(HELM_RUNNING)
+            {
+                Look::Done(Instant::now())
+            } else {
+                Look::NotYet(format!("{data:?}"))
+            }
+        },
+    )
+    .await;
+    let mut attempts = 0;
+    let upgraded_at = wait::poll(
+        "helm upgrade to the next release succeeds",
+        Duration::from_secs(60),
+        RETRY,
+        || {
+            attempts += 1;
+            let ran = helm.upgrade(HELM_NEXT, &[]);
+            async move {
+                if ran.success {
+                    Look::Done(Instant::now())
+                } else {
+                    Look::NotYet(ran.output)
+                }
+            }
+        },
+    )
+    .await;
+    println!(
+        "figure: completion recorded -> helm upgrade to {HELM_NEXT} succeeded: {:.2} s ({attempts} attempt(s), retrying every {RETRY:?})",
+        upgraded_at.duration_since(completed_at).as_secs_f64()
+    );
+    assert!(
+        has_added_rule(&rules().await),
+        "7.10.1's rule after the upgrade"
+    );
+    wait::until(
+        "the 7.10.1 operator records its own upgrade",
+        POD_READY,
+        || async {
+            let data = state(&namespace).await;
+            match data
+                .get(&format!("{OPERATOR}.completed"))
+                .map(String::as_str)
+            {
+                Some(HELM_NEXT) => Look::Done(()),
+                _ => Look::NotYet(format!("{data:?}")),
+            }
+        },
+    )
+    .await;
 }

@@ -15,6 +15,8 @@
 //! | [`cluster_database`] | a test's database on the cluster's PostgreSQL |
 //! | [`backup_volume`] | the backup claim an upgrade Job mounts |
 //! | [`operator_install`] | `app-operator` installed from `manifests/` |
+//! | [`helm`] | the operator's chart installed and upgraded by the `helm` CLI |
+//! | [`admission_policy`] | the shipped admission policy bound to some namespaces |
 //! | [`gate_probe_catalog`] | the test operator `gate-probe` and its catalog |
 //! | [`object_history`] | every version of watched objects, timestamped |
 //! | [`container_task_events`] | containerd's task start/exit times |
@@ -30,6 +32,7 @@ pub mod cluster_database;
 pub mod container_task_events;
 pub mod gate_probe_catalog;
 pub mod gate_process;
+pub mod helm;
 pub mod jobs_at_once;
 pub mod object_history;
 pub mod operator_install;

@@ -361,8 +361,9 @@ pub async fn create_app(
 /// `backup_claim`, and the App's upgrade Job waiting for the test's hold
 /// on the database's upgrade lock. Fields drop in declaration order: the
 /// operator before the lock, the lock before its database, the claim last.
-pub struct HeldUpgrade {
-    pub operator: InstalledOperator,
+/// `O` is how the operator was installed ([`HeldUpgrade::start_with`]).
+pub struct HeldUpgrade<O = InstalledOperator> {
+    pub operator: O,
     pub lock: crate::cluster_database::HeldUpgradeLock,
     pub database: crate::cluster_database::TestDatabase,
     _backups: crate::backup_volume::BackupVolume,
@@ -376,6 +377,26 @@ impl HeldUpgrade {
         backup_claim: &str,
         timeout: Duration,
     ) -> HeldUpgrade {
+        let client = cluster.admin_client().await;
+        let image = cluster.image.clone();
+        let ns = namespace.name.clone();
+        HeldUpgrade::start_with(cluster, namespace, backup_claim, timeout, async move || {
+            InstalledOperator::install(client, &ns, &image).await
+        })
+        .await
+    }
+}
+
+impl<O> HeldUpgrade<O> {
+    /// The same with the operator installed by `install` (Helm, ...), once
+    /// the App exists.
+    pub async fn start_with(
+        cluster: &harness::testing::TestCluster,
+        namespace: &harness::testing::TestNamespace,
+        backup_claim: &str,
+        timeout: Duration,
+        install: impl AsyncFnOnce() -> O,
+    ) -> HeldUpgrade<O> {
         let client = cluster.admin_client().await;
         let ns = &namespace.name;
         enforce_restricted_pod_security(&client, ns).await;
@@ -394,7 +415,7 @@ impl HeldUpgrade {
         database.seed_at("7.9.3", 100);
         let lock = database.hold_upgrade_lock().await;
         create_app(namespace, &database.url, backup_claim).await;
-        let operator = InstalledOperator::install(client, ns, &cluster.image).await;
+        let operator = install().await;
         lock.wait_for_waiter(timeout).await;
         HeldUpgrade {
             operator,
