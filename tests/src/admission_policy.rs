@@ -3,6 +3,15 @@
 //! idempotently) and the shipped binding limited to those namespaces under
 //! a name of the test's own, deleted when the guard drops (the cluster is
 //! shared, and every other test's Deployments carry the opt-in label too).
+//!
+//! Beside them, once per cluster, a binding that matches no namespace
+//! ([`KEEPALIVE_BINDING`]) is applied and never deleted: the API server
+//! stops its shared ConfigMap informer for good when the last binding of
+//! every policy whose parameters are ConfigMaps is deleted, and from then
+//! on judges with the ConfigMaps as they were (Kubernetes issue 130887;
+//! docs/admission.md, "Never delete the last binding"). Without it, one
+//! test deleting its binding before another binds would leave the second
+//! with stale state.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +24,8 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 const FIELD_MANAGER: &str = "cluster-admission-test";
+/// The binding that keeps the API server's ConfigMap informer running.
+pub const KEEPALIVE_BINDING: &str = "upgrade-gate.dev-keepalive";
 
 fn manifest(name: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -53,21 +64,34 @@ impl Policy {
             .patch(&policy_name, &apply, &Patch::Apply(&policy))
             .await
             .unwrap_or_else(|error| panic!("applying the policy: {error}"));
-        let mut binding = manifest("binding.yaml");
-        binding["metadata"]["name"] = json!(name);
-        binding["spec"]["matchResources"] = json!({"namespaceSelector": {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
-        ]}});
-        let binding: ValidatingAdmissionPolicyBinding =
-            serde_json::from_value(binding).unwrap_or_else(|error| panic!("binding.yaml: {error}"));
+        let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone());
+        // Never deleted: matches no namespace (none has this name).
+        bindings
+            .patch(
+                KEEPALIVE_BINDING,
+                &apply,
+                &Patch::Apply(&binding(KEEPALIVE_BINDING, &[KEEPALIVE_BINDING])),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("applying the keep-alive binding: {error}"));
         let guard = Policy {
             kubeconfig: kubeconfig.to_owned(),
             binding: name.to_owned(),
         };
-        Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
-            .patch(name, &apply, &Patch::Apply(&binding))
+        bindings
+            .patch(name, &apply, &Patch::Apply(&binding(name, namespaces)))
             .await
             .unwrap_or_else(|error| panic!("applying the binding: {error}"));
         guard
     }
+}
+
+/// The shipped binding named `name`, limited to `namespaces`.
+fn binding(name: &str, namespaces: &[&str]) -> ValidatingAdmissionPolicyBinding {
+    let mut binding = manifest("binding.yaml");
+    binding["metadata"]["name"] = json!(name);
+    binding["spec"]["matchResources"] = json!({"namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
+    ]}});
+    serde_json::from_value(binding).unwrap_or_else(|error| panic!("binding.yaml: {error}"))
 }
