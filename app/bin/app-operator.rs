@@ -80,6 +80,12 @@ struct RunArgs {
     /// admission policy reads (docs/admission.md); unset = nothing recorded.
     #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
     admission_deployment: Option<String>,
+    /// This pod's ServiceAccount (downward API): once this release's
+    /// upgrade is recorded complete, the operator annotates it
+    /// (upgrade-gate.dev/completed), which makes OLM v0 retry at once a
+    /// release the admission policy refused; unset = not annotated.
+    #[arg(long, env = "UPGRADE_GATE_SERVICE_ACCOUNT")]
+    admission_service_account: Option<String>,
     /// The pod's name, reported in Events and part of the leader
     /// identity (downward API).
     #[arg(long, env = "POD_NAME")]
@@ -186,6 +192,7 @@ async fn main() -> ExitCode {
                 operator_condition_name,
                 pod_namespace,
                 admission_deployment,
+                admission_service_account,
                 pod_name,
                 ready_when,
                 max_concurrent_upgrades,
@@ -251,6 +258,8 @@ async fn main() -> ExitCode {
                 operator_condition_name,
                 pod_namespace,
                 admission_deployment: admission_deployment.filter(|name| !name.is_empty()),
+                admission_service_account: admission_service_account
+                    .filter(|name| !name.is_empty()),
                 listen,
                 ready_when,
                 election,

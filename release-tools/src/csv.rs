@@ -155,10 +155,11 @@ pub struct Permission {
 pub struct InstallDeployment {
     pub name: String,
     pub spec: DeploymentSpec,
-    /// The Deployment's labels (OLM sets them on the object): the source's,
-    /// and the release the admission policy compares across an update. The
-    /// policy's opt-in label is not among them: under OLM v0 a refused
-    /// Deployment update fails the next CSV for good (docs/admission.md).
+    /// The Deployment's labels (OLM sets them on the object, replacing
+    /// any added by hand): the source's, the release the admission policy
+    /// compares across an update, and the policy's opt-in. Whether the
+    /// policy judges an install is the cluster admin's choice, by the
+    /// binding's namespaces (docs/admission.md).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub label: BTreeMap<String, String>,
 }
@@ -167,6 +168,10 @@ pub struct InstallDeployment {
 /// policy compares (`upgrade_gate::admission::RELEASE_LABEL`,
 /// manifests/admission/policy.yaml).
 pub const RELEASE_LABEL: &str = "upgrade-gate.dev/release";
+/// The label by which a Deployment opts in to the admission policy, and its
+/// value (`upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE}`).
+pub const ADMISSION_LABEL: &str = "upgrade-gate.dev/admission";
+pub const ENFORCE: &str = "enforce";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RelatedImage {
@@ -205,6 +210,7 @@ pub fn release_csv(
         .clone()
         .unwrap_or_default();
     label.insert(RELEASE_LABEL.to_owned(), release.version.to_owned());
+    label.insert(ADMISSION_LABEL.to_owned(), ENFORCE.to_owned());
     let service_account = deployment
         .template
         .spec
@@ -457,9 +463,10 @@ mod tests {
             value["spec"]["install"]["spec"]["deployments"][0]["label"],
             serde_json::json!({
                 "app.kubernetes.io/name": "app-operator",
-                RELEASE_LABEL: "7.10.0"
+                RELEASE_LABEL: "7.10.0",
+                ADMISSION_LABEL: ENFORCE
             }),
-            "the release the admission policy compares (the opt-in is an installer's choice)"
+            "the release the admission policy compares, and the opt-in (where the policy is bound)"
         );
         let rules = value["spec"]["install"]["spec"]["permissions"][0]["rules"]
             .as_array()

@@ -32,7 +32,10 @@ use serde_json::{Value, json};
 
 use crate::operator_condition::{GateState, UpgradeableEntry};
 
-pub use recorder::{Recorder, RecorderHandle, RecorderStatus, open_after_recorded, record_once};
+pub use recorder::{
+    COMPLETED_ANNOTATION, Recorder, RecorderHandle, RecorderStatus, open_after_recorded,
+    record_once,
+};
 
 /// The label by which a Deployment opts in (value [`ENFORCE`]).
 pub const ADMISSION_LABEL: &str = "upgrade-gate.dev/admission";

@@ -1,12 +1,13 @@
 //! [`Recorder`]: keeps the operator's own record in the state ConfigMap
 //! while it leads — written when its verdict changes, and read again every
 //! [`REASSERT_INTERVAL`] so that a deleted ConfigMap or a changed key comes
-//! back.
+//! back — and, once the record says complete, optionally wakes OLM v0
+//! ([`Recorder::wake_olm_v0`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -27,6 +28,9 @@ pub const RETRY_AT_MOST: Duration = Duration::from_secs(30);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The field manager of the recorder's writes.
 const FIELD_MANAGER: &str = "upgrade-gate-recorder";
+/// The annotation [`Recorder::wake_olm_v0`] sets on the ServiceAccount:
+/// the release whose upgrade completed.
+pub const COMPLETED_ANNOTATION: &str = "upgrade-gate.dev/completed";
 
 /// What a user of the recorder can see, published on every change.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,6 +50,7 @@ pub struct Recorder {
     deployment: String,
     release: String,
     leading: Option<watch::Receiver<bool>>,
+    wake: Option<String>,
 }
 
 impl Recorder {
@@ -63,7 +68,24 @@ impl Recorder {
             deployment: deployment.into(),
             release: release.into(),
             leading: None,
+            wake: None,
         }
+    }
+
+    /// Once the record says this release completed, annotates
+    /// ServiceAccount `service_account` of the namespace with
+    /// [`COMPLETED_ANNOTATION`]: the release.
+    ///
+    /// Why: when the admission policy refused OLM v0's update of the
+    /// Deployment (the OperatorCondition did not hold it back: deleted,
+    /// overridden), OLM fails the next release's CSV for good
+    /// (`InstallComponentFailedNoRetry`) and tries it again only when a
+    /// ServiceAccount, Role or RoleBinding of the namespace changes, or at
+    /// its next resync (minutes). The annotation is that change, made the
+    /// moment the policy would let the update through.
+    pub fn wake_olm_v0(mut self, service_account: impl Into<String>) -> Recorder {
+        self.wake = Some(service_account.into());
+        self
     }
 
     /// Writes only while `leading` says true.
@@ -104,6 +126,8 @@ impl Recorder {
         let api = self.api();
         let mut leading = self.leading.clone();
         let mut failures: u32 = 0;
+        // The release the ServiceAccount was annotated with.
+        let mut woken: Option<String> = None;
         loop {
             if *stop.borrow() {
                 return;
@@ -124,8 +148,14 @@ impl Recorder {
                     match written {
                         Ok(changed) => {
                             failures = 0;
+                            let complete = matches!(record, Record::Complete { .. });
                             self.report_written(&status, record, changed);
-                            REASSERT_INTERVAL
+                            if complete && !self.woke(&mut woken).await {
+                                failures = failures.saturating_add(1);
+                                retry_pause(failures)
+                            } else {
+                                REASSERT_INTERVAL
+                            }
                         }
                         Err(error) => {
                             tracing::warn!(
@@ -162,6 +192,48 @@ impl Recorder {
 }
 
 impl Recorder {
+    /// Annotates the ServiceAccount once per release ([`Recorder::wake_olm_v0`]);
+    /// false when that failed (tried again after a pause).
+    async fn woke(&self, woken: &mut Option<String>) -> bool {
+        let Some(service_account) = &self.wake else {
+            return true;
+        };
+        if woken.as_deref() == Some(self.release.as_str()) {
+            return true;
+        }
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &self.namespace);
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {COMPLETED_ANNOTATION: self.release}}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        let patched = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            api.patch(service_account, &params, &Patch::Merge(&patch)),
+        )
+        .await;
+        match patched {
+            Ok(Ok(_)) => {
+                tracing::info!(
+                    service_account = %service_account,
+                    release = %self.release,
+                    "annotated the ServiceAccount: OLM v0 retries a release the admission policy refused"
+                );
+                *woken = Some(self.release.clone());
+                true
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(service_account = %service_account, %error, "cannot annotate the ServiceAccount; trying again");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(service_account = %service_account, "annotating the ServiceAccount timed out; trying again");
+                false
+            }
+        }
+    }
+
     fn report_written(
         &self,
         status: &watch::Sender<RecorderStatus>,

@@ -329,6 +329,9 @@ pub struct OperatorConfig {
     /// The operator's own Deployment, under whose name the upgrade's state
     /// is recorded for the admission policy; `None`: nothing recorded.
     pub admission_deployment: Option<String>,
+    /// The ServiceAccount annotated once the upgrade is recorded complete
+    /// (`admission::Recorder::wake_olm_v0`); `None`: not annotated.
+    pub admission_service_account: Option<String>,
     /// Address of /healthz, /readyz, /metrics.
     pub listen: String,
     /// When `/readyz` says ready.
@@ -594,6 +597,9 @@ async fn lead(
         );
         if let Some(leading) = leading.clone() {
             recorder = recorder.leading(leading);
+        }
+        if let Some(service_account) = &config.admission_service_account {
+            recorder = recorder.wake_olm_v0(service_account.clone());
         }
         recorder.start(latest.clone())
     });
