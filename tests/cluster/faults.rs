@@ -20,6 +20,13 @@
 //! again before its operator started, OLM evaluated 7.10.1 again after its
 //! restart.
 //!
+//! With the admission policy bound to its namespace, a run whose
+//! OperatorCondition holds nothing (deleted, and the new one overridden
+//! `Upgradeable=True`) is held by the policy alone: OLM's update of the
+//! Deployment is refused (7.10.1's CSV `Failed`), and 7.10.0's completion
+//! record wakes OLM to install 7.10.1 (the operator annotates its
+//! ServiceAccount; OLM retries such a CSV when one changes).
+//!
 //! Needs the shared test cluster (`just test-cluster`, or
 //! `UPGRADE_GATE_CLUSTER_PROVIDER=kubeconfig`, see docs/testing.md); panics
 //! without it. `olm_killed_and_restarted_while_7_10_1_waits` restarts the
@@ -31,6 +38,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
+use upgrade_gate::admission::STATE_CONFIGMAP;
+use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::chain::catalog::{
     add_release, read_documents, set_skip_range, write_documents,
 };
@@ -886,4 +895,166 @@ async fn a_skip_range_jumps_from_7_9_3_to_7_10_1_and_applies_7_10_0s_migrations_
         [3, 4, 5],
         "7.10.1's Job must apply 7.10.0's migrations and its own, once each"
     );
+}
+
+/// `kubectl`-free read of the admission state ConfigMap's data.
+async fn admission_state(run: &ChainRun) -> std::collections::BTreeMap<String, String> {
+    kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        run.client(),
+        &run.namespace.name,
+    )
+    .get_opt(STATE_CONFIGMAP)
+    .await
+    .unwrap_or_else(|error| panic!("reading ConfigMap {STATE_CONFIGMAP}: {error}"))
+    .and_then(|configmap| configmap.data)
+    .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_admission_policy_alone_holds_7_10_1_when_the_operator_condition_does_not() {
+    let cluster = ProvidedCluster::from_env();
+    let mut run = ChainRun::prepare(&cluster, options("fault-policy", PORT + 8)).await;
+    let ns = run.namespace.name.clone();
+    let _policy = Policy::apply(
+        &run.client(),
+        cluster.kubeconfig(),
+        &format!("upgrade-gate.dev-{ns}"),
+        &[&ns],
+    )
+    .await;
+    let lock = run.database.hold_upgrade_lock().await;
+    run.start_upgrade().await;
+    run.wait_held(Duration::from_secs(300)).await;
+    run.check_gate_closed_first(MIDDLE_RELEASE).await;
+
+    // The OperatorCondition stops holding: deleted, and the one OLM makes
+    // again overridden Upgradeable=True, as an admin might.
+    let since = Timestamp::now();
+    run.note("deleted 7.10.0's OperatorCondition; overrode the new one Upgradeable=True");
+    let old_uid = conditions(&run)
+        .get(MIDDLE_CSV)
+        .await
+        .unwrap_or_else(|error| panic!("reading {MIDDLE_CSV}: {error}"))
+        .metadata
+        .uid;
+    conditions(&run)
+        .delete(MIDDLE_CSV, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|error| panic!("deleting OperatorCondition {MIDDLE_CSV}: {error}"));
+    wait::until(
+        "OLM to create 7.10.0's OperatorCondition again",
+        Duration::from_secs(60),
+        || async {
+            match conditions(&run).get_opt(MIDDLE_CSV).await {
+                Ok(Some(condition)) if condition.metadata.uid != old_uid => wait::Look::Done(()),
+                other => wait::Look::NotYet(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    conditions(&run)
+        .patch(
+            MIDDLE_CSV,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"overrides": [{
+                "type": "Upgradeable", "status": "True", "reason": "AdminOverride",
+                "message": "test: the OperatorCondition holds nothing",
+                "lastTransitionTime": Timestamp::now().to_string()
+            }]}})),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("overriding {MIDDLE_CSV}: {error}"));
+
+    // OLM goes ahead; the API server refuses its update of the Deployment.
+    let refused = run
+        .wait_for(
+            "OLM's install of 7.10.1 refused by the admission policy",
+            Duration::from_secs(120),
+            |events| {
+                events.iter().find_map(|event| match &event.fact {
+                    Fact::CsvPhase {
+                        release,
+                        phase,
+                        message,
+                        ..
+                    } if event.at > since
+                        && release == "7.10.1"
+                        && phase == "Failed"
+                        && message.contains("ValidatingAdmissionPolicy 'upgrade-gate.dev'") =>
+                    {
+                        Some((event.at, message.clone()))
+                    }
+                    _ => None,
+                })
+            },
+        )
+        .await;
+    println!(
+        "7.10.1's CSV {:.1} s after the fault: Failed: {}",
+        seconds_between(since, refused.0),
+        refused.1
+    );
+    assert!(
+        refused.1.contains(
+            "Deployment app-operator runs release 7.10.0, whose upgrade has not completed"
+        ),
+        "the refusal names the running release: {}",
+        refused.1
+    );
+
+    // 7.10.0's Job runs to the end; its completion record wakes OLM.
+    release_after_load_margin(&run, lock).await;
+    let completed = wait::poll(
+        "7.10.0's record: complete",
+        Duration::from_secs(300),
+        Duration::from_millis(100),
+        || async {
+            let data = admission_state(&run).await;
+            match data.get("app-operator.completed").map(String::as_str) {
+                Some(MIDDLE_RELEASE) => wait::Look::Done(Timestamp::now()),
+                _ => wait::Look::NotYet(format!("{data:?}")),
+            }
+        },
+    )
+    .await;
+    let installed = run
+        .wait_for(
+            "OLM to install 7.10.1 once 7.10.0 recorded completion",
+            Duration::from_secs(120),
+            |events| {
+                first_after(events, refused.0, |fact| {
+                    matches!(fact, Fact::CsvPhase { release, phase, .. }
+                        if release == "7.10.1" && (phase == "Installing" || phase == "Succeeded"))
+                })
+            },
+        )
+        .await;
+    println!("7.10.1's CSV from the fault on:");
+    for event in run
+        .timeline
+        .snapshot()
+        .iter()
+        .filter(|event| event.at > since)
+    {
+        if let Fact::CsvPhase {
+            release,
+            phase,
+            reason,
+            ..
+        } = &event.fact
+            && release == "7.10.1"
+        {
+            println!("  {} {phase} ({reason})", timeline::offset(since, event.at));
+        }
+    }
+    println!(
+        "figure: 7.10.0's completion recorded -> OLM v0 installing 7.10.1: {:.2} s",
+        seconds_between(completed, installed)
+    );
+    assert!(
+        installed > completed,
+        "7.10.1 installed before 7.10.0 recorded completion"
+    );
+    let report = run.finish().await;
+    assert_held_and_not_damaged(&report);
 }
