@@ -71,6 +71,14 @@ pub enum Fact {
     Injected {
         what: String,
     },
+    /// A deployer other than OLM (Helm) applied `release` of the operator:
+    /// accepted, or refused with `message` (the API server's reason), as
+    /// known when its command returned. The first one is time zero.
+    Deployed {
+        release: String,
+        accepted: bool,
+        message: String,
+    },
     CsvCreated {
         release: String,
     },
@@ -240,6 +248,17 @@ impl fmt::Display for Fact {
                 csv(release)
             ),
             Fact::Injected { what } => write!(f, "runner: {what}"),
+            Fact::Deployed {
+                release,
+                accepted: true,
+                ..
+            } => write!(f, "the deployer applied release {release}"),
+            Fact::Deployed {
+                release, message, ..
+            } => write!(
+                f,
+                "the deployer's apply of release {release} refused: {message}"
+            ),
             Fact::CsvCreated { release } => write!(f, "{} created", csv(release)),
             Fact::CsvPhase {
                 release,
@@ -491,7 +510,10 @@ pub fn last(events: &[Event], predicate: impl Fn(&Fact) -> bool) -> Option<&Even
 /// starting at the middle release created, if either was.
 pub fn zero_at(events: &[Event]) -> Option<Timestamp> {
     first(events, |fact| {
-        matches!(fact, Fact::ChannelSwitched { .. } | Fact::Subscribed { .. })
+        matches!(
+            fact,
+            Fact::ChannelSwitched { .. } | Fact::Subscribed { .. } | Fact::Deployed { .. }
+        )
     })
     .map(|event| event.at)
 }
