@@ -1,6 +1,6 @@
 //! The chain runner: the feature request's upgrade chain 7.9.3 → (channel
 //! switch) → 7.10.0 → 7.10.1 played through the real OLM from a
-//! file-based catalog, each run in a fresh namespace with its own database
+//! file-based catalog (or pushed by Helm, the admission policy its brake), each run in a fresh namespace with its own database
 //! and Subscription, with a writer playing the application's clients,
 //! recorded as a timeline of facts and judged: raced, held or
 //! inconclusive? damaged?

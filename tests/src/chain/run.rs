@@ -8,12 +8,19 @@
 //! the caller does to it (faults, narration), [`ChainRun::finish`]: the end
 //! checks and the verdict.
 //!
-//! Owns: the run's namespace, database, backup claim, served catalog,
-//! recorders and writer (all removed when the run drops). Must not touch:
+//! Under Helm ([`Deployer::Helm`]) the first release is installed by `helm
+//! install`, time zero is the first `helm upgrade` to the middle release,
+//! and [`ChainRun::push_until_accepted`] pushes the next one as a
+//! deployer's pipeline would; no catalog is served.
+//!
+//! Owns: the run's namespace, database, backup claim, served catalog (or
+//! Helm and its charts), recorders and writer (all removed when the run
+//! drops). Must not touch:
 //! anything of another run; the cluster-wide OLM only through `restart_olm`;
 //! the App CRD only as `operator_install::install_app_crd` applies it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harness::testing::TestNamespace;
@@ -25,11 +32,12 @@ use serde_json::{Value, json};
 
 use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout};
-use super::judge::{self, Chain, EndChecks, Verdict};
+use super::judge::{self, Chain, Deployer, EndChecks, Verdict};
 use super::record::{Recorders, app_api, csv_api, dynamic_api, read_history};
 use super::timeline::{self, Event, Fact, JobChange, PodKind, Timeline};
 use super::writer::{self, RunningWriter, WriterVerdict};
 use crate::cluster_database::TestDatabase;
+use crate::helm::{Helm, HelmRun};
 use crate::wait;
 
 /// The gate's init container and what it logs once OLM confirmed it.
@@ -140,6 +148,7 @@ pub fn chain(from: &str, middle: Option<&str>, next: &str, last: &str) -> Chain 
             .iter()
             .map(|migration| (i64::from(migration.version), migration.name.to_owned()))
             .collect(),
+        deployer: Deployer::Olm,
     }
 }
 
@@ -267,7 +276,9 @@ pub struct ChainRun {
     chain_deadline: Duration,
     setup_seconds: f64,
     switched: Option<Instant>,
-    _catalog: ServedCatalog,
+    _catalog: Option<ServedCatalog>,
+    /// The deployer when it is Helm ([`Deployer::Helm`]).
+    helm: Option<Arc<Helm>>,
     _claim: BackupClaim,
     pub database: TestDatabase,
 }
@@ -284,10 +295,24 @@ impl ChainRun {
         let namespace = cluster.namespace(&options.prefix).await;
         let client = namespace.client();
         let ns = namespace.name.clone();
-        let catalog = cluster
-            .serve_catalog(&options.catalog_dir, options.catalog_port)
-            .await;
-        serve_to_olm(&client, &ns, &catalog.address).await;
+        let helm = match options.chain.deployer {
+            Deployer::Olm => None,
+            Deployer::Helm => Some(Arc::new(Helm::new(
+                cluster.kubeconfig(),
+                &ns,
+                cluster.image(),
+            ))),
+        };
+        let catalog = match helm {
+            Some(_) => None,
+            None => {
+                let catalog = cluster
+                    .serve_catalog(&options.catalog_dir, options.catalog_port)
+                    .await;
+                serve_to_olm(&client, &ns, &catalog.address).await;
+                Some(catalog)
+            }
+        };
 
         let database_name = ns.replace('-', "_");
         let database = match &options.data {
@@ -309,8 +334,36 @@ impl ChainRun {
         let timeline = Timeline::new();
         let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
         let from = options.chain.from.clone();
-        let (app, claim) = match options.start {
-            Start::FirstRelease => {
+        let (app, claim) = match (options.start, &helm) {
+            (Start::FirstRelease, Some(helm)) => {
+                crate::operator_install::install_app_crd(&client).await;
+                recorders.watch_apps(&client, &ns, &timeline).await;
+                let installed = Instant::now();
+                let ran = helm_apply(helm, &from).await;
+                assert!(ran.success, "helm install of {from}:\n{}", ran.output);
+                timeline.push(Fact::Injected {
+                    what: format!("helm installed {from}"),
+                });
+                let created =
+                    create_app(cluster, &namespace, &database.url, &bundle_examples(&from)).await;
+                timeline
+                    .wait_for(Duration::from_secs(300), |events| {
+                        app_ready_at(events, &from).then_some(())
+                    })
+                    .await
+                    .unwrap_or_else(|error| {
+                        panic!("App {} did not become Ready at {from}: {error}", created.0)
+                    });
+                println!(
+                    "{ns}: {from} installed by Helm, its App Ready, {:.1} s after helm install",
+                    installed.elapsed().as_secs_f64()
+                );
+                created
+            }
+            (Start::MiddleRelease, Some(_)) => {
+                panic!("a Helm run starts at its first release (Start::FirstRelease)")
+            }
+            (Start::FirstRelease, None) => {
                 let subscribed = Instant::now();
                 subscribe(&client, &ns, &options.from_channel, None).await;
                 timeline
@@ -339,7 +392,7 @@ impl ChainRun {
                     });
                 created
             }
-            Start::MiddleRelease => {
+            (Start::MiddleRelease, None) => {
                 assert!(
                     !matches!(options.data, Data::Seed { .. }),
                     "a run starting at the middle release needs a database at {from} (Data::Migrated or Data::Template): no operator of {from} creates its schema"
@@ -381,6 +434,7 @@ impl ChainRun {
             setup_seconds: started.elapsed().as_secs_f64(),
             switched: None,
             _catalog: catalog,
+            helm,
             _claim: claim,
             database,
         }
@@ -405,6 +459,20 @@ impl ChainRun {
         self.switched = Some(Instant::now());
         let client = self.client();
         let ns = &self.namespace.name;
+        if let Some(helm) = &self.helm {
+            // Time zero is the first apply of the middle release (the
+            // first release may not have recorded completion yet: retried).
+            let middle = middle_release(&self.chain);
+            push(
+                helm,
+                &self.timeline,
+                &middle,
+                PUSH_RETRY,
+                Duration::from_secs(120),
+            )
+            .await;
+            return;
+        }
         let fact = match self.start {
             Start::FirstRelease => {
                 subscriptions(&client, ns)
@@ -431,6 +499,24 @@ impl ChainRun {
             }
         };
         self.timeline.push_at(at, fact);
+    }
+
+    /// Under Helm: applies `release` every `retry`, as a deployer's
+    /// pipeline would, until it is accepted (or `timeout`); each apply is
+    /// a [`Fact::Deployed`]. Runs in the background: await the handle.
+    pub fn push_until_accepted(
+        &self,
+        release: &str,
+        retry: Duration,
+        timeout: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let helm = self
+            .helm
+            .clone()
+            .unwrap_or_else(|| panic!("push_until_accepted needs a Helm run"));
+        let timeline = self.timeline.clone();
+        let release = release.to_owned();
+        tokio::spawn(async move { push(&helm, &timeline, &release, retry, timeout).await })
     }
 
     /// Checks that `release`'s gate init container closed the gate before
@@ -489,7 +575,7 @@ impl ChainRun {
         let left = load_margin_left(&self.timeline.snapshot(), next, Timestamp::now())
             .unwrap_or_else(|| {
                 panic!(
-                    "{}: CSV upgrade-gate.v{next} is not in the timeline: call wait_held first",
+                    "{}: neither CSV upgrade-gate.v{next} nor an apply of it is in the timeline: call wait_held (or push) first",
                     self.namespace.name
                 )
             });
@@ -889,11 +975,71 @@ pub fn held_while_job_runs(events: &[Event], next: &str, middle: &str) -> Option
 pub fn load_margin_left(events: &[Event], next: &str, now: Timestamp) -> Option<Duration> {
     let created = timeline::first(
         events,
-        |fact| matches!(fact, Fact::CsvCreated { release } if release == next),
+        |fact| matches!(fact, Fact::CsvCreated { release } | Fact::Deployed { release, .. } if release == next),
     )?
     .at;
     let left = judge::LOAD_MARGIN - timeline::seconds_between(created, now);
     Some(Duration::from_secs_f64(left.max(0.0)))
+}
+
+/// How often [`ChainRun::start_upgrade`] applies the middle release again
+/// under Helm until it is accepted.
+const PUSH_RETRY: Duration = Duration::from_secs(1);
+
+/// Applies `release` every `retry` until accepted (each apply a fact);
+/// panics after `timeout`.
+async fn push(
+    helm: &Arc<Helm>,
+    timeline: &Timeline,
+    release: &str,
+    retry: Duration,
+    timeout: Duration,
+) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        // Stamped when helm returned: the API server decided somewhere
+        // within the command, and the deployer knows the answer from then.
+        let ran = helm_apply(helm, release).await;
+        timeline.push(deployed(release, &ran));
+        if ran.success {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "helm upgrade to {release} still refused after {timeout:?}:\n{}",
+            ran.output
+        );
+        tokio::time::sleep(retry).await;
+    }
+}
+
+/// `helm upgrade --install` of `release`'s chart, off the async threads.
+async fn helm_apply(helm: &Arc<Helm>, release: &str) -> HelmRun {
+    let helm = Arc::clone(helm);
+    let release = release.to_owned();
+    tokio::task::spawn_blocking(move || helm.upgrade(&release, &[]))
+        .await
+        .unwrap_or_else(|error| panic!("running helm: {error}"))
+}
+
+/// What an apply said, as a fact: the refusal's reason from the API
+/// server's message (after "denied request: "), else its last line.
+fn deployed(release: &str, ran: &HelmRun) -> Fact {
+    let message = if ran.success {
+        String::new()
+    } else {
+        let output = ran.output.trim();
+        output
+            .rfind("denied request: ")
+            .map(|at| output[at + "denied request: ".len()..].to_owned())
+            .or_else(|| output.lines().last().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    Fact::Deployed {
+        release: release.to_owned(),
+        accepted: ran.success,
+        message,
+    }
 }
 
 pub async fn connect(url: &str) -> tokio_postgres::Client {
