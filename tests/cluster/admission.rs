@@ -25,6 +25,11 @@
 //!   applied before the refused Deployment (a ClusterRole rule the test's
 //!   7.10.1 chart adds) is printed; once 7.10.0 recorded completion, the
 //!   deployer's retried `helm upgrade` succeeds: the delay is printed.
+//! - The feature request's chain pushed by Helm as a pipeline would
+//!   (7.9.3 installed; `helm upgrade` to 7.10.0, then to 7.10.1 at once and
+//!   every second until accepted), on the chain runner with its writer and
+//!   judge: held (7.10.0's upgrade completed before any 7.10.1 operator
+//!   ran), nothing damaged.
 //!
 //! Needs the shared test cluster (`just test-cluster`); panics without it.
 
@@ -45,6 +50,10 @@ use tokio::time::Instant;
 
 use upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
 use upgrade_gate_tests::admission_policy::Policy;
+use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
+use upgrade_gate_tests::chain::judge::{Deployer, RunVerdict};
+use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions};
+use upgrade_gate_tests::chain::timeline::Fact;
 use upgrade_gate_tests::gate_process::run_gate;
 use upgrade_gate_tests::helm::{Helm, RELEASE_NAME};
 use upgrade_gate_tests::operator_install::{self, HeldUpgrade, OPERATOR};
@@ -655,4 +664,81 @@ async fn helm_upgrade_to_the_next_release_waits_for_the_running_releases_upgrade
         },
     )
     .await;
+}
+
+/// Executions seeded before the chain (the lock, not the data, stretches
+/// 7.10.0's Job).
+const CHAIN_ROWS: u64 = 2_000;
+/// How often the deployer's pipeline retries a refused `helm upgrade`.
+const PIPELINE_RETRY: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_pushes_the_chain_at_once_and_the_policy_keeps_it_whole() {
+    let cluster = ProvidedCluster::from_env();
+    let mut options = RunOptions::feature_request(
+        "helm-chain",
+        PathBuf::new(),
+        0,
+        Data::Seed { rows: CHAIN_ROWS },
+    );
+    options.chain.deployer = Deployer::Helm;
+    let mut run = ChainRun::prepare(&cluster, options).await;
+    let ns = run.namespace.name.clone();
+    let _policy = Policy::apply(
+        &cluster.client().await,
+        cluster.kubeconfig(),
+        &format!("upgrade-gate.dev-{ns}"),
+        &[&ns],
+    )
+    .await;
+    // 7.10.0's Job waits for this lock until the first push of 7.10.1 is
+    // the judge's load margin old: the run can show a race.
+    let lock = run.database.hold_upgrade_lock().await;
+    run.start_upgrade().await;
+    let pusher = run.push_until_accepted(HELM_NEXT, PIPELINE_RETRY, Duration::from_secs(300));
+    run.wait_for(
+        "the pipeline's first apply of 7.10.1",
+        Duration::from_secs(60),
+        |events| {
+            events.iter().find_map(|event| match &event.fact {
+                Fact::Deployed {
+                    release, accepted, ..
+                } if release == HELM_NEXT => Some(*accepted),
+                _ => None,
+            })
+        },
+    )
+    .await;
+    run.wait_load_margin().await;
+    lock.release().await;
+    pusher
+        .await
+        .unwrap_or_else(|error| panic!("the pipeline pushing {HELM_NEXT}: {error}"));
+    let report = run.finish().await;
+    println!(
+        "{}: {}, damaged {}, chain {:.1} s",
+        report.namespace,
+        report.verdict.verdict.name(),
+        report.verdict.damaged,
+        report.chain_seconds
+    );
+    for line in &report.verdict.evidence {
+        println!("  {line}");
+    }
+    assert_eq!(
+        report.verdict.verdict,
+        RunVerdict::Held,
+        "the chain pushed by Helm was not held:\n{}",
+        report.verdict.evidence.join("\n")
+    );
+    assert!(
+        !report.verdict.damaged,
+        "the chain pushed by Helm was damaged:\n{}",
+        report.verdict.evidence.join("\n")
+    );
+    if let Some(seconds) = report.verdict.olm_reaction_seconds {
+        println!(
+            "figure: 7.10.0's upgrade complete -> Helm's apply of 7.10.1 accepted: {seconds:.2} s (the pipeline retrying every {PIPELINE_RETRY:?})"
+        );
+    }
 }
