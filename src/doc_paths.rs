@@ -54,6 +54,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("docs/olm-v1.md", "docs/project/olmv1_limitations.md"),
     ("docs/olm-v1.md", "docs/concepts/upgrade-support.md"),
     ("docs/olm-v1.md", "docs/draft/concepts/clusterobjectsets.md"),
+    ("docs/olm-v1.md", "docs/howto/derive-service-account.md"),
+    ("docs/olm-v1.md", "manifests/standard.yaml"),
 ];
 
 fn root() -> PathBuf {

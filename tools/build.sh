@@ -5,7 +5,8 @@
 # Output (outside the work tree, see docs/local-cluster-tools.md):
 #   $UPGRADE_GATE_CACHE/tools/<module>-<sha256(go.sum)[:12]>/bin/<binary>
 #   $UPGRADE_GATE_CACHE/tools/olm-<hash>/crds/*.yaml   (OLM's CRDs)
-#   $UPGRADE_GATE_CACHE/tools/current-<hash>/{bin,crds} (links to all of the above)
+#   $UPGRADE_GATE_CACHE/tools/olm-v1-<hash>/{crds,manifests}/ (OLM v1's CRDs and manifests)
+#   $UPGRADE_GATE_CACHE/tools/current-<hash>/{bin,crds,olm-v1} (links to all of the above)
 # A binary that already exists is not built again; a module's missing ones
 # are built in one `go build` into a staging directory and renamed, so an
 # interrupted build never leaves a partial binary behind. The modules build
@@ -157,6 +158,62 @@ build_helm() {
     helm=helm.sh/helm/v4/cmd/helm
 }
 
+# The commit of operator-controller's release tag, for its version string:
+# the module proxy does not say it (read from the repository's tag).
+declare -A olm_v1_release_commits=([v1.5.1]=6b277d1d8b1bfc242f298203e618fe55f8b7594b)
+
+build_olm_v1() {
+  all_present olm-v1 operator-controller catalogd registry || download_modules olm-v1
+  local module=github.com/operator-framework/operator-controller version
+  version=$(required_version olm-v1 "$module")
+  # What its Makefile stamps (GO_BUILD_LDFLAGS: version, gitCommit); without
+  # them both report version "(devel)" (the wrapper's) and commit "unknown".
+  local stamp=$module/internal/shared/version
+  local ldflags="-X $stamp.version=$version"
+  if [[ -n ${olm_v1_release_commits[$version]:-} ]]; then
+    ldflags+=" -X $stamp.gitCommit=${olm_v1_release_commits[$version]}"
+  else
+    log "olm-v1: no release commit known for $version (olm_v1_release_commits in tools/build.sh)"
+  fi
+  # The Makefile's GO_BUILD_TAGS: containers/image without gpgme (no cgo).
+  build_binaries olm-v1 containers_image_openpgp "$ldflags" \
+    operator-controller=$module/cmd/operator-controller \
+    catalogd=$module/cmd/catalogd
+  build_binaries olm-v1 "" "" registry=./cmd/registry
+  copy_olm_v1_manifests
+}
+
+# OLM v1's CRDs (standard and experimental) and its release manifests, from
+# the operator-controller module the wrapper pins: config/base/*/crd/ and
+# manifests/ (standard.yaml is what a release installs; it needs cert-manager).
+copy_olm_v1_manifests() {
+  local out
+  out=$(module_dir olm-v1)
+  if [[ -d $out/crds && -d $out/manifests ]]; then
+    log "olm-v1: CRDs and manifests already copied"
+    return
+  fi
+  local dir
+  dir=$(cd "$tools_src/olm-v1" && go list -mod=readonly -m -f '{{.Dir}}' github.com/operator-framework/operator-controller)
+  if [[ -z $dir || ! -d $dir/manifests ]]; then
+    log "olm-v1: operator-controller is not in the module cache (go mod download failed?)"
+    return 1
+  fi
+  local staging="$out/.partial.$$.copy" flavour
+  rm -rf "$staging"
+  mkdir -p "$staging/manifests"
+  for flavour in standard experimental; do
+    mkdir -p "$staging/crds/$flavour"
+    cp "$dir"/config/base/{catalogd,operator-controller}/crd/$flavour/olm.operatorframework.io_*.yaml "$staging/crds/$flavour/"
+  done
+  cp "$dir"/manifests/*.yaml "$staging/manifests/"
+  chmod -R u+w "$staging"
+  rm -rf "$out/crds" "$out/manifests"
+  mv "$staging/crds" "$staging/manifests" "$out/"
+  rm -rf "$staging"
+  log "olm-v1: copied $(find "$out/crds" -name '*.yaml' | wc -l) CRDs and $(find "$out/manifests" -name '*.yaml' | wc -l) manifests from $dir"
+}
+
 build_lint() {
   all_present lint actionlint || download_modules lint
   build_binaries lint "" "" actionlint=github.com/rhysd/actionlint/cmd/actionlint
@@ -179,6 +236,9 @@ assemble_current() {
     done
   done
   ln -s "$(module_dir olm)/crds" "$staging/crds"
+  mkdir "$staging/olm-v1"
+  ln -s "$(module_dir olm-v1)/crds" "$staging/olm-v1/crds"
+  ln -s "$(module_dir olm-v1)/manifests" "$staging/olm-v1/manifests"
   for binary in "${expected_binaries[@]}"; do
     if [[ ! -x $staging/bin/$binary ]]; then
       log "missing binary after the build: $binary"
@@ -203,6 +263,8 @@ main() {
   build_etcd &
   pids+=($!)
   build_olm &
+  pids+=($!)
+  build_olm_v1 &
   pids+=($!)
   build_lint &
   pids+=($!)

@@ -8,7 +8,7 @@ tools_src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${UPGRADE_GATE_CACHE:-$HOME/.cache/upgrade-gate}
 
 # The wrapper Go modules, each a folder of tools/ with go.mod, go.sum, tools.go.
-wrapper_modules=(kubernetes etcd olm lint helm)
+wrapper_modules=(kubernetes etcd olm olm-v1 lint helm)
 
 # Every binary the cluster harness expects in "$(tools/bin-dir.sh)/bin".
 # shellcheck disable=SC2034 # used by the scripts that source this file
@@ -16,6 +16,7 @@ expected_binaries=(
   etcd
   kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
   olm catalog opm operator-verify validate-bundle
+  operator-controller catalogd registry
   actionlint
   helm
 )
