@@ -598,6 +598,9 @@ fn plugin_main() -> ExitCode {
                     return Ok(());
                 }
             }
+            if let Some(warning) = &listed.admission_warning {
+                eprintln!("warning: {warning}");
+            }
             if args.watch {
                 return plugin::watch(&client, &scope, format, cli.all_namespaces, |text| {
                     print!("{text}")

@@ -21,6 +21,7 @@
 //! cannot be limited by name in RBAC, so the operator creates it only when
 //! it is missing, and the policy refuses every release change while it is.
 
+mod installed;
 mod recorder;
 
 #[cfg(test)]
@@ -32,6 +33,7 @@ use serde_json::{Value, json};
 
 use crate::operator_condition::{GateState, UpgradeableEntry};
 
+pub use installed::{POLICY_NAME, PolicyInForce, policy_in_force, read_policy};
 pub use recorder::{
     COMPLETED_ANNOTATION, Recorder, RecorderHandle, RecorderStatus, open_after_recorded,
     record_once,

@@ -167,6 +167,9 @@ pub struct Listed {
     pub olm: Olm,
     /// The rows (none unless OLM v0 runs).
     pub rows: Vec<GateRow>,
+    /// Why the admission policy does not protect a Deployment shown here
+    /// that opted in to it (none: in force, or no Deployment opted in).
+    pub admission_warning: Option<String>,
 }
 
 /// Lists the CSVs and OperatorConditions in `scope` and builds the rows.
@@ -180,6 +183,7 @@ pub async fn list(
         return Ok(Listed {
             olm,
             rows: Vec::new(),
+            admission_warning: None,
         });
     }
     let csvs = list_all(
@@ -195,10 +199,27 @@ pub async fn list(
     )
     .await?;
     let csvs: Vec<Value> = csvs.iter().map(to_value).collect();
+    let admission_warning = if csvs.iter().any(opts_in) {
+        crate::admission::read_policy(client).await.warning()
+    } else {
+        None
+    };
     Ok(Listed {
         olm,
         rows: rows(&csvs, &conditions),
+        admission_warning,
     })
+}
+
+/// Whether a CSV's Deployment opts in to the admission policy.
+fn opts_in(csv: &Value) -> bool {
+    csv.pointer("/spec/install/spec/deployments")
+        .and_then(Value::as_array)
+        .is_some_and(|deployments| {
+            deployments.iter().any(|deployment| {
+                deployment["label"][crate::admission::ADMISSION_LABEL] == crate::admission::ENFORCE
+            })
+        })
 }
 
 #[derive(Serialize)]
