@@ -117,6 +117,9 @@ impl Helm {
     pub fn upgrade(&self, release: &str, extra: &[&str]) -> HelmRun {
         let chart = self.chart(release);
         let image = format!("image={}", self.image);
+        // Its own namespace only: the cluster is shared, and an operator
+        // watching all namespaces would reconcile other tests' Apps.
+        let watch = format!("watchNamespace={}", self.namespace);
         let mut args = vec![
             "upgrade",
             "--install",
@@ -124,6 +127,8 @@ impl Helm {
             chart.to_str().expect("a UTF-8 path"),
             "--set",
             &image,
+            "--set",
+            &watch,
         ];
         args.extend_from_slice(extra);
         self.run(&args)
