@@ -16,6 +16,10 @@
 //! - warnings on `olm.skipRange` and `spec.skips`, which jump over releases
 //!   whose upgrades then never run.
 //!
+//! A directory without `manifests/` holding one ClusterServiceVersion, or
+//! without `metadata/annotations.yaml` saying media type `registry+v1`, is
+//! no bundle: refused (exit 2), never checked half.
+//!
 //! Owns: reading the bundle directory and the report (one line per finding,
 //! or JSON) with its exit code. Must not touch: the cluster or any file
 //! outside the bundle (nothing is written).
@@ -134,7 +138,7 @@ pub const LINT_EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         2,
-        "usage: bad flags, or DIR is not a readable registry+v1 bundle (no manifests/ with one ClusterServiceVersion)",
+        "usage: bad flags, or DIR is not a readable registry+v1 bundle (manifests/ with one ClusterServiceVersion, metadata/annotations.yaml with media type registry+v1)",
     ),
 ];
 
@@ -167,6 +171,65 @@ pub enum LintError {
         /// How many were found.
         found: usize,
     },
+    /// No `metadata/annotations.yaml`, or not one of a registry+v1 bundle.
+    #[error(
+        "{dir} is not a registry+v1 bundle: {why} (OLM reads the package, channels and media type from metadata/annotations.yaml)"
+    )]
+    Metadata {
+        /// The directory.
+        dir: String,
+        /// What is missing or wrong.
+        why: String,
+    },
+}
+
+/// A parser's error on one line.
+fn yaml_error(path: &Path, error: &dyn std::fmt::Display) -> LintError {
+    LintError::Yaml {
+        path: path.to_owned(),
+        message: error
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// The annotation that says which format a bundle is.
+const MEDIA_TYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
+
+/// Checks the bundle's `metadata/annotations.yaml`: it exists, is YAML,
+/// has an `annotations` mapping, and says media type `registry+v1` (what
+/// every other check here assumes, and what opm requires).
+pub fn read_metadata(dir: &Path) -> Result<(), LintError> {
+    let path = dir.join("metadata").join("annotations.yaml");
+    let refuse = |why: String| LintError::Metadata {
+        dir: dir.display().to_string(),
+        why,
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse("no metadata/annotations.yaml".into()));
+        }
+        Err(source) => return Err(LintError::Read { path, source }),
+    };
+    let document: Value =
+        serde_saphyr::from_str(&text).map_err(|error| yaml_error(&path, &error))?;
+    let Some(annotations) = document.get("annotations").and_then(Value::as_object) else {
+        return Err(refuse(
+            "metadata/annotations.yaml has no `annotations` mapping".into(),
+        ));
+    };
+    match annotations.get(MEDIA_TYPE).and_then(Value::as_str) {
+        Some("registry+v1") => Ok(()),
+        Some(other) => Err(refuse(format!(
+            "metadata/annotations.yaml says {MEDIA_TYPE}: {other:?}, not registry+v1"
+        ))),
+        None => Err(refuse(format!(
+            "metadata/annotations.yaml has no {MEDIA_TYPE}: registry+v1"
+        ))),
+    }
 }
 
 /// Reads the CSV of the bundle in `dir`: the one document of kind
@@ -197,14 +260,7 @@ pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
             source,
         })?;
         let documents: Vec<Value> =
-            serde_saphyr::from_multiple(&text).map_err(|error| LintError::Yaml {
-                path: path.clone(),
-                message: error
-                    .to_string()
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            })?;
+            serde_saphyr::from_multiple(&text).map_err(|error| yaml_error(&path, &error))?;
         for document in documents {
             if document["kind"] == "ClusterServiceVersion" {
                 csvs.push((path.display().to_string(), document));
@@ -221,9 +277,11 @@ pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
     }
 }
 
-/// Reads and checks the bundle in `dir`.
+/// Reads and checks the bundle in `dir`: its CSV ([`read_csv`]) and its
+/// metadata ([`read_metadata`]) must be readable, else it is no bundle.
 pub fn lint_bundle(dir: &Path, must_run: &[Version]) -> Result<Report, LintError> {
     let (file, csv) = read_csv(dir)?;
+    read_metadata(dir)?;
     Ok(Report {
         bundle: dir.display().to_string(),
         csv: csv["metadata"]["name"]

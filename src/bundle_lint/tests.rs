@@ -327,6 +327,15 @@ fn exit_codes_count_errors_and_with_strict_warnings() {
     assert_eq!(report(&[Severity::Error]).exit_code(false), 1);
 }
 
+/// The metadata of a registry+v1 bundle, as operator-sdk writes it.
+const ANNOTATIONS: &str = "annotations:
+  operators.operatorframework.io.bundle.mediatype.v1: registry+v1
+  operators.operatorframework.io.bundle.manifests.v1: manifests/
+  operators.operatorframework.io.bundle.metadata.v1: metadata/
+  operators.operatorframework.io.bundle.package.v1: op
+  operators.operatorframework.io.bundle.channels.v1: stable
+";
+
 fn write_bundle(dir: &Path, files: &[(&str, &str)]) {
     for (name, text) in files {
         let path = dir.join(name);
@@ -345,7 +354,7 @@ fn the_bundle_reader_finds_the_one_csv_and_refuses_non_bundles() {
         &[
             ("manifests/op.clusterserviceversion.yaml", &csv_yaml),
             ("manifests/x.crd.yaml", crd),
-            ("metadata/annotations.yaml", "annotations: {}\n"),
+            ("metadata/annotations.yaml", ANNOTATIONS),
         ],
     );
     let report = lint_bundle(dir.path(), &[]).expect("a bundle");
@@ -367,6 +376,59 @@ fn the_bundle_reader_finds_the_one_csv_and_refuses_non_bundles() {
         lint_bundle(empty.path(), &[]),
         Err(LintError::Yaml { .. })
     ));
+}
+
+/// A bundle whose metadata is missing or not registry+v1's is refused
+/// (exit 2), not checked half: OLM could not install it either.
+#[test]
+fn a_bundle_without_registry_v1_metadata_is_refused() {
+    let csv_yaml = serde_saphyr::to_string(&good()).expect("YAML");
+    let cases: [(&str, Option<&str>, Result<(), &str>); 6] = [
+        ("operator-sdk's metadata", Some(ANNOTATIONS), Ok(())),
+        ("no metadata/", None, Err("no metadata/annotations.yaml")),
+        (
+            "no annotations mapping",
+            Some("labels: {}\n"),
+            Err("has no `annotations` mapping"),
+        ),
+        (
+            "no media type",
+            Some("annotations: {operators.operatorframework.io.bundle.package.v1: op}\n"),
+            Err("has no operators.operatorframework.io.bundle.mediatype.v1"),
+        ),
+        (
+            "a plain bundle",
+            Some("annotations: {operators.operatorframework.io.bundle.mediatype.v1: plain+v0}\n"),
+            Err("\"plain+v0\", not registry+v1"),
+        ),
+        (
+            "not YAML",
+            Some("annotations: [unclosed\n"),
+            Err("not valid YAML"),
+        ),
+    ];
+    for (case, annotations, expected) in cases {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_bundle(
+            dir.path(),
+            &[("manifests/op.clusterserviceversion.yaml", &csv_yaml)],
+        );
+        if let Some(text) = annotations {
+            write_bundle(dir.path(), &[("metadata/annotations.yaml", text)]);
+        }
+        match (lint_bundle(dir.path(), &[]), expected) {
+            (Ok(report), Ok(())) => assert_eq!(report.findings, [], "case {case}"),
+            (Err(error), Err(part)) => {
+                let line = error.to_string();
+                assert!(line.contains(part), "case {case}: {line}");
+                assert!(
+                    line.contains(&dir.path().display().to_string()),
+                    "case {case}: names the bundle: {line}"
+                );
+            }
+            (other, _) => panic!("case {case}: got {other:?}, expected {expected:?}"),
+        }
+    }
 }
 
 /// Our own bundles, as release-tools renders them, pass.

@@ -1,6 +1,7 @@
 //! `upgrade-gate lint-bundle` as a process, on copies of the project's own
 //! bundles: clean ones pass (exit 0), broken copies are named file and field
-//! (exit 1), a directory that is not a bundle is refused (exit 2).
+//! (exit 1), a directory that is not a bundle (no manifests/, or no
+//! metadata/) is refused (exit 2).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,5 +154,27 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
             .starts_with("upgrade-gate lint-bundle: cannot read"),
         "{}",
         not_a_bundle.stderr
+    );
+
+    // manifests/ alone is no bundle: OLM reads the package and media type
+    // from metadata/annotations.yaml.
+    let no_metadata = broken_copy(dir.path(), "no-metadata", |text| {
+        text.replace("type: Recreate", "type: Recreate # unchanged")
+    });
+    std::fs::remove_dir_all(no_metadata.join("metadata")).expect("remove metadata/");
+    let refused = lint(&[no_metadata.to_str().expect("UTF-8 path")]);
+    assert_eq!(
+        refused.code,
+        Some(2),
+        "{}{}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert!(
+        refused
+            .stderr
+            .contains("is not a registry+v1 bundle: no metadata/annotations.yaml"),
+        "{}",
+        refused.stderr
     );
 }
