@@ -9,6 +9,21 @@
 //!   into init containers);
 //! - the rights: get and update on `operatorconditions` with
 //!   `resourceNames: [<the CSV's name>]`, in the CSV's own permissions;
+//! - granted to the ServiceAccount the gated pod runs as
+//!   (`serviceAccountName`, `default` when unset): an error otherwise, as
+//!   OLM binds its own Role for the OperatorCondition to the ServiceAccounts
+//!   the permissions name (`getServiceAccountNames` in OLM's
+//!   `operatorconditiongenerator_controller.go`), so hold would stay
+//!   forbidden and the operator would never start;
+//! - in `permissions`, not only in `clusterPermissions`: a **warning**.
+//!   OLM makes a ClusterRole and a ClusterRoleBinding of
+//!   `clusterPermissions`, before the Deployment as it does for
+//!   `permissions`, and `resourceNames` still apply: hold works. The
+//!   binding holds in every namespace, though, so an install of the same
+//!   operator in another namespace (the same CSV name) can hold or release
+//!   this one's gate. docs/adopt.md puts the rights in `permissions`; lint
+//!   says so, but as the gate holds it does not fail the bundle (`--strict`
+//!   does);
 //! - update strategy `Recreate`: every RollingUpdate either runs the old and
 //!   the new release side by side or lets the Deployment count as Available
 //!   while the new pod still waits in its gate;
@@ -70,6 +85,10 @@ pub enum Rule {
     ConditionName,
     /// The rights on the OperatorCondition, limited to its name.
     ConditionRights,
+    /// The rights granted to the ServiceAccount the gate's pod runs as.
+    RightsServiceAccount,
+    /// The rights in `permissions`, not only in `clusterPermissions`.
+    ClusterRights,
     /// An update strategy that never runs two releases at once.
     UpdateStrategy,
     /// A readiness probe on the operator container.

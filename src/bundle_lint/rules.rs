@@ -130,10 +130,11 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
             "no Deployment has an init container running `upgrade-gate hold`: nothing closes the gate before the operator starts".into(),
         );
     }
-    for (index, deployment) in gated {
-        check_deployment(&mut findings, name, index, deployment);
+    for (index, deployment) in &gated {
+        check_deployment(&mut findings, name, *index, deployment);
     }
-    check_rights(&mut findings, install, name);
+    let grants = check_rights(&mut findings, install, name);
+    check_gate_account(&mut findings, name, &gated, &grants);
     check_skips(&mut findings, csv, must_run);
     findings.found
 }
@@ -274,21 +275,102 @@ fn grants_gate_rights(rule: &Value) -> bool {
         && grants(rule, "resources", "operatorconditions")
 }
 
-/// The rights: get and update on the OperatorCondition of this CSV's name
-/// only, in the CSV's namespaced permissions (they exist before the
-/// Deployment; OLM's own Role is bound later).
-fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) {
-    let mut limited = false;
-    for (set, scope) in [
-        ("permissions", "namespace"),
-        ("clusterPermissions", "cluster"),
-    ] {
-        for (p, permission) in list(&install[set]).iter().enumerate() {
+/// Which rights set of the CSV a rule is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RightsSet {
+    /// `permissions`: OLM makes a Role and a RoleBinding in the operator's
+    /// namespace.
+    Namespaced,
+    /// `clusterPermissions`: OLM makes a ClusterRole and a
+    /// ClusterRoleBinding.
+    Cluster,
+}
+
+impl RightsSet {
+    fn field(self) -> &'static str {
+        match self {
+            RightsSet::Namespaced => "permissions",
+            RightsSet::Cluster => "clusterPermissions",
+        }
+    }
+}
+
+/// A rule that grants what `hold` needs — get and update on this CSV's
+/// OperatorCondition by name — to one ServiceAccount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Grant {
+    /// Where it is.
+    pub set: RightsSet,
+    /// Its index in that set.
+    pub index: usize,
+    /// The ServiceAccount it is granted to.
+    pub service_account: String,
+}
+
+/// What the gate's ServiceAccount has, from the complete grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Rights {
+    /// A grant in `permissions`: what docs/adopt.md says.
+    Namespaced,
+    /// Grants only in `clusterPermissions` (the first one's index).
+    ClusterOnly(usize),
+    /// Nothing, while these other ServiceAccounts have the grant.
+    OtherAccounts(Vec<String>),
+    /// No grant at all.
+    None,
+}
+
+/// What `service_account` has among `grants`.
+pub(super) fn rights_of(service_account: &str, grants: &[Grant]) -> Rights {
+    let own = |set: RightsSet| {
+        grants
+            .iter()
+            .find(|grant| grant.set == set && grant.service_account == service_account)
+    };
+    if own(RightsSet::Namespaced).is_some() {
+        return Rights::Namespaced;
+    }
+    if let Some(grant) = own(RightsSet::Cluster) {
+        return Rights::ClusterOnly(grant.index);
+    }
+    let mut others: Vec<String> = grants
+        .iter()
+        .map(|grant| grant.service_account.clone())
+        .collect();
+    others.sort();
+    others.dedup();
+    if others.is_empty() {
+        Rights::None
+    } else {
+        Rights::OtherAccounts(others)
+    }
+}
+
+/// The ServiceAccount a pod runs as: `serviceAccountName`, else the
+/// deprecated `serviceAccount`, else `default`.
+pub(super) fn pod_service_account(pod: &Value) -> &str {
+    [&pod["serviceAccountName"], &pod["serviceAccount"]]
+        .into_iter()
+        .map(text)
+        .find(|name| !name.is_empty())
+        .unwrap_or("default")
+}
+
+/// The rules on operatorconditions: limited to this CSV's name, with get
+/// and update. Reports every rule that is not; returns the ones that are.
+fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) -> Vec<Grant> {
+    let mut complete = Vec::new();
+    for set in [RightsSet::Namespaced, RightsSet::Cluster] {
+        let scope = match set {
+            RightsSet::Namespaced => "namespace",
+            RightsSet::Cluster => "cluster",
+        };
+        for (p, permission) in list(&install[set.field()]).iter().enumerate() {
             for (r, rule) in list(&permission["rules"]).iter().enumerate() {
                 if !grants_gate_rights(rule) {
                     continue;
                 }
-                let field = format!("spec.install.spec.{set}[{p}].rules[{r}]");
+                let field = format!("spec.install.spec.{}[{p}].rules[{r}]", set.field());
                 let names = list(&rule["resourceNames"]);
                 if names.is_empty() {
                     findings.error(
@@ -313,7 +395,11 @@ fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) {
                     .filter(|verb| !grants(rule, "verbs", verb))
                     .collect();
                 if missing.is_empty() {
-                    limited = true;
+                    complete.push(Grant {
+                        set,
+                        index: p,
+                        service_account: text(&permission["serviceAccountName"]).to_owned(),
+                    });
                 } else {
                     findings.error(
                         Rule::ConditionRights,
@@ -324,17 +410,63 @@ fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) {
             }
         }
     }
-    if !limited
-        && !findings
+    complete
+}
+
+/// Whether each gated Deployment's pod has the rights, as its own
+/// ServiceAccount and where docs/adopt.md puts them (see [`super`]).
+fn check_gate_account(
+    findings: &mut Findings<'_>,
+    csv_name: &str,
+    gated: &[(usize, &Value)],
+    grants: &[Grant],
+) {
+    let no_rule = |findings: &mut Findings<'_>| {
+        // A rule that is there but wrong has been reported already.
+        if !findings
             .found
             .iter()
             .any(|finding| finding.rule == Rule::ConditionRights)
-    {
-        findings.error(
-            Rule::ConditionRights,
-            "spec.install.spec.permissions".into(),
-            format!("no rule grants get and update on operatorconditions {csv_name:?}: OLM binds its own Role asynchronously, so the gate's first requests would be forbidden; add apiGroups [operators.coreos.com], resources [operatorconditions], resourceNames [{csv_name}], verbs [get, update, patch]"),
-        );
+        {
+            findings.error(
+                Rule::ConditionRights,
+                "spec.install.spec.permissions".into(),
+                format!("no rule grants get and update on operatorconditions {csv_name:?}: OLM binds its own Role asynchronously, so the gate's first requests would be forbidden; add apiGroups [operators.coreos.com], resources [operatorconditions], resourceNames [{csv_name}], verbs [get, update, patch]"),
+            );
+        }
+    };
+    if gated.is_empty() {
+        if grants.is_empty() {
+            no_rule(findings);
+        }
+        return;
+    }
+    for (index, deployment) in gated {
+        let pod = &deployment["spec"]["template"]["spec"];
+        let account = pod_service_account(pod);
+        match rights_of(account, grants) {
+            Rights::Namespaced => {}
+            Rights::ClusterOnly(p) => findings.warning(
+                Rule::ClusterRights,
+                format!("spec.install.spec.clusterPermissions[{p}]"),
+                format!("the rights on operatorconditions {csv_name:?} are only in clusterPermissions: OLM makes a ClusterRole and a ClusterRoleBinding for ServiceAccount {account:?} of them, before the Deployment as for permissions, and resourceNames still apply, so hold works; but the binding holds in every namespace, so an install of this operator in another namespace (the same CSV name) can hold or release this one's gate; move the rule to permissions (docs/adopt.md, step 2)"),
+            ),
+            Rights::OtherAccounts(others) => {
+                let unset = if text(&pod["serviceAccountName"]).is_empty()
+                    && text(&pod["serviceAccount"]).is_empty()
+                {
+                    " (serviceAccountName unset)"
+                } else {
+                    ""
+                };
+                findings.error(
+                    Rule::RightsServiceAccount,
+                    format!("spec.install.spec.deployments[{index}].spec.template.spec.serviceAccountName"),
+                    format!("the pod runs as ServiceAccount {account:?}{unset}, but the rights on operatorconditions {csv_name:?} are granted to {}: hold is forbidden until --timeout (exit 4) and the operator never starts, as OLM binds its own Role for the OperatorCondition to the ServiceAccounts the permissions name, not to this one; set serviceAccountName to the one that has the rights, or grant them to {account:?}", others.join(", ")),
+                );
+            }
+            Rights::None => no_rule(findings),
+        }
     }
 }
 

@@ -166,6 +166,36 @@ fn broken_copies_are_caught_by_rule_and_field() {
             "spec.install.spec.clusterPermissions[0].rules[0].resourceNames".into(),
         ),
         (
+            "rights granted to another ServiceAccount than the pod's",
+            |csv| pod(csv)["serviceAccountName"] = json!("op-manager"),
+            Rule::RightsServiceAccount,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.serviceAccountName"),
+        ),
+        (
+            "no serviceAccountName: the pod runs as default, the rights are op's",
+            |csv| {
+                pod(csv)
+                    .as_object_mut()
+                    .expect("pod")
+                    .remove("serviceAccountName");
+            },
+            Rule::RightsServiceAccount,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.serviceAccountName"),
+        ),
+        (
+            "rights only in clusterPermissions",
+            |csv| {
+                let install = &mut csv["spec"]["install"]["spec"];
+                install["clusterPermissions"] = install["permissions"].clone();
+                install["permissions"] = json!([]);
+            },
+            Rule::ClusterRights,
+            Severity::Warning,
+            "spec.install.spec.clusterPermissions[0]".into(),
+        ),
+        (
             "no strategy: RollingUpdate 25% surges a second pod",
             |csv| {
                 csv["spec"]["install"]["spec"]["deployments"][0]["spec"]
@@ -266,6 +296,64 @@ fn broken_copies_are_caught_by_rule_and_field() {
                 "case {case}: {line}"
             );
         }
+    }
+}
+
+#[test]
+fn the_gate_account_has_the_rights_where_the_docs_put_them() {
+    let grant = |set, index, account: &str| rules::Grant {
+        set,
+        index,
+        service_account: account.into(),
+    };
+    let (namespaced, cluster) = (rules::RightsSet::Namespaced, rules::RightsSet::Cluster);
+    let cases: Vec<(&str, &str, Vec<rules::Grant>, rules::Rights)> = vec![
+        (
+            "in permissions",
+            "op",
+            vec![grant(namespaced, 0, "op")],
+            rules::Rights::Namespaced,
+        ),
+        (
+            "in both: permissions count",
+            "op",
+            vec![grant(cluster, 0, "op"), grant(namespaced, 1, "op")],
+            rules::Rights::Namespaced,
+        ),
+        (
+            "only in clusterPermissions",
+            "op",
+            vec![grant(namespaced, 0, "other"), grant(cluster, 2, "op")],
+            rules::Rights::ClusterOnly(2),
+        ),
+        (
+            "granted to others only, each named once",
+            "default",
+            vec![
+                grant(namespaced, 0, "op"),
+                grant(cluster, 0, "op"),
+                grant(namespaced, 1, "helper"),
+            ],
+            rules::Rights::OtherAccounts(vec!["helper".into(), "op".into()]),
+        ),
+        ("granted to nobody", "op", vec![], rules::Rights::None),
+    ];
+    for (case, account, grants, expected) in cases {
+        assert_eq!(rules::rights_of(account, &grants), expected, "case {case}");
+    }
+
+    let accounts = [
+        (json!({"serviceAccountName": "op"}), "op"),
+        (json!({"serviceAccount": "legacy"}), "legacy"),
+        (
+            json!({"serviceAccountName": "op", "serviceAccount": "legacy"}),
+            "op",
+        ),
+        (json!({"serviceAccountName": ""}), "default"),
+        (json!({}), "default"),
+    ];
+    for (pod, expected) in accounts {
+        assert_eq!(rules::pod_service_account(&pod), expected, "{pod}");
     }
 }
 

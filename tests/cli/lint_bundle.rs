@@ -67,7 +67,7 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     type Edit = fn(&str) -> String;
-    let cases: [(&str, Edit, &str); 5] = [
+    let cases: [(&str, Edit, &str); 6] = [
         (
             "rights-for-every-condition",
             |text| {
@@ -93,6 +93,16 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
             "no-readiness-probe",
             |text| text.replace("readinessProbe:", "startupProbe:"),
             "spec.install.spec.deployments[0].spec.template.spec.containers[0].readinessProbe",
+        ),
+        (
+            "rights-for-another-service-account",
+            |text| {
+                text.replace(
+                    "              serviceAccountName: app-operator\n",
+                    "              serviceAccountName: app-manager\n",
+                )
+            },
+            "spec.install.spec.deployments[0].spec.template.spec.serviceAccountName: the pod runs as ServiceAccount \"app-manager\"",
         ),
         (
             "no-gate",
@@ -140,6 +150,42 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
         Some(1),
         "--strict counts warnings"
     );
+
+    // The gate's rights moved to clusterPermissions: OLM grants them there
+    // too (a ClusterRole), so a warning, not an error.
+    let condition_rule = "        - apiGroups:
+          - operators.coreos.com
+          resourceNames:
+          - upgrade-gate.v7.10.1
+          resources:
+          - operatorconditions
+          verbs:
+          - get
+          - list
+          - watch
+          - update
+          - patch
+";
+    let cluster_rights = broken_copy(dir.path(), "cluster-rights", |text| {
+        let cluster =
+            "      clusterPermissions:\n      - serviceAccountName: app-operator\n        rules:\n";
+        text.replacen(condition_rule, "", 1).replacen(
+            cluster,
+            &format!("{cluster}{condition_rule}"),
+            1,
+        )
+    });
+    let cluster_path = cluster_rights.to_str().expect("UTF-8 path");
+    let warned = lint(&[cluster_path]);
+    assert_eq!(warned.code, Some(0), "{}{}", warned.stdout, warned.stderr);
+    assert!(
+        warned.stdout.contains(
+            "warning: spec.install.spec.clusterPermissions[0]: the rights on operatorconditions \"upgrade-gate.v7.10.1\" are only in clusterPermissions"
+        ),
+        "{}",
+        warned.stdout
+    );
+    assert_eq!(lint(&[cluster_path, "--strict"]).code, Some(1));
 
     let json = lint(&[skip_path, "-o", "json"]);
     let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("-o json is JSON");
