@@ -4,6 +4,8 @@
 //!
 //! - an init container running `upgrade-gate hold`, first among the init
 //!   containers (anything before it runs ungated);
+//! - not a native sidecar (`restartPolicy: Always`): the main containers
+//!   would start beside it, and each restart would run hold again;
 //! - its `OPERATOR_CONDITION_NAME` (or `--name`) written literally and equal
 //!   to the CSV's `metadata.name` (OLM injects it into containers, never
 //!   into init containers);
@@ -81,6 +83,8 @@ pub enum Rule {
     GateInitContainer,
     /// It is the first init container.
     GateFirst,
+    /// It is a plain init container, not a native sidecar.
+    GateRestartPolicy,
     /// Its OperatorCondition name is literal and the CSV's.
     ConditionName,
     /// The rights on the OperatorCondition, limited to its name.

@@ -157,6 +157,13 @@ fn check_deployment(findings: &mut Findings<'_>, csv_name: &str, index: usize, d
                 format!("`upgrade-gate hold` must be the first init container: {before:?} runs before the gate is closed, and OLM may replace the operator meanwhile"),
             );
         }
+        if text(&container["restartPolicy"]) == "Always" {
+            findings.error(
+                Rule::GateRestartPolicy,
+                format!("{field}.restartPolicy"),
+                "restartPolicy: Always makes the gate a native sidecar: the kubelet starts the operator's containers as soon as it has started, not once hold has confirmed the gate, and restarts it whenever it exits, so every restart runs hold again and closes the gate the operator opened; remove restartPolicy (an init container then runs to completion before the next starts)".into(),
+            );
+        }
         match configured_name(container) {
             None => findings.error(
                 Rule::ConditionName,

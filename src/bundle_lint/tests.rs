@@ -88,6 +88,13 @@ fn broken_copies_are_caught_by_rule_and_field() {
             format!("{DEPLOYMENT}.template.spec.initContainers[1]"),
         ),
         (
+            "the gate as a native sidecar",
+            |csv| pod(csv)["initContainers"][0]["restartPolicy"] = json!("Always"),
+            Rule::GateRestartPolicy,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].restartPolicy"),
+        ),
+        (
             "no OPERATOR_CONDITION_NAME",
             |csv| pod(csv)["initContainers"][0]["env"] = json!([]),
             Rule::ConditionName,

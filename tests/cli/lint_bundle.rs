@@ -67,7 +67,7 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     type Edit = fn(&str) -> String;
-    let cases: [(&str, Edit, &str); 6] = [
+    let cases: [(&str, Edit, &str); 7] = [
         (
             "rights-for-every-condition",
             |text| {
@@ -103,6 +103,17 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
                 )
             },
             "spec.install.spec.deployments[0].spec.template.spec.serviceAccountName: the pod runs as ServiceAccount \"app-manager\"",
+        ),
+        (
+            "native-sidecar",
+            |text| {
+                text.replacen(
+                    "                name: upgrade-gate\n",
+                    "                name: upgrade-gate\n                restartPolicy: Always\n",
+                    1,
+                )
+            },
+            "initContainers[0].restartPolicy: restartPolicy: Always makes the gate a native sidecar",
         ),
         (
             "no-gate",
