@@ -6,6 +6,16 @@
 //!   containers (anything before it runs ungated);
 //! - not a native sidecar (`restartPolicy: Always`): the main containers
 //!   would start beside it, and each restart would run hold again;
+//! - a command the image can run, for this project's two images, told
+//!   apart by the last path component of the image reference (any
+//!   registry, tag or digest): `upgrade-gate-hold`, the gate-only image
+//!   (Containerfile.gate: the binary at `/upgrade-gate` as entry point,
+//!   nothing else, no shell, no PATH lookup finds it), runs only without
+//!   `command` or with `command: [/upgrade-gate]`; `upgrade-gate`, the
+//!   sample image (Containerfile: every binary in /usr/local/bin on PATH,
+//!   no entry point), needs `command: [upgrade-gate]` for hold. An image
+//!   copied under another name is not recognised, and nothing is said
+//!   about other images, whose files lint cannot see;
 //! - its `OPERATOR_CONDITION_NAME` (or `--name`) written literally and equal
 //!   to the CSV's `metadata.name` (OLM injects it into containers, never
 //!   into init containers);
@@ -85,6 +95,9 @@ pub enum Rule {
     GateFirst,
     /// It is a plain init container, not a native sidecar.
     GateRestartPolicy,
+    /// A container's command exists in the image it names (this project's
+    /// images only).
+    ImageCommand,
     /// Its OperatorCondition name is literal and the CSV's.
     ConditionName,
     /// The rights on the OperatorCondition, limited to its name.

@@ -69,6 +69,89 @@ pub(super) fn runs_hold(container: &Value) -> bool {
     by_program || by_entry_point
 }
 
+/// The last path component of the gate-only image's repository
+/// (Containerfile.gate, `just image`: `localhost/upgrade-gate-hold`; the
+/// docs pull it as `ghcr.io/upgrade-gate/upgrade-gate-hold`).
+pub(super) const GATE_ONLY_IMAGE: &str = "upgrade-gate-hold";
+/// Where the gate-only image has the binary: its entry point, its only file
+/// besides the CA bundle.
+const GATE_ONLY_PROGRAM: &str = "/upgrade-gate";
+/// The last path component of the sample image's repository (Containerfile:
+/// every binary in /usr/local/bin, on PATH; no entry point).
+pub(super) const SAMPLE_IMAGE: &str = "upgrade-gate";
+
+/// Which of this project's images a container runs, by the image reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KnownImage {
+    /// The gate-only image.
+    GateOnly,
+    /// The sample application's image.
+    Sample,
+    /// Anything else: what it holds is not known here.
+    Other,
+}
+
+/// The image `reference` names, by its repository's last path component
+/// (any registry, tag or digest): a copy pushed to another registry under
+/// the same name is recognised, one renamed is not.
+pub(super) fn known_image(reference: &str) -> KnownImage {
+    let without_digest = reference.split('@').next().unwrap_or_default();
+    let last = without_digest.rsplit('/').next().unwrap_or_default();
+    let repository = last.split(':').next().unwrap_or_default();
+    match repository {
+        GATE_ONLY_IMAGE => KnownImage::GateOnly,
+        SAMPLE_IMAGE => KnownImage::Sample,
+        _ => KnownImage::Other,
+    }
+}
+
+/// Why `container` cannot start its program in one of this project's
+/// images, if it cannot:
+/// - the gate-only image has one program, `/upgrade-gate`, its entry
+///   point, and no shell: a `command` naming anything else (`upgrade-gate`,
+///   found through PATH, or `sh`) fails to start;
+/// - the sample image has every binary in /usr/local/bin, on PATH, and no
+///   entry point: a gate container without `command` would run `hold` as a
+///   program, and `/upgrade-gate` does not exist there.
+///
+/// `None` for any other image, whose files are not known here.
+pub(super) fn command_problem(container: &Value) -> Option<String> {
+    let image = text(&container["image"]);
+    let command = list(&container["command"]);
+    let program = command.first().map(text);
+    match (known_image(image), program) {
+        (KnownImage::GateOnly, Some(program)) if program != GATE_ONLY_PROGRAM => Some(format!(
+            "{image} is the gate-only image: its one program is {GATE_ONLY_PROGRAM}, its entry point, with no shell and nothing on PATH, so command {program:?} cannot start; leave command out (args: [hold, ...]) or write command: [{GATE_ONLY_PROGRAM}]"
+        )),
+        (KnownImage::Sample, None) if runs_hold(container) => Some(format!(
+            "{image} is the sample image: it has no entry point, so args [hold, ...] alone would start a program named \"hold\"; write command: [upgrade-gate] (on PATH in /usr/local/bin), or use the gate-only image ({GATE_ONLY_IMAGE}), whose entry point is the gate"
+        )),
+        (KnownImage::Sample, Some(GATE_ONLY_PROGRAM)) => Some(format!(
+            "{image} is the sample image: its binaries are in /usr/local/bin, there is no {GATE_ONLY_PROGRAM}; write command: [upgrade-gate]"
+        )),
+        _ => None,
+    }
+}
+
+/// Every container and init container of every Deployment that cannot
+/// start its program in the image it names ([`command_problem`]).
+fn check_commands(findings: &mut Findings<'_>, deployments: &[Value]) {
+    for (index, deployment) in deployments.iter().enumerate() {
+        let pod = &deployment["spec"]["template"]["spec"];
+        for kind in ["initContainers", "containers"] {
+            for (position, container) in list(&pod[kind]).iter().enumerate() {
+                if let Some(why) = command_problem(container) {
+                    findings.error(
+                        Rule::ImageCommand,
+                        format!("spec.install.spec.deployments[{index}].spec.template.spec.{kind}[{position}].command"),
+                        why,
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The name `hold` is given: `--name X` / `--name=X`, else the
 /// `OPERATOR_CONDITION_NAME` env entry. `Err`: set, but not literally.
 fn configured_name(container: &Value) -> Option<Result<(String, String), String>> {
@@ -133,6 +216,7 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
     for (index, deployment) in &gated {
         check_deployment(&mut findings, name, *index, deployment);
     }
+    check_commands(&mut findings, deployments);
     let grants = check_rights(&mut findings, install, name);
     check_gate_account(&mut findings, name, &gated, &grants);
     check_skips(&mut findings, csv, must_run);

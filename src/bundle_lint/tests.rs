@@ -95,6 +95,33 @@ fn broken_copies_are_caught_by_rule_and_field() {
             format!("{DEPLOYMENT}.template.spec.initContainers[0].restartPolicy"),
         ),
         (
+            "the gate-only image told to run upgrade-gate through PATH",
+            |csv| pod(csv)["initContainers"][0]["command"] = json!(["upgrade-gate"]),
+            Rule::ImageCommand,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].command"),
+        ),
+        (
+            "the sample image, which has no entry point, without a command",
+            |csv| {
+                pod(csv)["initContainers"][0]["image"] =
+                    json!("ghcr.io/upgrade-gate/upgrade-gate:7.10.1");
+            },
+            Rule::ImageCommand,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].command"),
+        ),
+        (
+            "the gate-only image as a main container with a shell command",
+            |csv| {
+                pod(csv)["containers"][0]["image"] = json!("localhost/upgrade-gate-hold:0.2.0");
+                pod(csv)["containers"][0]["command"] = json!(["sh", "-c", "upgrade-gate status"]);
+            },
+            Rule::ImageCommand,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.containers[0].command"),
+        ),
+        (
             "no OPERATOR_CONDITION_NAME",
             |csv| pod(csv)["initContainers"][0]["env"] = json!([]),
             Rule::ConditionName,
@@ -361,6 +388,100 @@ fn the_gate_account_has_the_rights_where_the_docs_put_them() {
     ];
     for (pod, expected) in accounts {
         assert_eq!(rules::pod_service_account(&pod), expected, "{pod}");
+    }
+}
+
+#[test]
+fn this_projects_images_are_told_apart_by_their_repository_name() {
+    use rules::KnownImage::{GateOnly, Other, Sample};
+    let cases = [
+        ("ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0", GateOnly),
+        (
+            "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:0123abcd",
+            GateOnly,
+        ),
+        ("localhost/upgrade-gate-hold:0.2.0", GateOnly),
+        ("localhost:5000/upgrade-gate-hold", GateOnly),
+        (
+            "registry.example:5000/mirror/upgrade-gate-hold:0.2.0@sha256:0123abcd",
+            GateOnly,
+        ),
+        ("upgrade-gate-hold", GateOnly),
+        ("ghcr.io/upgrade-gate/upgrade-gate:7.10.1", Sample),
+        ("localhost/upgrade-gate", Sample),
+        ("ghcr.io/upgrade-gate/upgrade-gate-hold-debug:0.2.0", Other),
+        ("ghcr.io/upgrade-gate-hold/operator:1.0", Other),
+        ("quay.io/example/my-operator:1.3.0", Other),
+        ("", Other),
+    ];
+    for (reference, expected) in cases {
+        assert_eq!(rules::known_image(reference), expected, "{reference}");
+    }
+}
+
+#[test]
+fn a_command_must_exist_in_the_image_it_names() {
+    let hold = "localhost/upgrade-gate-hold:0.2.0";
+    let sample = "ghcr.io/upgrade-gate/upgrade-gate:7.10.1";
+    let cases: Vec<(&str, Value, Option<&str>)> = vec![
+        (
+            "gate-only, entry point",
+            json!({"image": hold, "args": ["hold"]}),
+            None,
+        ),
+        (
+            "gate-only, the binary's path",
+            json!({"image": hold, "command": ["/upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "gate-only, by name through PATH",
+            json!({"image": hold, "command": ["upgrade-gate"], "args": ["hold"]}),
+            Some("command \"upgrade-gate\" cannot start"),
+        ),
+        (
+            "gate-only, a shell",
+            json!({"image": hold, "command": ["sh", "-c", "upgrade-gate hold"]}),
+            Some("command \"sh\" cannot start"),
+        ),
+        (
+            "sample, by name",
+            json!({"image": sample, "command": ["upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "sample, full path",
+            json!({"image": sample, "command": ["/usr/local/bin/upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "sample, another program with a shell",
+            json!({"image": sample, "command": ["sh", "-c", "app-operator run"]}),
+            None,
+        ),
+        (
+            "sample, hold without a command",
+            json!({"image": sample, "args": ["hold"]}),
+            Some("no entry point"),
+        ),
+        (
+            "sample, the gate-only image's path",
+            json!({"image": sample, "command": ["/upgrade-gate"], "args": ["hold"]}),
+            Some("there is no /upgrade-gate"),
+        ),
+        (
+            "another image: its files are not known",
+            json!({"image": "quay.io/example/gate:1", "command": ["upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+    ];
+    for (case, container, expected) in cases {
+        let problem = rules::command_problem(&container);
+        match (&problem, expected) {
+            (None, None) => {}
+            (Some(why), Some(part)) => assert!(why.contains(part), "case {case}: {why}"),
+            _ => panic!("case {case}: got {problem:?}, expected {expected:?}"),
+        }
     }
 }
 

@@ -67,7 +67,7 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     type Edit = fn(&str) -> String;
-    let cases: [(&str, Edit, &str); 7] = [
+    let cases: [(&str, Edit, &str); 8] = [
         (
             "rights-for-every-condition",
             |text| {
@@ -114,6 +114,17 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
                 )
             },
             "initContainers[0].restartPolicy: restartPolicy: Always makes the gate a native sidecar",
+        ),
+        (
+            "gate-only-image-by-name",
+            |text| {
+                text.replacen(
+                    "                  value: upgrade-gate.v7.10.1\n                image: ghcr.io/upgrade-gate/upgrade-gate:7.10.1\n",
+                    "                  value: upgrade-gate.v7.10.1\n                image: ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0\n",
+                    1,
+                )
+            },
+            "initContainers[0].command: ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0 is the gate-only image",
         ),
         (
             "no-gate",
