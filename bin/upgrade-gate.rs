@@ -190,14 +190,23 @@ enum Output {
     Json,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LintOutput {
+    /// One line per finding on stdout (`FILE: SEVERITY: FIELD: MESSAGE`); on stderr each
+    /// bundle without findings, and a closing line on what lint cannot check.
+    Text,
+    /// One JSON document: `bundles`, each with its `findings`, and `notChecked`.
+    Json,
+}
+
 #[derive(Debug, Args)]
 struct LintArgs {
     /// Bundle directories (each with manifests/ holding one ClusterServiceVersion).
     #[arg(required = true, value_name = "DIR")]
     bundles: Vec<PathBuf>,
-    /// Output: one line per finding (`FILE: SEVERITY: FIELD: MESSAGE`), or one JSON document.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
-    output: Output,
+    /// Output format on stdout.
+    #[arg(short = 'o', long, value_enum, default_value_t = LintOutput::Text)]
+    output: LintOutput,
     /// Count warnings as problems (exit 1).
     #[arg(long)]
     strict: bool,
@@ -298,18 +307,28 @@ fn lint(args: &LintArgs) -> u8 {
         }
     }
     match args.output {
-        Output::Text => {
+        LintOutput::Text => {
             for report in &reports {
                 for finding in &report.findings {
                     println!("{}", finding.line());
                 }
                 if report.findings.is_empty() {
-                    eprintln!("{}: {} is ready for the gate", report.bundle, report.csv);
+                    eprintln!(
+                        "{}: {} passes lint-bundle's checks",
+                        report.bundle, report.csv
+                    );
                 }
             }
+            if !reports.is_empty() {
+                eprintln!("{}", bundle_lint::NOT_CHECKED);
+            }
         }
-        Output::Json => {
-            match serde_json::to_string_pretty(&serde_json::json!({ "bundles": reports })) {
+        LintOutput::Json => {
+            let document = serde_json::json!({
+                "bundles": reports,
+                "notChecked": bundle_lint::NOT_CHECKED,
+            });
+            match serde_json::to_string_pretty(&document) {
                 Ok(text) => println!("{text}"),
                 Err(error) => {
                     eprintln!("upgrade-gate lint-bundle: cannot render JSON: {error}");

@@ -47,6 +47,10 @@
 //! without `metadata/annotations.yaml` saying media type `registry+v1`, is
 //! no bundle: refused (exit 2), never checked half.
 //!
+//! What no bundle shows, and so no check here can see: that the operator
+//! opens the gate once its upgrade is done ([`NOT_CHECKED`], said after
+//! every text report).
+//!
 //! Owns: reading the bundle directory and the report (one line per finding,
 //! or JSON) with its exit code. Must not touch: the cluster or any file
 //! outside the bundle (nothing is written).
@@ -161,6 +165,13 @@ impl Report {
         u8::from(self.findings.iter().any(|finding| counts(&finding)))
     }
 }
+
+/// The section of docs/adopt.md on the operator's side of the gate.
+pub const RELEASE_SECTION: &str = "3. The release, and keeping it";
+
+/// What no check of a bundle can see, said after every text report: the
+/// operator's own code must open the gate.
+pub const NOT_CHECKED: &str = "not checked (no bundle shows it): that the operator sets Upgradeable=True once its upgrade is done, and keeps False until then; without that every later upgrade waits forever. How, and how to check it: docs/adopt.md, \"3. The release, and keeping it\"; on a cluster, `kubectl upgrade-gate status` shows UPGRADEABLE True once the upgrade is done";
 
 /// The exit codes of `lint-bundle`, documented once (`--help`, docs/gate.md).
 pub const LINT_EXIT_CODES: &[(u8, &str)] = &[

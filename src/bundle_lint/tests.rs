@@ -647,6 +647,29 @@ fn a_bundle_without_registry_v1_metadata_is_refused() {
     }
 }
 
+/// The closing line names a section docs/adopt.md has, on what the
+/// operator must do after its upgrade.
+#[test]
+fn what_lint_cannot_check_points_at_the_section_that_explains_it() {
+    let adopt =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/adopt.md"))
+            .expect("docs/adopt.md");
+    let heading = format!("## {RELEASE_SECTION}\n");
+    let section = adopt
+        .split_once(&heading)
+        .map(|(_, rest)| rest.split("\n## ").next().unwrap_or_default())
+        .unwrap_or_else(|| panic!("docs/adopt.md has no heading {heading:?}"));
+    assert!(
+        section.contains("Upgradeable=True"),
+        "the section explains the release"
+    );
+    assert!(
+        NOT_CHECKED.contains(&format!("docs/adopt.md, \"{RELEASE_SECTION}\"")),
+        "{NOT_CHECKED}"
+    );
+    assert!(!NOT_CHECKED.contains('\n'), "one line");
+}
+
 /// Our own bundles, as release-tools renders them, pass.
 #[test]
 fn the_projects_own_bundles_pass() {

@@ -64,6 +64,22 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
     let clean = lint(&args);
     assert_eq!(clean.code, Some(0), "{}{}", clean.stdout, clean.stderr);
     assert_eq!(clean.stdout, "", "no findings");
+    let closing: Vec<&str> = clean.stderr.lines().collect();
+    assert_eq!(
+        closing.last(),
+        Some(&upgrade_gate::bundle_lint::NOT_CHECKED),
+        "the text report ends saying what lint cannot check: {}",
+        clean.stderr
+    );
+    assert_eq!(
+        closing
+            .iter()
+            .filter(|line| line.ends_with("passes lint-bundle's checks"))
+            .count(),
+        3,
+        "{}",
+        clean.stderr
+    );
 
     let dir = tempfile::tempdir().expect("temp dir");
     type Edit = fn(&str) -> String;
@@ -211,6 +227,7 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
 
     let json = lint(&[skip_path, "-o", "json"]);
     let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("-o json is JSON");
+    assert_eq!(report["notChecked"], upgrade_gate::bundle_lint::NOT_CHECKED);
     assert_eq!(report["bundles"][0]["findings"][0]["rule"], "skips");
     assert_eq!(report["bundles"][0]["findings"][0]["severity"], "warning");
 
