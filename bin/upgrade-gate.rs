@@ -184,7 +184,7 @@ struct StatusArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Output {
-    /// Like `kubectl describe`.
+    /// One field a line, like `kubectl describe`.
     Text,
     /// One JSON document.
     Json,
