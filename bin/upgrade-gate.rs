@@ -221,11 +221,14 @@ fn parse_version(text: &str) -> Result<Version, String> {
 }
 
 fn lint_exit_codes_help() -> String {
-    let table: Vec<String> = LINT_EXIT_CODES
-        .iter()
-        .map(|(code, meaning)| format!("  {code:>3}  {meaning}"))
-        .collect();
-    format!("Exit codes:\n{}", table.join("\n"))
+    format!(
+        "Exit codes:\n{}",
+        gate::exit_table(
+            LINT_EXIT_CODES
+                .iter()
+                .map(|(code, meaning)| (*code, *meaning))
+        )
+    )
 }
 
 fn parse_timeout(text: &str) -> Result<Duration, String> {
@@ -561,19 +564,21 @@ enum PluginOutput {
 
 fn plugin_exit_codes_help() -> String {
     let codes = [0, 2, 3, 4, 5, 7, 8, 10];
-    let table: Vec<String> = gate::EXIT_CODES
+    let rows = gate::EXIT_CODES
         .iter()
         .filter(|(code, _)| codes.contains(code))
-        .map(|(code, meaning)| match code {
-            0 => format!("  {code:>3}  listed (or the cluster has no OLM v0: one line says so); --watch ended by Ctrl-C"),
-            4 => format!("  {code:>3}  forbidden: list and watch on clusterserviceversions and operatorconditions are needed"),
-            5 => format!("  {code:>3}  not found: the cluster does not serve the listed resource"),
-            _ => format!("  {code:>3}  {meaning}"),
-        })
-        .collect();
+        .map(|(code, meaning)| {
+            let meaning = match code {
+                0 => "listed (or the cluster has no OLM v0: one line says so); --watch ended by Ctrl-C",
+                4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed",
+                5 => "not found: the cluster does not serve the listed resource",
+                _ => meaning,
+            };
+            (*code, meaning)
+        });
     format!(
         "Exit codes (one line on stderr says why):\n{}",
-        table.join("\n")
+        gate::exit_table(rows)
     )
 }
 
@@ -672,6 +677,76 @@ mod tests {
         assert!(parse_timeout("0").is_err());
         assert!(parse_timeout("-5s").is_err());
         assert!(parse_timeout("soon").is_err());
+    }
+
+    /// Each command's long help, rendered by clap for a terminal `width` wide.
+    fn long_helps(width: usize) -> Vec<(String, String)> {
+        use clap::CommandFactory;
+        let mut helps = Vec::new();
+        for mut command in [
+            Cli::command().term_width(width),
+            PluginCli::command().term_width(width),
+        ] {
+            command.build();
+            helps.push((
+                command.get_name().to_owned(),
+                command.render_long_help().to_string(),
+            ));
+            let names: Vec<String> = command
+                .get_subcommands()
+                .map(|sub| sub.get_name().to_owned())
+                .filter(|name| name != "help")
+                .collect();
+            for name in names {
+                let sub = command.find_subcommand_mut(&name).expect("listed");
+                helps.push((
+                    format!("{} {name}", command_name(sub)),
+                    sub.render_long_help().to_string(),
+                ));
+            }
+        }
+        helps
+    }
+
+    fn command_name(command: &clap::Command) -> String {
+        command
+            .get_bin_name()
+            .unwrap_or(command.get_name())
+            .to_owned()
+    }
+
+    /// The lines of the "Exit codes" section at the end of a help text.
+    fn exit_table_lines(help: &str) -> Vec<&str> {
+        help.lines()
+            .skip_while(|line| !line.starts_with("Exit codes"))
+            .skip(1)
+            .filter(|line| !line.trim().is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn exit_tables_in_help_keep_their_hanging_indent() {
+        for width in [gate::HELP_TABLE_WIDTH, 100, 160] {
+            for (command, help) in long_helps(width) {
+                let lines = exit_table_lines(&help);
+                assert!(
+                    lines.len() > 2,
+                    "{command} at {width} columns has an exit table: {help}"
+                );
+                for line in &lines {
+                    let row = line.trim_start().split_once("  ").is_some_and(|(code, _)| {
+                        code.parse::<u8>().is_ok()
+                            && line.len() - line.trim_start().len() + code.len() == 5
+                    });
+                    let continuation = line.starts_with("       ") && !line.starts_with("        ");
+                    assert!(
+                        row || continuation,
+                        "{command} at {width} columns: {line:?} is neither a row nor indented under its meaning:\n{help}"
+                    );
+                    assert!(line.len() <= gate::HELP_TABLE_WIDTH, "{command}: {line:?}");
+                }
+            }
+        }
     }
 
     #[test]

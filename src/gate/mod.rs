@@ -48,7 +48,9 @@ mod setup;
 mod target;
 
 pub use detect::{CLUSTER_EXTENSIONS, CLUSTER_EXTENSIONS_GROUP_VERSION, Olm, detect_olm};
-pub use outcome::{EXIT_CODES, GateError, Outcome, exit_code, exit_code_table};
+pub use outcome::{
+    EXIT_CODES, GateError, HELP_TABLE_WIDTH, Outcome, exit_code, exit_code_table, exit_table,
+};
 pub use owner_chain::{
     Chain, OLM_MANAGED_LABEL, OLM_OWNER_KIND_LABEL, OLM_OWNER_LABEL, OLM_V1_OWNER_KIND_LABEL,
     OLM_V1_OWNER_NAME_LABEL, Owner, controller_of, deployment_owner, owning_csv, read_chain,
