@@ -564,21 +564,23 @@ enum PluginOutput {
 
 fn plugin_exit_codes_help() -> String {
     let codes = [0, 2, 3, 4, 5, 7, 8, 10];
-    let rows = gate::EXIT_CODES
+    let rows: Vec<(u8, String)> = gate::EXIT_CODES
         .iter()
         .filter(|(code, _)| codes.contains(code))
         .map(|(code, meaning)| {
             let meaning = match code {
-                0 => "listed (or the cluster has no OLM v0: one line says so); --watch ended by Ctrl-C",
-                4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed",
-                5 => "not found: the cluster does not serve the listed resource",
-                _ => meaning,
+                0 => "listed (or the cluster has no OLM v0: one line says so); --watch ended by Ctrl-C".to_owned(),
+                4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed".to_owned(),
+                5 => "not found: the cluster does not serve the listed resource".to_owned(),
+                // The plugin's deadline is kubectl's flag.
+                _ => meaning.replace("--timeout", "--request-timeout"),
             };
             (*code, meaning)
-        });
+        })
+        .collect();
     format!(
         "Exit codes (one line on stderr says why):\n{}",
-        gate::exit_table(rows)
+        gate::exit_table(rows.iter().map(|(code, meaning)| (*code, meaning.as_str())))
     )
 }
 
@@ -745,6 +747,43 @@ mod tests {
                     );
                     assert!(line.len() <= gate::HELP_TABLE_WIDTH, "{command}: {line:?}");
                 }
+            }
+        }
+    }
+
+    /// The long flags a command takes, with those of its subcommands.
+    fn long_flags(command: &clap::Command) -> Vec<String> {
+        let mut flags: Vec<String> = command
+            .get_arguments()
+            .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+            .collect();
+        for sub in command.get_subcommands() {
+            flags.extend(long_flags(sub));
+        }
+        flags
+    }
+
+    /// Every `--flag` an exit table names is a flag of that binary: the
+    /// plugin's deadline is --request-timeout, the gate's --timeout.
+    #[test]
+    fn exit_tables_name_flags_that_exist() {
+        use clap::CommandFactory;
+        for mut command in [Cli::command(), PluginCli::command()] {
+            command.build();
+            let flags = long_flags(&command);
+            let help = command.render_long_help().to_string();
+            let table = exit_table_lines(&help).join(" ");
+            let named: Vec<&str> = table
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|word| word.starts_with("--") && word.len() > 2)
+                .collect();
+            assert!(!named.is_empty(), "{}: {table}", command.get_name());
+            for flag in named {
+                assert!(
+                    flags.iter().any(|known| known == flag),
+                    "{}: the exit table names {flag}, which is no flag of it ({flags:?})",
+                    command.get_name()
+                );
             }
         }
     }
