@@ -15,8 +15,8 @@ use tokio::time::Instant;
 use upgrade_gate::admission;
 use upgrade_gate::bundle_lint::{self, LINT_EXIT_CODES, Version};
 use upgrade_gate::gate::{
-    self, EntryText, GateError, HoldOptions, OnOverride, Outcome, ReleaseOptions, Target,
-    TargetInput, WaitFor,
+    self, EntryText, GateError, HoldOptions, NamespaceSource, OnOverride, Outcome, ReleaseOptions,
+    Target, TargetInput, WaitFor,
 };
 use upgrade_gate::plugin::{self, Format, KubeconfigChoice, Scope};
 use upgrade_gate::shutdown;
@@ -130,7 +130,8 @@ struct TargetArgs {
     #[arg(long, env = "POD_NAME")]
     pod: Option<String>,
     /// Namespace of the OperatorCondition. Default: the pod's, from the service-account
-    /// mount (/var/run/secrets/kubernetes.io/serviceaccount/namespace).
+    /// mount (/var/run/secrets/kubernetes.io/serviceaccount/namespace); outside a pod, the
+    /// kubeconfig context's ("default" when it names none), as kubectl upgrade-gate does.
     #[arg(long, env = "POD_NAMESPACE")]
     namespace: Option<String>,
     /// Give up after this long (e.g. 90s, 2m). Keep it well under OLM's 5-minute install
@@ -343,16 +344,44 @@ fn lint(args: &LintArgs) -> u8 {
     code
 }
 
-/// The target and the deadline of a cluster command.
-fn prepared(args: &TargetArgs) -> Result<(Target, Instant), GateError> {
+/// The target, the deadline and the client of a cluster command.
+async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), GateError> {
     let deadline = Instant::now() + args.timeout;
-    Ok((target(args)?, deadline))
+    let given = args
+        .namespace
+        .as_deref()
+        .is_some_and(|n| !n.trim().is_empty());
+    let file = (!given).then(gate::service_account_namespace).flatten();
+    let mut input = TargetInput {
+        name: args.name.as_deref(),
+        deployment: args.deployment.as_deref(),
+        pod: args.pod.as_deref(),
+        namespace: args.namespace.as_deref(),
+        service_account_namespace: file.as_deref(),
+        kubeconfig_namespace: None,
+    };
+    // The cluster's configuration is read before the target is checked
+    // only when the kubeconfig context has to name the namespace.
+    let config = match gate::choose_namespace(&input) {
+        Some(_) => None,
+        None => Some(gate::client_config().await?),
+    };
+    input.kubeconfig_namespace = config.as_ref().map(|c| c.default_namespace.as_str());
+    if let Some((namespace, NamespaceSource::KubeconfigContext)) = gate::choose_namespace(&input) {
+        tracing::info!(%namespace, "the namespace is the kubeconfig context's (no --namespace, POD_NAMESPACE or service-account namespace file)");
+    }
+    let target = gate::resolve_target(&input)?;
+    let config = match config {
+        Some(config) => config,
+        None => gate::client_config().await?,
+    };
+    Ok((target, deadline, gate::client(config)?))
 }
 
 async fn run(command: Command) -> Result<Outcome, GateError> {
     match command {
         Command::Hold(args) => {
-            let (target, deadline) = prepared(&args.target)?;
+            let (target, deadline, client) = prepared(&args.target).await?;
             let options = HoldOptions {
                 entry: gate::hold_entry(EntryText {
                     reason: Some(&args.reason),
@@ -365,11 +394,10 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
                 },
                 deadline,
             };
-            let client = gate::connect().await?;
             gate::hold(&client, &target, &options).await
         }
         Command::Release(args) => {
-            let (target, deadline) = prepared(&args.target)?;
+            let (target, deadline, client) = prepared(&args.target).await?;
             let options = ReleaseOptions {
                 entry: gate::release_entry(EntryText {
                     reason: Some(&args.reason),
@@ -382,17 +410,15 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
                 },
                 deadline,
             };
-            let client = gate::connect().await?;
             gate::release(&client, &target, &options).await
         }
         Command::Status(args) => {
-            let (target, deadline) = prepared(&args.target)?;
+            let (target, deadline, client) = prepared(&args.target).await?;
             if target.name.is_none() && target.pod.is_none() && target.deployment.is_none() {
                 return Err(GateError::InvalidInput(
                     "status needs --name (OPERATOR_CONDITION_NAME), --deployment or --pod (POD_NAME); every CSV's gate: kubectl upgrade-gate status".into(),
                 ));
             }
-            let client = gate::connect().await?;
             let outcome = gate::status(&client, &target, deadline).await?;
             if let Outcome::Reported(report) = &outcome {
                 match args.output {
@@ -447,21 +473,6 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             "lint-bundle runs without a cluster".into(),
         )),
     }
-}
-
-fn target(args: &TargetArgs) -> Result<Target, GateError> {
-    let needs_file = args
-        .namespace
-        .as_deref()
-        .is_none_or(|n| n.trim().is_empty());
-    let file = needs_file.then(gate::service_account_namespace).flatten();
-    gate::resolve_target(&TargetInput {
-        name: args.name.as_deref(),
-        deployment: args.deployment.as_deref(),
-        pod: args.pod.as_deref(),
-        namespace: args.namespace.as_deref(),
-        service_account_namespace: file.as_deref(),
-    })
 }
 
 fn report(outcome: &Outcome) {
