@@ -20,7 +20,7 @@ use upgrade_gate::gate::{
 };
 use upgrade_gate::plugin::{self, Format, KubeconfigChoice, Scope};
 use upgrade_gate::shutdown;
-use upgrade_gate::telemetry::{LogArgs, init_logging};
+use upgrade_gate::telemetry::{KUBE_REQUEST_FAILURES, LogArgs, LogFormat, init_logging_without};
 
 /// The name kubectl runs the plugin by (`kubectl upgrade-gate ...`).
 const PLUGIN_NAME: &str = "kubectl-upgrade_gate";
@@ -259,7 +259,8 @@ fn main() -> ExitCode {
         return plugin_main();
     }
     let cli = Cli::parse();
-    init_logging(cli.logging.log_format);
+    // Every retry logs one line with what failed and when it tries again.
+    init_logging_without(cli.logging.log_format, &[KUBE_REQUEST_FAILURES]);
     if let Command::LintBundle(args) = &cli.command {
         return ExitCode::from(lint(args));
     }
@@ -597,7 +598,7 @@ fn plugin_exit_codes_help() -> String {
 
 fn plugin_main() -> ExitCode {
     let cli = PluginCli::parse();
-    init_logging(upgrade_gate::telemetry::LogFormat::Text);
+    init_logging_without(LogFormat::Text, &[KUBE_REQUEST_FAILURES]);
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,

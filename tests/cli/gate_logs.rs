@@ -1,6 +1,7 @@
 //! What `upgrade-gate` says while it cannot reach the API server: outside
 //! a pod it takes the kubeconfig context's namespace (as `kubectl
-//! upgrade-gate` does), and it retries until `--timeout`, then exits 3.
+//! upgrade-gate` does), and it retries until `--timeout` with one log line
+//! per retry, then exits 3.
 //! The API server is a closed loopback port; no cluster is needed.
 
 use std::io::Write;
@@ -54,6 +55,25 @@ async fn run_until_deadline(kubeconfig: &tempfile::NamedTempFile, args: &[&str])
         "`upgrade-gate {}` retries the closed port until --timeout, then exit 3:\n{}",
         all.join(" "),
         finished.text()
+    );
+    // One line per retry: the gate's own, saying what failed and when it
+    // tries again; kube's line per failed request stays off.
+    let retries = finished
+        .output
+        .iter()
+        .filter(|line| line.contains("retrying"))
+        .count();
+    assert!(retries >= 1, "{}", finished.text());
+    let other_warnings: Vec<&String> = finished
+        .output
+        .iter()
+        .filter(|line| {
+            (line.contains(" WARN ") || line.contains(" ERROR ")) && !line.contains("retrying")
+        })
+        .collect();
+    assert!(
+        other_warnings.is_empty(),
+        "only the retry lines warn: {other_warnings:#?}"
     );
     finished.output
 }
