@@ -15,12 +15,12 @@ use tokio::time::Instant;
 use upgrade_gate::admission;
 use upgrade_gate::bundle_lint::{self, LINT_EXIT_CODES, Version};
 use upgrade_gate::gate::{
-    self, EntryText, GateError, HoldOptions, OnOverride, Outcome, ReleaseOptions, Target,
-    TargetInput, WaitFor,
+    self, EntryText, GateError, HoldOptions, NamespaceSource, OnOverride, Outcome, ReleaseOptions,
+    Target, TargetInput, WaitFor,
 };
 use upgrade_gate::plugin::{self, Format, KubeconfigChoice, Scope};
 use upgrade_gate::shutdown;
-use upgrade_gate::telemetry::{LogArgs, init_logging};
+use upgrade_gate::telemetry::{KUBE_REQUEST_FAILURES, LogArgs, LogFormat, init_logging_without};
 
 /// The name kubectl runs the plugin by (`kubectl upgrade-gate ...`).
 const PLUGIN_NAME: &str = "kubectl-upgrade_gate";
@@ -130,7 +130,8 @@ struct TargetArgs {
     #[arg(long, env = "POD_NAME")]
     pod: Option<String>,
     /// Namespace of the OperatorCondition. Default: the pod's, from the service-account
-    /// mount (/var/run/secrets/kubernetes.io/serviceaccount/namespace).
+    /// mount (/var/run/secrets/kubernetes.io/serviceaccount/namespace); outside a pod, the
+    /// kubeconfig context's ("default" when it names none), as kubectl upgrade-gate does.
     #[arg(long, env = "POD_NAMESPACE")]
     namespace: Option<String>,
     /// Give up after this long (e.g. 90s, 2m). Keep it well under OLM's 5-minute install
@@ -184,9 +185,18 @@ struct StatusArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Output {
-    /// Like `kubectl describe`.
+    /// One field a line, like `kubectl describe`.
     Text,
     /// One JSON document.
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LintOutput {
+    /// One line per finding on stdout (`FILE: SEVERITY: FIELD: MESSAGE`); on stderr each
+    /// bundle without findings, and a closing line on what lint cannot check.
+    Text,
+    /// One JSON document: `bundles`, each with its `findings`, and `notChecked`.
     Json,
 }
 
@@ -195,9 +205,9 @@ struct LintArgs {
     /// Bundle directories (each with manifests/ holding one ClusterServiceVersion).
     #[arg(required = true, value_name = "DIR")]
     bundles: Vec<PathBuf>,
-    /// Output: one line per finding (`FILE: SEVERITY: FIELD: MESSAGE`), or one JSON document.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
-    output: Output,
+    /// Output format on stdout.
+    #[arg(short = 'o', long, value_enum, default_value_t = LintOutput::Text)]
+    output: LintOutput,
     /// Count warnings as problems (exit 1).
     #[arg(long)]
     strict: bool,
@@ -212,11 +222,14 @@ fn parse_version(text: &str) -> Result<Version, String> {
 }
 
 fn lint_exit_codes_help() -> String {
-    let table: Vec<String> = LINT_EXIT_CODES
-        .iter()
-        .map(|(code, meaning)| format!("  {code:>3}  {meaning}"))
-        .collect();
-    format!("Exit codes:\n{}", table.join("\n"))
+    format!(
+        "Exit codes:\n{}",
+        gate::exit_table(
+            LINT_EXIT_CODES
+                .iter()
+                .map(|(code, meaning)| (*code, *meaning))
+        )
+    )
 }
 
 fn parse_timeout(text: &str) -> Result<Duration, String> {
@@ -246,7 +259,8 @@ fn main() -> ExitCode {
         return plugin_main();
     }
     let cli = Cli::parse();
-    init_logging(cli.logging.log_format);
+    // Every retry logs one line with what failed and when it tries again.
+    init_logging_without(cli.logging.log_format, &[KUBE_REQUEST_FAILURES]);
     if let Command::LintBundle(args) = &cli.command {
         return ExitCode::from(lint(args));
     }
@@ -298,18 +312,28 @@ fn lint(args: &LintArgs) -> u8 {
         }
     }
     match args.output {
-        Output::Text => {
+        LintOutput::Text => {
             for report in &reports {
                 for finding in &report.findings {
                     println!("{}", finding.line());
                 }
                 if report.findings.is_empty() {
-                    eprintln!("{}: {} is ready for the gate", report.bundle, report.csv);
+                    eprintln!(
+                        "{}: {} passes lint-bundle's checks",
+                        report.bundle, report.csv
+                    );
                 }
             }
+            if !reports.is_empty() {
+                eprintln!("{}", bundle_lint::NOT_CHECKED);
+            }
         }
-        Output::Json => {
-            match serde_json::to_string_pretty(&serde_json::json!({ "bundles": reports })) {
+        LintOutput::Json => {
+            let document = serde_json::json!({
+                "bundles": reports,
+                "notChecked": bundle_lint::NOT_CHECKED,
+            });
+            match serde_json::to_string_pretty(&document) {
                 Ok(text) => println!("{text}"),
                 Err(error) => {
                     eprintln!("upgrade-gate lint-bundle: cannot render JSON: {error}");
@@ -321,16 +345,44 @@ fn lint(args: &LintArgs) -> u8 {
     code
 }
 
-/// The target and the deadline of a cluster command.
-fn prepared(args: &TargetArgs) -> Result<(Target, Instant), GateError> {
+/// The target, the deadline and the client of a cluster command.
+async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), GateError> {
     let deadline = Instant::now() + args.timeout;
-    Ok((target(args)?, deadline))
+    let given = args
+        .namespace
+        .as_deref()
+        .is_some_and(|n| !n.trim().is_empty());
+    let file = (!given).then(gate::service_account_namespace).flatten();
+    let mut input = TargetInput {
+        name: args.name.as_deref(),
+        deployment: args.deployment.as_deref(),
+        pod: args.pod.as_deref(),
+        namespace: args.namespace.as_deref(),
+        service_account_namespace: file.as_deref(),
+        kubeconfig_namespace: None,
+    };
+    // The cluster's configuration is read before the target is checked
+    // only when the kubeconfig context has to name the namespace.
+    let config = match gate::choose_namespace(&input) {
+        Some(_) => None,
+        None => Some(gate::client_config().await?),
+    };
+    input.kubeconfig_namespace = config.as_ref().map(|c| c.default_namespace.as_str());
+    if let Some((namespace, NamespaceSource::KubeconfigContext)) = gate::choose_namespace(&input) {
+        tracing::info!(%namespace, "the namespace is the kubeconfig context's (no --namespace, POD_NAMESPACE or service-account namespace file)");
+    }
+    let target = gate::resolve_target(&input)?;
+    let config = match config {
+        Some(config) => config,
+        None => gate::client_config().await?,
+    };
+    Ok((target, deadline, gate::client(config)?))
 }
 
 async fn run(command: Command) -> Result<Outcome, GateError> {
     match command {
         Command::Hold(args) => {
-            let (target, deadline) = prepared(&args.target)?;
+            let (target, deadline, client) = prepared(&args.target).await?;
             let options = HoldOptions {
                 entry: gate::hold_entry(EntryText {
                     reason: Some(&args.reason),
@@ -343,11 +395,10 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
                 },
                 deadline,
             };
-            let client = gate::connect().await?;
             gate::hold(&client, &target, &options).await
         }
         Command::Release(args) => {
-            let (target, deadline) = prepared(&args.target)?;
+            let (target, deadline, client) = prepared(&args.target).await?;
             let options = ReleaseOptions {
                 entry: gate::release_entry(EntryText {
                     reason: Some(&args.reason),
@@ -360,17 +411,15 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
                 },
                 deadline,
             };
-            let client = gate::connect().await?;
             gate::release(&client, &target, &options).await
         }
         Command::Status(args) => {
-            let (target, deadline) = prepared(&args.target)?;
+            let (target, deadline, client) = prepared(&args.target).await?;
             if target.name.is_none() && target.pod.is_none() && target.deployment.is_none() {
                 return Err(GateError::InvalidInput(
                     "status needs --name (OPERATOR_CONDITION_NAME), --deployment or --pod (POD_NAME); every CSV's gate: kubectl upgrade-gate status".into(),
                 ));
             }
-            let client = gate::connect().await?;
             let outcome = gate::status(&client, &target, deadline).await?;
             if let Outcome::Reported(report) = &outcome {
                 match args.output {
@@ -425,21 +474,6 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             "lint-bundle runs without a cluster".into(),
         )),
     }
-}
-
-fn target(args: &TargetArgs) -> Result<Target, GateError> {
-    let needs_file = args
-        .namespace
-        .as_deref()
-        .is_none_or(|n| n.trim().is_empty());
-    let file = needs_file.then(gate::service_account_namespace).flatten();
-    gate::resolve_target(&TargetInput {
-        name: args.name.as_deref(),
-        deployment: args.deployment.as_deref(),
-        pod: args.pod.as_deref(),
-        namespace: args.namespace.as_deref(),
-        service_account_namespace: file.as_deref(),
-    })
 }
 
 fn report(outcome: &Outcome) {
@@ -542,25 +576,29 @@ enum PluginOutput {
 
 fn plugin_exit_codes_help() -> String {
     let codes = [0, 2, 3, 4, 5, 7, 8, 10];
-    let table: Vec<String> = gate::EXIT_CODES
+    let rows: Vec<(u8, String)> = gate::EXIT_CODES
         .iter()
         .filter(|(code, _)| codes.contains(code))
-        .map(|(code, meaning)| match code {
-            0 => format!("  {code:>3}  listed (or the cluster has no OLM v0: one line says so); --watch ended by Ctrl-C"),
-            4 => format!("  {code:>3}  forbidden: list and watch on clusterserviceversions and operatorconditions are needed"),
-            5 => format!("  {code:>3}  not found: the cluster does not serve the listed resource"),
-            _ => format!("  {code:>3}  {meaning}"),
+        .map(|(code, meaning)| {
+            let meaning = match code {
+                0 => "listed (or the cluster has no OLM v0: one line says so); --watch ended by Ctrl-C".to_owned(),
+                4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed".to_owned(),
+                5 => "not found: the cluster does not serve the listed resource".to_owned(),
+                // The plugin's deadline is kubectl's flag.
+                _ => meaning.replace("--timeout", "--request-timeout"),
+            };
+            (*code, meaning)
         })
         .collect();
     format!(
         "Exit codes (one line on stderr says why):\n{}",
-        table.join("\n")
+        gate::exit_table(rows.iter().map(|(code, meaning)| (*code, meaning.as_str())))
     )
 }
 
 fn plugin_main() -> ExitCode {
     let cli = PluginCli::parse();
-    init_logging(upgrade_gate::telemetry::LogFormat::Text);
+    init_logging_without(LogFormat::Text, &[KUBE_REQUEST_FAILURES]);
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
@@ -656,6 +694,113 @@ mod tests {
         assert!(parse_timeout("0").is_err());
         assert!(parse_timeout("-5s").is_err());
         assert!(parse_timeout("soon").is_err());
+    }
+
+    /// Each command's long help, rendered by clap for a terminal `width` wide.
+    fn long_helps(width: usize) -> Vec<(String, String)> {
+        use clap::CommandFactory;
+        let mut helps = Vec::new();
+        for mut command in [
+            Cli::command().term_width(width),
+            PluginCli::command().term_width(width),
+        ] {
+            command.build();
+            helps.push((
+                command.get_name().to_owned(),
+                command.render_long_help().to_string(),
+            ));
+            let names: Vec<String> = command
+                .get_subcommands()
+                .map(|sub| sub.get_name().to_owned())
+                .filter(|name| name != "help")
+                .collect();
+            for name in names {
+                let sub = command.find_subcommand_mut(&name).expect("listed");
+                helps.push((
+                    format!("{} {name}", command_name(sub)),
+                    sub.render_long_help().to_string(),
+                ));
+            }
+        }
+        helps
+    }
+
+    fn command_name(command: &clap::Command) -> String {
+        command
+            .get_bin_name()
+            .unwrap_or(command.get_name())
+            .to_owned()
+    }
+
+    /// The lines of the "Exit codes" section at the end of a help text.
+    fn exit_table_lines(help: &str) -> Vec<&str> {
+        help.lines()
+            .skip_while(|line| !line.starts_with("Exit codes"))
+            .skip(1)
+            .filter(|line| !line.trim().is_empty())
+            .collect()
+    }
+
+    #[test]
+    fn exit_tables_in_help_keep_their_hanging_indent() {
+        for width in [gate::HELP_TABLE_WIDTH, 100, 160] {
+            for (command, help) in long_helps(width) {
+                let lines = exit_table_lines(&help);
+                assert!(
+                    lines.len() > 2,
+                    "{command} at {width} columns has an exit table: {help}"
+                );
+                for line in &lines {
+                    let row = line.trim_start().split_once("  ").is_some_and(|(code, _)| {
+                        code.parse::<u8>().is_ok()
+                            && line.len() - line.trim_start().len() + code.len() == 5
+                    });
+                    let continuation = line.starts_with("       ") && !line.starts_with("        ");
+                    assert!(
+                        row || continuation,
+                        "{command} at {width} columns: {line:?} is neither a row nor indented under its meaning:\n{help}"
+                    );
+                    assert!(line.len() <= gate::HELP_TABLE_WIDTH, "{command}: {line:?}");
+                }
+            }
+        }
+    }
+
+    /// The long flags a command takes, with those of its subcommands.
+    fn long_flags(command: &clap::Command) -> Vec<String> {
+        let mut flags: Vec<String> = command
+            .get_arguments()
+            .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+            .collect();
+        for sub in command.get_subcommands() {
+            flags.extend(long_flags(sub));
+        }
+        flags
+    }
+
+    /// Every `--flag` an exit table names is a flag of that binary: the
+    /// plugin's deadline is --request-timeout, the gate's --timeout.
+    #[test]
+    fn exit_tables_name_flags_that_exist() {
+        use clap::CommandFactory;
+        for mut command in [Cli::command(), PluginCli::command()] {
+            command.build();
+            let flags = long_flags(&command);
+            let help = command.render_long_help().to_string();
+            let table = exit_table_lines(&help).join(" ");
+            let named: Vec<&str> = table
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|word| word.starts_with("--") && word.len() > 2)
+                .collect();
+            assert!(!named.is_empty(), "{}: {table}", command.get_name());
+            for flag in named {
+                assert!(
+                    flags.iter().any(|known| known == flag),
+                    "{}: the exit table names {flag}, which is no flag of it ({flags:?})",
+                    command.get_name()
+                );
+            }
+        }
     }
 
     #[test]

@@ -8,9 +8,10 @@
 #      stand-in for `operator-sdk bundle validate --select-optional
 #      suite=operatorframework`);
 #   3. each bundle has what the gate needs (`upgrade-gate lint-bundle`:
-#      the hold init container first, its literal OPERATOR_CONDITION_NAME,
-#      rights limited to the CSV's own OperatorCondition, Recreate, a
-#      readiness probe; warnings on skipRange/skips);
+#      the hold init container first, no sidecar, a command its image has,
+#      its literal OPERATOR_CONDITION_NAME, rights limited to the CSV's own
+#      OperatorCondition for the pod's ServiceAccount in permissions,
+#      Recreate, a readiness probe; warnings on skipRange/skips);
 #   4. both catalogs pass `opm validate`;
 #   5. the Helm chart passes `helm lint --strict` and renders;
 #   6. the GitHub workflows pass actionlint.

@@ -7,7 +7,10 @@
 //! stderr. Must not touch: stdout (it belongs to the binaries' own output, e.g.
 //! `upgrade-gate status -o json`) or anything beyond logging.
 //!
-//! The level filter comes from `RUST_LOG` (default `info`).
+//! The level filter comes from `RUST_LOG` (default `info`). A command that
+//! logs every failed request itself turns kube's own line per failure off
+//! ([`init_logging_without`], [`KUBE_REQUEST_FAILURES`]) unless `RUST_LOG`
+//! names it.
 //!
 //! ```
 //! use upgrade_gate::telemetry::{LogFormat, init_logging};
@@ -36,7 +39,26 @@ pub enum LogFormat {
 /// `RUST_LOG=upgrade_gate=debug,kube=info`); an absent or invalid value means
 /// `info`. Calling it a second time is harmless: the first subscriber stays.
 pub fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    init_logging_without(format, &[]);
+}
+
+/// kube's client logs every failed request at ERROR from this target
+/// (`failed with error client error (Connect)`): for a command that logs
+/// each failure itself, with what it was doing and when it tries again, a
+/// second line per retry that says less.
+pub const KUBE_REQUEST_FAILURES: &str = "kube_client::client::builder";
+
+/// [`init_logging`], with the events of the `quiet` targets turned off
+/// unless `RUST_LOG` names them (or a module they are in): a command that
+/// reports every failure itself passes [`KUBE_REQUEST_FAILURES`].
+pub fn init_logging_without(format: LogFormat, quiet: &[&str]) {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    for target in quieted(rust_log.as_deref(), quiet) {
+        if let Ok(directive) = format!("{target}=off").parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -47,6 +69,42 @@ pub fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+/// The `quiet` targets `RUST_LOG` does not name: a directive's target (the
+/// part before `=` or `[`, a bare word that is no level) names a target
+/// when it is the target or a module path above it.
+pub fn quieted<'a>(rust_log: Option<&str>, quiet: &[&'a str]) -> Vec<&'a str> {
+    const LEVELS: &[&str] = &["off", "error", "warn", "info", "debug", "trace"];
+    let named: Vec<&str> = rust_log
+        .unwrap_or_default()
+        .split(',')
+        .map(|directive| {
+            directive
+                .split(['=', '['])
+                .next()
+                .unwrap_or_default()
+                .trim()
+        })
+        .filter(|target| {
+            !target.is_empty()
+                && !LEVELS
+                    .iter()
+                    .any(|level| level.eq_ignore_ascii_case(target))
+        })
+        .collect();
+    quiet
+        .iter()
+        .copied()
+        .filter(|target| {
+            !named.iter().any(|name| {
+                target == name
+                    || target
+                        .strip_prefix(name)
+                        .is_some_and(|rest| rest.starts_with("::"))
+            })
+        })
+        .collect()
 }
 
 /// An error and each of its causes on one line, `error: cause: cause`; a
@@ -109,6 +167,46 @@ mod tests {
                 })
             })
             .expect("at least one error")
+    }
+
+    #[test]
+    fn quiet_targets_stay_off_unless_rust_log_names_them() {
+        let quiet = [KUBE_REQUEST_FAILURES];
+        let cases: &[(&str, Option<&str>, &[&str])] = &[
+            ("no RUST_LOG", None, &[KUBE_REQUEST_FAILURES]),
+            ("a level", Some("info"), &[KUBE_REQUEST_FAILURES]),
+            (
+                "every event, but not named",
+                Some("DEBUG"),
+                &[KUBE_REQUEST_FAILURES],
+            ),
+            (
+                "another crate",
+                Some("info,upgrade_gate=debug,kube=info"),
+                &[KUBE_REQUEST_FAILURES],
+            ),
+            (
+                "a target with a longer name",
+                Some("kube_client_x=debug"),
+                &[KUBE_REQUEST_FAILURES],
+            ),
+            (
+                "the target",
+                Some("kube_client::client::builder=error"),
+                &[],
+            ),
+            ("its crate", Some("warn,kube_client=debug"), &[]),
+            ("its module, bare", Some("kube_client::client"), &[]),
+            (
+                "its crate with a span filter",
+                Some("kube_client[HTTP]=debug"),
+                &[],
+            ),
+        ];
+        for (case, rust_log, expected) in cases {
+            assert_eq!(quieted(*rust_log, &quiet), *expected, "case: {case}");
+        }
+        assert_eq!(quieted(Some("info"), &[]), Vec::<&str>::new());
     }
 
     #[test]

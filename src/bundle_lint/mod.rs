@@ -4,17 +4,52 @@
 //!
 //! - an init container running `upgrade-gate hold`, first among the init
 //!   containers (anything before it runs ungated);
+//! - not a native sidecar (`restartPolicy: Always`): the main containers
+//!   would start beside it, and each restart would run hold again;
+//! - a command the image can run, for this project's two images, told
+//!   apart by the last path component of the image reference (any
+//!   registry, tag or digest): `upgrade-gate-hold`, the gate-only image
+//!   (Containerfile.gate: the binary at `/upgrade-gate` as entry point,
+//!   nothing else, no shell, no PATH lookup finds it), runs only without
+//!   `command` or with `command: [/upgrade-gate]`; `upgrade-gate`, the
+//!   sample image (Containerfile: every binary in /usr/local/bin on PATH,
+//!   no entry point), needs `command: [upgrade-gate]` for hold. An image
+//!   copied under another name is not recognised, and nothing is said
+//!   about other images, whose files lint cannot see;
 //! - its `OPERATOR_CONDITION_NAME` (or `--name`) written literally and equal
 //!   to the CSV's `metadata.name` (OLM injects it into containers, never
 //!   into init containers);
 //! - the rights: get and update on `operatorconditions` with
 //!   `resourceNames: [<the CSV's name>]`, in the CSV's own permissions;
+//! - granted to the ServiceAccount the gated pod runs as
+//!   (`serviceAccountName`, `default` when unset): an error otherwise, as
+//!   OLM binds its own Role for the OperatorCondition to the ServiceAccounts
+//!   the permissions name (`getServiceAccountNames` in OLM's
+//!   `operatorconditiongenerator_controller.go`), so hold would stay
+//!   forbidden and the operator would never start;
+//! - in `permissions`, not only in `clusterPermissions`: a **warning**.
+//!   OLM makes a ClusterRole and a ClusterRoleBinding of
+//!   `clusterPermissions`, before the Deployment as it does for
+//!   `permissions`, and `resourceNames` still apply: hold works. The
+//!   binding holds in every namespace, though, so an install of the same
+//!   operator in another namespace (the same CSV name) can hold or release
+//!   this one's gate. docs/adopt.md puts the rights in `permissions`; lint
+//!   says so, but as the gate holds it does not fail the bundle (`--strict`
+//!   does);
 //! - update strategy `Recreate`: every RollingUpdate either runs the old and
 //!   the new release side by side or lets the Deployment count as Available
 //!   while the new pod still waits in its gate;
 //! - a readiness probe on the operator container;
 //! - warnings on `olm.skipRange` and `spec.skips`, which jump over releases
 //!   whose upgrades then never run.
+//!
+//! A directory without `manifests/` holding one ClusterServiceVersion, or
+//! without `metadata/annotations.yaml` saying media type `registry+v1`, is
+//! no bundle: refused (exit 2), never checked half.
+//!
+//! What no bundle shows, and so no check here can see: that the operator
+//! opens the gate once its upgrade is done ([`NOT_CHECKED`], said after
+//! every text report).
 //!
 //! Owns: reading the bundle directory and the report (one line per finding,
 //! or JSON) with its exit code. Must not touch: the cluster or any file
@@ -62,10 +97,19 @@ pub enum Rule {
     GateInitContainer,
     /// It is the first init container.
     GateFirst,
+    /// It is a plain init container, not a native sidecar.
+    GateRestartPolicy,
+    /// A container's command exists in the image it names (this project's
+    /// images only).
+    ImageCommand,
     /// Its OperatorCondition name is literal and the CSV's.
     ConditionName,
     /// The rights on the OperatorCondition, limited to its name.
     ConditionRights,
+    /// The rights granted to the ServiceAccount the gate's pod runs as.
+    RightsServiceAccount,
+    /// The rights in `permissions`, not only in `clusterPermissions`.
+    ClusterRights,
     /// An update strategy that never runs two releases at once.
     UpdateStrategy,
     /// A readiness probe on the operator container.
@@ -122,6 +166,13 @@ impl Report {
     }
 }
 
+/// The section of docs/adopt.md on the operator's side of the gate.
+pub const RELEASE_SECTION: &str = "3. The release, and keeping it";
+
+/// What no check of a bundle can see, said after every text report: the
+/// operator's own code must open the gate.
+pub const NOT_CHECKED: &str = "not checked (no bundle shows it): that the operator sets Upgradeable=True once its upgrade is done, and keeps False until then; without that every later upgrade waits forever. How, and how to check it: docs/adopt.md, \"3. The release, and keeping it\"; on a cluster, `kubectl upgrade-gate status` shows UPGRADEABLE True once the upgrade is done";
+
 /// The exit codes of `lint-bundle`, documented once (`--help`, docs/gate.md).
 pub const LINT_EXIT_CODES: &[(u8, &str)] = &[
     (
@@ -134,7 +185,7 @@ pub const LINT_EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         2,
-        "usage: bad flags, or DIR is not a readable registry+v1 bundle (no manifests/ with one ClusterServiceVersion)",
+        "usage: bad flags, or DIR is not a readable registry+v1 bundle (manifests/ with one ClusterServiceVersion, metadata/annotations.yaml with media type registry+v1)",
     ),
 ];
 
@@ -167,6 +218,65 @@ pub enum LintError {
         /// How many were found.
         found: usize,
     },
+    /// No `metadata/annotations.yaml`, or not one of a registry+v1 bundle.
+    #[error(
+        "{dir} is not a registry+v1 bundle: {why} (OLM reads the package, channels and media type from metadata/annotations.yaml)"
+    )]
+    Metadata {
+        /// The directory.
+        dir: String,
+        /// What is missing or wrong.
+        why: String,
+    },
+}
+
+/// A parser's error on one line.
+fn yaml_error(path: &Path, error: &dyn std::fmt::Display) -> LintError {
+    LintError::Yaml {
+        path: path.to_owned(),
+        message: error
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// The annotation that says which format a bundle is.
+const MEDIA_TYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
+
+/// Checks the bundle's `metadata/annotations.yaml`: it exists, is YAML,
+/// has an `annotations` mapping, and says media type `registry+v1` (what
+/// every other check here assumes, and what opm requires).
+pub fn read_metadata(dir: &Path) -> Result<(), LintError> {
+    let path = dir.join("metadata").join("annotations.yaml");
+    let refuse = |why: String| LintError::Metadata {
+        dir: dir.display().to_string(),
+        why,
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse("no metadata/annotations.yaml".into()));
+        }
+        Err(source) => return Err(LintError::Read { path, source }),
+    };
+    let document: Value =
+        serde_saphyr::from_str(&text).map_err(|error| yaml_error(&path, &error))?;
+    let Some(annotations) = document.get("annotations").and_then(Value::as_object) else {
+        return Err(refuse(
+            "metadata/annotations.yaml has no `annotations` mapping".into(),
+        ));
+    };
+    match annotations.get(MEDIA_TYPE).and_then(Value::as_str) {
+        Some("registry+v1") => Ok(()),
+        Some(other) => Err(refuse(format!(
+            "metadata/annotations.yaml says {MEDIA_TYPE}: {other:?}, not registry+v1"
+        ))),
+        None => Err(refuse(format!(
+            "metadata/annotations.yaml has no {MEDIA_TYPE}: registry+v1"
+        ))),
+    }
 }
 
 /// Reads the CSV of the bundle in `dir`: the one document of kind
@@ -197,14 +307,7 @@ pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
             source,
         })?;
         let documents: Vec<Value> =
-            serde_saphyr::from_multiple(&text).map_err(|error| LintError::Yaml {
-                path: path.clone(),
-                message: error
-                    .to_string()
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            })?;
+            serde_saphyr::from_multiple(&text).map_err(|error| yaml_error(&path, &error))?;
         for document in documents {
             if document["kind"] == "ClusterServiceVersion" {
                 csvs.push((path.display().to_string(), document));
@@ -221,9 +324,11 @@ pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
     }
 }
 
-/// Reads and checks the bundle in `dir`.
+/// Reads and checks the bundle in `dir`: its CSV ([`read_csv`]) and its
+/// metadata ([`read_metadata`]) must be readable, else it is no bundle.
 pub fn lint_bundle(dir: &Path, must_run: &[Version]) -> Result<Report, LintError> {
     let (file, csv) = read_csv(dir)?;
+    read_metadata(dir)?;
     Ok(Report {
         bundle: dir.display().to_string(),
         csv: csv["metadata"]["name"]

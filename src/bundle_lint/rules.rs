@@ -69,6 +69,89 @@ pub(super) fn runs_hold(container: &Value) -> bool {
     by_program || by_entry_point
 }
 
+/// The last path component of the gate-only image's repository
+/// (Containerfile.gate, `just image`: `localhost/upgrade-gate-hold`; the
+/// docs pull it as `ghcr.io/upgrade-gate/upgrade-gate-hold`).
+pub(super) const GATE_ONLY_IMAGE: &str = "upgrade-gate-hold";
+/// Where the gate-only image has the binary: its entry point, its only file
+/// besides the CA bundle.
+const GATE_ONLY_PROGRAM: &str = "/upgrade-gate";
+/// The last path component of the sample image's repository (Containerfile:
+/// every binary in /usr/local/bin, on PATH; no entry point).
+pub(super) const SAMPLE_IMAGE: &str = "upgrade-gate";
+
+/// Which of this project's images a container runs, by the image reference.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KnownImage {
+    /// The gate-only image.
+    GateOnly,
+    /// The sample application's image.
+    Sample,
+    /// Anything else: what it holds is not known here.
+    Other,
+}
+
+/// The image `reference` names, by its repository's last path component
+/// (any registry, tag or digest): a copy pushed to another registry under
+/// the same name is recognised, one renamed is not.
+pub(super) fn known_image(reference: &str) -> KnownImage {
+    let without_digest = reference.split('@').next().unwrap_or_default();
+    let last = without_digest.rsplit('/').next().unwrap_or_default();
+    let repository = last.split(':').next().unwrap_or_default();
+    match repository {
+        GATE_ONLY_IMAGE => KnownImage::GateOnly,
+        SAMPLE_IMAGE => KnownImage::Sample,
+        _ => KnownImage::Other,
+    }
+}
+
+/// Why `container` cannot start its program in one of this project's
+/// images, if it cannot:
+/// - the gate-only image has one program, `/upgrade-gate`, its entry
+///   point, and no shell: a `command` naming anything else (`upgrade-gate`,
+///   found through PATH, or `sh`) fails to start;
+/// - the sample image has every binary in /usr/local/bin, on PATH, and no
+///   entry point: a gate container without `command` would run `hold` as a
+///   program, and `/upgrade-gate` does not exist there.
+///
+/// `None` for any other image, whose files are not known here.
+pub(super) fn command_problem(container: &Value) -> Option<String> {
+    let image = text(&container["image"]);
+    let command = list(&container["command"]);
+    let program = command.first().map(text);
+    match (known_image(image), program) {
+        (KnownImage::GateOnly, Some(program)) if program != GATE_ONLY_PROGRAM => Some(format!(
+            "{image} is the gate-only image: its one program is {GATE_ONLY_PROGRAM}, its entry point, with no shell and nothing on PATH, so command {program:?} cannot start; leave command out (args: [hold, ...]) or write command: [{GATE_ONLY_PROGRAM}]"
+        )),
+        (KnownImage::Sample, None) if runs_hold(container) => Some(format!(
+            "{image} is the sample image: it has no entry point, so args [hold, ...] alone would start a program named \"hold\"; write command: [upgrade-gate] (on PATH in /usr/local/bin), or use the gate-only image ({GATE_ONLY_IMAGE}), whose entry point is the gate"
+        )),
+        (KnownImage::Sample, Some(GATE_ONLY_PROGRAM)) => Some(format!(
+            "{image} is the sample image: its binaries are in /usr/local/bin, there is no {GATE_ONLY_PROGRAM}; write command: [upgrade-gate]"
+        )),
+        _ => None,
+    }
+}
+
+/// Every container and init container of every Deployment that cannot
+/// start its program in the image it names ([`command_problem`]).
+fn check_commands(findings: &mut Findings<'_>, deployments: &[Value]) {
+    for (index, deployment) in deployments.iter().enumerate() {
+        let pod = &deployment["spec"]["template"]["spec"];
+        for kind in ["initContainers", "containers"] {
+            for (position, container) in list(&pod[kind]).iter().enumerate() {
+                if let Some(why) = command_problem(container) {
+                    findings.error(
+                        Rule::ImageCommand,
+                        format!("spec.install.spec.deployments[{index}].spec.template.spec.{kind}[{position}].command"),
+                        why,
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The name `hold` is given: `--name X` / `--name=X`, else the
 /// `OPERATOR_CONDITION_NAME` env entry. `Err`: set, but not literally.
 fn configured_name(container: &Value) -> Option<Result<(String, String), String>> {
@@ -130,10 +213,12 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
             "no Deployment has an init container running `upgrade-gate hold`: nothing closes the gate before the operator starts".into(),
         );
     }
-    for (index, deployment) in gated {
-        check_deployment(&mut findings, name, index, deployment);
+    for (index, deployment) in &gated {
+        check_deployment(&mut findings, name, *index, deployment);
     }
-    check_rights(&mut findings, install, name);
+    check_commands(&mut findings, deployments);
+    let grants = check_rights(&mut findings, install, name);
+    check_gate_account(&mut findings, name, &gated, &grants);
     check_skips(&mut findings, csv, must_run);
     findings.found
 }
@@ -154,6 +239,13 @@ fn check_deployment(findings: &mut Findings<'_>, csv_name: &str, index: usize, d
                 Rule::GateFirst,
                 field.clone(),
                 format!("`upgrade-gate hold` must be the first init container: {before:?} runs before the gate is closed, and OLM may replace the operator meanwhile"),
+            );
+        }
+        if text(&container["restartPolicy"]) == "Always" {
+            findings.error(
+                Rule::GateRestartPolicy,
+                format!("{field}.restartPolicy"),
+                "restartPolicy: Always makes the gate a native sidecar: the kubelet starts the operator's containers as soon as it has started, not once hold has confirmed the gate, and restarts it whenever it exits, so every restart runs hold again and closes the gate the operator opened; remove restartPolicy (an init container then runs to completion before the next starts)".into(),
             );
         }
         match configured_name(container) {
@@ -274,21 +366,102 @@ fn grants_gate_rights(rule: &Value) -> bool {
         && grants(rule, "resources", "operatorconditions")
 }
 
-/// The rights: get and update on the OperatorCondition of this CSV's name
-/// only, in the CSV's namespaced permissions (they exist before the
-/// Deployment; OLM's own Role is bound later).
-fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) {
-    let mut limited = false;
-    for (set, scope) in [
-        ("permissions", "namespace"),
-        ("clusterPermissions", "cluster"),
-    ] {
-        for (p, permission) in list(&install[set]).iter().enumerate() {
+/// Which rights set of the CSV a rule is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RightsSet {
+    /// `permissions`: OLM makes a Role and a RoleBinding in the operator's
+    /// namespace.
+    Namespaced,
+    /// `clusterPermissions`: OLM makes a ClusterRole and a
+    /// ClusterRoleBinding.
+    Cluster,
+}
+
+impl RightsSet {
+    fn field(self) -> &'static str {
+        match self {
+            RightsSet::Namespaced => "permissions",
+            RightsSet::Cluster => "clusterPermissions",
+        }
+    }
+}
+
+/// A rule that grants what `hold` needs — get and update on this CSV's
+/// OperatorCondition by name — to one ServiceAccount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Grant {
+    /// Where it is.
+    pub set: RightsSet,
+    /// Its index in that set.
+    pub index: usize,
+    /// The ServiceAccount it is granted to.
+    pub service_account: String,
+}
+
+/// What the gate's ServiceAccount has, from the complete grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Rights {
+    /// A grant in `permissions`: what docs/adopt.md says.
+    Namespaced,
+    /// Grants only in `clusterPermissions` (the first one's index).
+    ClusterOnly(usize),
+    /// Nothing, while these other ServiceAccounts have the grant.
+    OtherAccounts(Vec<String>),
+    /// No grant at all.
+    None,
+}
+
+/// What `service_account` has among `grants`.
+pub(super) fn rights_of(service_account: &str, grants: &[Grant]) -> Rights {
+    let own = |set: RightsSet| {
+        grants
+            .iter()
+            .find(|grant| grant.set == set && grant.service_account == service_account)
+    };
+    if own(RightsSet::Namespaced).is_some() {
+        return Rights::Namespaced;
+    }
+    if let Some(grant) = own(RightsSet::Cluster) {
+        return Rights::ClusterOnly(grant.index);
+    }
+    let mut others: Vec<String> = grants
+        .iter()
+        .map(|grant| grant.service_account.clone())
+        .collect();
+    others.sort();
+    others.dedup();
+    if others.is_empty() {
+        Rights::None
+    } else {
+        Rights::OtherAccounts(others)
+    }
+}
+
+/// The ServiceAccount a pod runs as: `serviceAccountName`, else the
+/// deprecated `serviceAccount`, else `default`.
+pub(super) fn pod_service_account(pod: &Value) -> &str {
+    [&pod["serviceAccountName"], &pod["serviceAccount"]]
+        .into_iter()
+        .map(text)
+        .find(|name| !name.is_empty())
+        .unwrap_or("default")
+}
+
+/// The rules on operatorconditions: limited to this CSV's name, with get
+/// and update. Reports every rule that is not; returns the ones that are.
+fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) -> Vec<Grant> {
+    let mut complete = Vec::new();
+    for set in [RightsSet::Namespaced, RightsSet::Cluster] {
+        let scope = match set {
+            RightsSet::Namespaced => "namespace",
+            RightsSet::Cluster => "cluster",
+        };
+        for (p, permission) in list(&install[set.field()]).iter().enumerate() {
             for (r, rule) in list(&permission["rules"]).iter().enumerate() {
                 if !grants_gate_rights(rule) {
                     continue;
                 }
-                let field = format!("spec.install.spec.{set}[{p}].rules[{r}]");
+                let field = format!("spec.install.spec.{}[{p}].rules[{r}]", set.field());
                 let names = list(&rule["resourceNames"]);
                 if names.is_empty() {
                     findings.error(
@@ -313,7 +486,11 @@ fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) {
                     .filter(|verb| !grants(rule, "verbs", verb))
                     .collect();
                 if missing.is_empty() {
-                    limited = true;
+                    complete.push(Grant {
+                        set,
+                        index: p,
+                        service_account: text(&permission["serviceAccountName"]).to_owned(),
+                    });
                 } else {
                     findings.error(
                         Rule::ConditionRights,
@@ -324,17 +501,63 @@ fn check_rights(findings: &mut Findings<'_>, install: &Value, csv_name: &str) {
             }
         }
     }
-    if !limited
-        && !findings
+    complete
+}
+
+/// Whether each gated Deployment's pod has the rights, as its own
+/// ServiceAccount and where docs/adopt.md puts them (see [`super`]).
+fn check_gate_account(
+    findings: &mut Findings<'_>,
+    csv_name: &str,
+    gated: &[(usize, &Value)],
+    grants: &[Grant],
+) {
+    let no_rule = |findings: &mut Findings<'_>| {
+        // A rule that is there but wrong has been reported already.
+        if !findings
             .found
             .iter()
             .any(|finding| finding.rule == Rule::ConditionRights)
-    {
-        findings.error(
-            Rule::ConditionRights,
-            "spec.install.spec.permissions".into(),
-            format!("no rule grants get and update on operatorconditions {csv_name:?}: OLM binds its own Role asynchronously, so the gate's first requests would be forbidden; add apiGroups [operators.coreos.com], resources [operatorconditions], resourceNames [{csv_name}], verbs [get, update, patch]"),
-        );
+        {
+            findings.error(
+                Rule::ConditionRights,
+                "spec.install.spec.permissions".into(),
+                format!("no rule grants get and update on operatorconditions {csv_name:?}: OLM binds its own Role asynchronously, so the gate's first requests would be forbidden; add apiGroups [operators.coreos.com], resources [operatorconditions], resourceNames [{csv_name}], verbs [get, update, patch]"),
+            );
+        }
+    };
+    if gated.is_empty() {
+        if grants.is_empty() {
+            no_rule(findings);
+        }
+        return;
+    }
+    for (index, deployment) in gated {
+        let pod = &deployment["spec"]["template"]["spec"];
+        let account = pod_service_account(pod);
+        match rights_of(account, grants) {
+            Rights::Namespaced => {}
+            Rights::ClusterOnly(p) => findings.warning(
+                Rule::ClusterRights,
+                format!("spec.install.spec.clusterPermissions[{p}]"),
+                format!("the rights on operatorconditions {csv_name:?} are only in clusterPermissions: OLM makes a ClusterRole and a ClusterRoleBinding for ServiceAccount {account:?} of them, before the Deployment as for permissions, and resourceNames still apply, so hold works; but the binding holds in every namespace, so an install of this operator in another namespace (the same CSV name) can hold or release this one's gate; move the rule to permissions (docs/adopt.md, step 2)"),
+            ),
+            Rights::OtherAccounts(others) => {
+                let unset = if text(&pod["serviceAccountName"]).is_empty()
+                    && text(&pod["serviceAccount"]).is_empty()
+                {
+                    " (serviceAccountName unset)"
+                } else {
+                    ""
+                };
+                findings.error(
+                    Rule::RightsServiceAccount,
+                    format!("spec.install.spec.deployments[{index}].spec.template.spec.serviceAccountName"),
+                    format!("the pod runs as ServiceAccount {account:?}{unset}, but the rights on operatorconditions {csv_name:?} are granted to {}: hold is forbidden until --timeout (exit 4) and the operator never starts, as OLM binds its own Role for the OperatorCondition to the ServiceAccounts the permissions name, not to this one; set serviceAccountName to the one that has the rights, or grant them to {account:?}", others.join(", ")),
+                );
+            }
+            Rights::None => no_rule(findings),
+        }
     }
 }
 

@@ -88,6 +88,40 @@ fn broken_copies_are_caught_by_rule_and_field() {
             format!("{DEPLOYMENT}.template.spec.initContainers[1]"),
         ),
         (
+            "the gate as a native sidecar",
+            |csv| pod(csv)["initContainers"][0]["restartPolicy"] = json!("Always"),
+            Rule::GateRestartPolicy,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].restartPolicy"),
+        ),
+        (
+            "the gate-only image told to run upgrade-gate through PATH",
+            |csv| pod(csv)["initContainers"][0]["command"] = json!(["upgrade-gate"]),
+            Rule::ImageCommand,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].command"),
+        ),
+        (
+            "the sample image, which has no entry point, without a command",
+            |csv| {
+                pod(csv)["initContainers"][0]["image"] =
+                    json!("ghcr.io/upgrade-gate/upgrade-gate:7.10.1");
+            },
+            Rule::ImageCommand,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].command"),
+        ),
+        (
+            "the gate-only image as a main container with a shell command",
+            |csv| {
+                pod(csv)["containers"][0]["image"] = json!("localhost/upgrade-gate-hold:0.2.0");
+                pod(csv)["containers"][0]["command"] = json!(["sh", "-c", "upgrade-gate status"]);
+            },
+            Rule::ImageCommand,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.containers[0].command"),
+        ),
+        (
             "no OPERATOR_CONDITION_NAME",
             |csv| pod(csv)["initContainers"][0]["env"] = json!([]),
             Rule::ConditionName,
@@ -164,6 +198,36 @@ fn broken_copies_are_caught_by_rule_and_field() {
             Rule::ConditionRights,
             Severity::Error,
             "spec.install.spec.clusterPermissions[0].rules[0].resourceNames".into(),
+        ),
+        (
+            "rights granted to another ServiceAccount than the pod's",
+            |csv| pod(csv)["serviceAccountName"] = json!("op-manager"),
+            Rule::RightsServiceAccount,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.serviceAccountName"),
+        ),
+        (
+            "no serviceAccountName: the pod runs as default, the rights are op's",
+            |csv| {
+                pod(csv)
+                    .as_object_mut()
+                    .expect("pod")
+                    .remove("serviceAccountName");
+            },
+            Rule::RightsServiceAccount,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.serviceAccountName"),
+        ),
+        (
+            "rights only in clusterPermissions",
+            |csv| {
+                let install = &mut csv["spec"]["install"]["spec"];
+                install["clusterPermissions"] = install["permissions"].clone();
+                install["permissions"] = json!([]);
+            },
+            Rule::ClusterRights,
+            Severity::Warning,
+            "spec.install.spec.clusterPermissions[0]".into(),
         ),
         (
             "no strategy: RollingUpdate 25% surges a second pod",
@@ -270,6 +334,158 @@ fn broken_copies_are_caught_by_rule_and_field() {
 }
 
 #[test]
+fn the_gate_account_has_the_rights_where_the_docs_put_them() {
+    let grant = |set, index, account: &str| rules::Grant {
+        set,
+        index,
+        service_account: account.into(),
+    };
+    let (namespaced, cluster) = (rules::RightsSet::Namespaced, rules::RightsSet::Cluster);
+    let cases: Vec<(&str, &str, Vec<rules::Grant>, rules::Rights)> = vec![
+        (
+            "in permissions",
+            "op",
+            vec![grant(namespaced, 0, "op")],
+            rules::Rights::Namespaced,
+        ),
+        (
+            "in both: permissions count",
+            "op",
+            vec![grant(cluster, 0, "op"), grant(namespaced, 1, "op")],
+            rules::Rights::Namespaced,
+        ),
+        (
+            "only in clusterPermissions",
+            "op",
+            vec![grant(namespaced, 0, "other"), grant(cluster, 2, "op")],
+            rules::Rights::ClusterOnly(2),
+        ),
+        (
+            "granted to others only, each named once",
+            "default",
+            vec![
+                grant(namespaced, 0, "op"),
+                grant(cluster, 0, "op"),
+                grant(namespaced, 1, "helper"),
+            ],
+            rules::Rights::OtherAccounts(vec!["helper".into(), "op".into()]),
+        ),
+        ("granted to nobody", "op", vec![], rules::Rights::None),
+    ];
+    for (case, account, grants, expected) in cases {
+        assert_eq!(rules::rights_of(account, &grants), expected, "case {case}");
+    }
+
+    let accounts = [
+        (json!({"serviceAccountName": "op"}), "op"),
+        (json!({"serviceAccount": "legacy"}), "legacy"),
+        (
+            json!({"serviceAccountName": "op", "serviceAccount": "legacy"}),
+            "op",
+        ),
+        (json!({"serviceAccountName": ""}), "default"),
+        (json!({}), "default"),
+    ];
+    for (pod, expected) in accounts {
+        assert_eq!(rules::pod_service_account(&pod), expected, "{pod}");
+    }
+}
+
+#[test]
+fn this_projects_images_are_told_apart_by_their_repository_name() {
+    use rules::KnownImage::{GateOnly, Other, Sample};
+    let cases = [
+        ("ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0", GateOnly),
+        (
+            "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:0123abcd",
+            GateOnly,
+        ),
+        ("localhost/upgrade-gate-hold:0.2.0", GateOnly),
+        ("localhost:5000/upgrade-gate-hold", GateOnly),
+        (
+            "registry.example:5000/mirror/upgrade-gate-hold:0.2.0@sha256:0123abcd",
+            GateOnly,
+        ),
+        ("upgrade-gate-hold", GateOnly),
+        ("ghcr.io/upgrade-gate/upgrade-gate:7.10.1", Sample),
+        ("localhost/upgrade-gate", Sample),
+        ("ghcr.io/upgrade-gate/upgrade-gate-hold-debug:0.2.0", Other),
+        ("ghcr.io/upgrade-gate-hold/operator:1.0", Other),
+        ("quay.io/example/my-operator:1.3.0", Other),
+        ("", Other),
+    ];
+    for (reference, expected) in cases {
+        assert_eq!(rules::known_image(reference), expected, "{reference}");
+    }
+}
+
+#[test]
+fn a_command_must_exist_in_the_image_it_names() {
+    let hold = "localhost/upgrade-gate-hold:0.2.0";
+    let sample = "ghcr.io/upgrade-gate/upgrade-gate:7.10.1";
+    let cases: Vec<(&str, Value, Option<&str>)> = vec![
+        (
+            "gate-only, entry point",
+            json!({"image": hold, "args": ["hold"]}),
+            None,
+        ),
+        (
+            "gate-only, the binary's path",
+            json!({"image": hold, "command": ["/upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "gate-only, by name through PATH",
+            json!({"image": hold, "command": ["upgrade-gate"], "args": ["hold"]}),
+            Some("command \"upgrade-gate\" cannot start"),
+        ),
+        (
+            "gate-only, a shell",
+            json!({"image": hold, "command": ["sh", "-c", "upgrade-gate hold"]}),
+            Some("command \"sh\" cannot start"),
+        ),
+        (
+            "sample, by name",
+            json!({"image": sample, "command": ["upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "sample, full path",
+            json!({"image": sample, "command": ["/usr/local/bin/upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "sample, another program with a shell",
+            json!({"image": sample, "command": ["sh", "-c", "app-operator run"]}),
+            None,
+        ),
+        (
+            "sample, hold without a command",
+            json!({"image": sample, "args": ["hold"]}),
+            Some("no entry point"),
+        ),
+        (
+            "sample, the gate-only image's path",
+            json!({"image": sample, "command": ["/upgrade-gate"], "args": ["hold"]}),
+            Some("there is no /upgrade-gate"),
+        ),
+        (
+            "another image: its files are not known",
+            json!({"image": "quay.io/example/gate:1", "command": ["upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+    ];
+    for (case, container, expected) in cases {
+        let problem = rules::command_problem(&container);
+        match (&problem, expected) {
+            (None, None) => {}
+            (Some(why), Some(part)) => assert!(why.contains(part), "case {case}: {why}"),
+            _ => panic!("case {case}: got {problem:?}, expected {expected:?}"),
+        }
+    }
+}
+
+#[test]
 fn a_jump_over_a_release_whose_upgrade_must_run_is_named() {
     let mut csv = good();
     csv["spec"]["version"] = json!("1.2.0");
@@ -327,6 +543,15 @@ fn exit_codes_count_errors_and_with_strict_warnings() {
     assert_eq!(report(&[Severity::Error]).exit_code(false), 1);
 }
 
+/// The metadata of a registry+v1 bundle, as operator-sdk writes it.
+const ANNOTATIONS: &str = "annotations:
+  operators.operatorframework.io.bundle.mediatype.v1: registry+v1
+  operators.operatorframework.io.bundle.manifests.v1: manifests/
+  operators.operatorframework.io.bundle.metadata.v1: metadata/
+  operators.operatorframework.io.bundle.package.v1: op
+  operators.operatorframework.io.bundle.channels.v1: stable
+";
+
 fn write_bundle(dir: &Path, files: &[(&str, &str)]) {
     for (name, text) in files {
         let path = dir.join(name);
@@ -345,7 +570,7 @@ fn the_bundle_reader_finds_the_one_csv_and_refuses_non_bundles() {
         &[
             ("manifests/op.clusterserviceversion.yaml", &csv_yaml),
             ("manifests/x.crd.yaml", crd),
-            ("metadata/annotations.yaml", "annotations: {}\n"),
+            ("metadata/annotations.yaml", ANNOTATIONS),
         ],
     );
     let report = lint_bundle(dir.path(), &[]).expect("a bundle");
@@ -367,6 +592,82 @@ fn the_bundle_reader_finds_the_one_csv_and_refuses_non_bundles() {
         lint_bundle(empty.path(), &[]),
         Err(LintError::Yaml { .. })
     ));
+}
+
+/// A bundle whose metadata is missing or not registry+v1's is refused
+/// (exit 2), not checked half: OLM could not install it either.
+#[test]
+fn a_bundle_without_registry_v1_metadata_is_refused() {
+    let csv_yaml = serde_saphyr::to_string(&good()).expect("YAML");
+    let cases: [(&str, Option<&str>, Result<(), &str>); 6] = [
+        ("operator-sdk's metadata", Some(ANNOTATIONS), Ok(())),
+        ("no metadata/", None, Err("no metadata/annotations.yaml")),
+        (
+            "no annotations mapping",
+            Some("labels: {}\n"),
+            Err("has no `annotations` mapping"),
+        ),
+        (
+            "no media type",
+            Some("annotations: {operators.operatorframework.io.bundle.package.v1: op}\n"),
+            Err("has no operators.operatorframework.io.bundle.mediatype.v1"),
+        ),
+        (
+            "a plain bundle",
+            Some("annotations: {operators.operatorframework.io.bundle.mediatype.v1: plain+v0}\n"),
+            Err("\"plain+v0\", not registry+v1"),
+        ),
+        (
+            "not YAML",
+            Some("annotations: [unclosed\n"),
+            Err("not valid YAML"),
+        ),
+    ];
+    for (case, annotations, expected) in cases {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_bundle(
+            dir.path(),
+            &[("manifests/op.clusterserviceversion.yaml", &csv_yaml)],
+        );
+        if let Some(text) = annotations {
+            write_bundle(dir.path(), &[("metadata/annotations.yaml", text)]);
+        }
+        match (lint_bundle(dir.path(), &[]), expected) {
+            (Ok(report), Ok(())) => assert_eq!(report.findings, [], "case {case}"),
+            (Err(error), Err(part)) => {
+                let line = error.to_string();
+                assert!(line.contains(part), "case {case}: {line}");
+                assert!(
+                    line.contains(&dir.path().display().to_string()),
+                    "case {case}: names the bundle: {line}"
+                );
+            }
+            (other, _) => panic!("case {case}: got {other:?}, expected {expected:?}"),
+        }
+    }
+}
+
+/// The closing line names a section docs/adopt.md has, on what the
+/// operator must do after its upgrade.
+#[test]
+fn what_lint_cannot_check_points_at_the_section_that_explains_it() {
+    let adopt =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/adopt.md"))
+            .expect("docs/adopt.md");
+    let heading = format!("## {RELEASE_SECTION}\n");
+    let section = adopt
+        .split_once(&heading)
+        .map(|(_, rest)| rest.split("\n## ").next().unwrap_or_default())
+        .unwrap_or_else(|| panic!("docs/adopt.md has no heading {heading:?}"));
+    assert!(
+        section.contains("Upgradeable=True"),
+        "the section explains the release"
+    );
+    assert!(
+        NOT_CHECKED.contains(&format!("docs/adopt.md, \"{RELEASE_SECTION}\"")),
+        "{NOT_CHECKED}"
+    );
+    assert!(!NOT_CHECKED.contains('\n'), "one line");
 }
 
 /// Our own bundles, as release-tools renders them, pass.

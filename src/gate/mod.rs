@@ -48,7 +48,9 @@ mod setup;
 mod target;
 
 pub use detect::{CLUSTER_EXTENSIONS, CLUSTER_EXTENSIONS_GROUP_VERSION, Olm, detect_olm};
-pub use outcome::{EXIT_CODES, GateError, Outcome, exit_code, exit_code_table};
+pub use outcome::{
+    EXIT_CODES, GateError, HELP_TABLE_WIDTH, Outcome, exit_code, exit_code_table, exit_table,
+};
 pub use owner_chain::{
     Chain, OLM_MANAGED_LABEL, OLM_OWNER_KIND_LABEL, OLM_OWNER_LABEL, OLM_V1_OWNER_KIND_LABEL,
     OLM_V1_OWNER_NAME_LABEL, Owner, controller_of, deployment_owner, owning_csv, read_chain,
@@ -57,7 +59,10 @@ pub use report::{EntryReport, StatusReport};
 pub use setup::{
     ADD_NAME_TO_CSV, Located, NameFound, OLM_V1_PROTECTION, OutsideOlm, SetupError, decide,
 };
-pub use target::{SERVICE_ACCOUNT_NAMESPACE_FILE, Target, TargetInput, resolve_target};
+pub use target::{
+    NamespaceSource, SERVICE_ACCOUNT_NAMESPACE_FILE, Target, TargetInput, choose_namespace,
+    resolve_target,
+};
 
 use tokio::time::Instant;
 
@@ -151,9 +156,22 @@ pub fn service_account_namespace() -> Option<String> {
 
 /// A client from the in-cluster service account or the kubeconfig.
 pub async fn connect() -> Result<kube::Client, GateError> {
-    kube::Client::try_default()
+    client(client_config().await?)
+}
+
+/// The cluster configuration, inferred as [`kube::Client::try_default`]
+/// does: the kubeconfig (`KUBECONFIG`, `~/.kube/config`), else the pod's
+/// service account. Its `default_namespace` is the kubeconfig context's
+/// (`default` when it names none), or in a pod the pod's.
+pub async fn client_config() -> Result<kube::Config, GateError> {
+    kube::Config::infer()
         .await
         .map_err(|e| GateError::NoClusterConfig(e.to_string()))
+}
+
+/// A client of `config` ([`client_config`]).
+pub fn client(config: kube::Config) -> Result<kube::Client, GateError> {
+    kube::Client::try_from(config).map_err(|e| GateError::NoClusterConfig(e.to_string()))
 }
 
 /// Observes (which OLM; the pod's owners, when OLM v0 is served) and

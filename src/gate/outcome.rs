@@ -173,11 +173,38 @@ pub fn exit_code(result: &Result<Outcome, GateError>) -> u8 {
 
 /// The exit-code table as text, for `--help`.
 pub fn exit_code_table() -> String {
-    EXIT_CODES
-        .iter()
-        .map(|(code, meaning)| format!("  {code:>3}  {meaning}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    exit_table(EXIT_CODES.iter().map(|(code, meaning)| (*code, *meaning)))
+}
+
+/// The width exit tables are wrapped to for `--help`. clap wraps again
+/// only a line longer than the terminal (100 columns where it cannot
+/// tell), and would then indent its continuation by the line's own leading
+/// spaces: a table wrapped here keeps its hanging indent in any terminal
+/// this wide or wider.
+pub const HELP_TABLE_WIDTH: usize = 80;
+
+/// Rows `  CODE  MEANING`, each meaning wrapped to [`HELP_TABLE_WIDTH`]
+/// columns with its continuation lines indented under the meaning.
+pub fn exit_table<'a>(rows: impl IntoIterator<Item = (u8, &'a str)>) -> String {
+    const INDENT: usize = 7;
+    let mut lines = Vec::new();
+    for (code, meaning) in rows {
+        let mut line = format!("  {code:>3}  ");
+        let mut empty = true;
+        for word in meaning.split_whitespace() {
+            if !empty && line.len() + 1 + word.len() > HELP_TABLE_WIDTH {
+                lines.push(std::mem::replace(&mut line, " ".repeat(INDENT)));
+                empty = true;
+            }
+            if !empty {
+                line.push(' ');
+            }
+            line.push_str(word);
+            empty = false;
+        }
+        lines.push(line);
+    }
+    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -190,6 +217,30 @@ mod tests {
             action: "testing",
             last,
         }))
+    }
+
+    #[test]
+    fn exit_tables_wrap_under_the_meaning() {
+        let long = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen";
+        let table = exit_table([(0, "done"), (13, long), (2, "x")]);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[0], "    0  done");
+        assert!(lines[1].starts_with("   13  one two"), "{table}");
+        assert!(
+            lines[2].starts_with("       ") && !lines[2].starts_with("        "),
+            "{table}"
+        );
+        assert_eq!(lines.last(), Some(&"    2  x"));
+        assert!(
+            lines.iter().all(|line| line.len() <= HELP_TABLE_WIDTH),
+            "{table}"
+        );
+        let rejoined: Vec<&str> = lines[1..lines.len() - 1]
+            .iter()
+            .flat_map(|line| line.split_whitespace())
+            .skip(1)
+            .collect();
+        assert_eq!(rejoined.join(" "), long, "no word lost");
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! Where the gate looks: the namespace, and what it was told about the
-//! `OperatorCondition`'s name — from flags, environment and the
-//! service-account namespace file.
+//! `OperatorCondition`'s name — from flags, environment, the
+//! service-account namespace file and the kubeconfig context.
+//!
+//! The namespace is the first of: `--namespace` / `POD_NAMESPACE`, the
+//! pod's service-account namespace file (in a pod), the kubeconfig
+//! context's (outside one; `default` when the context names none, as
+//! kubectl and `kubectl upgrade-gate` do).
 //!
 //! Owns: the checks of those inputs (pure, table-tested). Must not touch:
 //! the cluster; whether a name is needed, and which, is decided with the
@@ -47,6 +52,7 @@ impl Target {
             pod: pod.as_deref(),
             namespace: namespace.as_deref(),
             service_account_namespace: namespace_file.as_deref(),
+            kubeconfig_namespace: None,
         })
     }
 }
@@ -66,19 +72,53 @@ pub struct TargetInput<'a> {
     /// The contents of [`SERVICE_ACCOUNT_NAMESPACE_FILE`]: the namespace
     /// when none is given.
     pub service_account_namespace: Option<&'a str>,
+    /// The kubeconfig context's namespace (kube's default namespace of a
+    /// client configured from a kubeconfig): the namespace when none is
+    /// given and there is no service-account file.
+    pub kubeconfig_namespace: Option<&'a str>,
+}
+
+/// Where the namespace came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NamespaceSource {
+    /// `--namespace` or `POD_NAMESPACE`.
+    Given,
+    /// The pod's service-account namespace file.
+    ServiceAccount,
+    /// The kubeconfig context.
+    KubeconfigContext,
+}
+
+/// The namespace: the first present (non-empty) of the given one, the
+/// service-account file's and the kubeconfig context's, and where it came
+/// from.
+pub fn choose_namespace<'a>(input: &TargetInput<'a>) -> Option<(&'a str, NamespaceSource)> {
+    [
+        (input.namespace, NamespaceSource::Given),
+        (
+            input.service_account_namespace,
+            NamespaceSource::ServiceAccount,
+        ),
+        (
+            input.kubeconfig_namespace,
+            NamespaceSource::KubeconfigContext,
+        ),
+    ]
+    .into_iter()
+    .find_map(|(value, source)| present(value).map(|namespace| (namespace, source)))
 }
 
 /// Checks name, Deployment, pod and namespace from the command line (clap
-/// has already merged each flag with its environment variable) and the
-/// contents of the service-account namespace file. Empty values count as
+/// has already merged each flag with its environment variable), the
+/// contents of the service-account namespace file and the kubeconfig
+/// context's namespace ([`choose_namespace`]). Empty values count as
 /// absent; the namespace is required.
 pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, GateError> {
     let TargetInput {
         name,
         deployment,
         pod,
-        namespace,
-        service_account_namespace,
+        ..
     } = *input;
     let checked = |what: &str, value: Option<&str>| {
         present(value)
@@ -88,13 +128,11 @@ pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, GateError> {
     let name = checked("OperatorCondition name", name)?;
     let deployment = checked("Deployment name", deployment)?;
     let pod = checked("pod name", pod)?;
-    let namespace = present(namespace)
-        .or(present(service_account_namespace))
-        .ok_or_else(|| {
-            GateError::InvalidInput(format!(
-                "no namespace: pass --namespace, set POD_NAMESPACE, or run in a pod ({SERVICE_ACCOUNT_NAMESPACE_FILE})"
-            ))
-        })?;
+    let (namespace, _) = choose_namespace(input).ok_or_else(|| {
+        GateError::InvalidInput(format!(
+            "no namespace: pass --namespace, set POD_NAMESPACE, run in a pod ({SERVICE_ACCOUNT_NAMESPACE_FILE}) or use a kubeconfig"
+        ))
+    })?;
     if !is_dns_label(namespace) {
         return Err(GateError::InvalidInput(format!(
             "namespace {namespace:?} is not a valid namespace name"
@@ -219,6 +257,7 @@ mod tests {
                 pod,
                 namespace,
                 service_account_namespace: file,
+                kubeconfig_namespace: None,
             });
             match (result, expected) {
                 (Ok(target), Ok(expected)) => assert_eq!(target, expected, "case: {case}"),
@@ -226,6 +265,73 @@ mod tests {
                     assert!(message.contains(part), "case: {case}: {message}")
                 }
                 (other, expected) => panic!("case: {case}: got {other:?}, expected {expected:?}"),
+            }
+        }
+    }
+
+    /// The namespace comes from the flag (or POD_NAMESPACE), then the pod's
+    /// file, then the kubeconfig context — the plugin's order, with the
+    /// pod's own namespace before the kubeconfig's.
+    #[test]
+    fn namespace_order() {
+        use NamespaceSource::{Given, KubeconfigContext, ServiceAccount};
+        type Case<'a> = (
+            &'a str,
+            [Option<&'a str>; 3],
+            Option<(&'a str, NamespaceSource)>,
+        );
+        let cases: [Case; 8] = [
+            (
+                "all three: the flag",
+                [Some("ns"), Some("pod-ns"), Some("ctx")],
+                Some(("ns", Given)),
+            ),
+            (
+                "flag and kubeconfig",
+                [Some("ns"), None, Some("ctx")],
+                Some(("ns", Given)),
+            ),
+            (
+                "in a pod: its file before a kubeconfig",
+                [None, Some("pod-ns\n"), Some("ctx")],
+                Some(("pod-ns", ServiceAccount)),
+            ),
+            (
+                "outside a pod: the context's",
+                [None, None, Some("ctx")],
+                Some(("ctx", KubeconfigContext)),
+            ),
+            (
+                "empty flag and file count as absent",
+                [Some(" "), Some(""), Some("ctx")],
+                Some(("ctx", KubeconfigContext)),
+            ),
+            (
+                "a context without one: kube's default",
+                [None, None, Some("default")],
+                Some(("default", KubeconfigContext)),
+            ),
+            ("nothing", [None, None, None], None),
+            ("an empty context namespace", [None, None, Some("")], None),
+        ];
+        for (case, [namespace, file, context], expected) in cases {
+            let input = TargetInput {
+                namespace,
+                service_account_namespace: file,
+                kubeconfig_namespace: context,
+                ..TargetInput::default()
+            };
+            assert_eq!(choose_namespace(&input), expected, "case: {case}");
+            match expected {
+                Some((chosen, _)) => assert_eq!(
+                    resolve_target(&input)
+                        .map(|target| target.namespace)
+                        .ok()
+                        .as_deref(),
+                    Some(chosen),
+                    "case: {case}"
+                ),
+                None => assert!(resolve_target(&input).is_err(), "case: {case}"),
             }
         }
     }

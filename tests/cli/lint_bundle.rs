@@ -1,6 +1,7 @@
 //! `upgrade-gate lint-bundle` as a process, on copies of the project's own
 //! bundles: clean ones pass (exit 0), broken copies are named file and field
-//! (exit 1), a directory that is not a bundle is refused (exit 2).
+//! (exit 1), a directory that is not a bundle (no manifests/, or no
+//! metadata/) is refused (exit 2).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,10 +64,26 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
     let clean = lint(&args);
     assert_eq!(clean.code, Some(0), "{}{}", clean.stdout, clean.stderr);
     assert_eq!(clean.stdout, "", "no findings");
+    let closing: Vec<&str> = clean.stderr.lines().collect();
+    assert_eq!(
+        closing.last(),
+        Some(&upgrade_gate::bundle_lint::NOT_CHECKED),
+        "the text report ends saying what lint cannot check: {}",
+        clean.stderr
+    );
+    assert_eq!(
+        closing
+            .iter()
+            .filter(|line| line.ends_with("passes lint-bundle's checks"))
+            .count(),
+        3,
+        "{}",
+        clean.stderr
+    );
 
     let dir = tempfile::tempdir().expect("temp dir");
     type Edit = fn(&str) -> String;
-    let cases: [(&str, Edit, &str); 5] = [
+    let cases: [(&str, Edit, &str); 8] = [
         (
             "rights-for-every-condition",
             |text| {
@@ -92,6 +109,38 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
             "no-readiness-probe",
             |text| text.replace("readinessProbe:", "startupProbe:"),
             "spec.install.spec.deployments[0].spec.template.spec.containers[0].readinessProbe",
+        ),
+        (
+            "rights-for-another-service-account",
+            |text| {
+                text.replace(
+                    "              serviceAccountName: app-operator\n",
+                    "              serviceAccountName: app-manager\n",
+                )
+            },
+            "spec.install.spec.deployments[0].spec.template.spec.serviceAccountName: the pod runs as ServiceAccount \"app-manager\"",
+        ),
+        (
+            "native-sidecar",
+            |text| {
+                text.replacen(
+                    "                name: upgrade-gate\n",
+                    "                name: upgrade-gate\n                restartPolicy: Always\n",
+                    1,
+                )
+            },
+            "initContainers[0].restartPolicy: restartPolicy: Always makes the gate a native sidecar",
+        ),
+        (
+            "gate-only-image-by-name",
+            |text| {
+                text.replacen(
+                    "                  value: upgrade-gate.v7.10.1\n                image: ghcr.io/upgrade-gate/upgrade-gate:7.10.1\n",
+                    "                  value: upgrade-gate.v7.10.1\n                image: ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0\n",
+                    1,
+                )
+            },
+            "initContainers[0].command: ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0 is the gate-only image",
         ),
         (
             "no-gate",
@@ -140,8 +189,45 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
         "--strict counts warnings"
     );
 
+    // The gate's rights moved to clusterPermissions: OLM grants them there
+    // too (a ClusterRole), so a warning, not an error.
+    let condition_rule = "        - apiGroups:
+          - operators.coreos.com
+          resourceNames:
+          - upgrade-gate.v7.10.1
+          resources:
+          - operatorconditions
+          verbs:
+          - get
+          - list
+          - watch
+          - update
+          - patch
+";
+    let cluster_rights = broken_copy(dir.path(), "cluster-rights", |text| {
+        let cluster =
+            "      clusterPermissions:\n      - serviceAccountName: app-operator\n        rules:\n";
+        text.replacen(condition_rule, "", 1).replacen(
+            cluster,
+            &format!("{cluster}{condition_rule}"),
+            1,
+        )
+    });
+    let cluster_path = cluster_rights.to_str().expect("UTF-8 path");
+    let warned = lint(&[cluster_path]);
+    assert_eq!(warned.code, Some(0), "{}{}", warned.stdout, warned.stderr);
+    assert!(
+        warned.stdout.contains(
+            "warning: spec.install.spec.clusterPermissions[0]: the rights on operatorconditions \"upgrade-gate.v7.10.1\" are only in clusterPermissions"
+        ),
+        "{}",
+        warned.stdout
+    );
+    assert_eq!(lint(&[cluster_path, "--strict"]).code, Some(1));
+
     let json = lint(&[skip_path, "-o", "json"]);
     let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("-o json is JSON");
+    assert_eq!(report["notChecked"], upgrade_gate::bundle_lint::NOT_CHECKED);
     assert_eq!(report["bundles"][0]["findings"][0]["rule"], "skips");
     assert_eq!(report["bundles"][0]["findings"][0]["severity"], "warning");
 
@@ -153,5 +239,27 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
             .starts_with("upgrade-gate lint-bundle: cannot read"),
         "{}",
         not_a_bundle.stderr
+    );
+
+    // manifests/ alone is no bundle: OLM reads the package and media type
+    // from metadata/annotations.yaml.
+    let no_metadata = broken_copy(dir.path(), "no-metadata", |text| {
+        text.replace("type: Recreate", "type: Recreate # unchanged")
+    });
+    std::fs::remove_dir_all(no_metadata.join("metadata")).expect("remove metadata/");
+    let refused = lint(&[no_metadata.to_str().expect("UTF-8 path")]);
+    assert_eq!(
+        refused.code,
+        Some(2),
+        "{}{}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert!(
+        refused
+            .stderr
+            .contains("is not a registry+v1 bundle: no metadata/annotations.yaml"),
+        "{}",
+        refused.stderr
     );
 }
