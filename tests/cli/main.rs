@@ -2,5 +2,6 @@
 //! how they stop on signals and what they print.
 
 mod lint_bundle;
+mod lint_catalog;
 mod plugin;
 mod signals;
