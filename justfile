@@ -110,7 +110,7 @@ chart RELEASE="":
 catalog REGISTRY="ghcr.io/upgrade-gate":
     {{release}} --registry {{REGISTRY}} catalog
 
-# Generated files up to date, bundle validators, opm validate, actionlint.
+# Generated files up to date, bundle validators, lint-bundle, lint-catalog (both catalogs), opm validate, actionlint.
 validate: cluster-bins
     CARGO_TARGET_DIR="{{target_dir}}" release-tools/validate.sh
 

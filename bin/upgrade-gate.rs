@@ -1,6 +1,7 @@
 //! `upgrade-gate`: the init container that closes the OLM upgrade gate
 //! before the operator starts (`hold`), the tool that opens it (`release`)
-//! or explains it (`status`), the bundle checker (`lint-bundle`) — and,
+//! or explains it (`status`), the bundle and catalog checkers
+//! (`lint-bundle`, `lint-catalog`) — and,
 //! run under the name `kubectl-upgrade_gate`, the kubectl plugin
 //! (`kubectl upgrade-gate status`). Parses the command line, calls the
 //! library, prints the result and exits with the documented code. No logic
@@ -14,6 +15,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::time::Instant;
 use upgrade_gate::admission;
 use upgrade_gate::bundle_lint::{self, LINT_EXIT_CODES, Version};
+use upgrade_gate::catalog_lint::{self, CATALOG_LINT_EXIT_CODES};
 use upgrade_gate::gate::{
     self, EntryText, GateError, HoldOptions, NamespaceSource, OnOverride, Outcome, ReleaseOptions,
     Target, TargetInput, WaitFor,
@@ -46,7 +48,8 @@ Without OLM (the cluster serves neither OLM v0's operatorconditions nor OLM v1's
 under OLM v1 (which has no OperatorConditions) and for a Deployment OLM did not install, every command \
 logs why in one line and exits 0. An API server that cannot be reached fails closed.
 
-Also: `upgrade-gate lint-bundle DIR` checks an operator's bundle for what the gate needs; as \
+Also: `upgrade-gate lint-bundle DIR` checks an operator's bundle for what the gate needs, \
+`upgrade-gate lint-catalog DIR` a file-based catalog's upgrade edges under OLM v0 and v1; as \
 `kubectl-upgrade_gate` on PATH this binary is the kubectl plugin `kubectl upgrade-gate status`.
 
 Logs go to stderr (RUST_LOG sets the level, default info); `status` prints to stdout.";
@@ -87,6 +90,11 @@ enum Command {
     /// Check an operator's bundle (registry+v1 directory) for what the gate needs.
     #[command(after_long_help = lint_exit_codes_help())]
     LintBundle(LintArgs),
+    /// Check a file-based catalog (FBC directory): skips/skipRange that jump over a release
+    /// carrying a data upgrade (CSV annotation upgrade-gate.dev/data-upgrade: "true"), where
+    /// OLM v0 and OLM v1 would install different next releases, and each bundle's gate set-up.
+    #[command(after_long_help = catalog_lint_exit_codes_help())]
+    LintCatalog(CatalogLintArgs),
 }
 
 #[derive(Debug, Args)]
@@ -217,19 +225,36 @@ struct LintArgs {
     must_run: Vec<Version>,
 }
 
+#[derive(Debug, Args)]
+struct CatalogLintArgs {
+    /// File-based catalog directories (the *.yaml, *.yml and *.json files below each).
+    #[arg(required = true, value_name = "DIR")]
+    catalogs: Vec<PathBuf>,
+    /// Output: one line per finding (`FILE: SEVERITY: FIELD: MESSAGE`), or one JSON document.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// Count warnings as problems (exit 1); info lines never count.
+    #[arg(long)]
+    strict: bool,
+}
+
 fn parse_version(text: &str) -> Result<Version, String> {
     Version::parse(text).map_err(|e| format!("{text:?} is not a version like 1.2.3: {e}"))
 }
 
-fn lint_exit_codes_help() -> String {
+fn exit_code_table(codes: &[(u8, &str)]) -> String {
     format!(
         "Exit codes:\n{}",
-        gate::exit_table(
-            LINT_EXIT_CODES
-                .iter()
-                .map(|(code, meaning)| (*code, *meaning))
-        )
+        gate::exit_table(codes.iter().map(|(code, meaning)| (*code, *meaning)))
     )
+}
+
+fn lint_exit_codes_help() -> String {
+    exit_code_table(LINT_EXIT_CODES)
+}
+
+fn catalog_lint_exit_codes_help() -> String {
+    exit_code_table(CATALOG_LINT_EXIT_CODES)
 }
 
 fn parse_timeout(text: &str) -> Result<Duration, String> {
@@ -261,8 +286,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Every retry logs one line with what failed and when it tries again.
     init_logging_without(cli.logging.log_format, &[KUBE_REQUEST_FAILURES]);
-    if let Command::LintBundle(args) = &cli.command {
-        return ExitCode::from(lint(args));
+    match &cli.command {
+        Command::LintBundle(args) => return ExitCode::from(lint(args)),
+        Command::LintCatalog(args) => return ExitCode::from(lint_catalogs(args)),
+        _ => {}
     }
     let runtime = match runtime() {
         Ok(runtime) => runtime,
@@ -337,6 +364,71 @@ fn lint(args: &LintArgs) -> u8 {
                 Ok(text) => println!("{text}"),
                 Err(error) => {
                     eprintln!("upgrade-gate lint-bundle: cannot render JSON: {error}");
+                    code = 2;
+                }
+            }
+        }
+    }
+    code
+}
+
+/// `lint-catalog`: pure file checks, no runtime.
+fn lint_catalogs(args: &CatalogLintArgs) -> u8 {
+    let mut reports = Vec::new();
+    let mut code = 0;
+    for dir in &args.catalogs {
+        match catalog_lint::lint_catalog(dir) {
+            Ok(report) => {
+                code = code.max(report.exit_code(args.strict));
+                reports.push(report);
+            }
+            Err(error) => {
+                eprintln!(
+                    "upgrade-gate lint-catalog: {}",
+                    one_line(&error.to_string())
+                );
+                code = 2;
+            }
+        }
+    }
+    match args.output {
+        Output::Text => {
+            for report in &reports {
+                for finding in &report.findings {
+                    println!("{}", finding.line());
+                }
+                let packages: Vec<String> = report
+                    .packages
+                    .iter()
+                    .map(|p| {
+                        format!(
+                            "{} ({} channels, {} bundles)",
+                            p.name, p.channels, p.bundles
+                        )
+                    })
+                    .collect();
+                let count = |severity| {
+                    report
+                        .findings
+                        .iter()
+                        .filter(|finding| finding.severity == severity)
+                        .count()
+                };
+                eprintln!(
+                    "{}: {}: {} errors, {} warnings, {} info",
+                    report.catalog,
+                    packages.join(", "),
+                    count(catalog_lint::Severity::Error),
+                    count(catalog_lint::Severity::Warning),
+                    count(catalog_lint::Severity::Info)
+                );
+            }
+        }
+        Output::Json => {
+            match serde_json::to_string_pretty(&serde_json::json!({ "catalogs": reports })) {
+                Ok(text) => println!("{text}"),
+                Err(error) => {
+                    eprintln!("upgrade-gate lint-catalog: cannot render JSON: {error}");
                     code = 2;
                 }
             }
@@ -470,8 +562,8 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             })
         }
         // Checked before the runtime starts (main); no cluster involved.
-        Command::LintBundle(_) => Err(GateError::InvalidInput(
-            "lint-bundle runs without a cluster".into(),
+        Command::LintBundle(_) | Command::LintCatalog(_) => Err(GateError::InvalidInput(
+            "lint-bundle and lint-catalog run without a cluster".into(),
         )),
     }
 }

@@ -12,9 +12,13 @@
 #      its literal OPERATOR_CONDITION_NAME, rights limited to the CSV's own
 #      OperatorCondition for the pod's ServiceAccount in permissions,
 #      Recreate, a readiness probe; warnings on skipRange/skips);
-#   4. both catalogs pass `opm validate`;
-#   5. the Helm chart passes `helm lint --strict` and renders;
-#   6. the GitHub workflows pass actionlint.
+#   4. both catalogs pass `upgrade-gate lint-catalog`: no skips or skipRange
+#      jumps over a release carrying a data upgrade, OLM v0 and v1 pick the
+#      same next release everywhere, the inline bundles have what the gate
+#      needs (the image-based catalog's bundles are checked in step 3);
+#   5. both catalogs pass `opm validate`;
+#   6. the Helm chart passes `helm lint --strict` and renders;
+#   7. the GitHub workflows pass actionlint.
 # Needs the tools directory (`just cluster-bins`). Reads the work tree only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -56,6 +60,13 @@ done
 step "upgrade-gate lint-bundle (what the gate needs)"
 if "$bin_dir/upgrade-gate" lint-bundle --strict bundle/*/; then
   echo "ok    bundle/*/"
+else
+  failed=1
+fi
+
+step "upgrade-gate lint-catalog (upgrade edges under OLM v0 and v1, the bundles' gate)"
+if "$bin_dir/upgrade-gate" lint-catalog --strict catalog catalog-local; then
+  echo "ok    catalog/ catalog-local/"
 else
   failed=1
 fi

@@ -45,6 +45,7 @@
 //! | [`admission`] | the state the admission policy reads (`manifests/admission/`): which release completed its upgrade, recorded while the operator leads, for every deployer (Helm, `kubectl apply`, OLM) |
 //! | [`leader`] | leader election over a Lease with client-go's rules: one writer of the gate at a time, released on stop |
 //! | [`bundle_lint`] | `upgrade-gate lint-bundle`: what an operator's bundle needs for the gate to hold |
+//! | [`catalog_lint`] | `upgrade-gate lint-catalog`: a file-based catalog's upgrade edges that jump over a data upgrade, where OLM v0 and v1 part ways, and its bundles' gate set-up |
 //! | [`plugin`] | `kubectl upgrade-gate status`: every CSV's gate and the CSV waiting on it |
 //! | [`telemetry`] | logging set-up and one-line error rendering |
 //! | [`shutdown`] | the SIGTERM / SIGINT stop request a process honours (PID 1 in a container) |
@@ -60,6 +61,7 @@ pub struct AdoptGuide;
 
 pub mod admission;
 pub mod bundle_lint;
+pub mod catalog_lint;
 #[cfg(test)]
 mod doc_paths;
 pub mod gate;

@@ -1,8 +1,9 @@
 //! The ClusterServiceVersion of one release, rendered from the sources.
 //!
 //! Owns: the CSV's shape and its fixed metadata (display name, description,
-//! icon, maintainers, links, keywords, install modes, minKubeVersion), and
-//! the `olm.csv.metadata` summary the image-based catalog carries.
+//! icon, maintainers, links, keywords, install modes, minKubeVersion), the
+//! data-upgrade annotation, and the `olm.csv.metadata` summary the
+//! image-based catalog carries.
 //! Must not touch: files; the Deployment and RBAC come from `install`, the
 //! descriptors from `descriptors`, the upgrade edges from `releases`.
 
@@ -164,6 +165,12 @@ pub struct InstallDeployment {
     pub label: BTreeMap<String, String>,
 }
 
+/// The annotation saying a release carries a data upgrade (`"true"`): its
+/// operator's upgrade must run, so no upgrade edge may jump over it.
+/// `upgrade-gate lint-catalog` reads it (`upgrade_gate::catalog_lint`,
+/// docs/adopt.md).
+pub const DATA_UPGRADE_ANNOTATION: &str = "upgrade-gate.dev/data-upgrade";
+
 /// The label naming the release a Deployment runs, which the admission
 /// policy compares (`upgrade_gate::admission::RELEASE_LABEL`,
 /// manifests/admission/policy.yaml).
@@ -256,6 +263,9 @@ pub fn release_csv(
     ]);
     if let Some(range) = release.skip_range {
         annotations.insert("olm.skipRange".to_owned(), range.to_owned());
+    }
+    if sources.data_upgrades.contains(release.version) {
+        annotations.insert(DATA_UPGRADE_ANNOTATION.to_owned(), "true".to_owned());
     }
 
     Ok(ClusterServiceVersion {
@@ -481,6 +491,27 @@ mod tests {
             serde_json::json!(["upgrade-gate.v7.10.0"]),
             "only its own OperatorCondition"
         );
+    }
+
+    #[test]
+    fn a_release_with_migrations_is_annotated_as_a_data_upgrade() {
+        let mut sources = repository_sources();
+        let release = releases::find("7.10.0").unwrap();
+        let annotation = |sources: &Sources| {
+            let csv = release_csv(sources, release, "i:1").unwrap();
+            csv.metadata
+                .annotations
+                .get(DATA_UPGRADE_ANNOTATION)
+                .cloned()
+        };
+        assert_eq!(annotation(&sources).as_deref(), Some("true"));
+        let metadata = catalog_metadata(&release_csv(&sources, release, "i:1").unwrap()).unwrap();
+        assert_eq!(
+            metadata["annotations"][DATA_UPGRADE_ANNOTATION], "true",
+            "the image-based catalog shows it too"
+        );
+        sources.data_upgrades.remove("7.10.0");
+        assert_eq!(annotation(&sources), None);
     }
 
     #[test]

@@ -2,9 +2,10 @@
 //! catalogs from the plain manifests in `manifests/`, so what OLM installs
 //! and what `kubectl apply -k manifests/` installs come from one source.
 //!
-//! Owns: the command line. Reads only `manifests/` and `app/Cargo.toml`
-//! below `--root`; writes only the generated directories below `--out`
-//! (`bundle/<release>/`, `catalog*/upgrade-gate/`, `catalog*/catalog.Dockerfile`).
+//! Owns: the command line. Reads only `manifests/`, `migrations/` (which
+//! releases carry a data upgrade) and `app/Cargo.toml` below `--root`;
+//! writes only the generated directories below `--out` (`bundle/<release>/`,
+//! `catalog*/upgrade-gate/`, `catalog*/catalog.Dockerfile`).
 //!
 //! `--gate off`, `--start slow` and `--successor naive` render the
 //! test-time variants the race measurement plays (`variant`); any of them

@@ -1,10 +1,12 @@
 //! Reads the plain manifests (`manifests/`) the bundles are rendered from:
-//! the App CRD, the operator's RBAC, its Deployment and the sample App.
+//! the App CRD, the operator's RBAC, its Deployment and the sample App; and
+//! which releases carry a data upgrade (`migrations/<release>/`).
 //!
 //! Owns: finding each object in its file and parsing it into a typed value.
 //! Must not touch: anything but reading files under the given root; what a
 //! bundle makes of these objects is `csv`'s business.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -20,6 +22,8 @@ pub const CRD_FILE: &str = "manifests/crd/apps.upgrade-gate.dev.yaml";
 pub const SAMPLE_APP_FILE: &str = "manifests/samples/app.yaml";
 /// The sample application's manifest: its version is the newest release and the image tag.
 pub const CARGO_MANIFEST_FILE: &str = "app/Cargo.toml";
+/// The schema migrations, one folder per release that ships some.
+pub const MIGRATIONS_DIR: &str = "migrations";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
@@ -65,6 +69,9 @@ pub struct Sources {
     pub sample_app: Value,
     /// The version of the root crate: the tag of the image every bundle runs.
     pub image_tag: String,
+    /// The releases that carry a data upgrade: those with a migration
+    /// (`migrations/<release>/*.sql`).
+    pub data_upgrades: BTreeSet<String>,
 }
 
 impl Sources {
@@ -85,8 +92,33 @@ impl Sources {
             crd_object,
             sample_app,
             image_tag: crate_version(root)?,
+            data_upgrades: releases_with_migrations(root)?,
         })
     }
+}
+
+/// The releases with at least one `.sql` file in `migrations/<release>/`.
+fn releases_with_migrations(root: &Path) -> Result<BTreeSet<String>, SourceError> {
+    let read_dir = |path: PathBuf| {
+        std::fs::read_dir(&path).map_err(|source| SourceError::Read { path, source })
+    };
+    let mut releases = BTreeSet::new();
+    for release in read_dir(root.join(MIGRATIONS_DIR))? {
+        let release = release.map_err(|source| SourceError::Read {
+            path: root.join(MIGRATIONS_DIR),
+            source,
+        })?;
+        if !release.path().is_dir() {
+            continue;
+        }
+        let has_sql = read_dir(release.path())?
+            .filter_map(Result::ok)
+            .any(|file| file.path().extension().is_some_and(|e| e == "sql"));
+        if has_sql {
+            releases.insert(release.file_name().to_string_lossy().into_owned());
+        }
+    }
+    Ok(releases)
 }
 
 /// The documents of a multi-document yaml file, as JSON values.
@@ -192,6 +224,27 @@ mod tests {
     }
 
     #[test]
+    fn a_release_with_a_migration_carries_a_data_upgrade() {
+        let root = tempfile::tempdir().unwrap();
+        write(root.path(), "migrations/1.0.0/V1__create.sql", "select 1;");
+        write(
+            root.path(),
+            "migrations/1.1.0/README",
+            "notes, no migration",
+        );
+        write(root.path(), "migrations/README.md", "not a release");
+        std::fs::create_dir_all(root.path().join("migrations/1.2.0")).unwrap();
+        assert_eq!(
+            releases_with_migrations(root.path()).unwrap(),
+            BTreeSet::from(["1.0.0".to_owned()])
+        );
+        assert!(matches!(
+            releases_with_migrations(&root.path().join("absent")),
+            Err(SourceError::Read { .. })
+        ));
+    }
+
+    #[test]
     fn reads_the_repository_manifests() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let sources = Sources::read(&root).unwrap_or_else(|error| panic!("{error}"));
@@ -201,5 +254,8 @@ mod tests {
         );
         assert!(!sources.cluster_rules.is_empty());
         assert_eq!(sources.sample_app["kind"], "App");
+        for release in ["7.9.3", "7.10.0", "7.10.1"] {
+            assert!(sources.data_upgrades.contains(release), "{release}");
+        }
     }
 }

@@ -2,8 +2,9 @@
 //! (blang/semver's `ParseRange`): comparators like `>=4.1.0 <4.2.0`,
 //! separated by spaces (all must hold), alternatives separated by `||`.
 //!
-//! Owns: parsing such a range and one question about it — does it admit a
-//! version older than a given one? Must not touch: anything else.
+//! Owns: parsing such a range and two questions about it — does it admit a
+//! version older than a given one, and does it admit a given version (what
+//! OLM asks of an installed release)? Must not touch: anything else.
 
 use semver::Version;
 
@@ -22,6 +23,8 @@ struct Bound {
 struct Alternative {
     lower: Option<Bound>,
     upper: Option<Bound>,
+    /// `!=` comparators.
+    excluded: Vec<Version>,
 }
 
 /// A parsed `olm.skipRange`.
@@ -60,6 +63,16 @@ impl Alternative {
         if lower {
             self.upper = Some(bound);
         }
+    }
+
+    fn contains(&self, version: &Version) -> bool {
+        let above_lower = self.lower.as_ref().is_none_or(|lower| {
+            *version > lower.version || (lower.inclusive && *version == lower.version)
+        });
+        let below_upper = self.upper.as_ref().is_none_or(|upper| {
+            *version < upper.version || (upper.inclusive && *version == upper.version)
+        });
+        above_lower && below_upper && !self.excluded.contains(version)
     }
 
     fn is_empty(&self) -> bool {
@@ -104,7 +117,7 @@ impl SkipRange {
                         alternative.raise_lower(bound(true));
                         alternative.lower_upper(bound(true));
                     }
-                    "!=" | "!" => {}
+                    "!=" | "!" => alternative.excluded.push(version),
                     other => {
                         return Err(SkipRangeError(format!(
                             "unknown operator {other:?} in {comparator:?}"
@@ -115,6 +128,14 @@ impl SkipRange {
             alternatives.push(alternative);
         }
         Ok(SkipRange { alternatives })
+    }
+
+    /// Whether `version` is in the range: OLM's test of an installed
+    /// release against a bundle's skipRange.
+    pub fn contains(&self, version: &Version) -> bool {
+        self.alternatives
+            .iter()
+            .any(|alternative| alternative.contains(version))
     }
 
     /// Whether some version older than `version` is in the range.
@@ -155,6 +176,27 @@ mod tests {
                 parsed.has_version_below(&v(release)),
                 below,
                 "{range} below {release}"
+            );
+        }
+        let contained = [
+            (">=7.9.0 <7.10.1", "7.9.3", true),
+            (">=7.9.0 <7.10.1", "7.10.1", false),
+            (">=7.9.0 <=7.10.1", "7.10.1", true),
+            (">7.9.3 <7.10.1", "7.9.3", false),
+            ("<7.10.0", "7.9.3", true),
+            ("=7.9.3", "7.9.3", true),
+            ("7.9.3", "7.9.4", false),
+            (">=7.9.0 !=7.9.3 <7.10.1", "7.9.3", false),
+            (">=7.9.0 !=7.9.3 <7.10.1", "7.9.4", true),
+            (">=8.0.0 <9.0.0 || >=7.0.0 <7.1.0", "7.0.5", true),
+            (">=8.0.0 <9.0.0 || >=7.0.0 <7.1.0", "7.5.0", false),
+        ];
+        for (range, version, inside) in contained {
+            let parsed = SkipRange::parse(range).unwrap_or_else(|e| panic!("{range}: {e:?}"));
+            assert_eq!(
+                parsed.contains(&v(version)),
+                inside,
+                "{range} contains {version}"
             );
         }
         for broken in ["", ">=7.x", "~7.9.0", ">=7.9.0 ||", "latest"] {

@@ -3,5 +3,6 @@
 
 mod gate_logs;
 mod lint_bundle;
+mod lint_catalog;
 mod plugin;
 mod signals;
