@@ -55,14 +55,22 @@ fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).unwrap_or_else(|error| panic!("manifest object: {error}"))
 }
 
-/// Applies `manifests/crd/apps.upgrade-gate.dev.yaml` and waits until the
-/// API server serves Apps.
+/// Applies `manifests/crd/apps.upgrade-gate.dev.yaml` unless the CRD is
+/// established already, and waits until the API server serves Apps.
 pub async fn install_app_crd(client: &Client) {
     let crd: CustomResourceDefinition =
         serde_yaml::from_str(&manifest("crd/apps.upgrade-gate.dev.yaml"))
             .unwrap_or_else(|error| panic!("the App CRD yaml: {error}"));
     let name = crd.name_any();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // Once another test or an OLM InstallPlan made it, leave it: every
+    // write races the InstallPlans of concurrent OLM tests, which update
+    // this CRD too and give up on a conflict (the InstallPlan `Failed`).
+    if let Ok(Some(existing)) = crds.get_opt(&name).await
+        && harness::api::is_established(&existing)
+    {
+        return;
+    }
     crds.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
