@@ -110,7 +110,8 @@ chart RELEASE="":
 catalog REGISTRY="ghcr.io/upgrade-gate":
     {{release}} --registry {{REGISTRY}} catalog
 
-# Generated files up to date, bundle validators, lint-bundle, lint-catalog (both catalogs), opm validate, actionlint.
+# Generated files up to date, bundle validators, lint-bundle, the kubebuilder component's
+# bundles (tools/adopt-kubebuilder.sh), lint-catalog (both catalogs), opm validate, actionlint.
 validate: cluster-bins
     CARGO_TARGET_DIR="{{target_dir}}" release-tools/validate.sh
 
@@ -132,6 +133,12 @@ cluster-bins:
 # ones); prints their bin/. Apart from cluster-bins: 210 s cold here.
 adopt-tools:
     UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh adopt
+
+# A kubebuilder-scaffolded operator with the gate's kustomize component
+# (adopt/kubebuilder/): `make bundle` for 0.1.0 and 0.2.0 into OUT/bundles/,
+# each checked by lint-bundle (docs/adopt.md, "With operator-sdk or kubebuilder").
+adopt-kubebuilder OUT="target/adopt-kubebuilder":
+    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh {{OUT}}
 
 # Print the tools directory (fails if `just cluster-bins` has not built it).
 tools-dir:
