@@ -337,6 +337,11 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     cluster_bin="{{target_dir}}/debug/cluster"
     tests_bin=$(cargo test --quiet --workspace --test cluster --no-run --message-format=json \
       | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
+    # The kubebuilder-scaffolded operator of tests/cluster/adopt_kubebuilder.rs:
+    # its two releases' bundles, made with the gate's kustomize component, and its image.
+    adopt_dir="{{target_dir}}/adopt-kubebuilder"
+    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh --image "$adopt_dir" >/dev/null
+    export UPGRADE_GATE_KUBEBUILDER_BUNDLES="$adopt_dir/bundles"
     name="test-$$"
     samples=$(mktemp)
     sampler=""
@@ -364,7 +369,7 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
     export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
     "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)" \
-      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar"
+      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar" --image "$adopt_dir/widget-operator.oci.tar"
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
     sampler=$!
     eval "$("$cluster_bin" env "$name")"
