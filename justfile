@@ -110,7 +110,8 @@ chart RELEASE="":
 catalog REGISTRY="ghcr.io/upgrade-gate":
     {{release}} --registry {{REGISTRY}} catalog
 
-# Generated files up to date, bundle validators, lint-bundle, lint-catalog (both catalogs), opm validate, actionlint.
+# Generated files up to date, bundle validators, lint-bundle, the kubebuilder component's
+# bundles (tools/adopt-kubebuilder.sh), lint-catalog (both catalogs), opm validate, actionlint.
 validate: cluster-bins
     CARGO_TARGET_DIR="{{target_dir}}" release-tools/validate.sh
 
@@ -127,6 +128,17 @@ e2e-kind:
 # Build all cluster tools (skips built ones) + Debian node packages; prints the tools dir.
 cluster-bins:
     UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh
+
+# Build kubebuilder, controller-gen and kustomize (tools/kubebuilder/; skips built
+# ones); prints their bin/. Apart from cluster-bins: 210 s cold here.
+adopt-tools:
+    UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh adopt
+
+# A kubebuilder-scaffolded operator with the gate's kustomize component
+# (adopt/kubebuilder/): `make bundle` for 0.1.0 and 0.2.0 into OUT/bundles/,
+# each checked by lint-bundle (docs/adopt.md, "With operator-sdk or kubebuilder").
+adopt-kubebuilder OUT="target/adopt-kubebuilder":
+    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh {{OUT}}
 
 # Print the tools directory (fails if `just cluster-bins` has not built it).
 tools-dir:
@@ -325,6 +337,11 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     cluster_bin="{{target_dir}}/debug/cluster"
     tests_bin=$(cargo test --quiet --workspace --test cluster --no-run --message-format=json \
       | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
+    # The kubebuilder-scaffolded operator of tests/cluster/adopt_kubebuilder.rs:
+    # its two releases' bundles, made with the gate's kustomize component, and its image.
+    adopt_dir="{{target_dir}}/adopt-kubebuilder"
+    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh --image "$adopt_dir" >/dev/null
+    export UPGRADE_GATE_KUBEBUILDER_BUNDLES="$adopt_dir/bundles"
     name="test-$$"
     samples=$(mktemp)
     sampler=""
@@ -352,7 +369,7 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
     export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
     "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)" \
-      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar"
+      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar" --image "$adopt_dir/widget-operator.oci.tar"
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
     sampler=$!
     eval "$("$cluster_bin" env "$name")"

@@ -12,13 +12,18 @@
 #      its literal OPERATOR_CONDITION_NAME, rights limited to the CSV's own
 #      OperatorCondition for the pod's ServiceAccount in permissions,
 #      Recreate, a readiness probe; warnings on skipRange/skips);
-#   4. both catalogs pass `upgrade-gate lint-catalog`: no skips or skipRange
+#   4. the kubebuilder component (adopt/kubebuilder/) on a freshly
+#      scaffolded operator: tools/adopt-kubebuilder.sh runs its `make
+#      bundle` for two releases and lint-bundle on each; then the
+#      validators of step 2 on them (builds the kubebuilder tools once per
+#      go.sum, `just adopt-tools`; the scaffold needs the Go module proxy);
+#   5. both catalogs pass `upgrade-gate lint-catalog`: no skips or skipRange
 #      jumps over a release carrying a data upgrade, OLM v0 and v1 pick the
 #      same next release everywhere, the inline bundles have what the gate
 #      needs (the image-based catalog's bundles are checked in step 3);
-#   5. both catalogs pass `opm validate`;
-#   6. the Helm chart passes `helm lint --strict` and renders;
-#   7. the GitHub workflows pass actionlint.
+#   6. both catalogs pass `opm validate`;
+#   7. the Helm chart passes `helm lint --strict` and renders;
+#   8. the GitHub workflows pass actionlint.
 # Needs the tools directory (`just cluster-bins`). Reads the work tree only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -61,6 +66,18 @@ step "upgrade-gate lint-bundle (what the gate needs)"
 if "$bin_dir/upgrade-gate" lint-bundle --strict bundle/*/; then
   echo "ok    bundle/*/"
 else
+  failed=1
+fi
+
+step "the kubebuilder component: a scaffolded operator's make bundle, lint-bundle, validators"
+if tools/adopt-kubebuilder.sh "$rendered/adopt-kubebuilder"; then
+  for bundle in "$rendered"/adopt-kubebuilder/bundles/*/; do
+    if ! "$tools/bin/validate-bundle" "${bundle%/}"; then
+      failed=1
+    fi
+  done
+else
+  echo "FAIL  tools/adopt-kubebuilder.sh"
   failed=1
 fi
 

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 const TOP_LEVEL: &[&str] = &[
     ".ci/",
     ".github/",
+    "adopt/",
     "app/",
     "bin/",
     "bundle/",

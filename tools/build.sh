@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds every tool the local cluster needs from the wrapper Go modules in
 # tools/ (`just cluster-bins`), and installs the Debian packages the node needs.
+# `tools/build.sh adopt` builds only the tools that prove the gate's adoption
+# kits (`just adopt-tools`: kubebuilder, controller-gen, kustomize) and prints
+# their bin/ directory.
 #
 # Output (outside the work tree, see docs/local-cluster-tools.md):
 #   $UPGRADE_GATE_CACHE/tools/<module>-<sha256(go.sum)[:12]>/bin/<binary>
@@ -219,6 +222,17 @@ build_lint() {
   build_binaries lint "" "" actionlint=github.com/rhysd/actionlint/cmd/actionlint
 }
 
+# kubebuilder, controller-gen and kustomize: what tools/adopt-kubebuilder.sh
+# scaffolds an operator with and builds its manifests with. Each module path
+# ends in a major version (v4, v5), so each is built alone, by name.
+build_kubebuilder() {
+  all_present kubebuilder kubebuilder controller-gen kustomize || download_modules kubebuilder
+  build_binaries kubebuilder "" "" kubebuilder=sigs.k8s.io/kubebuilder/v4
+  build_binaries kubebuilder "" "" controller-gen=sigs.k8s.io/controller-tools/cmd/controller-gen
+  # kustomize reads its version from the build's dependencies: no stamp.
+  build_binaries kubebuilder "" "" kustomize=sigs.k8s.io/kustomize/kustomize/v5
+}
+
 # Links every module's binaries and OLM's CRDs into one directory.
 assemble_current() {
   local current
@@ -254,6 +268,12 @@ main() {
   local start
   start=$(now)
   hold_lock tools
+  if [[ ${1:-} == adopt ]]; then
+    build_kubebuilder
+    log "adoption tools ready in $(elapsed_since "$start") s"
+    printf '%s/bin\n' "$(module_dir kubebuilder)"
+    return
+  fi
   ensure_debian_packages containerd runc containernetworking-plugins iptables podman mmdebstrap uidmap
   # The modules build at once: on few cores one go build leaves a core
   # idle while it links or compiles a package others wait for.

@@ -11,6 +11,11 @@
 //! test-time variants the race measurement plays (`variant`); any of them
 //! needs `--out`, so the committed files are never replaced by one.
 //!
+//! `generate-bundle` is apart: it folds the output of `kustomize build` of
+//! an operator-sdk or kubebuilder project (stdin) into a registry+v1 bundle
+//! as `operator-sdk generate bundle` does (`kustomize_bundle`), and reads
+//! nothing of this repository.
+//!
 //! Exit codes: 0 done; 1 a source could not be read or rendered, or an
 //! output could not be written; 2 usage (also a variant without `--out`).
 
@@ -19,6 +24,7 @@ mod chart;
 mod csv;
 mod descriptors;
 mod install;
+mod kustomize_bundle;
 mod releases;
 mod render;
 mod sources;
@@ -73,6 +79,29 @@ enum Command {
         #[arg(long)]
         local_image: Option<String>,
     },
+    /// Fold `kustomize build config/manifests` (stdin) of an operator-sdk or
+    /// kubebuilder project into a registry+v1 bundle in OUTPUT_DIR, as
+    /// `operator-sdk generate bundle` does.
+    GenerateBundle {
+        /// The package (the project's name): the CSV is `<package>.v<version>`.
+        #[arg(long)]
+        package: String,
+        /// The release (`make bundle`'s VERSION).
+        #[arg(long)]
+        version: String,
+        /// The channels the bundle is in, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "alpha")]
+        channels: Vec<String>,
+        /// The package's default channel.
+        #[arg(long)]
+        default_channel: Option<String>,
+        /// The CSV this release replaces.
+        #[arg(long)]
+        replaces: Option<String>,
+        /// Where `manifests/` and `metadata/` are written (replaced).
+        #[arg(long)]
+        output_dir: PathBuf,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +110,10 @@ enum CliError {
     Sources(#[from] sources::SourceError),
     #[error(transparent)]
     Render(#[from] render::RenderError),
+    #[error(transparent)]
+    Fold(#[from] kustomize_bundle::FoldError),
+    #[error("reading stdin: {0}")]
+    Stdin(std::io::Error),
 }
 
 fn main() -> ExitCode {
@@ -118,6 +151,31 @@ impl Cli {
 }
 
 fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
+    if let Command::GenerateBundle {
+        package,
+        version,
+        channels,
+        default_channel,
+        replaces,
+        output_dir,
+    } = &cli.command
+    {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(CliError::Stdin)?;
+        let options = kustomize_bundle::BundleOptions {
+            package: package.clone(),
+            version: version.clone(),
+            channels: channels.clone(),
+            default_channel: default_channel.clone(),
+            replaces: replaces.clone(),
+        };
+        let files = kustomize_bundle::fold(kustomize_bundle::parse_objects(&text)?, &options)?;
+        kustomize_bundle::write(output_dir, &files)?;
+        return Ok(files
+            .into_iter()
+            .map(|file| output_dir.join(file.path))
+            .collect());
+    }
     let variant = cli.variant();
     let sources = sources::Sources::read(&cli.root)?;
     let files = match &cli.command {
@@ -152,6 +210,7 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
                 .unwrap_or_else(|| render::local_operator_image(&sources.image_tag));
             render::catalog_files(&sources, &cli.registry, &local_image, variant)?
         }
+        Command::GenerateBundle { .. } => unreachable!("handled above"),
     };
     let out = cli.out.clone().unwrap_or_else(|| cli.root.clone());
     render::write(&out, &files)?;

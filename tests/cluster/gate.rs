@@ -84,9 +84,18 @@ fn subscriptions_api(namespace: &TestNamespace) -> Api<DynamicObject> {
 
 /// Moves the Subscription to `channel`, where one more version waits.
 pub(crate) async fn switch_channel(namespace: &TestNamespace, channel: &str) {
+    switch_package_channel(namespace, gate_probe_catalog::PACKAGE, channel).await;
+}
+
+/// Moves the Subscription of `package` ([`subscribe_package`]) to `channel`.
+pub(crate) async fn switch_package_channel(
+    namespace: &TestNamespace,
+    package: &str,
+    channel: &str,
+) {
     subscriptions_api(namespace)
         .patch(
-            "gate-probe",
+            package,
             &PatchParams::default(),
             &Patch::Merge(json!({"spec": {"channel": channel}})),
         )
@@ -173,6 +182,18 @@ fn median(samples: &[f64]) -> f64 {
 /// A CatalogSource for `address`, an OperatorGroup for the namespace and a
 /// Subscription to `channel` (Automatic approval).
 pub(crate) async fn subscribe(namespace: &TestNamespace, address: &str, channel: &str) {
+    subscribe_package(namespace, address, gate_probe_catalog::PACKAGE, channel).await;
+}
+
+/// A CatalogSource `package` of the catalog served at `address`, an
+/// OperatorGroup of the namespace and a Subscription `package` to its
+/// `channel` (automatic approval).
+pub(crate) async fn subscribe_package(
+    namespace: &TestNamespace,
+    address: &str,
+    package: &str,
+    channel: &str,
+) {
     let client = namespace.client();
     let sources: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -191,15 +212,15 @@ pub(crate) async fn subscribe(namespace: &TestNamespace, address: &str, channel:
             &object(json!({
                 "apiVersion": "operators.coreos.com/v1alpha1",
                 "kind": "CatalogSource",
-                "metadata": {"name": gate_probe_catalog::PACKAGE},
-                "spec": {"sourceType": "grpc", "address": address, "displayName": "gate-probe (test)"}
+                "metadata": {"name": package},
+                "spec": {"sourceType": "grpc", "address": address, "displayName": format!("{package} (test)")}
             })),
         )
         .await
         .unwrap_or_else(|error| panic!("creating the CatalogSource: {error}"));
     source_history
         .wait_for("the CatalogSource to be READY", OLM_STEP, |records| {
-            latest(records, gate_probe_catalog::PACKAGE)
+            latest(records, package)
                 .filter(|source| {
                     source.data["status"]["connectionState"]["lastObservedState"] == "READY"
                 })
@@ -216,7 +237,7 @@ pub(crate) async fn subscribe(namespace: &TestNamespace, address: &str, channel:
         &object(json!({
             "apiVersion": "operators.coreos.com/v1",
             "kind": "OperatorGroup",
-            "metadata": {"name": "gate-probe"},
+            "metadata": {"name": package},
             "spec": {"targetNamespaces": [namespace.name]}
         })),
     )
@@ -228,11 +249,11 @@ pub(crate) async fn subscribe(namespace: &TestNamespace, address: &str, channel:
             &object(json!({
                 "apiVersion": "operators.coreos.com/v1alpha1",
                 "kind": "Subscription",
-                "metadata": {"name": "gate-probe"},
+                "metadata": {"name": package},
                 "spec": {
-                    "name": gate_probe_catalog::PACKAGE,
+                    "name": package,
                     "channel": channel,
-                    "source": gate_probe_catalog::PACKAGE,
+                    "source": package,
                     "sourceNamespace": namespace.name,
                     "installPlanApproval": "Automatic"
                 }

@@ -5,6 +5,7 @@
 
 mod admission;
 mod adopt;
+mod adopt_kubebuilder;
 mod faults;
 mod gate;
 mod manifests;
