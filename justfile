@@ -11,6 +11,8 @@ version := `sed -n 's/^version = "\(.*\)"$/\1/p' app/Cargo.toml | head -n1`
 gate_version := `sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1`
 # opm's version (tools/olm/go.mod): the tag of the opm image.
 opm_version := `bash -c 'source tools/lib.sh && opm_version'`
+# OLM v1's version (tools/olm-v1/go.mod): the tag of its images.
+olm_v1_version := `bash -c 'source tools/lib.sh && olm_v1_version'`
 # Cargo's target directory (`.ci/run` keeps one in the cache across clones).
 target_dir := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "target")
 # Built tools, base images and other caches live outside the work tree.
@@ -156,6 +158,11 @@ base-image:
 # Build localhost/opm:<opm version> (the tools' opm alone, FROM scratch) + OCI archive.
 opm-image: cluster-bins
     @UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh opm
+
+# OLM v1 on the local cluster (`cluster up --olm-v1`, docs/olm-v1.md).
+# Build localhost/{catalogd,operator-controller}:<olm v1 version> (the tools' binaries alone, FROM scratch) + OCI archives.
+olm-v1-images: cluster-bins
+    @UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh olm-v1
 
 # Build both images + OCI archives: the sample's localhost/upgrade-gate:<version>
 # (every binary, PostgreSQL client) and the gate-only localhost/upgrade-gate-hold:<gate version>.

@@ -12,6 +12,10 @@
 #                                        /bin/opm, FROM scratch, as quay.io/operator-framework/opm
 #                                        has it (the kubeconfig test provider serves catalogs
 #                                        with it; docs/testing.md)
+#   tools/image.sh olm-v1                localhost/catalogd:<v> and localhost/operator-controller:<v>
+#                                        (<v>: tools/olm-v1/go.mod): the tools' static binaries
+#                                        alone, FROM scratch, user 65532, for the local
+#                                        cluster's OLM v1 (`cluster up --olm-v1`, docs/olm-v1.md)
 #
 # PROFILE is cargo's: `release` (the default: what users run, `just image`)
 # or `dev`, the profile `cargo build` and the tests already built, its
@@ -19,12 +23,13 @@
 # optimised build of the workspace before the cluster tests). The image's
 # label org.upgrade-gate.profile says which.
 #
-# Archives: $UPGRADE_GATE_CACHE/images/pause-3.10.oci.tar and opm-<version>.oci.tar (shared), and the
+# Archives: $UPGRADE_GATE_CACHE/images/pause-3.10.oci.tar, opm-<version>.oci.tar,
+# catalogd-<v>.oci.tar and operator-controller-<v>.oci.tar (shared), and the
 # checkout's own target/images/upgrade-gate-<version>.oci.tar and (also when
 # cargo's target directory is elsewhere, CARGO_TARGET_DIR)
 # upgrade-gate-hold-<gate version>.oci.tar (two checkouts may build the same
-# tag from different sources). Prints the archive path (pause, app, gate, opm) or
-# the image reference (base) on stdout.
+# tag from different sources). Prints the archive path (pause, app, gate, opm;
+# olm-v1: both, one a line) or the image reference (base) on stdout.
 # Owns: tools/pause/, the root Containerfile's and Containerfile.gate's
 # builds; writes only to the cache, to podman's storage and to
 # target/image-bins/, target/image-pg-client/ and target/gate-image/ (the
@@ -294,14 +299,63 @@ build_opm() {
   printf '%s\n' "$archive"
 }
 
+# One binary of the tools directory alone in an image FROM scratch, laid out
+# as upstream's (Dockerfile.catalogd, Dockerfile.operator-controller of
+# operator-controller's module, on distroless/static:nonroot): the binary at
+# /<name>, WORKDIR / (the catalogd Deployment runs `./catalogd`), USER
+# 65532:65532 (the pods run with runAsNonRoot and no runAsUser, so the user
+# must be numeric). No CA bundle and no passwd: their CAs come from mounted
+# Secrets. Skipped when the image holds this binary already (its hash is a
+# label).
+build_scratch_binary_image() {
+  local name=$1 version=$2
+  local bin
+  bin="$("$tools_src/bin-dir.sh")/bin/$name"
+  if ! file -L "$bin" | grep -q 'statically linked'; then
+    echo "$bin is not statically linked: $(file -bL "$bin")" >&2
+    exit 1
+  fi
+  local tag="localhost/$name:$version" archive="$images_dir/$name-$version.oci.tar"
+  local binary_hash
+  binary_hash=$(short_hash <"$bin")
+  if [[ $(image_label "$tag" org.upgrade-gate.source-hash) == "$binary_hash" && -f $archive ]]; then
+    log "$tag is up to date ($name $binary_hash)"
+    printf '%s\n' "$archive"
+    return
+  fi
+  local context="$scratch/$name-context" start
+  start=$(now)
+  mkdir -p "$context"
+  cp -L "$bin" "$context/$name"
+  printf 'FROM scratch\nCOPY %s /%s\nWORKDIR /\nUSER 65532:65532\nENTRYPOINT ["/%s"]\n' \
+    "$name" "$name" "$name" >"$context/Containerfile"
+  podman build --quiet --label "org.upgrade-gate.source-hash=$binary_hash" \
+    -f "$context/Containerfile" -t "$tag" "$context" >/dev/null
+  log "built $tag in $(elapsed_since "$start") s"
+  save_archive "$tag" "$archive"
+  printf '%s\n' "$archive"
+}
+
+# catalogd and operator-controller (`just cluster-bins` builds them), tagged
+# with the version tools/olm-v1/go.mod pins.
+build_olm_v1() {
+  ensure_debian_packages podman file
+  hold_lock images
+  local version
+  version=$(olm_v1_version)
+  build_scratch_binary_image catalogd "$version"
+  build_scratch_binary_image operator-controller "$version"
+}
+
 case ${1:-} in
   pause) build_pause ;;
   opm) build_opm ;;
+  olm-v1) build_olm_v1 ;;
   base) build_base ;;
   app) build_app "${2:-release}" ;;
   gate) build_gate "${2:-release}" ;;
   *)
-    echo "usage: $0 pause | base | app [release|dev] | gate [release|dev] | opm" >&2
+    echo "usage: $0 pause | base | app [release|dev] | gate [release|dev] | opm | olm-v1" >&2
     exit 2
     ;;
 esac

@@ -29,6 +29,12 @@ opm_version() {
   awk '$1 == "github.com/operator-framework/operator-registry" { print $2 }' "$tools_src/olm/go.mod"
 }
 
+# The operator-controller (and catalogd) version tools/olm-v1/go.mod pins:
+# the tag of their images (tools/image.sh olm-v1).
+olm_v1_version() {
+  awk '$1 == "github.com/operator-framework/operator-controller" { print $2 }' "$tools_src/olm-v1/go.mod"
+}
+
 # First 12 hex digits of the sha256 of stdin.
 short_hash() { sha256sum | cut -c1-12; }
 
