@@ -77,6 +77,10 @@ enum Command {
     Memory {
         #[arg(default_value = "dev")]
         name: ClusterName,
+        /// One line per command (the file name of its argv[0]), largest
+        /// first: `<MiB> <command>`, e.g. `98 operator-controller`.
+        #[arg(long)]
+        by_command: bool,
     },
 }
 
@@ -187,16 +191,45 @@ async fn run(command: Command) -> Result<ExitCode, String> {
                 ExitCode::FAILURE
             })
         }
-        Command::Memory { name } => {
+        Command::Memory { name, by_command } => {
             let marks = ClusterMarks::of(&MachineNames::of(&name));
-            let bytes: u64 = cluster_processes(&marks)
+            let sizes: Vec<(String, u64)> = cluster_processes(&marks)
                 .iter()
-                .filter_map(|process| rss_bytes(process.pid))
-                .sum();
-            println!("{}", bytes / (1024 * 1024));
+                .filter_map(|process| {
+                    Some((command_name(&process.cmdline), rss_bytes(process.pid)?))
+                })
+                .collect();
+            if by_command {
+                for (command, bytes) in per_command(&sizes) {
+                    println!("{} {command}", bytes / (1024 * 1024));
+                }
+            } else {
+                let bytes: u64 = sizes.iter().map(|(_, bytes)| bytes).sum();
+                println!("{}", bytes / (1024 * 1024));
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The file name of a command line's first word.
+fn command_name(cmdline: &str) -> String {
+    let first = cmdline.split_whitespace().next().unwrap_or_default();
+    first.rsplit('/').next().unwrap_or(first).to_owned()
+}
+
+/// The sum of sizes per command, largest first (ties by name).
+fn per_command(sizes: &[(String, u64)]) -> Vec<(String, u64)> {
+    let mut sums: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for (command, bytes) in sizes {
+        *sums.entry(command).or_default() += bytes;
+    }
+    let mut sums: Vec<(String, u64)> = sums
+        .into_iter()
+        .map(|(command, bytes)| (command.to_owned(), bytes))
+        .collect();
+    sums.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    sums
 }
 
 /// Single-quotes `text` for a POSIX shell.
@@ -240,6 +273,30 @@ mod tests {
         assert_eq!(name.as_str(), "demo");
         assert_eq!(catalog_dir, PathBuf::from("catalog-local"));
         assert_eq!(port, 50051);
+    }
+
+    #[test]
+    fn memory_is_summed_per_command() {
+        assert_eq!(
+            command_name("/cache/bin/kube-apiserver --etcd=x"),
+            "kube-apiserver"
+        );
+        assert_eq!(command_name("./catalogd --leader-elect"), "catalogd");
+        assert_eq!(command_name("postgres: checkpointer"), "postgres:");
+        let sizes = [
+            ("postgres:".to_owned(), 5),
+            ("catalogd".to_owned(), 50),
+            ("postgres:".to_owned(), 7),
+            ("etcd".to_owned(), 12),
+        ];
+        assert_eq!(
+            per_command(&sizes),
+            [
+                ("catalogd".to_owned(), 50),
+                ("etcd".to_owned(), 12),
+                ("postgres:".to_owned(), 12)
+            ]
+        );
     }
 
     #[test]
