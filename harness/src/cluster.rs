@@ -17,6 +17,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
 use crate::api::{self, ApiError, FIELD_MANAGER};
+use crate::components::olm_v1::{self, OlmV1Error, Registry};
 use crate::components::{
     Catalog, ClusterContext, ComponentError, Containerd, ControllerManager, Etcd, HealthProbe,
     KubeApiserver, KubeProxy, Kubelet, Olm, OpmServe, ProbeError, Scheduler,
@@ -67,6 +68,8 @@ pub enum ClusterError {
     Import { archive: PathBuf, detail: String },
     #[error("leftovers of an earlier cluster {name} could not be cleared:\n{details}")]
     Leftovers { name: ClusterName, details: String },
+    #[error("OLM v1: {0}")]
+    OlmV1(#[from] OlmV1Error),
 }
 
 /// What `up` needs.
@@ -79,6 +82,13 @@ pub struct ClusterConfig {
     pub pause_archive: PathBuf,
     /// More OCI archives to import once the node runs.
     pub images: Vec<PathBuf>,
+    /// Run OLM v1 (catalogd, operator-controller) and its registry beside
+    /// OLM v0.
+    pub olm_v1: bool,
+    /// OCI archives imported before `images`: those of OLM v1's images
+    /// ([`olm_v1::images`], `tools/image.sh olm-v1`), so it starts while
+    /// the others load.
+    pub olm_v1_images: Vec<PathBuf>,
     /// Print each step to stderr as it finishes.
     pub quiet: bool,
 }
@@ -92,6 +102,8 @@ const CONTAINERD_READY: Duration = Duration::from_secs(30);
 const NODE_READY: Duration = Duration::from_secs(90);
 const OLM_READY: Duration = Duration::from_secs(60);
 const CRDS_ESTABLISHED: Duration = Duration::from_secs(60);
+/// From applying OLM v1's manifest to both Deployments ready.
+const OLM_V1_READY: Duration = Duration::from_secs(180);
 
 /// Namespaces OLM's own manifests create.
 const OLM_NAMESPACES: [&str; 2] = ["olm", "operators"];
@@ -395,17 +407,64 @@ impl Cluster {
             }
         }
 
-        // The images only need containerd: they load while OLM starts.
+        if config.olm_v1 {
+            let registry = Registry { cluster: context };
+            let blobs = registry.blob_dir();
+            step(progress, "Writing the registry's directories", || async {
+                write_registry_dirs(context, &blobs)
+            })
+            .await?;
+            self.start(
+                progress,
+                "Starting the registry",
+                &registry.spec(),
+                OLM_READY,
+                || registry.ready(probe),
+            )
+            .await?;
+            self.state.update(|state| state.olm_v1 = true)?;
+        }
+
+        // The images only need containerd: they load while OLM starts. OLM
+        // v1's come first, and OLM v1 (whose pods run them) starts while
+        // the others load.
         let since = Instant::now();
-        let images = import_images(&layout, &config.images);
-        let (images, olm) = tokio::join!(
-            async { (images.await, Instant::now()) },
+        let images_and_v1 = async {
+            let v1_images = import_images(&layout, &config.olm_v1_images).await;
+            let v1_loaded_at = Instant::now();
+            let v1 = async {
+                match (&v1_images, config.olm_v1) {
+                    (Ok(()), true) => {
+                        let outcome = start_olm_v1(context, client).await;
+                        Some((v1_loaded_at, outcome, Instant::now()))
+                    }
+                    _ => None,
+                }
+            };
+            let others = async {
+                let images = import_images(&layout, &config.images).await;
+                (images, Instant::now())
+            };
+            let (v1, (images, loaded_at)) = tokio::join!(v1, others);
+            (v1_images.and(images), loaded_at, v1)
+        };
+        let ((images, loaded_at, v1), olm) = tokio::join!(
+            images_and_v1,
             self.start_olm(progress, context, client, probe)
         );
-        let (images, loaded_at) = images;
-        if !config.images.is_empty() {
+        if !(config.images.is_empty() && config.olm_v1_images.is_empty()) {
             progress.finish_at("Loading images", since, loaded_at, status_of(&images));
             images?;
+        }
+        if let Some((since, outcome, ready_at)) = v1 {
+            progress.finish_at(
+                "Starting OLM v1 (until catalogd and operator-controller are ready)",
+                since,
+                ready_at,
+                status_of(&outcome),
+            );
+            outcome?;
+            progress.milestone_at("OLM v1 ready", ready_at);
         }
         olm
     }
@@ -619,6 +678,102 @@ fn write_files(context: &ClusterContext) -> Result<(), ClusterError> {
     Containerd { cluster: context }.write_config()?;
     Kubelet { cluster: context }.write_config()?;
     Ok(())
+}
+
+/// The registry's blob directory, and the CA alone in a directory of its
+/// own for pushes from the host (`podman push --cert-dir`).
+fn write_registry_dirs(context: &ClusterContext, blobs: &Path) -> Result<(), ClusterError> {
+    let fail = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ComponentError::Write { path, source }
+    };
+    std::fs::create_dir_all(blobs).map_err(fail(blobs))?;
+    let ca_dir = context.registry_ca_dir();
+    std::fs::create_dir_all(&ca_dir).map_err(fail(&ca_dir))?;
+    let ca = ca_dir.join("ca.crt");
+    std::fs::copy(context.pki.ca(), &ca).map_err(fail(&ca))?;
+    Ok(())
+}
+
+/// OLM v1 from its release manifest (see `components::olm_v1`): its images
+/// checked in containerd, the manifest rendered with the TLS Secrets from
+/// the harness PKI and applied, then both Deployments waited for.
+async fn start_olm_v1(context: &ClusterContext, client: &Client) -> Result<(), ClusterError> {
+    for image in olm_v1::images() {
+        if !image_present(&context.layout, &image).await? {
+            return Err(OlmV1Error::NoImage(image).into());
+        }
+    }
+    let read = |path: PathBuf| {
+        std::fs::read_to_string(&path).map_err(|source| OlmV1Error::Read { path, source })
+    };
+    let pki = &context.pki;
+    let ca = read(pki.ca())?;
+    let secrets = [
+        (olm_v1::CATALOGD_SECRET, olm_v1::CATALOGD_CERT),
+        (
+            olm_v1::OPERATOR_CONTROLLER_SECRET,
+            olm_v1::OPERATOR_CONTROLLER_CERT,
+        ),
+    ]
+    .into_iter()
+    .map(|(secret, file)| {
+        Ok(olm_v1::tls_secret(
+            secret,
+            &ca,
+            &read(pki.cert(file))?,
+            &read(pki.key(file))?,
+        ))
+    })
+    .collect::<Result<Vec<_>, OlmV1Error>>()?;
+    let placement = olm_v1::Placement {
+        node_ip: context.layout.node_ip(),
+        catalogd_service_ip: context.layout.catalogd_service_ip(),
+    };
+    let objects = olm_v1::render(&read(context.olm_v1_manifest())?, &placement, secrets)?;
+    olm_v1::apply(client, &objects).await?;
+    let crds: Vec<String> = objects
+        .iter()
+        .filter(|object| object["kind"] == "CustomResourceDefinition")
+        .filter_map(|object| object["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let since = Instant::now();
+    let mut last = String::new();
+    while since.elapsed() < OLM_V1_READY {
+        let pending = api::not_established(client, &crds)
+            .await
+            .map_err(ProbeError::from)?;
+        let outcome = if pending.is_empty() {
+            olm_v1::ready(client).await
+        } else {
+            Err(ProbeError::NotYet(format!(
+                "CRDs not established: {}",
+                pending.join(", ")
+            )))
+        };
+        match outcome {
+            Ok(()) => return Ok(()),
+            Err(error) => last = error.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(ProbeError::NotYet(format!("not ready within {OLM_V1_READY:?}: {last}")).into())
+}
+
+/// Whether the node's containerd holds `reference` (`k8s.io` namespace).
+async fn image_present(layout: &Layout, reference: &str) -> Result<bool, ClusterError> {
+    let output = tokio::process::Command::new("ctr")
+        .arg("--address")
+        .arg(layout.containerd_socket())
+        .args(["--namespace", "k8s.io", "images", "list", "--quiet"])
+        .arg(format!("name=={reference}"))
+        .output()
+        .await
+        .map_err(|error| ClusterError::Import {
+            archive: PathBuf::from(reference),
+            detail: error.to_string(),
+        })?;
+    Ok(output.status.success() && !String::from_utf8_lossy(&output.stdout).trim().is_empty())
 }
 
 /// Imports the archives one after the other (at once, they took longer).

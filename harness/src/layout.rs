@@ -36,6 +36,19 @@ pub const OPM_PORT: u16 = 50051;
 /// port: a listener on such a port fails to bind (EADDRINUSE).
 pub const TEST_SERVER_PORTS: std::ops::RangeInclusive<u16> = 50000..=50999;
 pub const POSTGRES_PORT: u16 = 5432;
+/// The OCI registry OLM v1 pulls catalog and bundle images from (`cluster
+/// up --olm-v1`), HTTPS on the node IP.
+pub const REGISTRY_PORT: u16 = 5000;
+/// The registry's name in image references inside the cluster, the same
+/// for every cluster (so one rendered catalog serves all): the pods that
+/// pull map it to the node IP with `hostAliases`. `.test` is reserved
+/// (RFC 2606): nothing outside resolves it.
+pub const REGISTRY_NAME: &str = "registry.upgrade-gate.test";
+/// The host part of catalogd's Service ClusterIP: fixed, so the
+/// operator-controller pod can map the Service's DNS name to it (the
+/// cluster has no DNS). In the lower band of the range, which the API
+/// server hands out only when asked for (KEP-3070).
+const CATALOGD_SERVICE_HOST: u8 = 10;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum NameError {
@@ -173,6 +186,16 @@ impl Layout {
         Ipv4Addr::new(10, 233, self.index, 1)
     }
 
+    /// catalogd's Service ClusterIP (OLM v1).
+    pub fn catalogd_service_ip(&self) -> Ipv4Addr {
+        Ipv4Addr::new(10, 233, self.index, CATALOGD_SERVICE_HOST)
+    }
+
+    /// The registry as the host pushes to it: `<node IP>:5000`.
+    pub fn registry_address(&self) -> String {
+        format!("{}:{REGISTRY_PORT}", self.node_ip())
+    }
+
     pub fn node_name(&self) -> String {
         format!("ug-{}", self.name)
     }
@@ -254,6 +277,8 @@ mod tests {
         assert_eq!(layout.service_cidr(), "10.233.7.0/24");
         assert_eq!(layout.api_service_ip(), Ipv4Addr::new(10, 233, 7, 1));
         assert_eq!(layout.api_url(), "https://10.231.7.2:6443");
+        assert_eq!(layout.catalogd_service_ip(), Ipv4Addr::new(10, 233, 7, 10));
+        assert_eq!(layout.registry_address(), "10.231.7.2:5000");
     }
 
     #[test]

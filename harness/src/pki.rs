@@ -1,8 +1,10 @@
 //! The cluster's certificates and keys, generated in Rust with rcgen: a CA,
 //! the API server's serving certificate, client certificates for the admin,
 //! the node and the API server's calls to the kubelet, serving certificates
-//! for the kubelet and the components with a health endpoint, and the
-//! service-account signing key pair. Also the kubeconfig files that use them.
+//! for the kubelet and the components with a health endpoint, OLM v1's
+//! serving certificates (catalogd, operator-controller, the registry: what
+//! cert-manager issues for its release manifest) and the service-account
+//! signing key pair. Also the kubeconfig files that use them.
 //!
 //! It only writes files into the directory it is given.
 
@@ -17,6 +19,9 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 use time::{Duration, OffsetDateTime};
+
+use crate::components::olm_v1;
+use crate::layout::REGISTRY_NAME;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
@@ -120,6 +125,36 @@ impl PkiSubjects {
                 usage: Usage::Server,
                 dns_names: vec!["localhost".into()],
                 ips: vec![node_ip, loopback],
+            },
+            // The names cert-manager's Certificates give them in OLM v1's
+            // release manifest (`catalogd-service-cert`, `olmv1-cert`).
+            Identity {
+                file: olm_v1::CATALOGD_CERT,
+                common_name: olm_v1::service_dns_names(olm_v1::CATALOGD_SERVICE)[0].clone(),
+                organization: None,
+                usage: Usage::Server,
+                dns_names: std::iter::once("localhost".to_owned())
+                    .chain(olm_v1::service_dns_names(olm_v1::CATALOGD_SERVICE))
+                    .collect(),
+                ips: vec![],
+            },
+            Identity {
+                file: olm_v1::OPERATOR_CONTROLLER_CERT,
+                common_name: olm_v1::service_dns_names(olm_v1::OPERATOR_CONTROLLER_SERVICE)[0]
+                    .clone(),
+                organization: None,
+                usage: Usage::Server,
+                dns_names: olm_v1::service_dns_names(olm_v1::OPERATOR_CONTROLLER_SERVICE),
+                ips: vec![],
+            },
+            // Pods pull by name, the host pushes to the node IP.
+            Identity {
+                file: olm_v1::REGISTRY_CERT,
+                common_name: REGISTRY_NAME.into(),
+                organization: None,
+                usage: Usage::Server,
+                dns_names: vec![REGISTRY_NAME.into()],
+                ips: vec![node_ip],
             },
         ]
     }
@@ -358,6 +393,36 @@ mod tests {
                 .contains(&"kubernetes.default.svc".to_owned())
         );
         assert_eq!(apiserver.usage, Usage::Server);
+    }
+
+    #[test]
+    fn olm_v1_certificates_name_what_its_clients_dial() {
+        let identities = subjects().identities();
+        let find = |file: &str| {
+            identities
+                .iter()
+                .find(|identity| identity.file == file)
+                .cloned()
+                .expect("identity")
+        };
+        let catalogd = find(olm_v1::CATALOGD_CERT);
+        for name in [
+            "localhost",
+            "catalogd-service.olmv1-system.svc",
+            "catalogd-service.olmv1-system.svc.cluster.local",
+        ] {
+            assert!(catalogd.dns_names.contains(&name.to_owned()), "{name}");
+        }
+        assert_eq!(
+            find(olm_v1::OPERATOR_CONTROLLER_CERT).dns_names,
+            [
+                "operator-controller-service.olmv1-system.svc",
+                "operator-controller-service.olmv1-system.svc.cluster.local"
+            ]
+        );
+        let registry = find(olm_v1::REGISTRY_CERT);
+        assert_eq!(registry.dns_names, ["registry.upgrade-gate.test"]);
+        assert_eq!(registry.ips, [IpAddr::V4(Ipv4Addr::new(10, 231, 1, 2))]);
     }
 
     #[test]

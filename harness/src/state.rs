@@ -38,6 +38,9 @@ pub struct ClusterState {
     /// In start order; stopped in reverse.
     pub processes: Vec<ProcessRecord>,
     pub database_url: Option<String>,
+    /// OLM v1 runs beside OLM v0 (`up --olm-v1`), with its registry.
+    #[serde(default)]
+    pub olm_v1: bool,
 }
 
 impl ClusterState {
@@ -47,6 +50,7 @@ impl ClusterState {
             tools,
             processes: Vec::new(),
             database_url: None,
+            olm_v1: false,
         }
     }
 

@@ -277,6 +277,8 @@ async fn start_cluster(args: &ClusterArgs, name: &ClusterName) -> Result<Cluster
         tools: need(&args.tools, "UPGRADE_GATE_TOOLS")?,
         pause_archive: need(&args.pause_archive, "UPGRADE_GATE_PAUSE_ARCHIVE")?,
         images: vec![need(&args.image_archive, "UPGRADE_GATE_IMAGE_ARCHIVE")?],
+        olm_v1: false,
+        olm_v1_images: Vec::new(),
         quiet: false,
     };
     println!("==> Starting local cluster {name} (Kubernetes, OLM, PostgreSQL)");

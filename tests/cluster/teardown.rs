@@ -26,6 +26,8 @@ fn a_test_panicking_with_a_running_cluster_leaves_no_leftovers() {
         tools: required("UPGRADE_GATE_TOOLS"),
         pause_archive: required("UPGRADE_GATE_PAUSE_ARCHIVE"),
         images: Vec::new(),
+        olm_v1: false,
+        olm_v1_images: Vec::new(),
         quiet: true,
     };
     let outcome = std::thread::spawn(move || {

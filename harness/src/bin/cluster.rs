@@ -1,5 +1,5 @@
-//! `cluster`: the local single-node Kubernetes with OLM, for people and the
-//! justfile. `up` starts it and returns while it keeps running (its
+//! `cluster`: the local single-node Kubernetes with OLM (v0, and v1 with
+//! `up --olm-v1`), for people and the justfile. `up` starts it and returns while it keeps running (its
 //! components are daemons; the state file is the source of truth for the
 //! other subcommands), `env` prints the variables for `eval`, `load` imports
 //! image archives, `serve-catalog` starts `opm serve` (recorded in the state
@@ -40,6 +40,14 @@ enum Command {
         /// More OCI image archives to import once the node runs.
         #[arg(long = "image")]
         images: Vec<PathBuf>,
+        /// Run OLM v1 (catalogd, operator-controller) and its registry
+        /// beside OLM v0; its images come from --olm-v1-image (or --image).
+        #[arg(long)]
+        olm_v1: bool,
+        /// OCI archives of OLM v1's images (`tools/image.sh olm-v1` prints
+        /// them), imported first so OLM v1 starts while the others load.
+        #[arg(long = "olm-v1-image", requires = "olm_v1")]
+        olm_v1_images: Vec<PathBuf>,
     },
     /// Print `export` lines for KUBECONFIG, DATABASE_URL and
     /// UPGRADE_GATE_TEST_CLUSTER, for `eval`.
@@ -102,6 +110,8 @@ async fn run(command: Command) -> Result<ExitCode, String> {
             tools,
             pause_archive,
             images,
+            olm_v1,
+            olm_v1_images,
         } => {
             eprintln!("Creating cluster {name} ...");
             let config = ClusterConfig {
@@ -109,6 +119,8 @@ async fn run(command: Command) -> Result<ExitCode, String> {
                 tools,
                 pause_archive,
                 images,
+                olm_v1,
+                olm_v1_images,
                 quiet: false,
             };
             let cluster = Cluster::up(config).await.map_err(|e| e.to_string())?;

@@ -12,6 +12,7 @@ mod etcd;
 mod kube_proxy;
 mod kubelet;
 mod olm;
+pub mod olm_v1;
 mod opm;
 mod scheduler;
 
@@ -74,6 +75,18 @@ impl ClusterContext {
 
     pub fn crds_dir(&self) -> PathBuf {
         self.tools.join("crds")
+    }
+
+    /// OLM v1's release manifest, as `just cluster-bins` copied it from
+    /// operator-controller's module.
+    pub fn olm_v1_manifest(&self) -> PathBuf {
+        self.tools.join("olm-v1/manifests/standard.yaml")
+    }
+
+    /// A directory holding only the cluster CA as `ca.crt`: what podman's
+    /// `--cert-dir` (containers/image) trusts for the registry.
+    pub fn registry_ca_dir(&self) -> PathBuf {
+        self.layout.path("olm-v1-registry/ca")
     }
 
     pub fn admin_kubeconfig(&self) -> PathBuf {
