@@ -8,7 +8,10 @@
 //! `catalog*/upgrade-gate/`, `catalog*/catalog.Dockerfile`).
 //!
 //! `--gate off`, `--start slow` and `--successor naive` render the
-//! test-time variants the race measurement plays (`variant`); any of them
+//! test-time variants the race measurement plays (`variant`); `--operator-image`
+//! renders bundles and the image catalog running an operator image from
+//! elsewhere than their registry (OLM v1 on the local cluster), `--crd
+//! external` bundles without the App CRD (OLM v1 beside OLM v0). Any of them
 //! needs `--out`, so the committed files are never replaced by one.
 //!
 //! `generate-bundle` is apart: it folds the output of `kustomize build` of
@@ -59,6 +62,18 @@ struct Cli {
     /// Registry of the published operator and bundle images.
     #[arg(long, env = "UPGRADE_GATE_REGISTRY", default_value = render::DEFAULT_REGISTRY, global = true)]
     registry: String,
+    /// The operator image the bundles and the image catalog run, instead of
+    /// <registry>/upgrade-gate:<version>: bundle images in one registry, the
+    /// operator image in another (the local cluster's OLM v1: its registry,
+    /// and the image loaded on the node). A test-time rendering: needs --out.
+    #[arg(long, global = true)]
+    operator_image: Option<String>,
+    /// `external`: bundles without the App CRD, their CSVs owning none, for
+    /// a cluster that serves the CRD already (the shared test cluster,
+    /// where OLM v1 must not take it over from OLM v0). A test-time
+    /// rendering: needs --out.
+    #[arg(long, value_enum, default_value_t, global = true)]
+    crd: render::Crd,
     #[command(subcommand)]
     command: Command,
 }
@@ -118,11 +133,11 @@ enum CliError {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !cli.variant().is_published() && cli.out.is_none() {
+    if !cli.is_published() && cli.out.is_none() {
         Cli::command()
             .error(
                 clap::error::ErrorKind::MissingRequiredArgument,
-                "a test variant (--gate off, --start slow or --successor naive) is never written over the committed files: give --out DIR",
+                "a test variant (--gate off, --start slow, --successor naive, --operator-image or --crd external) is never written over the committed files: give --out DIR",
             )
             .exit();
     }
@@ -141,6 +156,20 @@ fn main() -> ExitCode {
 }
 
 impl Cli {
+    /// What users install: no test variant, the registry's operator image.
+    fn is_published(&self) -> bool {
+        self.variant().is_published()
+            && self.operator_image.is_none()
+            && self.crd == render::Crd::Bundled
+    }
+
+    /// The operator image the bundles and the image catalog run.
+    fn operator_image(&self, sources: &sources::Sources) -> String {
+        self.operator_image
+            .clone()
+            .unwrap_or_else(|| render::operator_image(&self.registry, &sources.image_tag))
+    }
+
     fn variant(&self) -> variant::Variant {
         variant::Variant {
             gate: self.gate,
@@ -178,9 +207,10 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
     }
     let variant = cli.variant();
     let sources = sources::Sources::read(&cli.root)?;
+    let operator_image = cli.operator_image(&sources);
     let files = match &cli.command {
         Command::Bundle { release } => {
-            render::bundle_files(&sources, release, &cli.registry, variant)?
+            render::bundle_files(&sources, release, &operator_image, variant, cli.crd)?
         }
         Command::Bundles => {
             let mut files = Vec::new();
@@ -188,8 +218,9 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
                 files.extend(render::bundle_files(
                     &sources,
                     release.version,
-                    &cli.registry,
+                    &operator_image,
                     variant,
+                    cli.crd,
                 )?);
             }
             files
@@ -201,14 +232,19 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
                     .last()
                     .expect("the release table is not empty"),
             };
-            let image = render::operator_image(&cli.registry, &sources.image_tag);
-            chart::chart_files(&sources, release, &image)?
+            chart::chart_files(&sources, release, &operator_image)?
         }
         Command::Catalog { local_image } => {
             let local_image = local_image
                 .clone()
                 .unwrap_or_else(|| render::local_operator_image(&sources.image_tag));
-            render::catalog_files(&sources, &cli.registry, &local_image, variant)?
+            render::catalog_files(
+                &sources,
+                &cli.registry,
+                &operator_image,
+                &local_image,
+                variant,
+            )?
         }
         Command::GenerateBundle { .. } => unreachable!("handled above"),
     };
@@ -254,6 +290,9 @@ mod tests {
         assert_eq!(cli.variant().gate, variant::Gate::Off);
         assert_eq!(cli.variant().start, variant::Start::Slow);
         assert_eq!(cli.variant().successor, variant::Successor::Naive);
-        assert!(parse(&["catalog"]).variant().is_published());
+        assert!(parse(&["catalog"]).is_published());
+        let elsewhere = parse(&["--operator-image", "localhost/upgrade-gate:1", "bundles"]);
+        assert!(!elsewhere.is_published());
+        assert!(!parse(&["--crd", "external", "bundles"]).is_published());
     }
 }

@@ -55,6 +55,19 @@ pub enum RenderError {
     },
 }
 
+/// Whether a bundle carries the App CRD.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Crd {
+    /// In the bundle, owned by its CSV: what users install.
+    #[default]
+    Bundled,
+    /// Neither in the bundle nor owned by its CSV: for a cluster that
+    /// serves the CRD already and where OLM v1 must not take it over (OLM
+    /// v1 beside OLM v0 on the shared test cluster, docs/olm-v1.md). A
+    /// test-time rendering.
+    External,
+}
+
 /// A generated file: its path below the output root and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenderedFile {
@@ -95,16 +108,21 @@ fn release_csv(
     Ok(csv)
 }
 
-/// `bundle/<release>/`: manifests (CSV, CRD), metadata and Dockerfile.
+/// `bundle/<release>/`: manifests (CSV, CRD unless [`Crd::External`]),
+/// metadata and Dockerfile; the CSV runs `image` (published:
+/// [`operator_image`] of the registry).
 pub fn bundle_files(
     sources: &Sources,
     version: &str,
-    registry: &str,
+    image: &str,
     variant: Variant,
+    crd: Crd,
 ) -> Result<Vec<RenderedFile>, RenderError> {
     let release = release(version)?;
-    let image = operator_image(registry, &sources.image_tag);
-    let csv = release_csv(sources, release, &image, variant)?;
+    let mut csv = release_csv(sources, release, image, variant)?;
+    if crd == Crd::External {
+        csv.spec.custom_resource_definitions.owned.clear();
+    }
     let dir = PathBuf::from("bundle").join(version);
     let crd_file = crd_file_name(sources)?;
     let labels = bundle_labels(release);
@@ -120,15 +138,22 @@ pub fn bundle_files(
         dockerfile.push_str(&format!("LABEL {key}={value}\n"));
     }
     dockerfile.push_str("COPY manifests /manifests/\nCOPY metadata /metadata/\n");
-    Ok(vec![
-        yaml_file(dir.join("manifests").join(CSV_FILE), &csv)?,
-        yaml_file(dir.join("manifests").join(crd_file), &sources.crd_object)?,
-        yaml_file(dir.join("metadata/annotations.yaml"), &annotations)?,
-        RenderedFile {
-            path: dir.join("bundle.Dockerfile"),
-            contents: dockerfile,
-        },
-    ])
+    let mut files = vec![yaml_file(dir.join("manifests").join(CSV_FILE), &csv)?];
+    if crd == Crd::Bundled {
+        files.push(yaml_file(
+            dir.join("manifests").join(crd_file),
+            &sources.crd_object,
+        )?);
+    }
+    files.push(yaml_file(
+        dir.join("metadata/annotations.yaml"),
+        &annotations,
+    )?);
+    files.push(RenderedFile {
+        path: dir.join("bundle.Dockerfile"),
+        contents: dockerfile,
+    });
+    Ok(files)
 }
 
 /// `<group>_<plural>.yaml`, the name operator-sdk gives a bundle's CRD.
@@ -156,16 +181,17 @@ fn bundle_labels(release: &Release) -> Vec<(String, String)> {
     labels
 }
 
-/// Both catalogs: `catalog/` (bundle images in `registry`) and
-/// `catalog-local/` (inline bundles running `local_image`), each with a
-/// Dockerfile for a catalog image served by opm.
+/// Both catalogs: `catalog/` (bundle images in `registry`, running
+/// `published_image`) and `catalog-local/` (inline bundles running
+/// `local_image`), each with a Dockerfile for a catalog image served by opm.
 pub fn catalog_files(
     sources: &Sources,
     registry: &str,
+    published_image: &str,
     local_image: &str,
     variant: Variant,
 ) -> Result<Vec<RenderedFile>, RenderError> {
-    let published_image = operator_image(registry, &sources.image_tag);
+    let published_image = published_image.to_owned();
     let provided_apis = provided_apis(sources)?;
     let mut published = Vec::new();
     let mut local = Vec::new();
@@ -363,8 +389,15 @@ mod tests {
 
     #[test]
     fn a_bundle_has_its_manifests_metadata_and_dockerfile() {
-        let files =
-            bundle_files(&sources(), "7.10.1", "registry.test/x", Variant::default()).unwrap();
+        let image = operator_image("registry.test/x", "7.10.1");
+        let files = bundle_files(
+            &sources(),
+            "7.10.1",
+            &image,
+            Variant::default(),
+            Crd::Bundled,
+        )
+        .unwrap();
         let paths: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
         assert_eq!(
             paths,
@@ -393,9 +426,53 @@ mod tests {
     }
 
     #[test]
+    fn a_bundle_for_a_cluster_serving_the_crd_has_none_and_owns_none() {
+        let files = bundle_files(
+            &sources(),
+            "7.9.3",
+            "localhost/upgrade-gate:9",
+            Variant::default(),
+            Crd::External,
+        )
+        .unwrap();
+        let paths: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
+        assert_eq!(
+            paths,
+            [
+                "bundle/7.9.3/manifests/upgrade-gate.clusterserviceversion.yaml",
+                "bundle/7.9.3/metadata/annotations.yaml",
+                "bundle/7.9.3/bundle.Dockerfile",
+            ]
+        );
+        let csv: Value = serde_yaml::from_str(&files[0].contents).unwrap();
+        assert_eq!(
+            csv["spec"]["customresourcedefinitions"]["owned"],
+            serde_json::json!([])
+        );
+        // The rest of the CSV is the bundled one's.
+        let bundled = bundle_files(
+            &sources(),
+            "7.9.3",
+            "localhost/upgrade-gate:9",
+            Variant::default(),
+            Crd::Bundled,
+        )
+        .unwrap();
+        let mut bundled: Value = serde_yaml::from_str(&bundled[0].contents).unwrap();
+        bundled["spec"]["customresourcedefinitions"]["owned"] = serde_json::json!([]);
+        assert_eq!(csv, bundled);
+    }
+
+    #[test]
     fn an_unknown_release_is_refused() {
         assert!(matches!(
-            bundle_files(&sources(), "7.11.0", DEFAULT_REGISTRY, Variant::default()),
+            bundle_files(
+                &sources(),
+                "7.11.0",
+                "r/upgrade-gate:1",
+                Variant::default(),
+                Crd::Bundled
+            ),
             Err(RenderError::UnknownRelease(_))
         ));
     }
@@ -405,6 +482,7 @@ mod tests {
         let files = catalog_files(
             &sources(),
             DEFAULT_REGISTRY,
+            &operator_image(DEFAULT_REGISTRY, "9"),
             "localhost/upgrade-gate:9",
             Variant::default(),
         )
@@ -426,6 +504,41 @@ mod tests {
                 "localhost/upgrade-gate:9"
             );
         }
+    }
+
+    #[test]
+    fn the_image_catalog_may_run_an_operator_image_from_elsewhere() {
+        // OLM v1 on the local cluster: bundle images in its registry, the
+        // operator image loaded on the node.
+        let files = catalog_files(
+            &sources(),
+            "registry.test:5000",
+            "localhost/upgrade-gate:9",
+            "localhost/upgrade-gate:9",
+            Variant::default(),
+        )
+        .unwrap();
+        let published = files
+            .iter()
+            .find(|f| f.path.ends_with("catalog/upgrade-gate/catalog.yaml"))
+            .unwrap();
+        let documents: Vec<Value> = published
+            .contents
+            .split("\n---\n")
+            .map(|document| serde_yaml::from_str(document).unwrap())
+            .collect();
+        let bundle = documents
+            .iter()
+            .find(|d| d["name"] == "upgrade-gate.v7.9.3")
+            .unwrap();
+        assert_eq!(
+            bundle["image"],
+            "registry.test:5000/upgrade-gate-bundle:v7.9.3"
+        );
+        assert_eq!(
+            bundle["relatedImages"][1]["image"],
+            "localhost/upgrade-gate:9"
+        );
     }
 
     #[test]
