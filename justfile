@@ -191,6 +191,8 @@ install-plugin DIR=(env_var("HOME") / ".local/bin"):
 # and its state file /run/upgrade-gate/<NAME>/state.json is what env/load/down read.
 cluster := "cargo run --quiet --package upgrade-gate-harness --bin cluster --"
 pause_archive := cache / "images/pause-3.10.oci.tar"
+# `cluster up` arguments that start OLM v1 with the images `olm-v1-images` built.
+olm_v1_up := "--olm-v1 --olm-v1-image " + cache / "images/catalogd-" + olm_v1_version + ".oci.tar --olm-v1-image " + cache / "images/operator-controller-" + olm_v1_version + ".oci.tar"
 
 # Cluster tests libtest runs at once, each in namespaces of its own
 # (UPGRADE_GATE_CLUSTER_TEST_THREADS overrides): all of them. The node's CPU
@@ -199,11 +201,11 @@ pause_archive := cache / "images/pause-3.10.oci.tar"
 # 298 s with 6 threads).
 cluster_test_threads := env_var_or_default("UPGRADE_GATE_CLUSTER_TEST_THREADS", "32")
 
-# Start local cluster NAME (builds the tools and images first) and load our image.
-cluster-up NAME="dev": cluster-bins pause-image image
+# Start local cluster NAME, OLM v1 beside OLM v0 as in the tests (builds the tools and images first), and load our image.
+cluster-up NAME="dev": cluster-bins pause-image image olm-v1-images
     UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)" \
     UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}" \
-      {{cluster}} up {{NAME}} --image "$(just image-archive)" --image "$(just gate-image-archive)"
+      {{cluster}} up {{NAME}} --image "$(just image-archive)" --image "$(just gate-image-archive)" {{olm_v1_up}}
 
 # Print `export` lines (KUBECONFIG, DATABASE_URL, ...) for: eval "$(just cluster-env NAME)"
 cluster-env NAME="dev":
@@ -328,13 +330,13 @@ bench-scale *SETTINGS: _chain-prerequisites
     cargo build --workspace --bins
     {{chain_env}} "{{target_dir}}/debug/chain" --cluster "scale-$$" bench-scale --apps "$apps" --rows "$rows"
 
-# The cluster tests (FILTER: a libtest name filter) on a fresh cluster; always
-# tears it down and checks leftovers.
+# The cluster tests (FILTER: a libtest name filter) on a fresh cluster, OLM v1
+# beside OLM v0 (docs/olm-v1.md); always tears it down and checks leftovers.
 # Without FILTER it also runs smoke:: and the 7.9.3 install through the kubeconfig
 # provider, on the same cluster reached by its kubeconfig alone (docs/testing.md;
 # `just test-kubeconfig` runs the whole contract that way).
 # Our two images are built from the dev profile (`just image dev`), the build the tests use.
-test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
+test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image olm-v1-images
     #!/usr/bin/env bash
     set -euo pipefail
     started=$(date +%s.%N)
@@ -374,9 +376,9 @@ test-cluster FILTER="": cluster-bins pause-image (image "dev") opm-image
     trap finish EXIT
     export UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)"
     export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
-    export UPGRADE_GATE_OLM_V1_CRD="$(UPGRADE_GATE_CACHE="{{cache}}" tools/olm-v1-crd.sh)"
     "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)" \
-      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar" --image "$adopt_dir/widget-operator.oci.tar"
+      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar" --image "$adopt_dir/widget-operator.oci.tar" \
+      {{olm_v1_up}}
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
     sampler=$!
     eval "$("$cluster_bin" env "$name")"

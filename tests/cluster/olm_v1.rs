@@ -1,37 +1,292 @@
-//! OLM v1 detection against a real API server: the harness's second
-//! kube-apiserver (no OLM v0 API) serving OLM v1's own ClusterExtension CRD
-//! (operator-controller's, fetched by tools/olm-v1-crd.sh). `upgrade-gate
-//! hold` exits 0 and says that OLM v1 has no OperatorConditions and what
-//! protects the upgrade instead; `status` and the kubectl plugin name OLM v1
-//! too. Panics — never skips — without the cluster or the CRD.
+//! OLM v1 for real: catalogd and operator-controller (the versions
+//! `tools/olm-v1` pins, v1.5.1) run beside OLM v0 on the shared cluster
+//! (`cluster up --olm-v1`). Our catalog, published to the cluster's
+//! registry, is served by catalogd; a ClusterExtension with an installer
+//! ServiceAccount holding only the rights derived from the bundle installs
+//! 7.9.3 for its own namespace; its operator pod runs; `upgrade-gate hold` (its init container)
+//! exits 0 with its one line about OLM v1, and the keeper stays idle.
 //!
-//! Creates the CRD in the second API server's own (empty) storage and one
-//! extra kube-apiserver (stopped by its guard).
+//! And OLM v1 alone (no OLM v0 API): the harness's second kube-apiserver
+//! serving OLM v1's own ClusterExtension CRD (from the tools directory),
+//! where `hold`, `status` and the kubectl plugin name OLM v1.
+//!
+//! Panics — never skips — without the cluster, OLM v1 or the tools.
+//! Creates cluster-scoped objects named after this process (catalogs) or
+//! the test's namespace (extension, installer RBAC), deleted by guards; the
+//! bundles leave out the App CRD, which every test shares and applies (see
+//! `upgrade_gate_tests::olm_v1`).
 
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use harness::testing::TestCluster;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{
+    ApiResource, DynamicObject, GroupVersionKind, ListParams, LogParams, Patch, PatchParams,
+};
+use upgrade_gate::gate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL, OLM_V1_PROTECTION};
 use upgrade_gate_tests::apiserver_without_olm::ApiserverWithoutOlm;
 use upgrade_gate_tests::gate_process::run_gate;
+use upgrade_gate_tests::olm_v1::{
+    CatalogGuard, Extension, ExtensionGuard, Installer, OlmV1Cluster, installer_rights,
+};
+use upgrade_gate_tests::operator_install;
 use upgrade_gate_tests::wait::{self, Look};
 
 /// A port for this test's API server, distinct from cluster_gate's.
 const PORT: u16 = 6544;
+/// The release the extension installs.
+const RELEASE: &str = "7.9.3";
+/// Our operator's Deployment, container names and pod label (the CSV's).
+const DEPLOYMENT: &str = "app-operator";
+const GATE_CONTAINER: &str = "upgrade-gate";
+const OPERATOR_CONTAINER: &str = "app-operator";
+/// What the keeper logs for each verdict it has nowhere to write.
+const KEEPER_IDLE: &str = "verdict (not written: no OperatorCondition)";
 
+/// OLM v1's own ClusterExtension CRD, as `just cluster-bins` copied it from
+/// operator-controller's module into the tools directory.
 fn cluster_extension_crd() -> CustomResourceDefinition {
-    let path = std::env::var("UPGRADE_GATE_OLM_V1_CRD").unwrap_or_else(|_| {
-        panic!("UPGRADE_GATE_OLM_V1_CRD is not set: run tools/olm-v1-crd.sh and export its output (`just test-cluster` does)")
+    let tools = std::env::var("UPGRADE_GATE_TOOLS").unwrap_or_else(|_| {
+        panic!("UPGRADE_GATE_TOOLS is not set: export the tools directory (`just tools-dir`; `just test-cluster` does)")
     });
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|error| panic!("reading {path}: {error}; run tools/olm-v1-crd.sh"));
-    serde_yaml::from_str(&text).unwrap_or_else(|error| panic!("{path}: {error}"))
+    let path = PathBuf::from(tools)
+        .join("olm-v1/crds/standard/olm.operatorframework.io_clusterextensions.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|error| {
+        panic!(
+            "reading {}: {error}; run `just cluster-bins`",
+            path.display()
+        )
+    });
+    serde_yaml::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+#[tokio::test]
+async fn catalogd_serves_our_catalog_from_the_cluster_registry() {
+    let olm = OlmV1Cluster::from_env();
+    let published = olm.published().await;
+    let name = format!("upgrade-gate-served-{}", std::process::id());
+    let catalog = CatalogGuard::create(&olm.cluster, &name, &published.catalog).await;
+    let served = catalog
+        .wait_serving(&olm.cluster.admin_client().await)
+        .await;
+    let resolved = served["status"]["resolvedSource"]["image"]["ref"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        resolved,
+        format!(
+            "{}@{}",
+            published
+                .catalog
+                .rsplit_once(':')
+                .map_or("", |(repository, _)| repository),
+            published.catalog_digest
+        ),
+        "catalogd unpacked the image that was pushed"
+    );
+    assert_eq!(
+        served["status"]["urls"]["base"],
+        format!("https://catalogd-service.olmv1-system.svc/catalogs/{name}")
+    );
+}
+
+/// The log lines of `container` of `pod` (JSON, one event a line; matched
+/// as text: an event may carry two `message` fields, as the keeper's do).
+async fn log_lines(pods: &Api<Pod>, pod: &str, container: &str) -> Vec<String> {
+    let params = LogParams {
+        container: Some(container.to_owned()),
+        ..LogParams::default()
+    };
+    let text = pods
+        .logs(pod, &params)
+        .await
+        .unwrap_or_else(|error| panic!("logs of {pod}/{container}: {error}"));
+    text.lines().map(str::to_owned).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn under_olm_v1_hold_exits_0_and_says_what_protects_the_upgrade() {
+async fn release_7_9_3_installs_through_a_cluster_extension_and_hold_says_olm_v1() {
+    let olm = OlmV1Cluster::from_env();
+    let published = olm.published().await;
+    let cluster = &olm.cluster;
+    let client = cluster.admin_client().await;
+    let namespace = cluster.namespace("olm-v1").await;
+    let name = namespace.name.clone();
+
+    let catalog = CatalogGuard::create(cluster, &name, &published.catalog).await;
+    catalog.wait_serving(&client).await;
+
+    let bundle = published.bundle(RELEASE);
+    let rights = installer_rights(std::slice::from_ref(&bundle.csv), &bundle.crds);
+    let installer = Installer::create(&namespace, &cluster.kubeconfig, rights).await;
+    // The bundles leave the App CRD out (every test's): applied as the
+    // other tests apply it.
+    operator_install::install_app_crd(&client).await;
+
+    let started = Instant::now();
+    let extension = ExtensionGuard::create(
+        &client,
+        &cluster.kubeconfig,
+        &Extension {
+            name: &name,
+            namespace: &namespace.name,
+            service_account: &installer.service_account,
+            catalog: &catalog.name,
+            version: RELEASE,
+        },
+    )
+    .await;
+    let installed = extension.wait_installed(&client).await;
+    eprintln!(
+        "ClusterExtension {name}: Installed {:.1}s after its creation",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        (
+            &installed["status"]["install"]["bundle"]["name"],
+            &installed["status"]["install"]["bundle"]["version"]
+        ),
+        (
+            &serde_json::json!(format!("upgrade-gate.v{RELEASE}")),
+            &serde_json::json!(RELEASE)
+        )
+    );
+
+    // Applied by OLM v1, for this namespace alone.
+    let deployment = namespace
+        .api::<Deployment>()
+        .get(DEPLOYMENT)
+        .await
+        .unwrap_or_else(|error| panic!("Deployment {DEPLOYMENT}: {error}"));
+    let labels = deployment.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            labels.get(OLM_V1_OWNER_KIND_LABEL).map(String::as_str),
+            labels.get(OLM_V1_OWNER_NAME_LABEL).map(String::as_str)
+        ),
+        (Some("ClusterExtension"), Some(name.as_str()))
+    );
+    let template_annotations = deployment
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.template.metadata.as_ref())
+        .and_then(|metadata| metadata.annotations.clone())
+        .unwrap_or_default();
+    assert_eq!(
+        template_annotations.get("olm.targetNamespaces"),
+        Some(&namespace.name),
+        "installed for its own namespace"
+    );
+
+    let pods = namespace.api::<Pod>();
+    let selector = format!("app.kubernetes.io/name={DEPLOYMENT}");
+    let pod = wait::until(
+        "the operator pod to be Ready",
+        Duration::from_secs(120),
+        || async {
+            let listed = pods.list(&ListParams::default().labels(&selector)).await;
+            match listed {
+                Ok(list) => match list
+                    .items
+                    .iter()
+                    .find(|pod| harness::api::pod_is_ready(pod))
+                {
+                    Some(pod) => Look::Done(pod.clone()),
+                    None => Look::NotYet(format!(
+                        "{:?}",
+                        list.items.iter().map(|pod| &pod.status).collect::<Vec<_>>()
+                    )),
+                },
+                Err(error) => Look::NotYet(error.to_string()),
+            }
+        },
+    )
+    .await;
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+
+    let status = pod.status.clone().unwrap_or_default();
+    let gate = status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .find(|container| container.name == GATE_CONTAINER)
+        .unwrap_or_else(|| panic!("pod {pod_name} has no init container {GATE_CONTAINER}"));
+    let exit = gate
+        .state
+        .as_ref()
+        .and_then(|state| state.terminated.as_ref())
+        .map(|terminated| terminated.exit_code);
+    assert_eq!(
+        (exit, gate.restart_count),
+        (Some(0), 0),
+        "hold exited 0 at its first run"
+    );
+    let said = log_lines(&pods, &pod_name, GATE_CONTAINER).await;
+    let about_v1: Vec<&String> = said.iter().filter(|line| line.contains("OLM v1")).collect();
+    assert_eq!(
+        about_v1.len(),
+        1,
+        "one line about OLM v1:\n{}",
+        said.join("\n")
+    );
+    assert!(
+        about_v1[0].contains(&format!("ClusterExtension {name}"))
+            && about_v1[0].contains(OLM_V1_PROTECTION),
+        "the line names the extension and what holds an upgrade back: {}",
+        about_v1[0]
+    );
+
+    // The keeper has no OperatorCondition to write to: it logs each
+    // verdict, and none exists.
+    wait::until(
+        "the keeper to log a verdict it does not write",
+        Duration::from_secs(60),
+        || async {
+            let said = log_lines(&pods, &pod_name, OPERATOR_CONTAINER).await;
+            if said.iter().any(|line| line.contains(KEEPER_IDLE)) {
+                Look::Done(())
+            } else {
+                Look::NotYet(said.join("\n"))
+            }
+        },
+    )
+    .await;
+    let conditions: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &namespace.name,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("operators.coreos.com", "v2", "OperatorCondition"),
+            "operatorconditions",
+        ),
+    );
+    let listed = conditions
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|error| panic!("listing OperatorConditions: {error}"));
+    assert!(listed.items.is_empty(), "no OperatorCondition: {listed:?}");
+    let pod = pods
+        .get(&pod_name)
+        .await
+        .unwrap_or_else(|error| panic!("pod {pod_name}: {error}"));
+    let restarts: i32 = pod
+        .status
+        .and_then(|status| status.container_statuses)
+        .unwrap_or_default()
+        .iter()
+        .map(|container| container.restart_count)
+        .sum();
+    assert_eq!(restarts, 0, "the operator never restarted");
+    drop(extension);
+    drop(installer);
+    drop(catalog);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_olm_v1_only_hold_exits_0_and_says_what_protects_the_upgrade() {
     let cluster = TestCluster::from_env();
     let v1 = ApiserverWithoutOlm::start_on(&cluster, PORT).await;
     let crds: Api<CustomResourceDefinition> = Api::all(v1.admin_client().await);
