@@ -196,6 +196,29 @@ async fn state(namespace: &TestNamespace) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// When the operator's record first said `release` completed (polled
+/// every 100 ms, `timeout` at most).
+async fn recorded_complete(namespace: &TestNamespace, release: &str, timeout: Duration) -> Instant {
+    wait::poll(
+        "the operator's record: complete",
+        timeout,
+        Duration::from_millis(100),
+        || async {
+            let data = state(namespace).await;
+            if data
+                .get(&format!("{OPERATOR}.completed"))
+                .map(String::as_str)
+                == Some(release)
+            {
+                Look::Done(Instant::now())
+            } else {
+                Look::NotYet(format!("{data:?}"))
+            }
+        },
+    )
+    .await
+}
+
 /// A Deployment of nothing (no replicas), opted in, for the cases that
 /// need no operator.
 async fn idle_deployment(namespace: &TestNamespace, name: &str, release: &str) {
@@ -394,24 +417,7 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
 
     // The Job runs to the end; the deployer retries until accepted.
     held.lock.release().await;
-    let completed_at = wait::poll(
-        "the operator's record: complete",
-        Duration::from_secs(300),
-        Duration::from_millis(100),
-        || async {
-            let data = state(&namespace).await;
-            if data
-                .get(&format!("{OPERATOR}.completed"))
-                .map(String::as_str)
-                == Some(RUNNING)
-            {
-                Look::Done(Instant::now())
-            } else {
-                Look::NotYet(format!("{data:?}"))
-            }
-        },
-    )
-    .await;
+    let completed_at = recorded_complete(&namespace, RUNNING, Duration::from_secs(300)).await;
     let accepted_at = kubectl
         .apply_until_accepted(
             "kubectl apply of the next release accepted",
@@ -605,24 +611,7 @@ async fn helm_upgrade_to_the_next_release_waits_for_the_running_releases_upgrade
 
     // The Job runs to the end; the deployer retries until Helm succeeds.
     held.lock.release().await;
-    let completed_at = wait::poll(
-        "the operator's record: complete",
-        Duration::from_secs(300),
-        Duration::from_millis(100),
-        || async {
-            let data = state(&namespace).await;
-            if data
-                .get(&format!("{OPERATOR}.completed"))
-                .map(String::as_str)
-                == Some(HELM_RUNNING)
-            {
-                Look::Done(Instant::now())
-            } else {
-                Look::NotYet(format!("{data:?}"))
-            }
-        },
-    )
-    .await;
+    let completed_at = recorded_complete(&namespace, HELM_RUNNING, Duration::from_secs(300)).await;
     let mut attempts = 0;
     let upgraded_at = wait::poll(
         "helm upgrade to the next release succeeds",

@@ -440,6 +440,22 @@ async fn olm_killed_and_restarted_while_7_10_1_waits() {
 
 /// Sets (`Some(message)`) or removes an admin override `Upgradeable=False`
 /// on 7.10.0's OperatorCondition.
+/// What an admin does to let OLM through: `spec.overrides`
+/// `Upgradeable=True` on 7.10.0's OperatorCondition.
+async fn admin_override_true(run: &ChainRun, message: &str) {
+    conditions(run)
+        .patch(
+            MIDDLE_CSV,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"overrides": [{
+                "type": "Upgradeable", "status": "True", "reason": "AdminOverride",
+                "message": message, "lastTransitionTime": Timestamp::now().to_string()
+            }]}})),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("overriding {MIDDLE_CSV}: {error}"));
+}
+
 async fn set_override(run: &ChainRun, message: Option<&str>) {
     let overrides = match message {
         Some(message) => json!([{
@@ -734,18 +750,7 @@ async fn admin_override_lets_olm_through_and_7_10_1_finishes_the_upgrade_once() 
     let (mut run, lock) = held(&cluster, options("fault-override", PORT + 5)).await;
     let since = Timestamp::now();
     run.note("an admin set spec.overrides Upgradeable=True on 7.10.0's OperatorCondition");
-    conditions(&run)
-        .patch(
-            MIDDLE_CSV,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"overrides": [{
-                "type": "Upgradeable", "status": "True", "reason": "AdminOverride",
-                "message": "test: an admin lets OLM proceed",
-                "lastTransitionTime": Timestamp::now().to_string()
-            }]}})),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("overriding {MIDDLE_CSV}: {error}"));
+    admin_override_true(&run, "test: an admin lets OLM proceed").await;
     let through = run
         .wait_for(
             "OLM to let 7.10.1 through",
@@ -952,18 +957,7 @@ async fn the_admission_policy_alone_holds_7_10_1_when_the_operator_condition_doe
         },
     )
     .await;
-    conditions(&run)
-        .patch(
-            MIDDLE_CSV,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"overrides": [{
-                "type": "Upgradeable", "status": "True", "reason": "AdminOverride",
-                "message": "test: the OperatorCondition holds nothing",
-                "lastTransitionTime": Timestamp::now().to_string()
-            }]}})),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("overriding {MIDDLE_CSV}: {error}"));
+    admin_override_true(&run, "test: the OperatorCondition holds nothing").await;
 
     // OLM goes ahead; the API server refuses its update of the Deployment.
     let refused = run
