@@ -613,8 +613,7 @@ fn report(outcome: &Outcome) {
     }
 }
 
-const PLUGIN_ABOUT: &str =
-    "Every CSV with its upgrade gate: OLM's verdict, the CSV waiting on it and since when";
+const PLUGIN_ABOUT: &str = "Every CSV with its upgrade gate (OLM's verdict, the CSV waiting on it and since when), and every OLM v1 ClusterExtension with the release it waits to apply";
 
 #[derive(Debug, Parser)]
 #[command(name = "kubectl upgrade-gate", bin_name = "kubectl upgrade-gate", version, about = PLUGIN_ABOUT, after_long_help = plugin_exit_codes_help())]
@@ -639,6 +638,10 @@ struct PluginCli {
 enum PluginCommand {
     /// List every CSV with its gate: OLM's verdict (UPGRADEABLE, BY which rule), the reason in
     /// status, the CSV waiting to replace it (NEXT), its phase and for how long (WAITING).
+    /// Where OLM v1 runs, also every ClusterExtension installing into the namespace(s): the
+    /// bundle it INSTALLED, the one it is trying to apply (NEXT), what holds that one back
+    /// (HELD-BY: the admission policy, or the error) SINCE when, and the UPGRADE of the
+    /// installed release as its operator recorded it for the policy. --watch follows CSVs only.
     #[command(after_long_help = plugin_exit_codes_help())]
     Status(PluginStatusArgs),
 }
@@ -673,8 +676,8 @@ fn plugin_exit_codes_help() -> String {
         .filter(|(code, _)| codes.contains(code))
         .map(|(code, meaning)| {
             let meaning = match code {
-                0 => "listed (or the cluster has no OLM v0: one line says so); --watch ended by Ctrl-C".to_owned(),
-                4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed".to_owned(),
+                0 => "listed (or the cluster serves no OLM API: one line says so); --watch ended by Ctrl-C".to_owned(),
+                4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed (under OLM v1 alone: list on clusterextensions, deployments, and get on configmaps)".to_owned(),
                 5 => "not found: the cluster does not serve the listed resource".to_owned(),
                 // The plugin's deadline is kubectl's flag.
                 _ => meaning.replace("--timeout", "--request-timeout"),
@@ -721,7 +724,11 @@ fn plugin_main() -> ExitCode {
                 gate::Olm::V0 => {}
                 gate::Olm::V1 => {
                     eprintln!("OLM v1 runs here: {}", gate::OLM_V1_PROTECTION);
-                    return Ok(());
+                    if args.watch {
+                        return Err(GateError::InvalidInput(
+                            "--watch follows CSVs and OperatorConditions, which OLM v1 does not have: run without --watch to list the ClusterExtensions".into(),
+                        ));
+                    }
                 }
                 gate::Olm::None => {
                     eprintln!("the cluster serves no OLM API: no CSVs, no gates");
@@ -731,17 +738,29 @@ fn plugin_main() -> ExitCode {
             if let Some(warning) = &listed.admission_warning {
                 eprintln!("warning: {warning}");
             }
+            if let Some(warning) = &listed.extensions_warning {
+                eprintln!("warning: OLM v1 runs here too, and its ClusterExtensions could not be listed: {warning}");
+            }
             if args.watch {
                 return plugin::watch(&client, &scope, format, cli.all_namespaces, |text| {
                     print!("{text}")
                 })
                 .await;
             }
-            if listed.rows.is_empty() && matches!(format, Format::Table | Format::Wide) {
+            let no_extensions = listed.extensions.as_ref().is_none_or(Vec::is_empty);
+            if listed.rows.is_empty()
+                && no_extensions
+                && matches!(format, Format::Table | Format::Wide)
+            {
+                let what = match listed.olm {
+                    gate::Olm::V1 => "ClusterExtensions",
+                    _ if listed.extensions.is_some() => "ClusterServiceVersions or ClusterExtensions",
+                    _ => "ClusterServiceVersions",
+                };
                 match &scope {
-                    Scope::All => eprintln!("No ClusterServiceVersions found."),
+                    Scope::All => eprintln!("No {what} found."),
                     Scope::Namespace(namespace) => {
-                        eprintln!("No ClusterServiceVersions found in {namespace} namespace.")
+                        eprintln!("No {what} found in {namespace} namespace.")
                     }
                 }
                 return Ok(());
@@ -749,7 +768,13 @@ fn plugin_main() -> ExitCode {
             let now = k8s_openapi::jiff::Timestamp::now();
             print!(
                 "{}",
-                plugin::render(&listed.rows, format, cli.all_namespaces, now)?
+                plugin::render_all(
+                    &listed.rows,
+                    listed.extensions.as_deref(),
+                    format,
+                    cli.all_namespaces,
+                    now
+                )?
             );
             Ok(())
         };

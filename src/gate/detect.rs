@@ -39,6 +39,18 @@ pub async fn detect_olm(
     if operator_conditions_served(client, deadline).await? {
         return Ok(Olm::V0);
     }
+    Ok(if cluster_extensions_served(client, deadline).await? {
+        Olm::V1
+    } else {
+        Olm::None
+    })
+}
+
+/// Whether discovery lists OLM v1's ClusterExtensions (whatever else runs).
+pub async fn cluster_extensions_served(
+    client: &kube::Client,
+    deadline: Instant,
+) -> Result<bool, operator_condition::Error> {
     let lookup = || async {
         match client
             .list_api_group_resources(CLUSTER_EXTENSIONS_GROUP_VERSION)
@@ -51,11 +63,10 @@ pub async fn detect_olm(
             },
         }
     };
-    let v1 = operator_condition::with_retries(
+    operator_condition::with_retries(
         deadline,
         "asking discovery whether ClusterExtensions are served",
         lookup,
     )
-    .await?;
-    Ok(if v1 { Olm::V1 } else { Olm::None })
+    .await
 }

@@ -47,7 +47,10 @@ mod report;
 mod setup;
 mod target;
 
-pub use detect::{CLUSTER_EXTENSIONS, CLUSTER_EXTENSIONS_GROUP_VERSION, Olm, detect_olm};
+pub use detect::{
+    CLUSTER_EXTENSIONS, CLUSTER_EXTENSIONS_GROUP_VERSION, Olm, cluster_extensions_served,
+    detect_olm,
+};
 pub use outcome::{
     EXIT_CODES, GateError, HELP_TABLE_WIDTH, Outcome, exit_code, exit_code_table, exit_table,
 };

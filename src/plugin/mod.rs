@@ -1,11 +1,16 @@
 //! `kubectl upgrade-gate status`: every CSV with its gate — OLM's verdict,
 //! the reason and message OLM reads, an admin's override, the CSV waiting to
 //! replace it and since when — in one namespace (`-n`) or all (`-A`), once
-//! or following changes (`--watch`).
+//! or following changes (`--watch`); and, where OLM v1 runs, every
+//! ClusterExtension installing into those namespaces: the bundle it
+//! installed, the one it is trying to apply, what holds that one back (the
+//! admission policy, with the state the operator recorded) and since when
+//! (`extensions`).
 //!
 //! Owns: connecting the way kubectl does (`--kubeconfig`, `--context`), the
-//! list and watch of ClusterServiceVersions and OperatorConditions, and the
-//! output formats. Must not touch: any object (read-only: list and watch).
+//! list and watch of ClusterServiceVersions and OperatorConditions, the list
+//! of ClusterExtensions and what their rows read, and the output formats.
+//! Must not touch: any object (read-only: list, get and watch).
 //!
 //! The `upgrade-gate` binary becomes this plugin when it runs under the
 //! name `kubectl-upgrade_gate` (a copy or link on `PATH`): kubectl then
@@ -19,6 +24,7 @@
 //! assert!(text.starts_with("CSV"));
 //! ```
 
+mod extensions;
 mod rows;
 
 use std::collections::BTreeMap;
@@ -32,12 +38,15 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
+pub use extensions::{
+    ExtensionRow, PendingRelease, UpgradeRecord, extension_cells, extension_rows, resolved_version,
+};
 pub use rows::{
     Columns, EntryView, GateRow, GateView, NextCsv, age, details, is_copied, message_lines,
     render_table, rows, summary, table_cells,
 };
 
-use crate::gate::{GateError, Olm, detect_olm};
+use crate::gate::{GateError, Olm, cluster_extensions_served, detect_olm};
 use crate::operator_condition::{self, Obstacle, OperatorCondition};
 
 /// Which namespaces to show.
@@ -167,24 +176,38 @@ pub struct Listed {
     pub olm: Olm,
     /// The rows (none unless OLM v0 runs).
     pub rows: Vec<GateRow>,
+    /// The ClusterExtensions' rows (`None`: OLM v1 does not run here).
+    pub extensions: Option<Vec<ExtensionRow>>,
     /// Why the admission policy does not protect a Deployment shown here
     /// that opted in to it (none: in force, or no Deployment opted in).
     pub admission_warning: Option<String>,
+    /// Why the ClusterExtensions could not be listed beside OLM v0's CSVs.
+    pub extensions_warning: Option<String>,
 }
 
-/// Lists the CSVs and OperatorConditions in `scope` and builds the rows.
+/// Lists the CSVs and OperatorConditions in `scope` and builds the rows;
+/// where OLM v1 runs, the ClusterExtensions' rows too.
 pub async fn list(
     client: &kube::Client,
     scope: &Scope,
     deadline: Instant,
 ) -> Result<Listed, GateError> {
     let olm = detect_olm(client, deadline).await?;
-    if olm != Olm::V0 {
-        return Ok(Listed {
-            olm,
-            rows: Vec::new(),
-            admission_warning: None,
-        });
+    let mut listed = Listed {
+        olm,
+        rows: Vec::new(),
+        extensions: None,
+        admission_warning: None,
+        extensions_warning: None,
+    };
+    match olm {
+        Olm::None => return Ok(listed),
+        // Nothing but OLM v1: its ClusterExtensions are the answer.
+        Olm::V1 => {
+            listed.extensions = Some(list_extensions(client, scope, deadline).await?);
+            return Ok(listed);
+        }
+        Olm::V0 => {}
     }
     let csvs = list_all(
         &csv_api(client, scope),
@@ -199,15 +222,108 @@ pub async fn list(
     )
     .await?;
     let csvs: Vec<Value> = csvs.iter().map(to_value).collect();
-    let admission_warning = if csvs.iter().any(opts_in) {
+    listed.admission_warning = if csvs.iter().any(opts_in) {
         crate::admission::read_policy(client).await.warning()
     } else {
         None
     };
-    Ok(Listed {
-        olm,
-        rows: rows(&csvs, &conditions),
-        admission_warning,
+    listed.rows = rows(&csvs, &conditions);
+    // OLM v1 beside OLM v0: its extensions are shown too, and an error
+    // reading them is a warning, not the end of the CSVs' answer.
+    if cluster_extensions_served(client, deadline).await? {
+        match list_extensions(client, scope, deadline).await {
+            Ok(extensions) => listed.extensions = Some(extensions),
+            Err(error) => listed.extensions_warning = Some(error.to_string()),
+        }
+    }
+    Ok(listed)
+}
+
+fn cluster_extension_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("olm.operatorframework.io", "v1", "ClusterExtension"),
+        crate::gate::CLUSTER_EXTENSIONS,
+    )
+}
+
+/// The label selector of operator-controller's release index Secrets.
+const OLM_V1_RELEASES: &str = "owner=operator-controller,type=index";
+
+/// The ClusterExtensions installing into `scope`, with what their rows
+/// read: the Deployments they applied, the namespaces' admission state,
+/// and (metadata only, when allowed) their Helm releases' revisions.
+async fn list_extensions(
+    client: &kube::Client,
+    scope: &Scope,
+    deadline: Instant,
+) -> Result<Vec<ExtensionRow>, GateError> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    let extensions = list_all(
+        &Api::<DynamicObject>::all_with(client.clone(), &cluster_extension_resource()),
+        "listing ClusterExtensions",
+        deadline,
+    )
+    .await?;
+    let extensions: Vec<Value> = extensions
+        .iter()
+        .map(to_value)
+        .filter(|extension| match scope {
+            Scope::All => true,
+            Scope::Namespace(namespace) => extension["spec"]["namespace"] == namespace.as_str(),
+        })
+        .collect();
+    let namespaces: std::collections::BTreeSet<String> = extensions
+        .iter()
+        .filter_map(|extension| extension["spec"]["namespace"].as_str())
+        .map(str::to_owned)
+        .collect();
+    let mut deployments = Vec::new();
+    let mut states = BTreeMap::new();
+    let owned = format!("{}=ClusterExtension", crate::gate::OLM_V1_OWNER_KIND_LABEL);
+    for namespace in &namespaces {
+        let api = Api::<Deployment>::namespaced(client.clone(), namespace);
+        let listed = api
+            .list(&ListParams::default().labels(&owned))
+            .await
+            .map_err(|error| listing_failed("listing the extensions' Deployments", &error))?;
+        deployments.extend(
+            listed
+                .items
+                .iter()
+                .map(|deployment| serde_json::to_value(deployment).unwrap_or(Value::Null)),
+        );
+        let state = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+            .get_opt(crate::admission::STATE_CONFIGMAP)
+            .await
+            .map_err(|error| listing_failed("reading the admission state", &error))?;
+        if let Some(data) = state.and_then(|state| state.data) {
+            states.insert(namespace.clone(), data);
+        }
+    }
+    // Metadata only; a user who may not list Secrets gets no `since`.
+    let revisions = Api::<Secret>::all(client.clone())
+        .list_metadata(&ListParams::default().labels(OLM_V1_RELEASES))
+        .await
+        .map(|list| {
+            list.items
+                .iter()
+                .map(|item| serde_json::to_value(item).unwrap_or(Value::Null))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    Ok(extension_rows(
+        &extensions,
+        &deployments,
+        &states,
+        &revisions,
+    ))
+}
+
+fn listing_failed(action: &'static str, error: &kube::Error) -> GateError {
+    GateError::Condition(operator_condition::Error::Failed {
+        action,
+        obstacle: Obstacle::of(error),
     })
 }
 
@@ -223,13 +339,29 @@ fn opts_in(csv: &Value) -> bool {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Items<'a> {
     items: &'a [GateRow],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_extensions: Option<&'a [ExtensionRow]>,
 }
 
-/// The rows in `format` (`namespace`: show a NAMESPACE column).
+/// The CSV rows in `format` (`namespace`: show a NAMESPACE column).
 pub fn render(
     rows: &[GateRow],
+    format: Format,
+    namespace: bool,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Result<String, GateError> {
+    render_all(rows, None, format, namespace, now)
+}
+
+/// The CSV rows and the ClusterExtensions' (`None`: OLM v1 does not run)
+/// in `format`: tables one after the other, JSON and YAML with
+/// `clusterExtensions` beside `items`.
+pub fn render_all(
+    rows: &[GateRow],
+    extensions: Option<&[ExtensionRow]>,
     format: Format,
     namespace: bool,
     now: k8s_openapi::jiff::Timestamp,
@@ -243,17 +375,32 @@ pub fn render(
                 namespace,
                 wide: format == Format::Wide,
             };
-            let table = render_table(&table_cells(rows, columns, now));
-            Ok(if columns.wide {
-                table + &details(rows)
-            } else {
-                table
-            })
+            let mut out = String::new();
+            if !rows.is_empty() || extensions.is_none() {
+                out += &render_table(&table_cells(rows, columns, now));
+                if columns.wide {
+                    out += &details(rows);
+                }
+            }
+            if let Some(extensions) = extensions.filter(|extensions| !extensions.is_empty()) {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out += &render_table(&extension_cells(extensions, now));
+            }
+            Ok(out)
         }
-        Format::Json => serde_json::to_string_pretty(&Items { items: rows })
-            .map(|text| text + "\n")
-            .map_err(|e| invalid(&e)),
-        Format::Yaml => serde_saphyr::to_string(&Items { items: rows }).map_err(|e| invalid(&e)),
+        Format::Json => serde_json::to_string_pretty(&Items {
+            items: rows,
+            cluster_extensions: extensions,
+        })
+        .map(|text| text + "\n")
+        .map_err(|e| invalid(&e)),
+        Format::Yaml => serde_saphyr::to_string(&Items {
+            items: rows,
+            cluster_extensions: extensions,
+        })
+        .map_err(|e| invalid(&e)),
     }
 }
 
