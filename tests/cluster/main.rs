@@ -11,6 +11,7 @@ mod gate;
 mod manifests;
 mod olm_install;
 mod olm_v1;
+mod olm_v1_chain;
 mod operator;
 mod operator_gate;
 mod smoke;

@@ -111,6 +111,7 @@ async fn log_lines(pods: &Api<Pod>, pod: &str, container: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_7_9_3_installs_through_a_cluster_extension_and_hold_says_olm_v1() {
     let olm = OlmV1Cluster::from_env();
+    let turn = olm.one_extension_at_a_time().await;
     let published = olm.published().await;
     let cluster = &olm.cluster;
     let client = cluster.admin_client().await;
@@ -136,7 +137,8 @@ async fn release_7_9_3_installs_through_a_cluster_extension_and_hold_says_olm_v1
             namespace: &namespace.name,
             service_account: &installer.service_account,
             catalog: &catalog.name,
-            version: RELEASE,
+            version: Some(RELEASE),
+            channel: None,
         },
     )
     .await;
@@ -283,6 +285,7 @@ async fn release_7_9_3_installs_through_a_cluster_extension_and_hold_says_olm_v1
     drop(extension);
     drop(installer);
     drop(catalog);
+    drop(turn);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -105,6 +105,16 @@ impl OlmV1Cluster {
         }
     }
 
+    /// The turn of one test's extension of our bundles: operator-controller
+    /// names a bundle's ClusterRoles and ClusterRoleBindings
+    /// `<CSV>-<account>-<hash of the rules>`, the same for every extension
+    /// of that bundle, so a second extension of it is refused while the
+    /// first exists. Hold the guard until the extension is gone.
+    pub async fn one_extension_at_a_time(&self) -> tokio::sync::MutexGuard<'static, ()> {
+        static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+        TURN.lock().await
+    }
+
     /// Publishes our catalog and bundles to the cluster's registry once per
     /// test process; returns what was published.
     pub async fn published(&self) -> &'static Published {
@@ -735,12 +745,24 @@ pub struct Extension<'a> {
     pub service_account: &'a str,
     /// The ClusterCatalog it resolves from, alone.
     pub catalog: &'a str,
-    /// The version of our package.
-    pub version: &'a str,
+    /// The version of our package (`None`: any).
+    pub version: Option<&'a str>,
+    /// The channel it follows (`None`: any).
+    pub channel: Option<&'a str>,
 }
 
 /// The ClusterExtension of `extension`, as JSON.
 pub fn cluster_extension(extension: &Extension<'_>) -> Value {
+    let mut catalog = json!({
+        "packageName": PACKAGE,
+        "selector": {"matchLabels": {CATALOG_NAME_LABEL: extension.catalog}},
+    });
+    if let Some(version) = extension.version {
+        catalog["version"] = json!(version);
+    }
+    if let Some(channel) = extension.channel {
+        catalog["channels"] = json!([channel]);
+    }
     json!({
         "apiVersion": "olm.operatorframework.io/v1",
         "kind": "ClusterExtension",
@@ -751,11 +773,7 @@ pub fn cluster_extension(extension: &Extension<'_>) -> Value {
         "spec": {
             "namespace": extension.namespace,
             "serviceAccount": {"name": extension.service_account},
-            "source": {"sourceType": "Catalog", "catalog": {
-                "packageName": PACKAGE,
-                "version": extension.version,
-                "selector": {"matchLabels": {CATALOG_NAME_LABEL: extension.catalog}},
-            }},
+            "source": {"sourceType": "Catalog", "catalog": catalog},
         },
     })
 }
@@ -991,7 +1009,8 @@ mod tests {
             namespace: "ns",
             service_account: "installer",
             catalog: "c",
-            version: "7.9.3",
+            version: Some("7.9.3"),
+            channel: None,
         });
         assert_eq!(
             extension["metadata"]["annotations"][WATCH_NAMESPACE_ANNOTATION],
@@ -1002,5 +1021,20 @@ mod tests {
             json!({"matchLabels": {"olm.operatorframework.io/metadata.name": "c"}})
         );
         assert_eq!(extension["spec"]["serviceAccount"]["name"], "installer");
+        assert_eq!(extension["spec"]["source"]["catalog"]["version"], "7.9.3");
+        assert!(extension["spec"]["source"]["catalog"]["channels"].is_null());
+        let following = cluster_extension(&Extension {
+            name: "e",
+            namespace: "ns",
+            service_account: "installer",
+            catalog: "c",
+            version: None,
+            channel: Some("7.9.x"),
+        });
+        assert_eq!(
+            following["spec"]["source"]["catalog"]["channels"],
+            json!(["7.9.x"])
+        );
+        assert!(following["spec"]["source"]["catalog"]["version"].is_null());
     }
 }

@@ -2,7 +2,8 @@
 //! changed between them: the pure half of the recorders.
 //!
 //! Owns: what counts as a change worth a fact for CSVs, OperatorConditions,
-//! Jobs, pods and Apps, and how an object names its release. Must not
+//! Jobs, pods, Apps and OLM v1's Helm releases, and how an object names its
+//! release. Must not
 //! touch: the cluster (pure functions over JSON and the typed
 //! OperatorCondition).
 
@@ -356,6 +357,95 @@ pub fn app_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Ve
     }]
 }
 
+/// The label operator-controller puts on the Helm release of a bundle
+/// (inside the stored release, not on its Secret).
+pub const OLM_V1_BUNDLE_VERSION: &str = "olm.operatorframework.io/bundle-version";
+/// What a watch of OLM v1's release Secrets is called in a gap's fact.
+pub const OLM_V1_RELEASES: &str = "OLM v1 releases";
+
+/// What one revision of OLM v1's Helm release says, read from its index
+/// Secret: operator-controller v1.5.1 stores each revision as a Secret of
+/// type `operatorframework.io/index.v1` in its own namespace, labelled
+/// `owner=operator-controller`, `type=index`, `name=<ClusterExtension>`,
+/// `status=<Helm status>`, whose `chunk` is the gzipped JSON of the release
+/// (helm-operator-plugins' chunked storage, `pkg/storage/chunked.go`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OlmV1Revision {
+    pub revision: String,
+    /// Helm's status: `pending-install`, `pending-upgrade`, `deployed`,
+    /// `failed`, `superseded`.
+    pub status: String,
+    /// The bundle version the revision applies.
+    pub release: String,
+    /// Helm's description: the error of a failed revision.
+    pub description: String,
+}
+
+/// Reads a revision from its index Secret (as JSON: `data` in base64).
+pub fn olm_v1_revision(secret: &Value) -> Result<OlmV1Revision, String> {
+    use base64::Engine;
+    use std::io::Read;
+    let secret_name = name(secret);
+    let extra = text(secret, &["data", "extraChunks"]);
+    let extra = base64::engine::general_purpose::STANDARD
+        .decode(extra)
+        .map_err(|error| format!("{secret_name}: extraChunks: {error}"))?;
+    if !(extra.is_empty() || extra == b"[]" || extra == b"null") {
+        return Err(format!(
+            "{secret_name}: the release spans more than one chunk ({}): not read",
+            String::from_utf8_lossy(&extra)
+        ));
+    }
+    let chunk = base64::engine::general_purpose::STANDARD
+        .decode(text(secret, &["data", "chunk"]))
+        .map_err(|error| format!("{secret_name}: chunk: {error}"))?;
+    let mut json = String::new();
+    flate2::read::GzDecoder::new(chunk.as_slice())
+        .read_to_string(&mut json)
+        .map_err(|error| format!("{secret_name}: gunzip: {error}"))?;
+    let release: Value =
+        serde_json::from_str(&json).map_err(|error| format!("{secret_name}: {error}"))?;
+    let version = text(&release, &["labels", OLM_V1_BUNDLE_VERSION]);
+    if version.is_empty() {
+        return Err(format!(
+            "{secret_name}: the release has no label {OLM_V1_BUNDLE_VERSION}"
+        ));
+    }
+    Ok(OlmV1Revision {
+        revision: text(secret, &["metadata", "labels", "version"]).to_owned(),
+        status: text(secret, &["metadata", "labels", "status"]).to_owned(),
+        release: version.to_owned(),
+        description: text(&release, &["info", "description"]).to_owned(),
+    })
+}
+
+/// Facts of one revision of OLM v1's Helm release: once it leaves
+/// `pending-*` for `deployed` (OLM v1 applied the release: accepted) or
+/// `failed` (an object refused: its description says why). A revision
+/// seen first at its end (the watch's first list: revisions before the
+/// run) answers nothing; one that cannot be read is a hole.
+pub fn olm_v1_release_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Vec<Fact> {
+    let status = |secret: &Value| text(secret, &["metadata", "labels", "status"]).to_owned();
+    let Some(previous) = previous else {
+        return Vec::new();
+    };
+    let now = status(current);
+    if deleted || now == status(previous) || !matches!(now.as_str(), "deployed" | "failed") {
+        return Vec::new();
+    }
+    match olm_v1_revision(current) {
+        Ok(revision) => vec![Fact::Deployed {
+            release: revision.release,
+            accepted: revision.status == "deployed",
+            message: revision.description,
+        }],
+        Err(error) => vec![Fact::WatchError {
+            watch: OLM_V1_RELEASES.to_owned(),
+            error,
+        }],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -666,5 +756,88 @@ mod tests {
             app_facts(Some(&upgrading), &ready, false).as_slice(),
             [Fact::AppStatus { ready: true, .. }]
         ));
+    }
+
+    /// An index Secret as operator-controller writes it.
+    fn revision_secret(revision: u32, status: &str, version: &str, description: &str) -> Value {
+        use base64::Engine;
+        use std::io::Write;
+        let release = json!({"name": "ext", "version": revision,
+            "info": {"status": status, "description": description},
+            "labels": {OLM_V1_BUNDLE_VERSION: version}});
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gzip.write_all(release.to_string().as_bytes())
+            .expect("gzip");
+        let chunk = gzip.finish().expect("gzip");
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+        json!({"metadata": {"name": format!("sh.helm.release.v1.ext.v{revision}"),
+            "labels": {"owner": "operator-controller", "type": "index", "name": "ext",
+                "status": status, "version": revision.to_string()}},
+            "type": "operatorframework.io/index.v1",
+            "data": {"chunk": b64(&chunk), "extraChunks": b64(b"[]")}})
+    }
+
+    #[test]
+    fn an_olm_v1_revision_reports_its_end_once() {
+        let pending = revision_secret(3, "pending-upgrade", "7.10.1", "Preparing upgrade");
+        let failed = revision_secret(
+            3,
+            "failed",
+            "7.10.1",
+            "Upgrade \"ext\" failed: denied request: upgrade-gate: ...",
+        );
+        let deployed = revision_secret(4, "deployed", "7.10.1", "Upgrade complete");
+        let superseded = revision_secret(2, "superseded", "7.10.0", "Upgrade complete");
+        let table: [(Option<&Value>, &Value, bool, Vec<Fact>); 7] = [
+            // First seen (the watch's first list, or a new revision): nothing.
+            (None, &pending, false, vec![]),
+            (None, &deployed, false, vec![]),
+            (
+                Some(&pending),
+                &failed,
+                false,
+                vec![Fact::Deployed {
+                    release: "7.10.1".into(),
+                    accepted: false,
+                    message: "Upgrade \"ext\" failed: denied request: upgrade-gate: ...".into(),
+                }],
+            ),
+            (
+                Some(&revision_secret(4, "pending-upgrade", "7.10.1", "")),
+                &deployed,
+                false,
+                vec![Fact::Deployed {
+                    release: "7.10.1".into(),
+                    accepted: true,
+                    message: "Upgrade complete".into(),
+                }],
+            ),
+            // Unchanged, superseded, deleted: nothing.
+            (Some(&failed), &failed, false, vec![]),
+            (Some(&deployed), &superseded, false, vec![]),
+            (Some(&pending), &failed, true, vec![]),
+        ];
+        for (previous, current, deleted, facts) in table {
+            assert_eq!(
+                olm_v1_release_facts(previous, current, deleted),
+                facts,
+                "{previous:?} -> {current:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unreadable_olm_v1_revision_is_a_hole() {
+        let pending = revision_secret(3, "pending-upgrade", "7.10.1", "");
+        let mut spans = revision_secret(3, "deployed", "7.10.1", "");
+        spans["data"]["extraChunks"] = json!("WyJvdGhlciJd"); // ["other"]
+        let mut garbled = revision_secret(3, "deployed", "7.10.1", "");
+        garbled["data"]["chunk"] = json!("bm90IGd6aXA="); // "not gzip"
+        for secret in [spans, garbled] {
+            assert!(matches!(
+                olm_v1_release_facts(Some(&pending), &secret, false).as_slice(),
+                [Fact::WatchError { watch, .. }] if watch == OLM_V1_RELEASES
+            ));
+        }
     }
 }

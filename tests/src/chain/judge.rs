@@ -81,6 +81,22 @@ pub enum Deployer {
     /// admission policy is the brake): the end is the last release applied
     /// ([`Fact::Deployed`] accepted) and an operator pod of it started.
     Helm,
+    /// OLM v1 (operator-controller's Helm runtime) through a
+    /// ClusterExtension switched to the next channel: each revision of its
+    /// Helm release is a [`Fact::Deployed`]; judged as under Helm.
+    #[serde(rename = "olm-v1")]
+    OlmV1,
+}
+
+impl Deployer {
+    /// Who applied a release, in the evidence.
+    pub fn who(self) -> &'static str {
+        match self {
+            Deployer::Olm => "OLM",
+            Deployer::Helm => "the deployer",
+            Deployer::OlmV1 => "OLM v1",
+        }
+    }
 }
 
 /// One row of the migration history at the end.
@@ -162,7 +178,9 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
     evidence.extend(found);
     let pending_seconds = match chain.deployer {
         Deployer::Olm => pending(events, &chain.next, zero, &mut evidence),
-        Deployer::Helm => refused_for(events, &chain.next, zero, &mut evidence),
+        Deployer::Helm | Deployer::OlmV1 => {
+            refused_for(events, chain.deployer, &chain.next, zero, &mut evidence)
+        }
     };
     let (load_margin_seconds, load_ok) = match &chain.middle {
         Some(middle) => load(events, chain, middle, zero, &mut evidence),
@@ -172,7 +190,7 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
         (Some(middle), Deployer::Olm) if !raced => {
             olm_reaction(events, chain, middle, zero, &mut evidence)
         }
-        (Some(middle), Deployer::Helm) if !raced => {
+        (Some(middle), Deployer::Helm | Deployer::OlmV1) if !raced => {
             deployer_reaction(events, chain, middle, zero, &mut evidence)
         }
         _ => None,
@@ -343,7 +361,8 @@ fn deployer_reaction(
     })?;
     let seconds = seconds_between(completed, accepted.at);
     evidence.push(format!(
-        "the deployer's apply of {} accepted {seconds:.1} s after {middle}'s upgrade completed",
+        "{}'s apply of {} accepted {seconds:.1} s after {middle}'s upgrade completed",
+        chain.deployer.who(),
         chain.next
     ));
     Some(seconds)
@@ -690,6 +709,7 @@ fn pending(
 /// accepted).
 fn refused_for(
     events: &[Event],
+    deployer: Deployer,
     release: &str,
     zero: Timestamp,
     evidence: &mut Vec<String>,
@@ -708,21 +728,24 @@ fn refused_for(
     let first = applies.first()?;
     let Some((accepted, _)) = applies.iter().find(|(_, accepted)| *accepted) else {
         evidence.push(format!(
-            "the deployer's {} applies of {release} were all refused",
+            "{}'s {} applies of {release} were all refused",
+            deployer.who(),
             applies.len()
         ));
         return None;
     };
     if refused == 0 {
         evidence.push(format!(
-            "the deployer's first apply of {release} was accepted at {}",
+            "{}'s first apply of {release} was accepted at {}",
+            deployer.who(),
             offset(zero, accepted.at)
         ));
         return None;
     }
     let seconds = seconds_between(first.0.at, accepted.at);
     evidence.push(format!(
-        "the deployer's applies of {release} refused {refused} times from {} on; accepted at {}: waited {seconds:.1} s",
+        "{}'s applies of {release} refused {refused} times from {} on; accepted at {}: waited {seconds:.1} s",
+        deployer.who(),
         offset(zero, first.0.at),
         offset(zero, accepted.at)
     ));
@@ -786,7 +809,9 @@ fn load(
     });
     let offered = match chain.deployer {
         Deployer::Olm => format!("OLM created CSV upgrade-gate.v{}", chain.next),
-        Deployer::Helm => format!("the deployer first applied {}", chain.next),
+        Deployer::Helm | Deployer::OlmV1 => {
+            format!("{} first applied {}", chain.deployer.who(), chain.next)
+        }
     };
     let job_done = after(events, zero).find(|event| {
         matches!(&event.fact, Fact::Job { release, change: JobChange::Succeeded, .. } if release == middle)
@@ -811,7 +836,9 @@ fn load(
                 "load: never {offered}: not measurable",
                 offered = match chain.deployer {
                     Deployer::Olm => format!("did OLM create CSV upgrade-gate.v{}", chain.next),
-                    Deployer::Helm => format!("did the deployer apply {}", chain.next),
+                    Deployer::Helm | Deployer::OlmV1 => {
+                        format!("did {} apply {}", chain.deployer.who(), chain.next)
+                    }
                 }
             ));
             (None, None)
@@ -860,7 +887,9 @@ fn end_state(events: &[Event], chain: &Chain, zero: Timestamp, evidence: &mut Ve
     let mut missing = Vec::new();
     match chain.deployer {
         Deployer::Olm => olm_csv_end(events, last, zero, evidence, &mut missing),
-        Deployer::Helm => deployer_end(events, last, zero, evidence, &mut missing),
+        Deployer::Helm | Deployer::OlmV1 => {
+            deployer_end(events, last, zero, evidence, &mut missing)
+        }
     }
     let app = events
         .iter()
@@ -1470,6 +1499,41 @@ mod tests {
         // Under OLM the same facts do not end: no CSV, no gate.
         let verdict = judge(&events(pushed()), &chain(), &checks());
         assert!(verdict.damaged, "{:#?}", verdict.evidence);
+    }
+
+    #[test]
+    fn olm_v1_refusing_the_next_release_until_complete_is_judged_as_a_deployer() {
+        // Time zero is the ClusterExtension's switch to the next channel;
+        // then OLM v1's revisions are the applies.
+        let mut facts = pushed();
+        facts.insert(
+            0,
+            (
+                -5,
+                Fact::ChannelSwitched {
+                    channel: "7.10.x".into(),
+                },
+            ),
+        );
+        let v1 = Chain {
+            deployer: Deployer::OlmV1,
+            ..chain()
+        };
+        let verdict = judge(&events(facts), &v1, &checks());
+        assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+        assert!(!verdict.damaged, "{:#?}", verdict.evidence);
+        assert!(
+            verdict
+                .evidence
+                .iter()
+                .any(|line| line.contains("after OLM v1 first applied 7.10.1")),
+            "{:#?}",
+            verdict.evidence
+        );
+        assert_eq!(
+            verdict.olm_reaction_seconds.map(|s| (s * 10.0).round()),
+            Some(10.0)
+        );
     }
 
     #[test]

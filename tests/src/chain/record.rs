@@ -1,5 +1,6 @@
 //! The recorders of a chain run: a watch per kind of object in the run's
-//! namespace (CSVs, OperatorConditions, Jobs, pods, Apps), each version
+//! namespace (CSVs, OperatorConditions, Jobs, pods, Apps; under OLM v1 its
+//! Helm release's revisions too), each version
 //! turned into facts by `facts` as it arrives, and a poll of the database's
 //! migration history, all pushing to the run's timeline.
 //!
@@ -15,7 +16,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -167,6 +168,30 @@ impl Recorders {
         .await;
     }
 
+    /// Starts watching the revisions of OLM v1's Helm release of
+    /// ClusterExtension `extension` (Secrets in operator-controller's
+    /// namespace, read with `admin`): each applied or refused release is a
+    /// [`Fact::Deployed`] ([`facts::olm_v1_release_facts`]). Revisions
+    /// already at their end when it starts answer nothing.
+    pub async fn watch_olm_v1_releases(
+        &mut self,
+        admin: &Client,
+        system_namespace: &str,
+        extension: &str,
+        timeline: &Timeline,
+    ) {
+        self.watch_with(
+            facts::OLM_V1_RELEASES,
+            Api::<Secret>::namespaced(admin.clone(), system_namespace),
+            watcher::Config::default().labels(&format!(
+                "owner=operator-controller,type=index,name={extension}"
+            )),
+            timeline,
+            facts::olm_v1_release_facts,
+        )
+        .await;
+    }
+
     async fn watch<K>(
         &mut self,
         what: &'static str,
@@ -176,7 +201,21 @@ impl Recorders {
     ) where
         K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
     {
-        let history = ObjectHistory::record(what, api, watcher::Config::default()).await;
+        self.watch_with(what, api, watcher::Config::default(), timeline, derive)
+            .await;
+    }
+
+    async fn watch_with<K>(
+        &mut self,
+        what: &'static str,
+        api: Api<K>,
+        config: watcher::Config,
+        timeline: &Timeline,
+        derive: impl Fn(Option<&Value>, &Value, bool) -> Vec<Fact> + Send + 'static,
+    ) where
+        K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
+    {
+        let history = ObjectHistory::record(what, api, config).await;
         self.tasks.push(tokio::spawn(follow_gaps(
             what,
             history.gaps(),

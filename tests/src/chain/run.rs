@@ -13,8 +13,17 @@
 //! and [`ChainRun::push_until_accepted`] pushes the next one as a
 //! deployer's pipeline would; no catalog is served.
 //!
+//! Under OLM v1 ([`Deployer::OlmV1`]) our catalog is served by catalogd
+//! from the cluster's registry and the first release installed by a
+//! ClusterExtension following the first channel (as an installer
+//! ServiceAccount with the chain's bundles' rights); time zero is its
+//! switch to the second channel, after which OLM v1 moves on by itself;
+//! each revision of its Helm release is recorded. One such run at a time
+//! on a cluster (see [`OlmV1Cluster::one_extension_at_a_time`]).
+//!
 //! Owns: the run's namespace, database, backup claim, served catalog (or
-//! Helm and its charts), recorders and writer (all removed when the run
+//! Helm and its charts, or OLM v1's catalog, installer and extension),
+//! recorders and writer (all removed when the run
 //! drops). Must not touch:
 //! anything of another run; the cluster-wide OLM only through `restart_olm`;
 //! the App CRD only as `operator_install::install_app_crd` applies it.
@@ -38,6 +47,10 @@ use super::timeline::{self, Event, Fact, JobChange, PodKind, Timeline};
 use super::writer::{self, RunningWriter, WriterVerdict};
 use crate::cluster_database::TestDatabase;
 use crate::helm::{Helm, HelmRun};
+use crate::olm_v1::{
+    CatalogGuard, Extension, ExtensionGuard, Installer, OlmV1Cluster, cluster_extensions,
+    installer_rights,
+};
 use crate::wait;
 
 /// The gate's init container and what it logs once OLM confirmed it.
@@ -260,9 +273,22 @@ pub fn timeline_entry(event: &Event, zero: Timestamp) -> Value {
     entry
 }
 
+/// What a run under OLM v1 made, removed in this order when it drops: the
+/// extension (and with it what it applied), its installer, its catalog;
+/// then the turn is the next run's.
+struct OlmV1Run {
+    extension: ExtensionGuard,
+    _installer: Installer,
+    _catalog: CatalogGuard,
+    admin: Client,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
 /// A chain run set up at its first release.
 pub struct ChainRun {
-    _recorders: Recorders,
+    recorders: Recorders,
+    /// Under OLM v1: before the namespace, which its uninstall needs.
+    olm_v1: Option<OlmV1Run>,
     writer: Option<RunningWriter>,
     pub timeline: Timeline,
     pub namespace: TestNamespace,
@@ -296,16 +322,16 @@ impl ChainRun {
         let client = namespace.client();
         let ns = namespace.name.clone();
         let helm = match options.chain.deployer {
-            Deployer::Olm => None,
+            Deployer::Olm | Deployer::OlmV1 => None,
             Deployer::Helm => Some(Arc::new(Helm::new(
                 cluster.kubeconfig(),
                 &ns,
                 cluster.image(),
             ))),
         };
-        let catalog = match helm {
-            Some(_) => None,
-            None => {
+        let catalog = match (&helm, options.chain.deployer) {
+            (Some(_), _) | (None, Deployer::OlmV1) => None,
+            (None, _) => {
                 let catalog = cluster
                     .serve_catalog(&options.catalog_dir, options.catalog_port)
                     .await;
@@ -334,7 +360,26 @@ impl ChainRun {
         let timeline = Timeline::new();
         let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
         let from = options.chain.from.clone();
+        let mut olm_v1 = None;
         let (app, claim) = match (options.start, &helm) {
+            _ if options.chain.deployer == Deployer::OlmV1 => {
+                assert_eq!(
+                    options.start,
+                    Start::FirstRelease,
+                    "an OLM v1 run starts at its first release"
+                );
+                let (run, created) = install_with_olm_v1(
+                    cluster,
+                    &namespace,
+                    &options,
+                    &database.url,
+                    &mut recorders,
+                    &timeline,
+                )
+                .await;
+                olm_v1 = Some(run);
+                created
+            }
             (Start::FirstRelease, Some(helm)) => {
                 crate::operator_install::install_app_crd(&client).await;
                 recorders.watch_apps(&client, &ns, &timeline).await;
@@ -420,7 +465,8 @@ impl ChainRun {
             .unwrap_or_else(|error| panic!("reading the executions layout: {error}"));
         let writer = RunningWriter::start(&database.url, timeline.clone());
         Self {
-            _recorders: recorders,
+            recorders,
+            olm_v1,
             writer: Some(writer),
             timeline,
             namespace,
@@ -471,6 +517,35 @@ impl ChainRun {
                 Duration::from_secs(120),
             )
             .await;
+            return;
+        }
+        if let Some(olm_v1) = &self.olm_v1 {
+            let extension = olm_v1.extension.name.clone();
+            self.recorders
+                .watch_olm_v1_releases(&olm_v1.admin, OLM_V1_NAMESPACE, &extension, &self.timeline)
+                .await;
+            kube::Api::<DynamicObject>::all_with(olm_v1.admin.clone(), &cluster_extensions())
+                .patch(
+                    &extension,
+                    &PatchParams::default(),
+                    &Patch::Merge(
+                        json!({"spec": {"source": {"catalog": {"channels": [self.to_channel]}}}}),
+                    ),
+                )
+                .await
+                .unwrap_or_else(|error| {
+                    panic!(
+                        "switching ClusterExtension {extension} to {}: {error}",
+                        self.to_channel
+                    )
+                });
+            self.timeline.push_at(
+                at,
+                Fact::ExtensionSwitched {
+                    extension,
+                    channel: self.to_channel.clone(),
+                },
+            );
             return;
         }
         let fact = match self.start {
@@ -1258,6 +1333,99 @@ fn bundle_examples(release: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("{} has no alm-examples", path.display()))
         .to_owned()
+}
+
+/// operator-controller's namespace, where it keeps its Helm releases.
+const OLM_V1_NAMESPACE: &str = "olmv1-system";
+
+/// Under OLM v1: waits for the turn, serves our catalog through catalogd,
+/// makes the installer (the rights of every release of the chain) and a
+/// ClusterExtension following the first channel, waits until it installed
+/// the first release, then creates the App and waits until it is Ready.
+async fn install_with_olm_v1(
+    cluster: &impl OlmCluster,
+    namespace: &TestNamespace,
+    options: &RunOptions,
+    database_url: &str,
+    recorders: &mut Recorders,
+    timeline: &Timeline,
+) -> (OlmV1Run, (String, BackupClaim)) {
+    let olm = OlmV1Cluster::from_env();
+    let turn = olm.one_extension_at_a_time().await;
+    let admin = olm.cluster.admin_client().await;
+    let ns = &namespace.name;
+    let published = olm.published().await;
+    let catalog = CatalogGuard::create(&olm.cluster, ns, &published.catalog).await;
+    catalog.wait_serving(&admin).await;
+    let chain = &options.chain;
+    let mut releases = vec![&chain.from];
+    releases.extend(chain.middle.iter());
+    releases.extend([&chain.next, &chain.last]);
+    releases.dedup();
+    let bundles: Vec<_> = releases
+        .iter()
+        .map(|release| published.bundle(release))
+        .collect();
+    let csvs: Vec<Value> = bundles.iter().map(|bundle| bundle.csv.clone()).collect();
+    let crds: Vec<String> = bundles
+        .iter()
+        .flat_map(|bundle| bundle.crds.iter().cloned())
+        .collect();
+    let installer = Installer::create(
+        namespace,
+        cluster.kubeconfig(),
+        installer_rights(&csvs, &crds),
+    )
+    .await;
+    crate::operator_install::install_app_crd(&admin).await;
+    let client = namespace.client();
+    recorders.watch_apps(&client, ns, timeline).await;
+    let from = &chain.from;
+    let started = Instant::now();
+    let extension = ExtensionGuard::create(
+        &admin,
+        cluster.kubeconfig(),
+        &Extension {
+            name: ns,
+            namespace: ns,
+            service_account: &installer.service_account,
+            catalog: &catalog.name,
+            version: None,
+            channel: Some(&options.from_channel),
+        },
+    )
+    .await;
+    let installed = extension.wait_installed(&admin).await;
+    assert_eq!(
+        installed["status"]["install"]["bundle"]["version"],
+        json!(from),
+        "ClusterExtension {ns} on channel {} installed another release",
+        options.from_channel
+    );
+    timeline.push(Fact::Injected {
+        what: format!("OLM v1 installed {from}"),
+    });
+    let created = create_app(cluster, namespace, database_url, &bundle_examples(from)).await;
+    timeline
+        .wait_for(Duration::from_secs(300), |events| {
+            app_ready_at(events, from).then_some(())
+        })
+        .await
+        .unwrap_or_else(|error| {
+            panic!("App {} did not become Ready at {from}: {error}", created.0)
+        });
+    println!(
+        "{ns}: {from} installed by OLM v1's ClusterExtension, its App Ready, {:.1} s after its creation",
+        started.elapsed().as_secs_f64()
+    );
+    let run = OlmV1Run {
+        extension,
+        _installer: installer,
+        _catalog: catalog,
+        admin,
+        _turn: turn,
+    };
+    (run, created)
 }
 
 /// The App of `examples` (a CSV's `alm-examples`), with its Secret

@@ -67,6 +67,12 @@ pub enum Fact {
         channel: String,
         release: String,
     },
+    /// The runner switched the ClusterExtension to `channel` (OLM v1):
+    /// time zero.
+    ExtensionSwitched {
+        extension: String,
+        channel: String,
+    },
     /// The runner did something to the chain (a fault, holding the lock...).
     Injected {
         what: String,
@@ -247,6 +253,12 @@ impl fmt::Display for Fact {
                 "Subscription created on channel {channel}, starting at {}",
                 csv(release)
             ),
+            Fact::ExtensionSwitched { extension, channel } => {
+                write!(
+                    f,
+                    "ClusterExtension {extension} switched to channel {channel}"
+                )
+            }
             Fact::Injected { what } => write!(f, "runner: {what}"),
             Fact::Deployed {
                 release,
@@ -506,13 +518,17 @@ pub fn last(events: &[Event], predicate: impl Fn(&Fact) -> bool) -> Option<&Even
     events.iter().rev().find(|event| predicate(&event.fact))
 }
 
-/// Time zero of a run: when the channel was switched, or the Subscription
-/// starting at the middle release created, if either was.
+/// Time zero of a run: when the channel was switched (the Subscription's
+/// or the ClusterExtension's), the Subscription starting at the middle
+/// release created, or the deployer first applied a release.
 pub fn zero_at(events: &[Event]) -> Option<Timestamp> {
     first(events, |fact| {
         matches!(
             fact,
-            Fact::ChannelSwitched { .. } | Fact::Subscribed { .. } | Fact::Deployed { .. }
+            Fact::ChannelSwitched { .. }
+                | Fact::ExtensionSwitched { .. }
+                | Fact::Subscribed { .. }
+                | Fact::Deployed { .. }
         )
     })
     .map(|event| event.at)

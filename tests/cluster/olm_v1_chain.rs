@@ -1,0 +1,283 @@
+//! The feature request's chain through OLM v1: a ClusterExtension
+//! installs 7.9.3 from channel `7.9.x`, is switched to `7.10.x`, and OLM v1
+//! (operator-controller v1.5.1, its Helm runtime) takes 7.10.0 and then
+//! 7.10.1 by itself, with the writer writing and the judge judging, once
+//! without and once with the admission policy. 7.10.0's Job waits for the
+//! upgrade lock the test holds until OLM v1's first apply of 7.10.1 is the
+//! judge's load margin old, so each run can show a race.
+//!
+//! - Without the policy nothing holds 7.10.1: it must be judged raced; the
+//!   upgrade's own layers (the lock, cumulative upgrades, Jobs that outlive
+//!   their operator) must keep the data whole all the same.
+//! - With the policy, OLM v1's upgrades to 7.10.1 are refused until
+//!   7.10.0's upgrade completed: judged held, not damaged; the figure is
+//!   how soon after completion OLM v1's retry went through (the operator's
+//!   completion annotation on its own ServiceAccount, an object OLM v1
+//!   applied and watches, wakes it).
+//!
+//! While 7.10.1 is refused, `kubectl upgrade-gate status` shows the
+//! extension: 7.10.0 installed, 7.10.1 next, held by the admission policy
+//! since OLM v1's first failed apply, 7.10.0's upgrade in progress.
+//!
+//! One run at a time (`OlmV1Cluster::one_extension_at_a_time`). Panics —
+//! never skips — without the cluster, OLM v1 or the tools.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use upgrade_gate_tests::admission_policy::Policy;
+use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
+use upgrade_gate_tests::chain::judge::{Deployer, RunVerdict};
+use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport};
+use upgrade_gate_tests::chain::timeline::{self, Fact};
+use upgrade_gate_tests::wait::{self, Look};
+
+/// Executions seeded before the run (the writer adds its own).
+const CHAIN_ROWS: u64 = 2_000;
+const MIDDLE: &str = "7.10.0";
+const NEXT: &str = "7.10.1";
+
+/// Plays the chain through a ClusterExtension; `policy`: with the
+/// admission policy bound to the run's namespace.
+async fn play(prefix: &str, policy: bool) -> RunReport {
+    let cluster = ProvidedCluster::from_env();
+    let mut options =
+        RunOptions::feature_request(prefix, PathBuf::new(), 0, Data::Seed { rows: CHAIN_ROWS });
+    options.chain.deployer = Deployer::OlmV1;
+    let mut run = ChainRun::prepare(&cluster, options).await;
+    let ns = run.namespace.name.clone();
+    let _policy = match policy {
+        true => Some(
+            Policy::apply(
+                &cluster.client().await,
+                cluster.kubeconfig(),
+                &format!("upgrade-gate.dev-{ns}"),
+                &[&ns],
+            )
+            .await,
+        ),
+        false => None,
+    };
+    let lock = run.database.hold_upgrade_lock().await;
+    run.start_upgrade().await;
+    run.wait_for(
+        "OLM v1's first apply of 7.10.1",
+        Duration::from_secs(180),
+        |events| {
+            timeline::first(
+                events,
+                |fact| matches!(fact, Fact::Deployed { release, .. } if release == NEXT),
+            )
+            .map(|_| ())
+        },
+    )
+    .await;
+    if policy {
+        plugin_shows_the_extension_held(cluster.kubeconfig(), &ns).await;
+    }
+    run.wait_load_margin().await;
+    lock.release().await;
+    let report = run.finish().await;
+    if policy {
+        print_wake(&run, &report).await;
+    }
+    println!(
+        "{}: {}, damaged {}, chain {:.1} s",
+        report.namespace,
+        report.verdict.verdict.name(),
+        report.verdict.damaged,
+        report.chain_seconds
+    );
+    for line in &report.verdict.evidence {
+        println!("  {line}");
+    }
+    let seconds = |fact: &dyn Fn(&Fact) -> bool| {
+        timeline::first(&report.events, fact)
+            .map(|event| event.at.duration_since(report.zero).as_secs_f64())
+    };
+    let middle_applied = seconds(
+        &|fact| matches!(fact, Fact::Deployed { release, accepted: true, .. } if release == MIDDLE),
+    );
+    let next_tried =
+        seconds(&|fact| matches!(fact, Fact::Deployed { release, .. } if release == NEXT));
+    if let (Some(middle), Some(next)) = (middle_applied, next_tried) {
+        println!(
+            "figure: OLM v1 applied {MIDDLE} at +{middle:.2} s and first applied {NEXT} at +{next:.2} s ({:.2} s later)",
+            next - middle
+        );
+    }
+    let applies: Vec<String> = report
+        .events
+        .iter()
+        .filter_map(|event| match &event.fact {
+            Fact::Deployed {
+                release, accepted, ..
+            } if release == NEXT => Some(format!(
+                "+{:.1} s {}",
+                event.at.duration_since(report.zero).as_secs_f64(),
+                if *accepted { "applied" } else { "refused" }
+            )),
+            _ => None,
+        })
+        .collect();
+    println!("OLM v1's revisions of {NEXT}: {}", applies.join(", "));
+    report
+}
+
+/// When the operator annotated its ServiceAccount with its completed
+/// release (the wake-up: an object OLM v1 applied, so its change
+/// re-queues the extension at once), to the second the API server records
+/// (`managedFields`), beside when OLM v1's apply of 7.10.1 went through.
+async fn print_wake(run: &ChainRun, report: &RunReport) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let account = run
+        .namespace
+        .api::<ServiceAccount>()
+        .get("app-operator")
+        .await
+        .unwrap_or_else(|error| panic!("ServiceAccount app-operator: {error}"));
+    let annotated = account
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(upgrade_gate::admission::COMPLETED_ANNOTATION))
+        .cloned();
+    let written: Vec<String> = account
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|entry| {
+            format!(
+                "{} {} at {}",
+                entry.manager.as_deref().unwrap_or("?"),
+                entry.operation.as_deref().unwrap_or("?"),
+                entry
+                    .time
+                    .as_ref()
+                    .map_or("?".to_owned(), |time| time.0.to_string())
+            )
+        })
+        .collect();
+    let accepted = timeline::first(
+        &report.events,
+        |fact| matches!(fact, Fact::Deployed { release, accepted: true, .. } if release == NEXT),
+    )
+    .map(|event| event.at.to_string());
+    println!(
+        "ServiceAccount app-operator: {}={annotated:?}; written by {}; OLM v1 applied {NEXT} at {accepted:?}",
+        upgrade_gate::admission::COMPLETED_ANNOTATION,
+        written.join(", ")
+    );
+}
+
+/// `kubectl upgrade-gate status -n <ns> -o json` (the binary as the
+/// kubectl plugin), polled until the extension's row says 7.10.1 is held
+/// by the admission policy; checks the rest of the row.
+async fn plugin_shows_the_extension_held(kubeconfig: &Path, namespace: &str) {
+    let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
+    let plugin = dir.path().join("kubectl-upgrade_gate");
+    std::os::unix::fs::symlink(upgrade_gate_tests::binary("upgrade-gate"), &plugin)
+        .unwrap_or_else(|error| panic!("linking the plugin: {error}"));
+    let row = wait::until(
+        "kubectl upgrade-gate status to show 7.10.1 held by the admission policy",
+        Duration::from_secs(60),
+        || async {
+            let ran = tokio::process::Command::new(&plugin)
+                .args(["status", "-n", namespace, "-o", "json", "--kubeconfig"])
+                .arg(kubeconfig)
+                .output()
+                .await
+                .unwrap_or_else(|error| panic!("running the plugin: {error}"));
+            let stderr = String::from_utf8_lossy(&ran.stderr).into_owned();
+            if !ran.status.success() {
+                return Look::NotYet(format!("{}: {stderr}", ran.status));
+            }
+            let listed: Value = match serde_json::from_slice(&ran.stdout) {
+                Ok(listed) => listed,
+                Err(error) => return Look::NotYet(format!("{error}: {stderr}")),
+            };
+            let row = listed["clusterExtensions"][0].clone();
+            if row["next"]["refusedByPolicy"] == true {
+                Look::Done(row)
+            } else {
+                Look::NotYet(listed.to_string())
+            }
+        },
+    )
+    .await;
+    println!("kubectl upgrade-gate status while held: {row}");
+    assert_eq!(
+        (
+            &row["name"],
+            &row["installed"],
+            &row["next"]["version"],
+            &row["upgrade"]["state"]
+        ),
+        (
+            &Value::from(namespace),
+            &Value::from(MIDDLE),
+            &Value::from(NEXT),
+            &Value::from("inProgress")
+        ),
+        "{row}"
+    );
+    assert!(
+        row["next"]["since"].is_string(),
+        "since when: the first failed revision ({row})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_policy_olm_v1_applies_7_10_1_before_7_10_0s_upgrade_completes() {
+    let report = play("v1-race", false).await;
+    assert_eq!(
+        report.verdict.verdict,
+        RunVerdict::Raced,
+        "OLM v1 without the policy was expected to race:\n{}",
+        report.verdict.evidence.join("\n")
+    );
+    assert!(
+        !report.verdict.damaged,
+        "the upgrade's own layers did not keep the data whole:\n{}",
+        report.verdict.evidence.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_policy_olm_v1_applies_7_10_1_only_after_7_10_0s_upgrade() {
+    let report = play("v1-held", true).await;
+    assert_eq!(
+        report.verdict.verdict,
+        RunVerdict::Held,
+        "the chain through OLM v1 was not held:\n{}",
+        report.verdict.evidence.join("\n")
+    );
+    assert!(
+        !report.verdict.damaged,
+        "the chain through OLM v1 was damaged:\n{}",
+        report.verdict.evidence.join("\n")
+    );
+    let refused = report
+        .events
+        .iter()
+        .filter(|event| {
+            matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
+        })
+        .count();
+    assert!(
+        refused > 0,
+        "held, yet OLM v1 never tried 7.10.1 before it was let through"
+    );
+    let reaction = report.verdict.olm_reaction_seconds.unwrap_or_else(|| {
+        panic!(
+            "no reaction figure:\n{}",
+            report.verdict.evidence.join("\n")
+        )
+    });
+    println!(
+        "figure: 7.10.0's upgrade complete -> OLM v1's apply of 7.10.1 accepted: {reaction:.2} s ({refused} refused revisions before)"
+    );
+}
