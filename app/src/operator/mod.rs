@@ -569,16 +569,18 @@ async fn lead(
     leading: Option<watch::Receiver<bool>>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), StartError> {
-    // The name OLM injects, checked as `hold` does; the pod's owners are not
-    // read (the operator may not get pods), so a configured name is used as
-    // it is and none leaves nothing to keep.
+    // The name OLM injects, checked as `hold` does against the owner of
+    // this operator's Deployment (the operator may get Deployments, not
+    // pods): a Deployment of OLM v1's ClusterExtension, or one no OLM made,
+    // leaves nothing to keep, said as such; with no Deployment named, a
+    // configured name is used as it is.
     let target = Target {
         namespace: config.pod_namespace.clone(),
         name: config
             .operator_condition_name
             .clone()
             .filter(|name| !name.is_empty()),
-        deployment: None,
+        deployment: config.admission_deployment.clone(),
         pod: None,
     };
     let (verdicts, latest) = watch::channel(None);
