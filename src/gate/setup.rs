@@ -78,7 +78,7 @@ pub enum OutsideOlm {
 }
 
 /// What OLM v1 offers instead of the gate, said wherever v1 is detected.
-pub const OLM_V1_PROTECTION: &str = "OLM v1 has no OperatorConditions, so there is no gate to close; what holds an upgrade back under v1 is the operator's own readiness (its Boxcutter runtime rolls out a new revision only once the Deployment is Available): keep the operator unready until its upgrade is done (docs/olm-v1.md)";
+pub const OLM_V1_PROTECTION: &str = "OLM v1 has no OperatorConditions, so there is no gate to close; what holds an upgrade back under v1 is upgrade-gate's admission policy, bound by the cluster's admin (its default Helm runtime applies the next release at once, docs/admission.md), and under its Boxcutter runtime the operator's own readiness (a new revision rolls out only once the Deployment is Available): keep the operator unready until its upgrade is done (docs/olm-v1.md)";
 
 impl std::fmt::Display for OutsideOlm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
