@@ -123,7 +123,31 @@ async fn play(prefix: &str, policy: bool) -> RunReport {
         })
         .collect();
     println!("OLM v1's revisions of {NEXT}: {}", applies.join(", "));
+    if let Some(due) = backoff_due(&report) {
+        println!(
+            "figure: after its last refusal, controller-runtime's backoff alone would have retried {NEXT} no earlier than +{due:.1} s"
+        );
+    }
     report
+}
+
+/// When OLM v1's next try of 7.10.1 was due by controller-runtime's
+/// default backoff alone (5 ms doubling per consecutive failure: after the
+/// n-th failure, 5 ms × 2^(n-1)), counted from its last refused revision;
+/// `None` when none was refused. A retry before it was re-queued by a
+/// watch event.
+fn backoff_due(report: &RunReport) -> Option<f64> {
+    let refused: Vec<f64> = report
+        .events
+        .iter()
+        .filter(|event| {
+            matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
+        })
+        .map(|event| event.at.duration_since(report.zero).as_secs_f64())
+        .collect();
+    let last = *refused.last()?;
+    let failures = i32::try_from(refused.len()).unwrap_or(i32::MAX);
+    Some(last + 0.005 * 2f64.powi(failures - 1))
 }
 
 /// When the operator annotated its ServiceAccount with its completed
