@@ -65,8 +65,13 @@ pub enum UpgradeRecord {
         /// What it recorded (`release <r>: <why>`).
         progress: String,
     },
-    /// A Deployment opts in, and nothing is recorded for it.
-    NotRecorded,
+    /// A Deployment opts in, and the installed release recorded nothing
+    /// yet (the policy refuses to replace it until it records completion).
+    NotRecorded {
+        /// The release the record last said complete: an earlier one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_completed: Option<String>,
+    },
     /// No Deployment of the extension opts in to the policy.
     NotOptedIn,
 }
@@ -192,8 +197,10 @@ pub fn extension_rows(
                         value(completed_key(deployment)),
                     ) {
                         (Some(progress), _) => UpgradeRecord::InProgress { progress },
-                        (None, Some(release)) => UpgradeRecord::Complete { release },
-                        (None, None) => UpgradeRecord::NotRecorded,
+                        (None, Some(release)) if Some(&release) == installed.as_ref() => {
+                            UpgradeRecord::Complete { release }
+                        }
+                        (None, last_completed) => UpgradeRecord::NotRecorded { last_completed },
                     }
                 }
             };
@@ -256,7 +263,12 @@ pub fn extension_cells(rows: &[ExtensionRow], now: Timestamp) -> Vec<Vec<String>
                         None => format!("in progress: {}", summary(progress)),
                     }
                 }
-                UpgradeRecord::NotRecorded => "not recorded".to_owned(),
+                UpgradeRecord::NotRecorded {
+                    last_completed: None,
+                } => "not recorded".to_owned(),
+                UpgradeRecord::NotRecorded {
+                    last_completed: Some(release),
+                } => format!("not recorded (last complete: {release})"),
                 UpgradeRecord::NotOptedIn => "not opted in".to_owned(),
             },
         ]);
@@ -324,7 +336,7 @@ mod tests {
             "release 7.10.0: the database upgrade Job runs",
         )]);
         type States = BTreeMap<String, BTreeMap<String, String>>;
-        let table: [(Value, Value, States, &[Value], ExtensionRow); 4] = [
+        let table: [(Value, Value, States, &[Value], ExtensionRow); 5] = [
             // Refused by the policy while 7.10.0's upgrade runs.
             (
                 extension("7.10.0", "Retrying", REFUSED),
@@ -385,7 +397,31 @@ mod tests {
                         message: "error for resolved bundle \"upgrade-gate.v7.10.1\" with version \"7.10.1\": pulling image: unauthorized".into(),
                         since: None,
                     }),
-                    upgrade: UpgradeRecord::NotRecorded,
+                    upgrade: UpgradeRecord::NotRecorded {
+                        last_completed: None,
+                    },
+                },
+            ),
+            // Just installed: the record still names the release before.
+            (
+                extension("7.10.0", "Retrying", REFUSED),
+                deployment(ENFORCE),
+                state(&[("app-operator.completed", "7.9.3")]),
+                &[],
+                ExtensionRow {
+                    name: "shop".into(),
+                    namespace: "shop".into(),
+                    package: "upgrade-gate".into(),
+                    installed: Some("7.10.0".into()),
+                    next: Some(PendingRelease {
+                        version: "7.10.1".into(),
+                        refused_by_policy: true,
+                        message: REFUSED.into(),
+                        since: None,
+                    }),
+                    upgrade: UpgradeRecord::NotRecorded {
+                        last_completed: Some("7.9.3".into()),
+                    },
                 },
             ),
             // A Deployment that does not opt in; retrying its own release
