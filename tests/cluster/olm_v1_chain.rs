@@ -13,7 +13,9 @@
 //!   7.10.0's upgrade completed: judged held, not damaged; the figure is
 //!   how soon after completion OLM v1's retry went through (the operator's
 //!   completion annotation on its own ServiceAccount, an object OLM v1
-//!   applied and watches, wakes it).
+//!   applied and watches, wakes it). The lock is held until OLM v1 has
+//!   been refused often enough that its backoff alone would wait about
+//!   10 s more, so the figure can tell a watch's retry from the backoff's.
 //!
 //! While 7.10.1 is refused, `kubectl upgrade-gate status` shows the
 //! extension: 7.10.0 installed, 7.10.1 next, held by the admission policy
@@ -38,6 +40,21 @@ use upgrade_gate_tests::wait::{self, Look};
 const CHAIN_ROWS: u64 = 2_000;
 const MIDDLE: &str = "7.10.0";
 const NEXT: &str = "7.10.1";
+
+/// How many refusals of 7.10.1 the run with the policy waits for before it
+/// lets 7.10.0's upgrade finish, and for how long at most.
+const BACKOFF_REFUSALS: usize = 12;
+const BACKOFF_GROWN_WITHIN: Duration = Duration::from_secs(90);
+
+/// How many times OLM v1's apply of 7.10.1 was refused so far.
+fn refusals(events: &[timeline::Event]) -> usize {
+    events
+        .iter()
+        .filter(|event| {
+            matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
+        })
+        .count()
+}
 
 /// Plays the chain through a ClusterExtension; `policy`: with the
 /// admission policy bound to the run's namespace.
@@ -78,6 +95,23 @@ async fn play(prefix: &str, policy: bool) -> RunReport {
         plugin_shows_the_extension_held(cluster.kubeconfig(), &ns).await;
     }
     run.wait_load_margin().await;
+    if policy {
+        // Until OLM v1's backoff has grown past what completion will take
+        // (5 ms × 2^11 ≈ 10 s after the 12th refusal, or 90 s, whichever
+        // first): a retry soon after completion is then a watch's doing,
+        // not the backoff's (the figure below compares them).
+        let grown = run
+            .timeline
+            .wait_for(BACKOFF_GROWN_WITHIN, |events| {
+                (refusals(events) >= BACKOFF_REFUSALS).then_some(())
+            })
+            .await;
+        if grown.is_err() {
+            println!(
+                "{ns}: fewer than {BACKOFF_REFUSALS} refusals of {NEXT} within {BACKOFF_GROWN_WITHIN:?}: released the lock anyway"
+            );
+        }
+    }
     lock.release().await;
     let report = run.finish().await;
     if policy {
@@ -206,7 +240,7 @@ async fn plugin_shows_the_extension_held(kubeconfig: &Path, namespace: &str) {
     std::os::unix::fs::symlink(upgrade_gate_tests::binary("upgrade-gate"), &plugin)
         .unwrap_or_else(|error| panic!("linking the plugin: {error}"));
     let row = wait::until(
-        "kubectl upgrade-gate status to show 7.10.1 held by the admission policy",
+        "kubectl upgrade-gate status to show 7.10.1 held by the admission policy while 7.10.0's upgrade runs",
         Duration::from_secs(60),
         || async {
             let ran = tokio::process::Command::new(&plugin)
@@ -224,7 +258,9 @@ async fn plugin_shows_the_extension_held(kubeconfig: &Path, namespace: &str) {
                 Err(error) => return Look::NotYet(format!("{error}: {stderr}")),
             };
             let row = listed["clusterExtensions"][0].clone();
-            if row["next"]["refusedByPolicy"] == true {
+            // Refused, and 7.10.0's operator recorded its upgrade running
+            // (until it does, the row says "not recorded").
+            if row["next"]["refusedByPolicy"] == true && row["upgrade"]["state"] == "inProgress" {
                 Look::Done(row)
             } else {
                 Look::NotYet(listed.to_string())
