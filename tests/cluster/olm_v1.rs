@@ -242,21 +242,37 @@ async fn release_7_9_3_installs_through_a_cluster_extension_and_hold_says_olm_v1
         about_v1[0]
     );
 
-    // The keeper has no OperatorCondition to write to: it logs each
-    // verdict, and none exists.
-    wait::until(
+    // The keeper has no OperatorCondition to write to: it says why (its
+    // Deployment is the extension's, as `hold` said), logs each verdict,
+    // and none exists.
+    let said = wait::until(
         "the keeper to log a verdict it does not write",
         Duration::from_secs(60),
         || async {
             let said = log_lines(&pods, &pod_name, OPERATOR_CONTAINER).await;
             if said.iter().any(|line| line.contains(KEEPER_IDLE)) {
-                Look::Done(())
+                Look::Done(said)
             } else {
                 Look::NotYet(said.join("\n"))
             }
         },
     )
     .await;
+    let why_idle: Vec<&String> = said
+        .iter()
+        .filter(|line| line.contains("no OperatorCondition guards this operator"))
+        .collect();
+    assert!(
+        why_idle.len() == 1
+            && why_idle[0].contains(&format!("belongs to OLM v1's ClusterExtension {name}")),
+        "the keeper says once that its Deployment is the extension's:\n{}",
+        said.join("\n")
+    );
+    assert!(
+        !said.iter().any(|line| line.contains("name is unknown")),
+        "no warning of an unknown OperatorCondition name:\n{}",
+        said.join("\n")
+    );
     let conditions: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         &namespace.name,
