@@ -704,16 +704,7 @@ async fn helm_pushes_the_chain_at_once_and_the_policy_keeps_it_whole() {
         .await
         .unwrap_or_else(|error| panic!("the pipeline pushing {HELM_NEXT}: {error}"));
     let report = run.finish().await;
-    println!(
-        "{}: {}, damaged {}, chain {:.1} s",
-        report.namespace,
-        report.verdict.verdict.name(),
-        report.verdict.damaged,
-        report.chain_seconds
-    );
-    for line in &report.verdict.evidence {
-        println!("  {line}");
-    }
+    report.show();
     assert_eq!(
         report.verdict.verdict,
         RunVerdict::Held,

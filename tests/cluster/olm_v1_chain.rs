@@ -117,16 +117,7 @@ async fn play(prefix: &str, policy: bool) -> RunReport {
     if policy {
         print_wake(&run, &report).await;
     }
-    println!(
-        "{}: {}, damaged {}, chain {:.1} s",
-        report.namespace,
-        report.verdict.verdict.name(),
-        report.verdict.damaged,
-        report.chain_seconds
-    );
-    for line in &report.verdict.evidence {
-        println!("  {line}");
-    }
+    report.show();
     let seconds = |fact: &dyn Fn(&Fact) -> bool| {
         timeline::first(&report.events, fact)
             .map(|event| event.at.duration_since(report.zero).as_secs_f64())

@@ -228,6 +228,20 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// Prints the verdict and its evidence, a line each (a test's output).
+    pub fn show(&self) {
+        println!(
+            "{}: {}, damaged {}, chain {:.1} s",
+            self.namespace,
+            self.verdict.verdict.name(),
+            self.verdict.damaged,
+            self.chain_seconds
+        );
+        for line in &self.verdict.evidence {
+            println!("  {line}");
+        }
+    }
+
     /// One run as `just race` writes it.
     pub fn to_json(&self) -> Value {
         let round = |seconds: f64| (seconds * 10.0).round() / 10.0;
@@ -391,14 +405,7 @@ impl ChainRun {
                 });
                 let created =
                     create_app(cluster, &namespace, &database.url, &bundle_examples(&from)).await;
-                timeline
-                    .wait_for(Duration::from_secs(300), |events| {
-                        app_ready_at(events, &from).then_some(())
-                    })
-                    .await
-                    .unwrap_or_else(|error| {
-                        panic!("App {} did not become Ready at {from}: {error}", created.0)
-                    });
+                wait_app_ready(&timeline, &created.0, &from).await;
                 println!(
                     "{ns}: {from} installed by Helm, its App Ready, {:.1} s after helm install",
                     installed.elapsed().as_secs_f64()
@@ -427,14 +434,7 @@ impl ChainRun {
                 );
                 let examples = installed_examples(&client, &ns, &from).await;
                 let created = create_app(cluster, &namespace, &database.url, &examples).await;
-                timeline
-                    .wait_for(Duration::from_secs(300), |events| {
-                        app_ready_at(events, &from).then_some(())
-                    })
-                    .await
-                    .unwrap_or_else(|error| {
-                        panic!("App {} did not become Ready at {from}: {error}", created.0)
-                    });
+                wait_app_ready(&timeline, &created.0, &from).await;
                 created
             }
             (Start::MiddleRelease, None) => {
@@ -1335,6 +1335,17 @@ fn bundle_examples(release: &str) -> String {
         .to_owned()
 }
 
+/// Waits until App `app` is Ready at `release` (the first release's
+/// install); panics after 300 s.
+async fn wait_app_ready(timeline: &Timeline, app: &str, release: &str) {
+    timeline
+        .wait_for(Duration::from_secs(300), |events| {
+            app_ready_at(events, release).then_some(())
+        })
+        .await
+        .unwrap_or_else(|error| panic!("App {app} did not become Ready at {release}: {error}"));
+}
+
 /// operator-controller's namespace, where it keeps its Helm releases.
 const OLM_V1_NAMESPACE: &str = "olmv1-system";
 
@@ -1406,14 +1417,7 @@ async fn install_with_olm_v1(
         what: format!("OLM v1 installed {from}"),
     });
     let created = create_app(cluster, namespace, database_url, &bundle_examples(from)).await;
-    timeline
-        .wait_for(Duration::from_secs(300), |events| {
-            app_ready_at(events, from).then_some(())
-        })
-        .await
-        .unwrap_or_else(|error| {
-            panic!("App {} did not become Ready at {from}: {error}", created.0)
-        });
+    wait_app_ready(timeline, &created.0, from).await;
     println!(
         "{ns}: {from} installed by OLM v1's ClusterExtension, its App Ready, {:.1} s after its creation",
         started.elapsed().as_secs_f64()
