@@ -244,11 +244,27 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
 /// The holes in a run's record that could hide a race or damage.
 fn holes(events: &[Event], chain: &Chain, checks: &EndChecks, zero: Timestamp) -> Vec<String> {
     let mut holes = Vec::new();
+    // A watch that lost its place during the set-up and listed again
+    // before time zero had the whole state again before the chain began:
+    // nothing after zero can be missing from it.
+    let healed_before_zero = |event: &Event| {
+        let watch = match &event.fact {
+            Fact::WatchError { watch, .. } | Fact::WatchRelisted { watch } => watch,
+            _ => return false,
+        };
+        event.at < zero
+            && events.iter().any(|later| {
+                later.at >= event.at
+                    && later.at < zero
+                    && matches!(&later.fact, Fact::WatchRelisted { watch: relisted } if relisted == watch)
+            })
+    };
     for event in events {
         if matches!(
             event.fact,
             Fact::WatchError { .. } | Fact::WatchRelisted { .. } | Fact::HistoryReadFailed { .. }
-        ) {
+        ) && !healed_before_zero(event)
+        {
             holes.push(format!(
                 "{}: {} (a change may have been missed)",
                 offset(zero, event.at),
@@ -1923,6 +1939,52 @@ mod tests {
         let verdict = judge(&events(raced), &chain(), &checks());
         assert!(verdict.raced);
         assert_eq!(verdict.verdict, RunVerdict::Inconclusive);
+    }
+
+    #[test]
+    fn a_watch_healed_before_time_zero_is_no_hole_and_one_still_broken_is() {
+        let error = |at: i64| {
+            (
+                at,
+                Fact::WatchError {
+                    watch: "Apps".into(),
+                    error: "too old resource version: 848 (887): Expired".into(),
+                },
+            )
+        };
+        let relisted = |at: i64, watch: &str| {
+            (
+                at,
+                Fact::WatchRelisted {
+                    watch: watch.into(),
+                },
+            )
+        };
+        // Lost and listed again during the set-up: held, as without it.
+        let mut healed = gated();
+        healed.extend([error(-50), relisted(-49, "Apps")]);
+        let verdict = judge(&events(healed), &chain(), &checks());
+        assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+        // Lost before zero, listed again only after it: a hole.
+        let mut late = gated();
+        late.extend([error(-50), relisted(5, "Apps")]);
+        let verdict = judge(&events(late), &chain(), &checks());
+        assert_eq!(
+            verdict.verdict,
+            RunVerdict::Inconclusive,
+            "{:#?}",
+            verdict.evidence
+        );
+        // Another watch's relist heals nothing.
+        let mut other = gated();
+        other.extend([error(-50), relisted(-49, "pods")]);
+        let verdict = judge(&events(other), &chain(), &checks());
+        assert_eq!(
+            verdict.verdict,
+            RunVerdict::Inconclusive,
+            "{:#?}",
+            verdict.evidence
+        );
     }
 
     #[test]
