@@ -534,3 +534,46 @@ fn apply<K, V>(
         watcher::Event::InitDone => *listed = true,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn extension_row() -> ExtensionRow {
+        ExtensionRow {
+            name: "shop".into(),
+            namespace: "shop".into(),
+            package: "upgrade-gate".into(),
+            installed: Some("7.10.0".into()),
+            next: None,
+            upgrade: UpgradeRecord::Complete {
+                release: "7.10.0".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn extensions_follow_the_csvs_and_stay_out_where_olm_v1_does_not_run() {
+        let now = "2026-03-01T12:00:00Z".parse().expect("valid");
+        let extensions = [extension_row()];
+        // Only OLM v1's: its table alone.
+        let table =
+            render_all(&[], Some(&extensions), Format::Table, false, now).expect("rendered");
+        assert!(table.starts_with("CLUSTEREXTENSION"), "{table}");
+        assert_eq!(table.lines().count(), 2, "{table}");
+        // Beside OLM v0 with no CSV and no extension: the CSVs' header, as before.
+        let table = render_all(&[], None, Format::Table, false, now).expect("rendered");
+        assert!(table.starts_with("CSV"), "{table}");
+        // JSON names the extensions only where OLM v1 runs.
+        let json = render_all(&[], Some(&extensions), Format::Json, false, now).expect("json");
+        let value: Value = serde_json::from_str(&json).expect("valid JSON");
+        assert_eq!(value["clusterExtensions"][0]["installed"], "7.10.0");
+        assert_eq!(
+            value["clusterExtensions"][0]["upgrade"]["state"],
+            "complete"
+        );
+        let json = render(&[], Format::Json, false, now).expect("json");
+        let value: Value = serde_json::from_str(&json).expect("valid JSON");
+        assert!(value.get("clusterExtensions").is_none(), "{json}");
+    }
+}
