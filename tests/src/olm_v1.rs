@@ -9,8 +9,9 @@
 //! `--operator-image` and `--crd external`, into a temporary directory),
 //! the images built from it (podman, FROM scratch) and their push; the
 //! objects named above; the pure reading of their conditions and of a
-//! CSV's rights ([`installer_rights`]). Must not touch: the committed
-//! `bundle/` and `catalog/`, or other tests' objects.
+//! CSV's rights ([`installer_rights`]); the turn of each test's extension
+//! of our bundles ([`OlmV1Cluster::one_extension_at_a_time`]). Must not
+//! touch: the committed `bundle/` and `catalog/`, or other tests' objects.
 //!
 //! The shared cluster forces two choices (docs/olm-v1.md says what was
 //! measured):

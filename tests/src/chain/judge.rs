@@ -12,7 +12,9 @@
 //! - **The verdict** ([`RunVerdict`]): `raced`, `held` or `inconclusive`.
 //!   A run is inconclusive when its evidence has a hole that could hide a
 //!   race or damage: a recorder's gap (a failed or relisted watch, a failed
-//!   history read), a Job pod's outcome that cannot be read, a release
+//!   history read; a watch that failed during the set-up and listed again
+//!   before time zero is whole again and no hole), a Job pod's outcome that
+//!   cannot be read, a release
 //!   whose CSV succeeded without its operator pod ever observed, no write
 //!   acknowledged in a schema layout the run went through, or — for a run
 //!   not raced — a load check not passed (a run whose Job was too short to
