@@ -77,9 +77,10 @@ pub enum Fact {
     Injected {
         what: String,
     },
-    /// A deployer other than OLM (Helm) applied `release` of the operator:
+    /// A deployer other than OLM v0 applied `release` of the operator:
     /// accepted, or refused with `message` (the API server's reason), as
-    /// known when its command returned. The first one is time zero.
+    /// known when its command returned (Helm) or its Helm release's
+    /// revision ended (OLM v1). Under Helm the first one is time zero.
     Deployed {
         release: String,
         accepted: bool,
