@@ -111,6 +111,7 @@ async fn play(prefix: &str, policy: bool) -> RunReport {
                 "{ns}: fewer than {BACKOFF_REFUSALS} refusals of {NEXT} within {BACKOFF_GROWN_WITHIN:?}: released the lock anyway"
             );
         }
+        poke_the_service_account(&run).await;
     }
     lock.release().await;
     let report = run.finish().await;
@@ -162,17 +163,74 @@ async fn play(prefix: &str, policy: bool) -> RunReport {
 /// `None` when none was refused. A retry before it was re-queued by a
 /// watch event.
 fn backoff_due(report: &RunReport) -> Option<f64> {
-    let refused: Vec<f64> = report
-        .events
+    backoff_due_in(&report.events, report.zero)
+}
+
+/// [`backoff_due`] of the events so far, in seconds from `zero`.
+fn backoff_due_in(events: &[timeline::Event], zero: jiff::Timestamp) -> Option<f64> {
+    let refused: Vec<f64> = events
         .iter()
         .filter(|event| {
             matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
         })
-        .map(|event| event.at.duration_since(report.zero).as_secs_f64())
+        .map(|event| event.at.duration_since(zero).as_secs_f64())
         .collect();
     let last = *refused.last()?;
     let failures = i32::try_from(refused.len()).unwrap_or(i32::MAX);
     Some(last + 0.005 * 2f64.powi(failures - 1))
+}
+
+/// The mechanism of the wake-up, alone: while OLM v1 waits out its
+/// backoff, the test annotates the operator's ServiceAccount (as the
+/// operator does at completion, with another key) and prints how soon the
+/// next refused revision came, beside when the backoff alone was due.
+async fn poke_the_service_account(run: &ChainRun) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::{Patch, PatchParams};
+    let events = run.timeline.snapshot();
+    let zero = upgrade_gate_tests::chain::judge::zero_of(&events);
+    let before = refusals(&events);
+    let due = backoff_due_in(&events, zero);
+    let poked = jiff::Timestamp::now();
+    run.namespace
+        .api::<ServiceAccount>()
+        .patch(
+            "app-operator",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                "upgrade-gate.dev/test-poke": poked.to_string()}}})),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("annotating ServiceAccount app-operator: {error}"));
+    run.note("annotated ServiceAccount app-operator (upgrade-gate.dev/test-poke)");
+    let next = run
+        .timeline
+        .wait_for(Duration::from_secs(30), |events| {
+            (refusals(events) > before).then(|| {
+                events
+                    .iter()
+                    .rfind(|event| {
+                        matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
+                    })
+                    .map(|event| event.at)
+            })?
+        })
+        .await;
+    let at = |time: jiff::Timestamp| time.duration_since(zero).as_secs_f64();
+    match next {
+        Ok(next) => println!(
+            "figure: ServiceAccount annotated at +{:.1} s; OLM v1's next refused revision of {NEXT} at +{:.1} s ({:.2} s later); the backoff alone was due no earlier than +{:.1} s",
+            at(poked),
+            at(next),
+            next.duration_since(poked).as_secs_f64(),
+            due.unwrap_or(f64::NAN)
+        ),
+        Err(_) => println!(
+            "figure: ServiceAccount annotated at +{:.1} s; no refused revision of {NEXT} within 30 s (the backoff alone was due no earlier than +{:.1} s)",
+            at(poked),
+            due.unwrap_or(f64::NAN)
+        ),
+    }
 }
 
 /// When the operator annotated its ServiceAccount with its completed
