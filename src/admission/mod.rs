@@ -35,8 +35,8 @@ use crate::operator_condition::{GateState, UpgradeableEntry};
 
 pub use installed::{POLICY_NAME, PolicyInForce, policy_in_force, read_policy};
 pub use recorder::{
-    COMPLETED_ANNOTATION, Recorder, RecorderHandle, RecorderStatus, open_after_recorded,
-    record_once,
+    COMPLETED_ANNOTATION, Recorder, RecorderHandle, RecorderStatus, WAKE_ANNOTATION, WAKES,
+    open_after_recorded, record_once,
 };
 
 /// The label by which a Deployment opts in (value [`ENFORCE`]).

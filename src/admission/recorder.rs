@@ -31,6 +31,24 @@ const FIELD_MANAGER: &str = "upgrade-gate-recorder";
 /// The annotation [`Recorder::wake_olm_v0`] sets on the ServiceAccount:
 /// the release whose upgrade completed.
 pub const COMPLETED_ANNOTATION: &str = "upgrade-gate.dev/completed";
+/// The annotation that changes with each wake-up (`<release>/<n>`), so
+/// that every one is a change of the ServiceAccount.
+pub const WAKE_ANNOTATION: &str = "upgrade-gate.dev/wake";
+/// How many times the ServiceAccount is annotated once a release's
+/// completion is recorded, one [`REASSERT_INTERVAL`] apart. More than once:
+/// the API server judges by its informer's copy of the state ConfigMap,
+/// which may lag the write; a deployer's retry inside that lag is refused
+/// again, and only a later change wakes it.
+pub const WAKES: u32 = 3;
+
+/// The number of the wake-up to send for `release`, given the last one
+/// sent (`None`: all sent).
+pub fn next_wake(woken: Option<&(String, u32)>, release: &str) -> Option<u32> {
+    match woken {
+        Some((of, sent)) if of == release => (*sent < WAKES).then_some(sent + 1),
+        _ => Some(1),
+    }
+}
 
 /// What a user of the recorder can see, published on every change.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -74,7 +92,8 @@ impl Recorder {
 
     /// Once the record says this release completed, annotates
     /// ServiceAccount `service_account` of the namespace with
-    /// [`COMPLETED_ANNOTATION`]: the release.
+    /// [`COMPLETED_ANNOTATION`]: the release, and [`WAKE_ANNOTATION`],
+    /// [`WAKES`] times, [`REASSERT_INTERVAL`] apart.
     ///
     /// Why: when the admission policy refused OLM v0's update of the
     /// Deployment (the OperatorCondition did not hold it back: deleted,
@@ -82,7 +101,10 @@ impl Recorder {
     /// (`InstallComponentFailedNoRetry`) and tries it again only when a
     /// ServiceAccount, Role or RoleBinding of the namespace changes, or at
     /// its next resync (minutes). The annotation is that change, made the
-    /// moment the policy would let the update through.
+    /// moment the policy would let the update through (and again, in case
+    /// the API server's copy of the state still lagged). OLM v1 re-queues
+    /// its ClusterExtension on it too: the ServiceAccount is an object its
+    /// release applied.
     pub fn wake_olm_v0(mut self, service_account: impl Into<String>) -> Recorder {
         self.wake = Some(service_account.into());
         self
@@ -126,8 +148,8 @@ impl Recorder {
         let api = self.api();
         let mut leading = self.leading.clone();
         let mut failures: u32 = 0;
-        // The release the ServiceAccount was annotated with.
-        let mut woken: Option<String> = None;
+        // The release the ServiceAccount was annotated with, and how often.
+        let mut woken: Option<(String, u32)> = None;
         loop {
             if *stop.borrow() {
                 return;
@@ -192,18 +214,21 @@ impl Recorder {
 }
 
 impl Recorder {
-    /// Annotates the ServiceAccount once per release ([`Recorder::wake_olm_v0`]);
-    /// false when that failed (tried again after a pause).
-    async fn woke(&self, woken: &mut Option<String>) -> bool {
+    /// Annotates the ServiceAccount [`WAKES`] times per release, once a
+    /// call ([`Recorder::wake_olm_v0`]); false when that failed (tried
+    /// again after a pause).
+    async fn woke(&self, woken: &mut Option<(String, u32)>) -> bool {
         let Some(service_account) = &self.wake else {
             return true;
         };
-        if woken.as_deref() == Some(self.release.as_str()) {
+        let Some(wake) = next_wake(woken.as_ref(), &self.release) else {
             return true;
-        }
+        };
         let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &self.namespace);
-        let patch =
-            serde_json::json!({"metadata": {"annotations": {COMPLETED_ANNOTATION: self.release}}});
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            COMPLETED_ANNOTATION: self.release,
+            WAKE_ANNOTATION: format!("{}/{wake}", self.release),
+        }}});
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..Default::default()
@@ -218,9 +243,11 @@ impl Recorder {
                 tracing::info!(
                     service_account = %service_account,
                     release = %self.release,
-                    "annotated the ServiceAccount: OLM v0 retries a release the admission policy refused"
+                    wake,
+                    of = WAKES,
+                    "annotated the ServiceAccount: OLM retries a release the admission policy refused"
                 );
-                *woken = Some(self.release.clone());
+                *woken = Some((self.release.clone(), wake));
                 true
             }
             Ok(Err(error)) => {
@@ -454,6 +481,22 @@ mod tests {
         .await
         .expect("the keeper's input reaches the verdict")
         .expect("the forwarder runs");
+    }
+
+    #[test]
+    fn the_service_account_is_woken_a_few_times_per_release() {
+        let sent = |release: &str, n: u32| Some((release.to_owned(), n));
+        let table = [
+            (None, Some(1)),
+            (sent("7.10.0", 1), Some(2)),
+            (sent("7.10.0", 2), Some(3)),
+            (sent("7.10.0", WAKES), None),
+            // A new release starts again.
+            (sent("7.9.3", WAKES), Some(1)),
+        ];
+        for (woken, next) in table {
+            assert_eq!(next_wake(woken.as_ref(), "7.10.0"), next, "{woken:?}");
+        }
     }
 
     #[test]
