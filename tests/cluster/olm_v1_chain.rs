@@ -46,14 +46,19 @@ const NEXT: &str = "7.10.1";
 const BACKOFF_REFUSALS: usize = 12;
 const BACKOFF_GROWN_WITHIN: Duration = Duration::from_secs(90);
 
-/// How many times OLM v1's apply of 7.10.1 was refused so far.
-fn refusals(events: &[timeline::Event]) -> usize {
+/// OLM v1's refused applies of 7.10.1 so far, in time order.
+fn refused(events: &[timeline::Event]) -> Vec<&timeline::Event> {
     events
         .iter()
         .filter(|event| {
             matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
         })
-        .count()
+        .collect()
+}
+
+/// How many times OLM v1's apply of 7.10.1 was refused so far.
+fn refusals(events: &[timeline::Event]) -> usize {
+    refused(events).len()
 }
 
 /// Plays the chain through a ClusterExtension; `policy`: with the
@@ -115,9 +120,6 @@ async fn play(prefix: &str, policy: bool) -> RunReport {
     }
     lock.release().await;
     let report = run.finish().await;
-    if policy {
-        print_wake(&run, &report).await;
-    }
     report.show();
     let seconds = |fact: &dyn Fn(&Fact) -> bool| {
         timeline::first(&report.events, fact)
@@ -168,14 +170,8 @@ fn backoff_due(report: &RunReport) -> Option<f64> {
 
 /// [`backoff_due`] of the events so far, in seconds from `zero`.
 fn backoff_due_in(events: &[timeline::Event], zero: jiff::Timestamp) -> Option<f64> {
-    let refused: Vec<f64> = events
-        .iter()
-        .filter(|event| {
-            matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
-        })
-        .map(|event| event.at.duration_since(zero).as_secs_f64())
-        .collect();
-    let last = *refused.last()?;
+    let refused = refused(events);
+    let last = refused.last()?.at.duration_since(zero).as_secs_f64();
     let failures = i32::try_from(refused.len()).unwrap_or(i32::MAX);
     Some(last + 0.005 * 2f64.powi(failures - 1))
 }
@@ -206,14 +202,8 @@ async fn poke_the_service_account(run: &ChainRun) {
     let next = run
         .timeline
         .wait_for(Duration::from_secs(30), |events| {
-            (refusals(events) > before).then(|| {
-                events
-                    .iter()
-                    .rfind(|event| {
-                        matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
-                    })
-                    .map(|event| event.at)
-            })?
+            let refused = refused(events);
+            (refused.len() > before).then(|| refused.last().map(|event| event.at))?
         })
         .await;
     let at = |time: jiff::Timestamp| time.duration_since(zero).as_secs_f64();
@@ -231,53 +221,6 @@ async fn poke_the_service_account(run: &ChainRun) {
             due.unwrap_or(f64::NAN)
         ),
     }
-}
-
-/// When the operator annotated its ServiceAccount with its completed
-/// release (the wake-up: an object OLM v1 applied, so its change
-/// re-queues the extension at once), to the second the API server records
-/// (`managedFields`), beside when OLM v1's apply of 7.10.1 went through.
-async fn print_wake(run: &ChainRun, report: &RunReport) {
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    let account = run
-        .namespace
-        .api::<ServiceAccount>()
-        .get("app-operator")
-        .await
-        .unwrap_or_else(|error| panic!("ServiceAccount app-operator: {error}"));
-    let annotated = account
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(upgrade_gate::admission::COMPLETED_ANNOTATION))
-        .cloned();
-    let written: Vec<String> = account
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .map(|entry| {
-            format!(
-                "{} {} at {}",
-                entry.manager.as_deref().unwrap_or("?"),
-                entry.operation.as_deref().unwrap_or("?"),
-                entry
-                    .time
-                    .as_ref()
-                    .map_or("?".to_owned(), |time| time.0.to_string())
-            )
-        })
-        .collect();
-    let accepted = timeline::first(
-        &report.events,
-        |fact| matches!(fact, Fact::Deployed { release, accepted: true, .. } if release == NEXT),
-    )
-    .map(|event| event.at.to_string());
-    println!(
-        "ServiceAccount app-operator: {}={annotated:?}; written by {}; OLM v1 applied {NEXT} at {accepted:?}",
-        upgrade_gate::admission::COMPLETED_ANNOTATION,
-        written.join(", ")
-    );
 }
 
 /// `kubectl upgrade-gate status -n <ns> -o json` (the binary as the
@@ -369,13 +312,7 @@ async fn with_the_policy_olm_v1_applies_7_10_1_only_after_7_10_0s_upgrade() {
         "the chain through OLM v1 was damaged:\n{}",
         report.verdict.evidence.join("\n")
     );
-    let refused = report
-        .events
-        .iter()
-        .filter(|event| {
-            matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
-        })
-        .count();
+    let refused = refusals(&report.events);
     assert!(
         refused > 0,
         "held, yet OLM v1 never tried 7.10.1 before it was let through"
