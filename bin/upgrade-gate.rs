@@ -768,7 +768,7 @@ fn plugin_main() -> ExitCode {
             let now = k8s_openapi::jiff::Timestamp::now();
             print!(
                 "{}",
-                plugin::render_all(
+                plugin::render(
                     &listed.rows,
                     listed.extensions.as_deref(),
                     format,

@@ -346,20 +346,10 @@ struct Items<'a> {
     cluster_extensions: Option<&'a [ExtensionRow]>,
 }
 
-/// The CSV rows in `format` (`namespace`: show a NAMESPACE column).
-pub fn render(
-    rows: &[GateRow],
-    format: Format,
-    namespace: bool,
-    now: k8s_openapi::jiff::Timestamp,
-) -> Result<String, GateError> {
-    render_all(rows, None, format, namespace, now)
-}
-
 /// The CSV rows and the ClusterExtensions' (`None`: OLM v1 does not run)
-/// in `format`: tables one after the other, JSON and YAML with
-/// `clusterExtensions` beside `items`.
-pub fn render_all(
+/// in `format` (`namespace`: show a NAMESPACE column): tables one after
+/// the other, JSON and YAML with `clusterExtensions` beside `items`.
+pub fn render(
     rows: &[GateRow],
     extensions: Option<&[ExtensionRow]>,
     format: Format,
@@ -557,22 +547,21 @@ mod tests {
         let now = "2026-03-01T12:00:00Z".parse().expect("valid");
         let extensions = [extension_row()];
         // Only OLM v1's: its table alone.
-        let table =
-            render_all(&[], Some(&extensions), Format::Table, false, now).expect("rendered");
+        let table = render(&[], Some(&extensions), Format::Table, false, now).expect("rendered");
         assert!(table.starts_with("CLUSTEREXTENSION"), "{table}");
         assert_eq!(table.lines().count(), 2, "{table}");
         // Beside OLM v0 with no CSV and no extension: the CSVs' header, as before.
-        let table = render_all(&[], None, Format::Table, false, now).expect("rendered");
+        let table = render(&[], None, Format::Table, false, now).expect("rendered");
         assert!(table.starts_with("CSV"), "{table}");
         // JSON names the extensions only where OLM v1 runs.
-        let json = render_all(&[], Some(&extensions), Format::Json, false, now).expect("json");
+        let json = render(&[], Some(&extensions), Format::Json, false, now).expect("json");
         let value: Value = serde_json::from_str(&json).expect("valid JSON");
         assert_eq!(value["clusterExtensions"][0]["installed"], "7.10.0");
         assert_eq!(
             value["clusterExtensions"][0]["upgrade"]["state"],
             "complete"
         );
-        let json = render(&[], Format::Json, false, now).expect("json");
+        let json = render(&[], None, Format::Json, false, now).expect("json");
         let value: Value = serde_json::from_str(&json).expect("valid JSON");
         assert!(value.get("clusterExtensions").is_none(), "{json}");
     }
