@@ -4,29 +4,15 @@
 //! metadata/) is refused (exit 2).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use upgrade_gate_tests::{binary, repository_root};
+use upgrade_gate_tests::repository_root;
+
+use super::lint_run::Run;
 
 const CSV: &str = "manifests/upgrade-gate.clusterserviceversion.yaml";
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 fn lint(args: &[&str]) -> Run {
-    let output = Command::new(binary("upgrade-gate"))
-        .arg("lint-bundle")
-        .args(args)
-        .output()
-        .expect("run upgrade-gate lint-bundle");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    super::lint_run::lint("lint-bundle", args)
 }
 
 /// A copy of bundle/7.10.1 with `edit` applied to its CSV's text.

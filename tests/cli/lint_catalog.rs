@@ -7,27 +7,13 @@
 //! that is not a catalog is refused (exit 2).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use upgrade_gate_tests::{binary, repository_root};
+use upgrade_gate_tests::repository_root;
 
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
+use super::lint_run::Run;
 
 fn lint(args: &[&str]) -> Run {
-    let output = Command::new(binary("upgrade-gate"))
-        .arg("lint-catalog")
-        .args(args)
-        .output()
-        .expect("run upgrade-gate lint-catalog");
-    Run {
-        code: output.status.code(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    super::lint_run::lint("lint-catalog", args)
 }
 
 /// A copy of catalog/ whose catalog.yaml has `edit` applied.

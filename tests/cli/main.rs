@@ -4,5 +4,6 @@
 mod gate_logs;
 mod lint_bundle;
 mod lint_catalog;
+mod lint_run;
 mod plugin;
 mod signals;
