@@ -25,7 +25,7 @@ use kube::discovery::ApiResource;
 use kube::runtime::watcher;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use upgrade_gate_tests::gate_process::run_gate;
+use upgrade_gate_tests::gate_process::release_and_wait;
 use upgrade_gate_tests::object_history::ObjectHistory;
 use upgrade_gate_tests::wait::{self, Look};
 
@@ -226,27 +226,7 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
         .await;
     eprintln!("{v2} waits: {message}");
 
-    let release = run_gate(
-        &cluster.kubeconfig,
-        &[
-            "release",
-            "--name",
-            &v1,
-            "--namespace",
-            &namespace.name,
-            "--wait",
-            "--timeout",
-            "60s",
-        ],
-        Duration::from_secs(90),
-    )
-    .await;
-    assert_eq!(
-        release.code,
-        Some(0),
-        "upgrade-gate release:\n{}",
-        release.text()
-    );
+    release_and_wait(&cluster.kubeconfig, &v1, &namespace.name).await;
     csvs.wait_for(
         &format!("{v2} to succeed after the release"),
         OLM_STEP,

@@ -53,7 +53,7 @@ use upgrade_gate_tests::gate_probe_catalog::{
     GATE_CONTAINER, Images, MAIN_CONTAINER, POD_LABEL, channel_until, csv_name, hold_image,
     write_catalog,
 };
-use upgrade_gate_tests::gate_process::{GateProcess, run_gate};
+use upgrade_gate_tests::gate_process::{GateProcess, release_and_wait, run_gate};
 use upgrade_gate_tests::object_history::{ObjectHistory, Observed};
 
 /// `opm serve` ports, distinct from other tests' catalogs.
@@ -972,27 +972,7 @@ async fn the_next_version_waits_for_the_gate_and_release_or_an_admin_override_le
 
     // `upgrade-gate release` opens v1's gate: OLM proceeds to v2.
     let released_at = Timestamp::now();
-    let release = run_gate(
-        &cluster.kubeconfig,
-        &[
-            "release",
-            "--name",
-            &v1,
-            "--namespace",
-            &namespace.name,
-            "--wait",
-            "--timeout",
-            "60s",
-        ],
-        Duration::from_secs(90),
-    )
-    .await;
-    assert_eq!(
-        release.code,
-        Some(0),
-        "upgrade-gate release:\n{}",
-        release.text()
-    );
+    release_and_wait(&cluster.kubeconfig, &v1, &namespace.name).await;
     let mut before_release = phases_before(&csvs.snapshot(), &v2, released_at);
     before_release.remove("");
     assert_eq!(

@@ -160,6 +160,32 @@ pub async fn run_gate(kubeconfig: &Path, args: &[&str], timeout: Duration) -> Fi
     GateProcess::start(kubeconfig, args).finish(timeout).await
 }
 
+/// `upgrade-gate release --name NAME --namespace NAMESPACE --wait` (60 s
+/// for OLM to copy `Upgradeable=True`); panics unless it exits 0.
+pub async fn release_and_wait(kubeconfig: &Path, name: &str, namespace: &str) {
+    let release = run_gate(
+        kubeconfig,
+        &[
+            "release",
+            "--name",
+            name,
+            "--namespace",
+            namespace,
+            "--wait",
+            "--timeout",
+            "60s",
+        ],
+        Duration::from_secs(90),
+    )
+    .await;
+    assert_eq!(
+        release.code,
+        Some(0),
+        "upgrade-gate release:\n{}",
+        release.text()
+    );
+}
+
 fn collect_lines(
     stream: impl AsyncRead + Unpin + Send + 'static,
     sender: watch::Sender<Vec<String>>,
