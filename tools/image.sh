@@ -50,11 +50,15 @@ trap 'rm -rf "$scratch"' EXIT
 # The project's binaries need glibc and libgcc_s (both in --variant=essential);
 # TLS needs ca-certificates. The upgrade Job's PostgreSQL 18 client tools
 # (tools/postgresql.sh; Debian has only 15) bring their own libraries and
-# need only glibc and zlib.
-# shellcheck disable=SC2054 # the commas belong to --include's value
+# need only glibc and zlib. The runtime user's passwd and group entries
+# (libpq and psql look up the current user) are written by a hook on the
+# host, not by a RUN step: no image of ours starts podman's OCI runtime.
+# shellcheck disable=SC2054,SC2016 # the commas belong to --include's value; $1 is the hook's
 base_args=(
   --variant=essential
   --include=ca-certificates,zlib1g
+  --customize-hook='echo "nonroot:x:65532:65532:nonroot:/nonexistent:/usr/sbin/nologin" >>"$1/etc/passwd"'
+  --customize-hook='echo "nonroot:x:65532:" >>"$1/etc/group"'
   --dpkgopt='path-exclude=/usr/share/doc/*'
   --dpkgopt='path-exclude=/usr/share/man/*'
   --dpkgopt='path-exclude=/usr/share/locale/*'
