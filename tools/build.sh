@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# Builds every tool the local cluster needs from the wrapper Go modules in
-# tools/ (`just cluster-bins`), and installs the Debian packages the node needs.
-# `tools/build.sh adopt` builds only the tools that prove the gate's adoption
-# kits (`just adopt-tools`: kubebuilder, controller-gen, kustomize) and prints
-# their bin/ directory.
+# Builds the tools the local cluster needs from the wrapper Go modules in
+# tools/, and installs the Debian packages the node needs:
+#
+#   tools/build.sh [all]   every tool `just test` needs (`just cluster-bins`)
+#   tools/build.sh olm-v0  only what a cluster with OLM v0 needs (`just demo`,
+#                          `just race`): Kubernetes, etcd, olm, catalog, opm;
+#                          no OLM v1, Helm, actionlint or bundle validators
+#   tools/build.sh adopt   only the tools that prove the gate's adoption kits
+#                          (`just adopt-tools`: kubebuilder, controller-gen,
+#                          kustomize); prints their bin/ directory
 #
 # Output (outside the work tree, see docs/local-cluster-tools.md):
 #   $UPGRADE_GATE_CACHE/tools/<module>-<sha256(go.sum)[:12]>/bin/<binary>
 #   $UPGRADE_GATE_CACHE/tools/olm-<hash>/crds/*.yaml   (OLM's CRDs)
 #   $UPGRADE_GATE_CACHE/tools/olm-v1-<hash>/{crds,manifests}/ (OLM v1's CRDs and manifests)
-#   $UPGRADE_GATE_CACHE/tools/current-<hash>/{bin,crds,olm-v1} (links to all of the above)
+#   $UPGRADE_GATE_CACHE/tools/current-<hash>/{bin,crds,olm-v1} (all: links to all of the above)
+#   $UPGRADE_GATE_CACHE/tools/olm-v0-<hash>/{bin,crds}  (olm-v0: links to its part)
 # A binary that already exists is not built again; a module's missing ones
 # are built in one `go build` into a staging directory and renamed, so an
 # interrupted build never leaves a partial binary behind. The modules build
-# at once. Prints the current-<hash> directory on stdout when done.
+# at once. Prints the set's directory on stdout when done.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -85,8 +91,11 @@ all_present() {
   done
 }
 
+# The servers a cluster runs; with set all also kubectl (the tests run it;
+# the demo does not, and kubectl's packages are a fair part of the build).
 build_kubernetes() {
-  local names=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+  local set=$1 names=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+  [[ $set == olm-v0 ]] || names+=(kubectl)
   all_present kubernetes "${names[@]}" || download_modules kubernetes
   local version major minor ldflags="" package name
   version=$(required_version kubernetes k8s.io/kubernetes)
@@ -112,8 +121,12 @@ build_etcd() {
   build_binaries etcd "" "" "etcd=go.etcd.io/etcd/server/v3"
 }
 
+# OLM v0's olm, catalog and opm; with set all also the bundle validators
+# (`just validate` runs them; a cluster does not).
 build_olm() {
-  all_present olm olm catalog opm operator-verify validate-bundle || download_modules olm
+  local set=$1 names=(olm catalog opm)
+  [[ $set == olm-v0 ]] || names+=(operator-verify validate-bundle)
+  all_present olm "${names[@]}" || download_modules olm
   local olm_version opm_version
   olm_version=$(required_version olm github.com/operator-framework/operator-lifecycle-manager)
   opm_version=$(required_version olm github.com/operator-framework/operator-registry)
@@ -124,9 +137,11 @@ build_olm() {
     catalog=github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
   build_binaries olm json1,containers_image_openpgp "$opm_ldflags" \
     opm=github.com/operator-framework/operator-registry/cmd/opm
-  build_binaries olm "" "" \
-    operator-verify=github.com/operator-framework/api/cmd/operator-verify \
-    validate-bundle=./cmd/validate-bundle
+  if [[ $set != olm-v0 ]]; then
+    build_binaries olm "" "" \
+      operator-verify=github.com/operator-framework/api/cmd/operator-verify \
+      validate-bundle=./cmd/validate-bundle
+  fi
   copy_olm_crds
 }
 
@@ -233,63 +248,67 @@ build_kubebuilder() {
   build_binaries kubebuilder "" "" kustomize=sigs.k8s.io/kustomize/kustomize/v5
 }
 
-# Links every module's binaries and OLM's CRDs into one directory.
+# Links set $1's binaries and OLM's CRDs into its directory (current_dir).
 assemble_current() {
-  local current
-  current=$(current_dir)
+  local set=$1 current
+  current=$(current_dir "$set")
   if [[ -d $current ]]; then
     log "tools directory exists: $current"
     return
   fi
   local staging="$current.partial.$$"
+  rm -rf "$staging"
   mkdir -p "$staging/bin"
   local module binary
-  for module in "${wrapper_modules[@]}"; do
-    for binary in "$(module_dir "$module")"/bin/*; do
-      ln -s "$binary" "$staging/bin/$(basename "$binary")"
+  for binary in $(set_binaries "$set"); do
+    for module in $(set_modules "$set"); do
+      if [[ -x "$(module_dir "$module")/bin/$binary" ]]; then
+        ln -s "$(module_dir "$module")/bin/$binary" "$staging/bin/$binary"
+        break
+      fi
     done
-  done
-  ln -s "$(module_dir olm)/crds" "$staging/crds"
-  mkdir "$staging/olm-v1"
-  ln -s "$(module_dir olm-v1)/crds" "$staging/olm-v1/crds"
-  ln -s "$(module_dir olm-v1)/manifests" "$staging/olm-v1/manifests"
-  for binary in "${expected_binaries[@]}"; do
     if [[ ! -x $staging/bin/$binary ]]; then
       log "missing binary after the build: $binary"
       rm -rf "$staging"
       return 1
     fi
   done
+  ln -s "$(module_dir olm)/crds" "$staging/crds"
+  if [[ $set == all ]]; then
+    mkdir "$staging/olm-v1"
+    ln -s "$(module_dir olm-v1)/crds" "$staging/olm-v1/crds"
+    ln -s "$(module_dir olm-v1)/manifests" "$staging/olm-v1/manifests"
+  fi
   mv -T "$staging" "$current"
   log "tools directory: $current"
 }
 
 main() {
-  local start
+  local start set=${1:-all}
   start=$(now)
   hold_lock tools
-  if [[ ${1:-} == adopt ]]; then
+  if [[ $set == adopt ]]; then
     build_kubebuilder
     log "adoption tools ready in $(elapsed_since "$start") s"
     printf '%s/bin\n' "$(module_dir kubebuilder)"
     return
   fi
+  set_modules "$set" >/dev/null || exit 2
   ensure_debian_packages containerd runc containernetworking-plugins iptables podman mmdebstrap uidmap
   # The modules build at once: on few cores one go build leaves a core
   # idle while it links or compiles a package others wait for.
-  local pids=() pid failed=0
-  build_kubernetes &
-  pids+=($!)
-  build_etcd &
-  pids+=($!)
-  build_olm &
-  pids+=($!)
-  build_olm_v1 &
-  pids+=($!)
-  build_lint &
-  pids+=($!)
-  build_helm &
-  pids+=($!)
+  local pids=() pid failed=0 module
+  for module in $(set_modules "$set"); do
+    case $module in
+      kubernetes) build_kubernetes "$set" & ;;
+      etcd) build_etcd & ;;
+      olm) build_olm "$set" & ;;
+      olm-v1) build_olm_v1 & ;;
+      lint) build_lint & ;;
+      helm) build_helm & ;;
+    esac
+    pids+=($!)
+  done
   for pid in "${pids[@]}"; do
     wait "$pid" || failed=1
   done
@@ -297,9 +316,11 @@ main() {
     log "a module's build failed (its output is above)"
     return 1
   }
-  assemble_current
-  log "cluster tools ready in $(elapsed_since "$start") s"
-  current_dir
+  assemble_current "$set"
+  # all holds olm-v0's binaries too: its directory costs a few links.
+  [[ $set != all ]] || assemble_current olm-v0
+  log "cluster tools ($set) ready in $(elapsed_since "$start") s"
+  current_dir "$set"
 }
 
 main "$@"

@@ -10,16 +10,45 @@ cache_root=${UPGRADE_GATE_CACHE:-$HOME/.cache/upgrade-gate}
 # The wrapper Go modules, each a folder of tools/ with go.mod, go.sum, tools.go.
 wrapper_modules=(kubernetes etcd olm olm-v1 lint helm)
 
-# Every binary the cluster harness expects in "$(tools/bin-dir.sh)/bin".
-# shellcheck disable=SC2034 # used by the scripts that source this file
-expected_binaries=(
-  etcd
-  kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
-  olm catalog opm operator-verify validate-bundle
-  operator-controller catalogd registry
-  actionlint
-  helm
-)
+# The tool sets: what one use of the local cluster needs built, no more.
+#   olm-v0  a cluster with OLM v0: `just demo`, `just race`, `just
+#           bench-scale` (Kubernetes' servers, etcd, OLM's olm, catalog
+#           and opm)
+#   all     what `just test` needs besides: kubectl, OLM v1, Helm,
+#           actionlint and the bundle validators (operator-verify,
+#           validate-bundle)
+tool_sets=(olm-v0 all)
+
+# The binaries of set $1 the harness expects in "$(tools/bin-dir.sh SET)/bin",
+# one per line.
+set_binaries() {
+  local olm_v0=(
+    etcd
+    kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy
+    olm catalog opm
+  )
+  case $1 in
+    olm-v0) printf '%s\n' "${olm_v0[@]}" ;;
+    all) printf '%s\n' "${olm_v0[@]}" kubectl operator-verify validate-bundle \
+      operator-controller catalogd registry actionlint helm ;;
+    *)
+      echo "unknown tool set '$1' (${tool_sets[*]})" >&2
+      return 2
+      ;;
+  esac
+}
+
+# The wrapper modules set $1 builds from, one per line.
+set_modules() {
+  case $1 in
+    olm-v0) printf '%s\n' kubernetes etcd olm ;;
+    all) printf '%s\n' "${wrapper_modules[@]}" ;;
+    *)
+      echo "unknown tool set '$1' (${tool_sets[*]})" >&2
+      return 2
+      ;;
+  esac
+}
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -56,16 +85,21 @@ module_dir() {
   printf '%s/tools/%s-%s\n' "$cache_root" "$module" "$hash"
 }
 
-# The directory handed to the harness (UPGRADE_GATE_TOOLS): bin/ links every
-# binary of every module, crds/ holds OLM's CRDs. Keyed by all modules' dirs,
-# so a bump of any go.sum gives a new directory and old ones stay valid.
+# The directory handed to the harness (UPGRADE_GATE_TOOLS) for tool set $1
+# (default all): bin/ links every binary of the set, crds/ holds OLM's CRDs
+# (and olm-v1/ OLM v1's, for all). Keyed by the set's modules' dirs, so a
+# bump of any go.sum gives a new directory and old ones stay valid. The all
+# set's is current-<hash>, as before the sets.
 current_dir() {
-  local module
+  local set=${1:-all} module modules
+  modules=$(set_modules "$set") || return 2
   local key=""
-  for module in "${wrapper_modules[@]}"; do
+  for module in $modules; do
     key+="$(basename "$(module_dir "$module")")"$'\n'
   done
-  printf '%s/tools/current-%s\n' "$cache_root" "$(printf '%s' "$key" | short_hash)"
+  local prefix=current
+  [[ $set == all ]] || prefix=$set
+  printf '%s/tools/%s-%s\n' "$cache_root" "$prefix" "$(printf '%s' "$key" | short_hash)"
 }
 
 # A timestamp in nanoseconds, for elapsed_since.
