@@ -97,6 +97,10 @@ if [[ $what == ci ]]; then
 else
   echo "== just demo ($mode): exit $status, $((total / 60)) min $((total % 60)) s"
   echo "milestones (seconds from the start):"
-  grep -E 'installed .* in [0-9.]+ s|: built .* in [0-9.]+ s|cluster tools ready|cargo build in|mmdebstrap root|built localhost/upgrade-gate|==> Starting local cluster|==> Setting up|set up in|==> Switching|==> What happened|chain: [0-9.]+ s in all' "$work/ci.log" || true
+  grep -E 'doctor: |\] building |\] built |still building|FAILED|ready: |==> Starting local cluster|==> Setting up|set up in|==> Switching|==> What happened|chain: [0-9.]+ s in all' "$work/ci.log" || true
+  # The stages' own logs (tools/prepare.sh writes one a stage): what each build took.
+  echo "inside the stages (clock times):"
+  cat "$work"/clone/target/logs/prepare-*/*.log 2>/dev/null |
+    grep -E 'installed .* in [0-9.]+ s|: built .* in [0-9.]+ s|cluster tools .*ready|modules downloaded|cargo build in|mmdebstrap root|built localhost/|saved localhost/upgrade-gate' || true
 fi
 exit "$status"
