@@ -90,6 +90,13 @@ else
   status=$(cat "$work/status" 2>/dev/null || echo 1)
 fi
 total=$(($(date +%s) - started))
+if [[ $mode == cold ]]; then
+  # What the run wrote where, for the disk the doctor asks for (tools/doctor/src/disk.rs).
+  echo
+  echo "disk used by the run (du -sh):"
+  du -sh "$work/cargo" "$work/go/mod" "$work/go/build" "$work/cache" "$work/storage" \
+    "$work/clone/target" 2>/dev/null | sed 's/^/  /' || true
+fi
 echo
 if [[ $what == ci ]]; then
   echo "== .ci/run ($mode): exit $status, $((total / 60)) min $((total % 60)) s"
