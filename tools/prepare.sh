@@ -9,6 +9,8 @@
 #                                   `just race`, `just bench-scale`): the
 #                                   olm-v0 cluster tools, the pause image and
 #                                   the sample's image from cargo's dev build
+#                                   (its Debian base and PostgreSQL client
+#                                   fetched beside the builds)
 #
 # The usual times are cold ones on 2 cores with the stages at once (`just
 # measure-demo cold`); a stage whose output is already built takes seconds.
@@ -33,17 +35,19 @@ clock() {
 say() { printf '[%6s] %s\n' "$(clock)" "$*"; }
 minutes() { printf '%d min' $((($1 + 59) / 60)); }
 
-# name -> pid, start time, usual seconds, log file
-declare -A pids=() starts=() usual=() logs=() titles=()
+# name -> pid, start time, usual seconds, log file, title, short title
+declare -A pids=() starts=() usual=() logs=() titles=() shorts=()
 
-# start NAME USUAL_SECONDS TITLE -- COMMAND...: runs COMMAND in the
-# background, its output to LOG_DIR/NAME.log.
+# start NAME USUAL_SECONDS SHORT TITLE -- COMMAND...: runs COMMAND in the
+# background, its output to LOG_DIR/NAME.log; SHORT names it in the
+# progress lines.
 start() {
-  local name=$1 seconds=$2 title=$3
-  shift 4
+  local name=$1 seconds=$2 short=$3 title=$4
+  shift 5
   logs[$name]="$log_dir/$name.log"
   usual[$name]=$seconds
   titles[$name]=$title
+  shorts[$name]=$short
   starts[$name]=$(date +%s)
   "$@" >"${logs[$name]}" 2>&1 &
   pids[$name]=$!
@@ -86,14 +90,13 @@ wait_all() {
         elapsed=$(($(date +%s) - starts[$name]))
         rest=$((usual[$name] - elapsed))
         ((rest > left)) && left=$rest
-        parts+=("${titles[$name]} ($((elapsed / 60)) of ~$(minutes "${usual[$name]}"))")
+        parts+=("${shorts[$name]} $((elapsed / 60)) of ~$(minutes "${usual[$name]}")")
       done
       local estimate="about $(minutes "$left") left"
       ((left > 0)) || estimate="longer than usual"
-      say "still building: $(
-        IFS=';'
-        echo "${parts[*]}"
-      ); $estimate"
+      local joined
+      joined=$(printf '%s, ' "${parts[@]}")
+      say "still building: ${joined%, }; $estimate"
     fi
     sleep 2
   done
@@ -101,10 +104,15 @@ wait_all() {
 
 say "logs: $log_dir (one file a stage; \`tail -f\` one to watch it)"
 # The Go tools and the workspace build at once: on 2 cores one build alone
-# leaves a core idle while it links or waits on a package.
-start tools 780 "the cluster tools (Kubernetes, etcd, OLM v0; Go)" -- \
+# leaves a core idle while it links or waits on a package. The image's
+# inputs that wait on the network and the disk more than on the CPU (the
+# Debian base, the PostgreSQL client wheels) are fetched beside them, not
+# after cargo: `just measure-demo cold` had them on the critical path.
+start fetch 60 "base, client, pause" "the image's Debian base (mmdebstrap), the PostgreSQL 18 client and the pause image" -- \
+  bash -c "'$tools_src/image.sh' base && '$tools_src/postgresql.sh' fetch && '$tools_src/image.sh' pause"
+start tools 740 "Go tools" "the cluster tools (Kubernetes, etcd, OLM v0; Go)" -- \
   "$tools_src/build.sh" olm-v0
-start images 840 "the pause image, then the workspace (cargo, dev) and the sample's image" -- \
-  bash -c "'$tools_src/image.sh' pause && '$tools_src/image.sh' app dev"
+start images 690 "cargo and image" "the workspace (cargo, dev), then the sample's image" -- \
+  "$tools_src/image.sh" app dev
 wait_all
 say "ready: the cluster tools and the sample's image"
