@@ -295,20 +295,32 @@ main() {
   fi
   set_modules "$set" >/dev/null || exit 2
   ensure_debian_packages containerd runc containernetworking-plugins iptables podman mmdebstrap uidmap
-  # The modules build at once: on few cores one go build leaves a core
-  # idle while it links or compiles a package others wait for.
+  # Set all: the modules build at once, as on few cores one go build
+  # leaves a core idle while it links or compiles a package others wait
+  # for. Set olm-v0 (the demo) builds beside cargo's build of the
+  # workspace, which fills those gaps: its modules build one after the
+  # other, so a package they share (the standard library, golang.org/x at
+  # the same version) is compiled once, not at once by each.
   local pids=() pid failed=0 module
-  for module in $(set_modules "$set"); do
-    case $module in
-      kubernetes) build_kubernetes "$set" & ;;
-      etcd) build_etcd & ;;
-      olm) build_olm "$set" & ;;
-      olm-v1) build_olm_v1 & ;;
-      lint) build_lint & ;;
-      helm) build_helm & ;;
+  build_module() {
+    case $1 in
+      kubernetes) build_kubernetes "$set" ;;
+      etcd) build_etcd ;;
+      olm) build_olm "$set" ;;
+      olm-v1) build_olm_v1 ;;
+      lint) build_lint ;;
+      helm) build_helm ;;
     esac
+  }
+  if [[ $set == olm-v0 ]]; then
+    (for module in $(set_modules "$set"); do build_module "$module" || exit 1; done) &
     pids+=($!)
-  done
+  else
+    for module in $(set_modules "$set"); do
+      build_module "$module" &
+      pids+=($!)
+    done
+  fi
   for pid in "${pids[@]}"; do
     wait "$pid" || failed=1
   done

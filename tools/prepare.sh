@@ -9,8 +9,6 @@
 #                                   `just race`, `just bench-scale`): the
 #                                   olm-v0 cluster tools, the pause image and
 #                                   the sample's image from cargo's dev build
-#                                   (its Debian base and PostgreSQL client
-#                                   fetched beside the builds)
 #
 # The usual times are cold ones on 2 cores with the stages at once (`just
 # measure-demo cold`); a stage whose output is already built takes seconds.
@@ -105,14 +103,13 @@ wait_all() {
 say "logs: $log_dir (one file a stage; \`tail -f\` one to watch it)"
 # The Go tools and the workspace build at once: on 2 cores one build alone
 # leaves a core idle while it links or waits on a package. The image's
-# inputs that wait on the network and the disk more than on the CPU (the
-# Debian base, the PostgreSQL client wheels) are fetched beside them, not
-# after cargo: `just measure-demo cold` had them on the critical path.
-start fetch 60 "base, client, pause" "the image's Debian base (mmdebstrap), the PostgreSQL 18 client and the pause image" -- \
-  bash -c "'$tools_src/image.sh' base && '$tools_src/postgresql.sh' fetch && '$tools_src/image.sh' pause"
+# Debian base and PostgreSQL client are fetched after cargo's build (in
+# `image.sh app`): fetched beside the builds, mmdebstrap took 145 s instead
+# of 44 and the Go modules' download twice as long, and the cold demo was
+# a minute slower (`just measure-demo cold`, docs/demo.md).
 start tools 740 "Go tools" "the cluster tools (Kubernetes, etcd, OLM v0; Go)" -- \
   "$tools_src/build.sh" olm-v0
-start images 690 "cargo and image" "the workspace (cargo, dev), then the sample's image" -- \
-  "$tools_src/image.sh" app dev
+start images 720 "cargo and image" "the pause image, the workspace (cargo, dev), then the sample's image" -- \
+  bash -c "'$tools_src/image.sh' pause && '$tools_src/image.sh' app dev"
 wait_all
 say "ready: the cluster tools and the sample's image"
