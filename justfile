@@ -49,8 +49,9 @@ test-fast:
     cargo build --workspace --bins
     cargo test --workspace
 
-# The preflight's refusals on this machine made to look like others (root):
-# not root, no network namespaces, a killed cluster's leftovers, a small disk.
+# Not root, no network namespaces, a killed cluster's leftovers, a small disk:
+# each made for real (another uid, a user namespace, a netns, a tmpfs) and undone.
+# The preflight's refusals on this machine made to look like others (root).
 test-machine:
     cargo build --workspace --bins
     cargo test --workspace --test machine
@@ -70,11 +71,12 @@ test-postgres:
     cargo build --workspace --bins
     cargo test --workspace --test postgres -- --test-threads {{postgres_test_threads}}
 
-# The preflight, in seconds (tools/doctor): root, the cgroup layout, a netns
-# and veth, the kernel's overlay and br_netfilter, what a killed cluster left,
-# free disk where the builds write, Go/Rust/podman versions, the registries.
+# Checks root, the cgroup layout, a netns and veth, the kernel's overlay and
+# br_netfilter, what a killed cluster left, free disk where the builds write,
+# Go/Rust/podman versions and the registries (tools/doctor). One line per
+# check; exits 1 if one failed, each failure saying what to do.
 # FOR: demo or test (test needs more disk); FLAGS: --offline skips the registries.
-# One line per check; exits 1 if one failed, each failure saying what to do.
+# The preflight of demo and test, in seconds: what cannot work on this machine.
 doctor FOR="demo" *FLAGS:
     @cargo build --quiet --package upgrade-gate-doctor
     @"{{target_dir}}/debug/doctor" --for {{FOR}} {{FLAGS}}
