@@ -91,11 +91,20 @@ all_present() {
   done
 }
 
-# The servers a cluster runs; with set all also kubectl (the tests run it;
-# the demo does not, and kubectl's packages are a fair part of the build).
+# The names of the given binaries that tool set $set has (tools/lib.sh).
+in_set() {
+  local wanted name
+  wanted=$(set_binaries "$set")
+  for name in "$@"; do
+    if grep -qx "$name" <<<"$wanted"; then printf '%s\n' "$name"; fi
+  done
+}
+
+# The servers a cluster runs, and kubectl where the set has it (the tests
+# run it; the demo does not, and its packages are a fair part of the build).
 build_kubernetes() {
-  local set=$1 names=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
-  [[ $set == olm-v0 ]] || names+=(kubectl)
+  local names
+  mapfile -t names < <(in_set kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
   all_present kubernetes "${names[@]}" || download_modules kubernetes
   local version major minor ldflags="" package name
   version=$(required_version kubernetes k8s.io/kubernetes)
@@ -121,11 +130,11 @@ build_etcd() {
   build_binaries etcd "" "" "etcd=go.etcd.io/etcd/server/v3"
 }
 
-# OLM v0's olm, catalog and opm; with set all also the bundle validators
-# (`just validate` runs them; a cluster does not).
+# OLM v0's olm, catalog and opm, and the bundle validators where the set
+# has them (`just validate` runs them; a cluster does not).
 build_olm() {
-  local set=$1 names=(olm catalog opm)
-  [[ $set == olm-v0 ]] || names+=(operator-verify validate-bundle)
+  local names
+  mapfile -t names < <(in_set olm catalog opm operator-verify validate-bundle)
   all_present olm "${names[@]}" || download_modules olm
   local olm_version opm_version
   olm_version=$(required_version olm github.com/operator-framework/operator-lifecycle-manager)
@@ -137,7 +146,7 @@ build_olm() {
     catalog=github.com/operator-framework/operator-lifecycle-manager/cmd/catalog
   build_binaries olm json1,containers_image_openpgp "$opm_ldflags" \
     opm=github.com/operator-framework/operator-registry/cmd/opm
-  if [[ $set != olm-v0 ]]; then
+  if [[ -n $(in_set validate-bundle) ]]; then
     build_binaries olm "" "" \
       operator-verify=github.com/operator-framework/api/cmd/operator-verify \
       validate-bundle=./cmd/validate-bundle
@@ -259,11 +268,14 @@ assemble_current() {
   local staging="$current.partial.$$"
   rm -rf "$staging"
   mkdir -p "$staging/bin"
-  local module binary
+  local module binary dirs=()
+  for module in $(set_modules "$set"); do
+    dirs+=("$(module_dir "$module")")
+  done
   for binary in $(set_binaries "$set"); do
-    for module in $(set_modules "$set"); do
-      if [[ -x "$(module_dir "$module")/bin/$binary" ]]; then
-        ln -s "$(module_dir "$module")/bin/$binary" "$staging/bin/$binary"
+    for module in "${dirs[@]}"; do
+      if [[ -x $module/bin/$binary ]]; then
+        ln -s "$module/bin/$binary" "$staging/bin/$binary"
         break
       fi
     done
@@ -283,8 +295,22 @@ assemble_current() {
   log "tools directory: $current"
 }
 
+# Builds one wrapper module's binaries for tool set $set.
+build_module() {
+  case $1 in
+    kubernetes) build_kubernetes ;;
+    etcd) build_etcd ;;
+    olm) build_olm ;;
+    olm-v1) build_olm_v1 ;;
+    lint) build_lint ;;
+    helm) build_helm ;;
+  esac
+}
+
 main() {
-  local start set=${1:-all}
+  local start
+  # The tool set built: global, as build_kubernetes and build_olm read it.
+  set=${1:-all}
   start=$(now)
   hold_lock tools
   if [[ $set == adopt ]]; then
@@ -302,16 +328,6 @@ main() {
   # other, so a package they share (the standard library, golang.org/x at
   # the same version) is compiled once, not at once by each.
   local pids=() pid failed=0 module
-  build_module() {
-    case $1 in
-      kubernetes) build_kubernetes "$set" ;;
-      etcd) build_etcd ;;
-      olm) build_olm "$set" ;;
-      olm-v1) build_olm_v1 ;;
-      lint) build_lint ;;
-      helm) build_helm ;;
-    esac
-  }
   if [[ $set == olm-v0 ]]; then
     (for module in $(set_modules "$set"); do build_module "$module" || exit 1; done) &
     pids+=($!)
