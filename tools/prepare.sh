@@ -49,11 +49,7 @@ start() {
   starts[$name]=$(date +%s)
   "$@" >"${logs[$name]}" 2>&1 &
   pids[$name]=$!
-  if ((seconds > 60)); then
-    say "building $title (usually ~$(minutes "$seconds") cold on 2 cores, seconds when built before)"
-  else
-    say "building $title"
-  fi
+  say "building $title (usually ~$(minutes "$seconds") cold on 2 cores, seconds when built before)"
 }
 
 # Waits for every started stage; prints each end, and a progress line every
