@@ -5,13 +5,14 @@
 //! machine for real (a netns, a tmpfs, another uid) and undoes it, also when
 //! the test fails. Needs root, as the local cluster does.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
+use harness::layout::MachineNames;
 use upgrade_gate_tests::binary;
 
-/// Runs the doctor with `args` (never the registries: tests reach only
-/// this machine) and `env`, through `wrapper` when given.
+/// Runs the doctor for the demo, offline (tests reach only this machine),
+/// with `env`, through `wrapper` when given.
 fn doctor(wrapper: &[&str], env: &[(&str, &Path)]) -> (i32, String) {
     let doctor = binary("doctor");
     let mut command = match wrapper.split_first() {
@@ -54,12 +55,15 @@ fn require_root() {
     );
 }
 
-/// The one line of check `name` with verdict `verdict` (`ok`, `warn`, `FAIL`).
+/// Whether `line` is a line of check `name` with verdict `verdict` (`ok`, `warn`, `FAIL`).
+fn is_check(line: &str, verdict: &str, name: &str) -> bool {
+    let mut words = line.split_whitespace();
+    words.next() == Some(verdict) && words.next() == Some(name)
+}
+
+/// The first line of check `name` with verdict `verdict`.
 fn line<'a>(output: &'a str, verdict: &str, name: &str) -> Option<&'a str> {
-    output.lines().find(|line| {
-        let mut words = line.split_whitespace();
-        words.next() == Some(verdict) && words.next() == Some(name)
-    })
+    output.lines().find(|line| is_check(line, verdict, name))
 }
 
 /// What a test made, undone on drop (a failed assertion too).
@@ -157,8 +161,11 @@ fn refuses_a_machine_without_network_namespaces() {
 fn refuses_the_leftovers_of_a_killed_cluster() {
     require_root();
     let name = format!("doctor-test-{}", std::process::id());
-    let state_dir = PathBuf::from("/run/upgrade-gate").join(&name);
-    let netns = format!("ug-{name}");
+    // The harness's own names for the cluster: the doctor must find what
+    // the harness would leave, whatever the harness calls it.
+    let names = MachineNames::of(&name.parse().expect("a valid cluster name"));
+    let state_dir = names.state_dir.clone();
+    let netns = names.netns.clone();
     let _undo = Undo(vec![
         vec!["ip".into(), "netns".into(), "delete".into(), netns.clone()],
         vec!["rm".into(), "-rf".into(), state_dir.display().to_string()],
@@ -172,12 +179,10 @@ fn refuses_the_leftovers_of_a_killed_cluster() {
     // One line a cluster: this one's, whatever else the machine holds.
     let leftovers = output
         .lines()
-        .find(|line| {
-            !line_is_not(line, "FAIL", "leftovers") && line.contains(&format!("\"{name}\""))
-        })
+        .find(|line| is_check(line, "FAIL", "leftovers") && line.contains(&format!("\"{name}\"")))
         .unwrap_or_else(|| panic!("no FAIL leftovers line naming {name} in:\n{output}"));
     assert!(
-        leftovers.contains(&format!("/run/netns/{netns}")),
+        leftovers.contains(&names.netns_path().display().to_string()),
         "its netns is named: {leftovers}"
     );
     assert!(
@@ -188,11 +193,6 @@ fn refuses_the_leftovers_of_a_killed_cluster() {
         output.contains(&format!("just cluster-down {name}")),
         "the fix is `just cluster-down {name}`:\n{output}"
     );
-}
-
-fn line_is_not(line: &str, verdict: &str, name: &str) -> bool {
-    let mut words = line.split_whitespace();
-    !(words.next() == Some(verdict) && words.next() == Some(name))
 }
 
 #[test]
