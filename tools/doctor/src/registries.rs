@@ -86,37 +86,32 @@ pub fn debian_deb822(text: &str) -> Option<String> {
     })
 }
 
+/// Ask registry `name` at `url`; with no URL, warn with `without`.
+fn ask_or_warn(
+    name: &'static str,
+    url: Option<String>,
+    feeds: &'static str,
+    without: &str,
+) -> Probe {
+    match url {
+        Some(url) => Probe::Ask(Registry { name, url, feeds }),
+        None => Probe::Decided(Check::warn(name, without)),
+    }
+}
+
 /// What to ask: `goproxy` from `go env GOPROXY`, `pip_index_url` from
 /// `$PIP_INDEX_URL`, `debian` from the apt sources.
 pub fn plan(goproxy: &str, pip_index_url: Option<&str>, debian: Option<String>) -> Vec<Probe> {
-    let go = match go_proxy(goproxy) {
-        Some(url) => Probe::Ask(Registry {
-            name: "go proxy",
-            url,
-            feeds: "Go modules for the cluster tools",
-        }),
-        None => Probe::Decided(Check::warn(
-            "go proxy",
-            "GOPROXY=off: Go fetches no modules; the cluster tools build only from a filled module cache",
-        )),
-    };
     let pypi = pip_index_url
         .filter(|url| !url.is_empty())
         .unwrap_or(DEFAULT_PYPI);
-    let debian = match debian {
-        Some(url) => Probe::Ask(Registry {
-            name: "debian",
-            url,
-            feeds: "containerd, podman and mmdebstrap",
-        }),
-        None => Probe::Decided(Check::warn(
-            "debian",
-            "no `deb http…` source in /etc/apt/sources.list or /etc/apt/sources.list.d: \
-             apt-get cannot install containerd, podman and mmdebstrap",
-        )),
-    };
     vec![
-        go,
+        ask_or_warn(
+            "go proxy",
+            go_proxy(goproxy),
+            "Go modules for the cluster tools",
+            "GOPROXY=off: Go fetches no modules; the cluster tools build only from a filled module cache",
+        ),
         Probe::Ask(Registry {
             name: "crates.io",
             url: CRATES_IO.to_owned(),
@@ -127,7 +122,13 @@ pub fn plan(goproxy: &str, pip_index_url: Option<&str>, debian: Option<String>) 
             url: pypi.to_owned(),
             feeds: "the PostgreSQL 18 client (tools/postgresql.sh)",
         }),
-        debian,
+        ask_or_warn(
+            "debian",
+            debian,
+            "containerd, podman and mmdebstrap",
+            "no `deb http…` source in /etc/apt/sources.list or /etc/apt/sources.list.d: \
+             apt-get cannot install containerd, podman and mmdebstrap",
+        ),
     ]
 }
 
