@@ -41,7 +41,23 @@
 //!   while the new pod still waits in its gate;
 //! - a readiness probe on the operator container;
 //! - warnings on `olm.skipRange` and `spec.skips`, which jump over releases
-//!   whose upgrades then never run.
+//!   whose upgrades then never run;
+//! - a Deployment that opts in to the admission policy
+//!   (`upgrade-gate.dev/admission: enforce` in its `label`) names in
+//!   `upgrade-gate.dev/release` the CSV's `spec.version`, and the release
+//!   its containers are told they are (`UPGRADE_GATE_RELEASE`, `--release`)
+//!   is that label's: the policy compares the label with the release the
+//!   operator records as complete, so any other value refuses every later
+//!   upgrade, forever; no label lets every release change through;
+//! - no image (containers, init containers, `spec.relatedImages`) pinned
+//!   to a placeholder digest such as `@sha256:<digest from the release>`:
+//!   anything after `@` that is not `sha256:` and 64 lowercase hex
+//!   characters (or sha384, sha512) cannot be pulled;
+//! - a pod with `automountServiceAccountToken: false` mounts a
+//!   service-account token (a projected `serviceAccountToken` volume, or a
+//!   token Secret) at `/var/run/secrets/kubernetes.io/serviceaccount` in
+//!   the gate's container, or names a kubeconfig there (`KUBECONFIG`):
+//!   else hold has no credentials and exits 10 on every cluster.
 //!
 //! A directory without `manifests/` holding one ClusterServiceVersion, or
 //! without `metadata/annotations.yaml` saying media type `registry+v1`, is
@@ -65,6 +81,7 @@
 //! assert!(findings.iter().any(|f| f.rule == Rule::GateInitContainer));
 //! ```
 
+mod deployed;
 mod rules;
 mod skips;
 
@@ -73,6 +90,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use deployed::digest_problem;
 pub use rules::check_csv;
 pub use semver::Version;
 pub use skips::{SkipRange, SkipRangeError};
@@ -116,6 +134,13 @@ pub enum Rule {
     ReadinessProbe,
     /// `olm.skipRange` / `spec.skips` jumps.
     Skips,
+    /// An opted-in Deployment's release label: the CSV's release, and the
+    /// one its operator is told it is.
+    AdmissionRelease,
+    /// An image pinned by a real digest, not a placeholder.
+    ImageDigest,
+    /// The gate's container has a service-account token to act with.
+    GateCredentials,
 }
 
 /// One problem, located by file and field path.

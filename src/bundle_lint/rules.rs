@@ -7,6 +7,7 @@
 use semver::Version;
 use serde_json::Value;
 
+use super::deployed;
 use super::skips::{SkipRange, SkipRangeError};
 use super::{Finding, Rule, Severity};
 
@@ -16,7 +17,7 @@ const CONDITION_NAME_ENV: &str = "OPERATOR_CONDITION_NAME";
 const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
 
 /// Collects findings for one file.
-struct Findings<'a> {
+pub(super) struct Findings<'a> {
     file: &'a str,
     found: Vec<Finding>,
 }
@@ -31,7 +32,7 @@ impl Findings<'_> {
             message,
         });
     }
-    fn error(&mut self, rule: Rule, field: String, message: String) {
+    pub(super) fn error(&mut self, rule: Rule, field: String, message: String) {
         self.add(Severity::Error, rule, field, message);
     }
     fn warning(&mut self, rule: Rule, field: String, message: String) {
@@ -39,16 +40,16 @@ impl Findings<'_> {
     }
 }
 
-fn text(value: &Value) -> &str {
+pub(super) fn text(value: &Value) -> &str {
     value.as_str().unwrap_or_default()
 }
 
-fn list(value: &Value) -> &[Value] {
+pub(super) fn list(value: &Value) -> &[Value] {
     value.as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
 /// `command` then `args` of a container, as strings.
-fn argv(container: &Value) -> Vec<&str> {
+pub(super) fn argv(container: &Value) -> Vec<&str> {
     list(&container["command"])
         .iter()
         .chain(list(&container["args"]))
@@ -217,6 +218,9 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
         check_deployment(&mut findings, name, *index, deployment);
     }
     check_commands(&mut findings, deployments);
+    deployed::check_admission_release(&mut findings, csv, deployments);
+    deployed::check_image_digests(&mut findings, csv, deployments);
+    deployed::check_gate_credentials(&mut findings, &gated);
     let grants = check_rights(&mut findings, install, name);
     check_gate_account(&mut findings, name, &gated, &grants);
     check_skips(&mut findings, csv, must_run);

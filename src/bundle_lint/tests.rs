@@ -53,6 +53,27 @@ fn rule(csv: &mut Value) -> &mut Value {
     &mut csv["spec"]["install"]["spec"]["permissions"][0]["rules"][0]
 }
 
+/// The Deployment's labels opting in to the admission policy, with the
+/// release label `release` (none: left out).
+fn opt_in(csv: &mut Value, release: Option<&str>) {
+    let label = &mut csv["spec"]["install"]["spec"]["deployments"][0]["label"];
+    *label = json!({"app": "op", "upgrade-gate.dev/admission": "enforce"});
+    if let Some(release) = release {
+        label["upgrade-gate.dev/release"] = json!(release);
+    }
+}
+
+/// The gate-only image as docs/adopt.md writes it, before the release's
+/// digest is filled in.
+const PLACEHOLDER: &str = "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:<digest from the release>";
+
+/// An edit that breaks (or keeps) [`good`].
+type Break = fn(&mut Value);
+
+/// One row of a rule's table: the case, the edit, and what the rule says
+/// (nothing, or the field and a part of the message).
+type Case<'a> = (&'a str, Break, Option<(String, &'a str)>);
+
 #[test]
 fn a_good_csv_passes() {
     assert_eq!(check_csv(&good(), FILE, &[]), []);
@@ -60,7 +81,6 @@ fn a_good_csv_passes() {
 
 #[test]
 fn broken_copies_are_caught_by_rule_and_field() {
-    type Break = fn(&mut Value);
     let cases: Vec<(&str, Break, Rule, Severity, String)> = vec![
         (
             "no init container",
@@ -312,6 +332,27 @@ fn broken_copies_are_caught_by_rule_and_field() {
             Severity::Warning,
             "spec.skips[0]".into(),
         ),
+        (
+            "opted in to the admission policy with the previous release's label",
+            |csv| opt_in(csv, Some("1.0.0")),
+            Rule::AdmissionRelease,
+            Severity::Error,
+            "spec.install.spec.deployments[0].label.upgrade-gate.dev/release".into(),
+        ),
+        (
+            "the gate-only image pinned to the docs' placeholder digest",
+            |csv| pod(csv)["initContainers"][0]["image"] = json!(PLACEHOLDER),
+            Rule::ImageDigest,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].image"),
+        ),
+        (
+            "no service-account token for the gate",
+            |csv| pod(csv)["automountServiceAccountToken"] = json!(false),
+            Rule::GateCredentials,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].volumeMounts"),
+        ),
     ];
     for (case, break_it, rule, severity, field) in cases {
         let mut csv = good();
@@ -519,6 +560,349 @@ fn a_jump_over_a_release_whose_upgrade_must_run_is_named() {
             .any(|f| f.rule == Rule::Skips && f.message.contains("whose upgrade must run")),
         "{findings:#?}"
     );
+}
+
+/// The findings of `rule` on `csv`, as (field, message).
+fn findings_of(csv: &Value, rule: Rule) -> Vec<(String, String)> {
+    check_csv(csv, FILE, &[])
+        .into_iter()
+        .filter(|finding| finding.rule == rule)
+        .inspect(|finding| assert_eq!(finding.severity, Severity::Error, "{finding:?}"))
+        .map(|finding| (finding.field, finding.message))
+        .collect()
+}
+
+/// A table of edits of [`good`] and what `rule` says of each: nothing, or
+/// one finding at a field whose message holds a part.
+fn assert_table(rule: Rule, cases: Vec<Case<'_>>) {
+    for (case, edit, expected) in cases {
+        let mut csv = good();
+        edit(&mut csv);
+        let found = findings_of(&csv, rule);
+        match expected {
+            None => assert_eq!(found, [], "case {case}: passes"),
+            Some((field, part)) => {
+                assert_eq!(found.len(), 1, "case {case}: {found:#?}");
+                assert_eq!(found[0].0, field, "case {case}");
+                assert!(found[0].1.contains(part), "case {case}: {}", found[0].1);
+                assert!(!found[0].1.contains('\n'), "case {case}: one line");
+            }
+        }
+    }
+}
+
+/// Where the install strategy keeps the Deployment's labels.
+const LABEL: &str = "spec.install.spec.deployments[0].label";
+
+#[test]
+fn admission_release_table() {
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "opted in, labelled with the CSV's release",
+            |csv| opt_in(csv, Some("1.1.0")),
+            None,
+        ),
+        (
+            "opted in, the operator told the same release",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                pod(csv)["containers"][0]["env"] =
+                    json!([{"name": "UPGRADE_GATE_RELEASE", "value": "1.1.0"}]);
+            },
+            None,
+        ),
+        (
+            "not opted in: the release label is not the policy's business",
+            |csv| {
+                opt_in(csv, Some("1.0.0"));
+                csv["spec"]["install"]["spec"]["deployments"][0]["label"]["upgrade-gate.dev/admission"] =
+                    json!("off");
+            },
+            None,
+        ),
+        (
+            "the release from a reference no bundle shows",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                pod(csv)["containers"][0]["env"] = json!([{"name": "UPGRADE_GATE_RELEASE",
+                    "valueFrom": {"configMapKeyRef": {"name": "op", "key": "release"}}}]);
+            },
+            None,
+        ),
+        (
+            "--release in another image, where it may mean anything",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                pod(csv)["containers"][0]["args"] = json!(["--release", "stable"]);
+            },
+            None,
+        ),
+        (
+            "the previous release's label left in a copied CSV",
+            |csv| opt_in(csv, Some("1.0.0")),
+            Some((
+                format!("{LABEL}.upgrade-gate.dev/release"),
+                "Deployment \"op\" opts in to the admission policy with upgrade-gate.dev/release: \"1.0.0\", but this CSV is release \"1.1.0\" (spec.version): the policy compares that label with the release the operator records as complete, its own, so it would refuse every upgrade of this Deployment, forever (until an admin's override); set upgrade-gate.dev/release: \"1.1.0\"",
+            )),
+        ),
+        (
+            "a release label YAML read as a number",
+            |csv| {
+                opt_in(csv, None);
+                csv["spec"]["install"]["spec"]["deployments"][0]["label"]["upgrade-gate.dev/release"] =
+                    json!(1.1);
+            },
+            Some((
+                format!("{LABEL}.upgrade-gate.dev/release"),
+                "upgrade-gate.dev/release: \"1.1\", but this CSV is release \"1.1.0\"",
+            )),
+        ),
+        (
+            "opted in without a release label",
+            |csv| opt_in(csv, None),
+            Some((
+                LABEL.into(),
+                "has no upgrade-gate.dev/release label: the policy reads the running release from it and lets every update of a Deployment that names none through",
+            )),
+        ),
+        (
+            "the operator told another release by UPGRADE_GATE_RELEASE",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                pod(csv)["containers"][0]["env"] = json!([
+                    {"name": "WATCH_NAMESPACE", "value": ""},
+                    {"name": "UPGRADE_GATE_RELEASE", "value": "1.0.0"}
+                ]);
+            },
+            Some((
+                format!("{DEPLOYMENT}.template.spec.containers[0].env[1].value"),
+                "container \"operator\" is told it is release \"1.0.0\" (UPGRADE_GATE_RELEASE / --release), the release it records as complete, but Deployment \"op\" is labelled upgrade-gate.dev/release: \"1.1.0\": the admission policy never sees \"1.1.0\" recorded complete",
+            )),
+        ),
+        (
+            "the sample image told another release by --release, which wins over the env var",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                let operator = &mut pod(csv)["containers"][0];
+                operator["image"] = json!("ghcr.io/upgrade-gate/upgrade-gate:7.10.1");
+                operator["command"] = json!(["app-operator"]);
+                operator["args"] = json!(["--release=7.10.0", "run"]);
+                operator["env"] = json!([{"name": "UPGRADE_GATE_RELEASE", "value": "1.1.0"}]);
+            },
+            Some((
+                format!("{DEPLOYMENT}.template.spec.containers[0].args"),
+                "is told it is release \"7.10.0\"",
+            )),
+        ),
+        (
+            "a recording init container (upgrade-gate record) told another release",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                pod(csv)["initContainers"]
+                    .as_array_mut()
+                    .expect("init containers")
+                    .push(json!({"name": "record", "image": "quay.io/example/tools:1",
+                        "command": ["/bin/upgrade-gate"],
+                        "args": ["record", "--deployment", "op", "--release", "1.0.0", "--complete"]}));
+            },
+            Some((
+                format!("{DEPLOYMENT}.template.spec.initContainers[1].args"),
+                "container \"record\" is told it is release \"1.0.0\"",
+            )),
+        ),
+    ];
+    assert_table(Rule::AdmissionRelease, cases);
+}
+
+#[test]
+fn a_digest_is_an_algorithm_and_its_lowercase_hex() {
+    let hex64 = "0123456789abcdef".repeat(4);
+    let cases: Vec<(String, bool)> = vec![
+        ("ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0".into(), true),
+        ("localhost/upgrade-gate-hold".into(), true),
+        (
+            format!("ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:{hex64}"),
+            true,
+        ),
+        (format!("registry.example:5000/op:1.0@sha256:{hex64}"), true),
+        (format!("op@sha512:{}", hex64.repeat(2)), true),
+        (PLACEHOLDER.into(), false),
+        (
+            "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:<digest>".into(),
+            false,
+        ),
+        ("op@sha256:0123abcd".into(), false),
+        (format!("op@sha256:{}", &hex64[1..]), false),
+        (format!("op@sha256:{hex64}0"), false),
+        (format!("op@sha256:{}", hex64.to_uppercase()), false),
+        (format!("op@sha256:{}", hex64.replace('a', "g")), false),
+        (format!("op@{hex64}"), false),
+        ("op@<digest from the release>".into(), false),
+        (format!("op@md5:{}", &hex64[..32]), false),
+        ("op@".into(), false),
+    ];
+    for (reference, pullable) in cases {
+        let problem = digest_problem(&reference);
+        assert_eq!(problem.is_none(), pullable, "{reference}: {problem:?}");
+        if let Some(why) = problem {
+            assert!(why.contains(&format!("{reference:?}")), "names it: {why}");
+            assert!(why.contains("write the image's real digest"), "{why}");
+        }
+    }
+}
+
+#[test]
+fn image_digest_table() {
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "tags only",
+            |csv| {
+                csv["spec"]["relatedImages"] =
+                    json!([{"name": "gate", "image": "upgrade-gate-hold:0.2.0"}]);
+            },
+            None,
+        ),
+        (
+            "real digests everywhere",
+            |csv| {
+                let pinned = format!(
+                    "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:{}",
+                    "ab".repeat(32)
+                );
+                pod(csv)["initContainers"][0]["image"] = json!(pinned);
+                csv["spec"]["relatedImages"] = json!([{"name": "gate", "image": pinned}]);
+            },
+            None,
+        ),
+        (
+            "the gate's init container pinned to the docs' placeholder",
+            |csv| pod(csv)["initContainers"][0]["image"] = json!(PLACEHOLDER),
+            Some((
+                format!("{DEPLOYMENT}.template.spec.initContainers[0].image"),
+                "container \"gate\" of Deployment \"op\": the image \"ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:<digest from the release>\" is pinned to \"sha256:<digest from the release>\", which is no digest (sha256: and exactly 64 lowercase hex characters)",
+            )),
+        ),
+        (
+            "the operator's container pinned to a shortened digest",
+            |csv| pod(csv)["containers"][0]["image"] = json!("op@sha256:0123abcd"),
+            Some((
+                format!("{DEPLOYMENT}.template.spec.containers[0].image"),
+                "container \"operator\" of Deployment \"op\"",
+            )),
+        ),
+        (
+            "a related image pinned to the placeholder",
+            |csv| {
+                csv["spec"]["relatedImages"] = json!([
+                    {"name": "operator", "image": "op:1.1.0"},
+                    {"name": "gate", "image": PLACEHOLDER}
+                ]);
+            },
+            Some((
+                "spec.relatedImages[1].image".into(),
+                "related image \"gate\" (what mirroring for disconnected clusters copies)",
+            )),
+        ),
+    ];
+    assert_table(Rule::ImageDigest, cases);
+}
+
+#[test]
+fn gate_credentials_table() {
+    let cases: Vec<Case<'_>> = vec![
+        ("the token automounted (unset)", |_| {}, None),
+        (
+            "the token automounted (true)",
+            |csv| pod(csv)["automountServiceAccountToken"] = json!(true),
+            None,
+        ),
+        (
+            "automount off, a projected token mounted into the gate",
+            |csv| {
+                off_with_token(csv, "/var/run/secrets/kubernetes.io/serviceaccount");
+            },
+            None,
+        ),
+        (
+            "automount off, the token mounted with a trailing slash",
+            |csv| off_with_token(csv, "/var/run/secrets/kubernetes.io/serviceaccount/"),
+            None,
+        ),
+        (
+            "automount off, a legacy token Secret mounted into the gate",
+            |csv| {
+                off_with_token(csv, "/var/run/secrets/kubernetes.io/serviceaccount");
+                pod(csv)["volumes"] =
+                    json!([{"name": "token", "secret": {"secretName": "op-token"}}]);
+            },
+            None,
+        ),
+        (
+            "automount off, the gate told a kubeconfig",
+            |csv| {
+                pod(csv)["automountServiceAccountToken"] = json!(false);
+                pod(csv)["initContainers"][0]["env"]
+                    .as_array_mut()
+                    .expect("env")
+                    .push(json!({"name": "KUBECONFIG", "value": "/etc/op/kubeconfig"}));
+            },
+            None,
+        ),
+        (
+            "automount off and nothing mounted",
+            |csv| pod(csv)["automountServiceAccountToken"] = json!(false),
+            Some((
+                format!("{DEPLOYMENT}.template.spec.initContainers[0].volumeMounts"),
+                "Deployment \"op\" sets automountServiceAccountToken: false and its gate container \"gate\" gets no credentials: it mounts no service-account token, and names no kubeconfig (KUBECONFIG); `upgrade-gate hold` exits 10 (no cluster configuration) on every cluster and the operator never starts; remove automountServiceAccountToken: false, or mount a projected volume",
+            )),
+        ),
+        (
+            "automount off, the token mounted into the operator's container only",
+            |csv| {
+                off_with_token(csv, "/var/run/secrets/kubernetes.io/serviceaccount");
+                let mounts = pod(csv)["initContainers"][0]["volumeMounts"].take();
+                pod(csv)["containers"][0]["volumeMounts"] = mounts;
+            },
+            Some((
+                format!("{DEPLOYMENT}.template.spec.initContainers[0].volumeMounts"),
+                "it mounts no service-account token",
+            )),
+        ),
+        (
+            "automount off, the token mounted where the gate does not look",
+            |csv| off_with_token(csv, "/var/run/secrets/tokens"),
+            Some((
+                format!("{DEPLOYMENT}.template.spec.initContainers[0].volumeMounts"),
+                "it mounts the token volume \"token\" at \"/var/run/secrets/tokens\", but the gate reads the token only from /var/run/secrets/kubernetes.io/serviceaccount",
+            )),
+        ),
+        (
+            "automount off, an emptyDir where the token goes",
+            |csv| {
+                off_with_token(csv, "/var/run/secrets/kubernetes.io/serviceaccount");
+                pod(csv)["volumes"] = json!([{"name": "token", "emptyDir": {}}]);
+            },
+            Some((
+                format!("{DEPLOYMENT}.template.spec.initContainers[0].volumeMounts"),
+                "it mounts no service-account token",
+            )),
+        ),
+    ];
+    assert_table(Rule::GateCredentials, cases);
+}
+
+/// `automountServiceAccountToken: false`, and a projected token volume
+/// mounted into the gate's container at `path`.
+fn off_with_token(csv: &mut Value, path: &str) {
+    let pod = pod(csv);
+    pod["automountServiceAccountToken"] = json!(false);
+    pod["volumes"] = json!([{"name": "token", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}
+    ]}}]);
+    pod["initContainers"][0]["volumeMounts"] =
+        json!([{"name": "token", "mountPath": path, "readOnly": true}]);
 }
 
 #[test]

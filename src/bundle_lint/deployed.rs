@@ -1,0 +1,293 @@
+//! The checks of what a bundle whose gate is set up right still gets
+//! wrong once installed, as pure functions of the CSV's JSON value:
+//!
+//! - the admission policy's release label ([`check_admission_release`]):
+//!   a Deployment that opts in (`upgrade-gate.dev/admission: enforce`)
+//!   names the release it runs in `upgrade-gate.dev/release`, and that is
+//!   the CSV's `spec.version` and the release its operator is told it is
+//!   (`UPGRADE_GATE_RELEASE`, `--release`), the one it records as complete;
+//! - image references pinned by a real digest, not a placeholder left from
+//!   the docs ([`digest_problem`], [`check_image_digests`]);
+//! - the gate's credentials ([`check_gate_credentials`]): a pod that turns
+//!   the service-account token off must mount one into the gate's
+//!   container.
+//!
+//! Owns: these rules and their wording. Must not touch: files (the caller
+//! reads them) or the cluster.
+
+use serde_json::Value;
+
+use super::Rule;
+use super::rules::{Findings, KnownImage, argv, known_image, list, runs_hold, text};
+use crate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL};
+
+/// The env var the sample's binaries and `upgrade-gate record` read their
+/// release from (`--release`; app/src/cli.rs, bin/upgrade-gate.rs).
+pub(super) const RELEASE_ENV: &str = "UPGRADE_GATE_RELEASE";
+/// The flag that sets it, and wins over the env var.
+const RELEASE_FLAG: &str = "--release";
+/// Where a pod's service-account token is mounted, and the only place the
+/// gate (kube's in-cluster configuration) reads it from.
+pub(super) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// A kubeconfig the gate reads before the in-cluster configuration.
+const KUBECONFIG_ENV: &str = "KUBECONFIG";
+
+/// A label's value as a string: label values are strings, but a YAML
+/// author may write `1.3`, which parses as a number.
+fn label_value(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
+    }
+}
+
+/// The release a container is told it is, and where: `--release X` /
+/// `--release=X` (for this project's images, or a program named
+/// `upgrade-gate`: elsewhere `--release` may mean anything), else a
+/// literal `UPGRADE_GATE_RELEASE`. `None` when it sets neither, or only
+/// from a reference (`valueFrom`) no bundle shows.
+pub(super) fn release_setting(container: &Value) -> Option<(String, String)> {
+    let argv = argv(container);
+    let ours = known_image(text(&container["image"])) != KnownImage::Other
+        || argv
+            .first()
+            .is_some_and(|program| program.rsplit('/').next() == Some("upgrade-gate"));
+    if ours {
+        for (index, argument) in argv.iter().enumerate() {
+            if let Some(value) = argument.strip_prefix("--release=") {
+                return Some((value.to_owned(), "args".to_owned()));
+            }
+            if *argument == RELEASE_FLAG
+                && let Some(value) = argv.get(index + 1)
+            {
+                return Some(((*value).to_owned(), "args".to_owned()));
+            }
+        }
+    }
+    list(&container["env"])
+        .iter()
+        .enumerate()
+        .find(|(_, entry)| text(&entry["name"]) == RELEASE_ENV)
+        .and_then(|(index, entry)| {
+            entry
+                .get("value")
+                .and_then(Value::as_str)
+                .map(|value| (value.to_owned(), format!("env[{index}].value")))
+        })
+}
+
+/// `admission-release`: every Deployment of the install strategy that opts
+/// in to the admission policy names, in its release label, the CSV's
+/// `spec.version` and the release its containers are told they are. The
+/// policy admits a release change only when the label of the running
+/// Deployment is the release its operator recorded as complete: a label
+/// that is not the operator's own release is never recorded complete, so
+/// every later upgrade is refused until an admin overrides it; no label at
+/// all, and the policy lets every deployer replace the release at once.
+pub(super) fn check_admission_release(
+    findings: &mut Findings<'_>,
+    csv: &Value,
+    deployments: &[Value],
+) {
+    let version = text(&csv["spec"]["version"]);
+    for (index, deployment) in deployments.iter().enumerate() {
+        let labels = &deployment["label"];
+        if text(&labels[ADMISSION_LABEL]) != ENFORCE {
+            continue;
+        }
+        let name = text(&deployment["name"]);
+        let base = format!("spec.install.spec.deployments[{index}]");
+        let wanted = if version.is_empty() {
+            "<the CSV's spec.version>"
+        } else {
+            version
+        };
+        let Some(release) = label_value(&labels[RELEASE_LABEL]).filter(|r| !r.is_empty()) else {
+            findings.error(
+                Rule::AdmissionRelease,
+                format!("{base}.label"),
+                format!("Deployment {name:?} opts in to the admission policy ({ADMISSION_LABEL}: {ENFORCE}) but has no {RELEASE_LABEL} label: the policy reads the running release from it and lets every update of a Deployment that names none through, so the next release replaces this one before its upgrade has completed; add {RELEASE_LABEL}: \"{wanted}\" (the CSV's spec.version) to {base}.label"),
+            );
+            continue;
+        };
+        if !version.is_empty() && release != version {
+            findings.error(
+                Rule::AdmissionRelease,
+                format!("{base}.label.{RELEASE_LABEL}"),
+                format!("Deployment {name:?} opts in to the admission policy with {RELEASE_LABEL}: {release:?}, but this CSV is release {version:?} (spec.version): the policy compares that label with the release the operator records as complete, its own, so it would refuse every upgrade of this Deployment, forever (until an admin's override); set {RELEASE_LABEL}: \"{version}\""),
+            );
+        }
+        let pod = &deployment["spec"]["template"]["spec"];
+        for kind in ["initContainers", "containers"] {
+            for (position, container) in list(&pod[kind]).iter().enumerate() {
+                let Some((setting, place)) = release_setting(container) else {
+                    continue;
+                };
+                if setting == release {
+                    continue;
+                }
+                findings.error(
+                    Rule::AdmissionRelease,
+                    format!("{base}.spec.template.spec.{kind}[{position}].{place}"),
+                    format!("container {:?} is told it is release {setting:?} ({RELEASE_ENV} / {RELEASE_FLAG}), the release it records as complete, but Deployment {name:?} is labelled {RELEASE_LABEL}: {release:?}: the admission policy never sees {release:?} recorded complete and refuses every upgrade of this Deployment, forever (until an admin's override); make both \"{wanted}\" (the CSV's spec.version)", text(&container["name"])),
+                );
+            }
+        }
+    }
+}
+
+/// Digests by algorithm, and how many lowercase hex characters each has
+/// (the algorithms an image can be pulled by).
+const DIGEST_LENGTHS: [(&str, usize); 3] = [("sha256", 64), ("sha384", 96), ("sha512", 128)];
+
+/// Why image `reference` cannot be pulled by the digest it names: a
+/// placeholder left where the real digest goes (`@sha256:<digest from the
+/// release>`), or anything after `@` that is not an algorithm and its
+/// digest in lowercase hex (`sha256:` and exactly 64 characters). `None`
+/// for a reference without a digest, or with a well-formed one.
+pub fn digest_problem(reference: &str) -> Option<String> {
+    let (_, digest) = reference.split_once('@')?;
+    let well_formed = digest.split_once(':').is_some_and(|(algorithm, encoded)| {
+        DIGEST_LENGTHS.iter().any(|(name, length)| {
+            algorithm == *name
+                && encoded.len() == *length
+                && encoded
+                    .bytes()
+                    .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+        })
+    });
+    if well_formed {
+        return None;
+    }
+    Some(format!(
+        "the image {reference:?} is pinned to {digest:?}, which is no digest (sha256: and exactly 64 lowercase hex characters), most likely a placeholder copied from the docs: the kubelet cannot pull it (InvalidImageName or ErrImagePull) and the pod never starts; write the image's real digest (a release gives it in its notes and digests.txt; kustomize: edit set image NAME=NAME@sha256:...), or a tag"
+    ))
+}
+
+/// `image-digest`: every container and init container of every
+/// Deployment, and every `spec.relatedImages` entry, names an image by a
+/// real digest if by one at all ([`digest_problem`]).
+pub(super) fn check_image_digests(findings: &mut Findings<'_>, csv: &Value, deployments: &[Value]) {
+    for (index, deployment) in deployments.iter().enumerate() {
+        let pod = &deployment["spec"]["template"]["spec"];
+        for kind in ["initContainers", "containers"] {
+            for (position, container) in list(&pod[kind]).iter().enumerate() {
+                if let Some(why) = digest_problem(text(&container["image"])) {
+                    findings.error(
+                        Rule::ImageDigest,
+                        format!("spec.install.spec.deployments[{index}].spec.template.spec.{kind}[{position}].image"),
+                        format!("container {:?} of Deployment {:?}: {why}", text(&container["name"]), text(&deployment["name"])),
+                    );
+                }
+            }
+        }
+    }
+    for (index, related) in list(&csv["spec"]["relatedImages"]).iter().enumerate() {
+        if let Some(why) = digest_problem(text(&related["image"])) {
+            findings.error(
+                Rule::ImageDigest,
+                format!("spec.relatedImages[{index}].image"),
+                format!(
+                    "related image {:?} (what mirroring for disconnected clusters copies): {why}",
+                    text(&related["name"])
+                ),
+            );
+        }
+    }
+}
+
+/// Where a container gets the pod's service-account token from, as the
+/// gate reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Credentials {
+    /// The pod mounts its token everywhere (`automountServiceAccountToken`
+    /// not false).
+    Automounted,
+    /// A volume mounted at [`SERVICE_ACCOUNT_DIR`] in this container: a
+    /// projected one with a `serviceAccountToken` source, or a secret (a
+    /// legacy token Secret, whose keys no bundle shows).
+    Mounted,
+    /// `KUBECONFIG` is set: the gate reads that file first (what it holds
+    /// no bundle shows).
+    Kubeconfig,
+    /// None: the token volume (named) is mounted elsewhere, where the gate
+    /// does not look.
+    Elsewhere(String, String),
+    /// None at all.
+    None,
+}
+
+/// Whether `volume` carries a service-account token: a projected volume
+/// with a `serviceAccountToken` source, or a secret volume.
+fn token_volume(volume: &Value) -> bool {
+    let projected = list(&volume["projected"]["sources"]).iter().any(|source| {
+        source
+            .get("serviceAccountToken")
+            .is_some_and(Value::is_object)
+    });
+    projected || volume.get("secret").is_some_and(Value::is_object)
+}
+
+/// What credentials `container` of `pod` has ([`Credentials`]).
+pub(super) fn credentials(pod: &Value, container: &Value) -> Credentials {
+    if pod["automountServiceAccountToken"] != Value::Bool(false) {
+        return Credentials::Automounted;
+    }
+    let volumes = list(&pod["volumes"]);
+    let mut elsewhere = None;
+    for mount in list(&container["volumeMounts"]) {
+        let name = text(&mount["name"]);
+        let is_token = volumes
+            .iter()
+            .any(|volume| text(&volume["name"]) == name && token_volume(volume));
+        if !is_token {
+            continue;
+        }
+        let path = text(&mount["mountPath"]);
+        if path.trim_end_matches('/') == SERVICE_ACCOUNT_DIR {
+            return Credentials::Mounted;
+        }
+        elsewhere.get_or_insert_with(|| (name.to_owned(), path.to_owned()));
+    }
+    let kubeconfig = list(&container["env"])
+        .iter()
+        .any(|entry| text(&entry["name"]) == KUBECONFIG_ENV);
+    match elsewhere {
+        _ if kubeconfig => Credentials::Kubeconfig,
+        Some((name, path)) => Credentials::Elsewhere(name, path),
+        None => Credentials::None,
+    }
+}
+
+/// `gate-credentials`: in every gated pod that sets
+/// `automountServiceAccountToken: false`, the gate's container (the init
+/// container running `upgrade-gate hold`) mounts a service-account token
+/// where the gate reads it. Without one, hold finds no cluster
+/// configuration and exits 10 on every cluster: the operator never starts.
+pub(super) fn check_gate_credentials(findings: &mut Findings<'_>, gated: &[(usize, &Value)]) {
+    for (index, deployment) in gated {
+        let pod = &deployment["spec"]["template"]["spec"];
+        for (position, container) in list(&pod["initContainers"]).iter().enumerate() {
+            if !runs_hold(container) {
+                continue;
+            }
+            let where_it_is = match credentials(pod, container) {
+                Credentials::Automounted | Credentials::Mounted | Credentials::Kubeconfig => {
+                    continue;
+                }
+                Credentials::Elsewhere(volume, path) => format!(
+                    "it mounts the token volume {volume:?} at {path:?}, but the gate reads the token only from {SERVICE_ACCOUNT_DIR} (or a kubeconfig named by {KUBECONFIG_ENV})"
+                ),
+                Credentials::None => format!(
+                    "it mounts no service-account token, and names no kubeconfig ({KUBECONFIG_ENV})"
+                ),
+            };
+            findings.error(
+                Rule::GateCredentials,
+                format!("spec.install.spec.deployments[{index}].spec.template.spec.initContainers[{position}].volumeMounts"),
+                format!("Deployment {:?} sets automountServiceAccountToken: false and its gate container {:?} gets no credentials: {where_it_is}; `upgrade-gate hold` exits 10 (no cluster configuration) on every cluster and the operator never starts; remove automountServiceAccountToken: false, or mount a projected volume (sources: serviceAccountToken with path token, the kube-root-ca.crt ConfigMap's ca.crt, the namespace from the downward API) at {SERVICE_ACCOUNT_DIR} in this container", text(&deployment["name"]), text(&container["name"])),
+            );
+        }
+    }
+}
