@@ -16,6 +16,8 @@
 //!   holds (`olm.bundle.object`); `csv-unreadable` (info) once for each
 //!   bundle whose CSV it does not hold (an image-based catalog carries only
 //!   `olm.csv.metadata`), a warning when the object is there but broken;
+//!   their `image-digest` also on the bundle documents' own `image` and
+//!   `relatedImages`, where a placeholder digest cannot be pulled either;
 //! - `malformed` (error): what OLM cannot read (a bundle without a
 //!   version, a skipRange that is not a range, an entry naming no bundle).
 //!
@@ -321,6 +323,7 @@ pub fn check_catalog(catalog: &Catalog) -> Vec<Finding> {
         findings.extend(rules::data_upgrade_jumps(package));
         findings.extend(rules::successors_differ(package));
         findings.extend(rules::bundle_setup(package));
+        findings.extend(rules::image_digests(package));
     }
     findings
 }

@@ -81,6 +81,8 @@ pub struct Bundle {
     pub file: String,
     /// `image` (empty for a bundle whose objects are inline).
     pub image: String,
+    /// `relatedImages[].image`, in order.
+    pub related_images: Vec<String>,
     /// The `olm.package` property's `version`: what both OLMs compare.
     pub version: Option<Version>,
     /// What the catalog holds of its CSV.
@@ -253,6 +255,10 @@ fn parse_bundle(document: &Document) -> Bundle {
         name: text(&value["name"]).to_owned(),
         file: document.file.clone(),
         image: text(&value["image"]).to_owned(),
+        related_images: list(&value["relatedImages"])
+            .iter()
+            .map(|related| text(&related["image"]).to_owned())
+            .collect(),
         version,
         csv,
     }

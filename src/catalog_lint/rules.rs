@@ -9,7 +9,10 @@
 //!   and OLM v1 would install different next releases (both named);
 //! - the CSV's gate set-up, with `lint-bundle`'s checks, where the catalog
 //!   holds the CSV; `csv-unreadable` (info, or a warning when the object
-//!   is there but broken) where it does not.
+//!   is there but broken) where it does not;
+//! - `image-digest` (error, `lint-bundle`'s rule) on the bundle document's
+//!   own `image` and `relatedImages`: a placeholder digest no cluster can
+//!   pull.
 //!
 //! Owns: these verdicts and their wording. Must not touch: files, or how
 //! OLM picks a successor (`successors`).
@@ -308,6 +311,40 @@ pub fn bundle_setup(package: &Package) -> Vec<Finding> {
                 Rule::CsvUnreadable,
                 format!("an olm.bundle.object that cannot be read ({why}): the gate set-up is not checked"),
             )),
+        }
+    }
+    findings
+}
+
+/// `image-digest` on each bundle document's `image` and
+/// `relatedImages[].image` (the CSV's own images are checked with the rest
+/// of `lint-bundle`'s checks, [`bundle_setup`]): a reference pinned to a
+/// placeholder digest, which OLM cannot unpack and mirroring cannot copy.
+pub fn image_digests(package: &Package) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for bundle in &package.bundles {
+        let images = std::iter::once((format!("{}.image", bundle.field()), &bundle.image)).chain(
+            bundle
+                .related_images
+                .iter()
+                .enumerate()
+                .map(|(index, image)| {
+                    (
+                        format!("{}.relatedImages[{index}].image", bundle.field()),
+                        image,
+                    )
+                }),
+        );
+        for (field, image) in images {
+            if let Some(why) = bundle_lint::digest_problem(image) {
+                findings.push(finding(
+                    &bundle.file,
+                    field,
+                    Severity::Error,
+                    Rule::Bundle(bundle_lint::Rule::ImageDigest),
+                    format!("bundle {}: {why}", bundle.name),
+                ));
+            }
         }
     }
     findings

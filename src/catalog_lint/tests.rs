@@ -695,6 +695,153 @@ fn bundle_setup_table() {
     }
 }
 
+/// `lint-bundle`'s checks of what an installed release gets wrong, on the
+/// sample's inline CSV, and `image-digest` on the bundle document's own
+/// images: one case flagged and one passing for each.
+#[test]
+fn release_label_digest_and_credentials_table() {
+    let good = good_csv();
+    let csv_field = "olm.bundle[op.v1.0.0].properties[1](CSV)";
+    let deployment = "spec.install.spec.deployments[0]";
+    let edited = |edit: &dyn Fn(&mut Value)| {
+        let mut csv = good.clone();
+        edit(&mut csv);
+        inline_bundle("1.0.0", &csv)
+    };
+    fn operator_env(csv: &mut Value) -> (usize, &mut Value) {
+        let env = csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]
+            ["containers"][0]["env"]
+            .as_array_mut()
+            .expect("env");
+        let index = env
+            .iter()
+            .position(|e| e["name"] == "UPGRADE_GATE_RELEASE")
+            .expect("the sample's operator is told its release");
+        (index, &mut env[index])
+    }
+    let release_env = operator_env(&mut good.clone()).0;
+    let placeholder = "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:<digest from the release>";
+    let pinned = format!(
+        "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:{}",
+        "0f".repeat(32)
+    );
+    let with_images = |image: &str, related: &str| {
+        let mut value = inline_bundle("1.0.0", &good);
+        value["image"] = json!(image);
+        value["relatedImages"] = json!([{"name": "gate", "image": related}]);
+        value
+    };
+    let admission = Rule::Bundle(bundle_lint::Rule::AdmissionRelease);
+    let digest = Rule::Bundle(bundle_lint::Rule::ImageDigest);
+    let credentials = Rule::Bundle(bundle_lint::Rule::GateCredentials);
+    type Expected<'a> = Vec<(Rule, String, &'a str)>;
+    let cases: Vec<(&str, Value, Expected<'_>)> = vec![
+        (
+            "the sample's CSV: labelled and told its own release",
+            inline_bundle("1.0.0", &good),
+            vec![],
+        ),
+        (
+            "the release label left at the previous release",
+            edited(&|csv| {
+                csv["spec"]["install"]["spec"]["deployments"][0]["label"]["upgrade-gate.dev/release"] =
+                    json!("7.10.0");
+            }),
+            vec![
+                (
+                    admission,
+                    format!("{csv_field}.{deployment}.label.upgrade-gate.dev/release"),
+                    "but this CSV is release \"7.10.1\" (spec.version)",
+                ),
+                (
+                    admission,
+                    format!(
+                        "{csv_field}.{deployment}.spec.template.spec.containers[0].env[{release_env}].value"
+                    ),
+                    "container \"app-operator\" is told it is release \"7.10.1\"",
+                ),
+            ],
+        ),
+        (
+            "the operator told another release",
+            edited(&|csv| {
+                operator_env(csv).1["value"] = json!("7.10.0");
+            }),
+            vec![(
+                admission,
+                format!(
+                    "{csv_field}.{deployment}.spec.template.spec.containers[0].env[{release_env}].value"
+                ),
+                "refuses every upgrade of this Deployment, forever",
+            )],
+        ),
+        (
+            "the token turned off for the whole pod",
+            edited(&|csv| {
+                csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"]["automountServiceAccountToken"] =
+                    json!(false);
+            }),
+            vec![(
+                credentials,
+                format!(
+                    "{csv_field}.{deployment}.spec.template.spec.initContainers[0].volumeMounts"
+                ),
+                "its gate container \"upgrade-gate\" gets no credentials",
+            )],
+        ),
+        (
+            "the CSV's related image pinned to a placeholder",
+            edited(&|csv| {
+                csv["spec"]["relatedImages"][0]["image"] = json!(placeholder);
+            }),
+            vec![(
+                digest,
+                format!("{csv_field}.spec.relatedImages[0].image"),
+                "which is no digest",
+            )],
+        ),
+        (
+            "the bundle document's images pinned by real digests",
+            with_images(&pinned, &pinned),
+            vec![],
+        ),
+        (
+            "the bundle document's image and related image pinned to placeholders",
+            with_images("r/op-bundle@sha256:<digest>", placeholder),
+            vec![
+                (
+                    digest,
+                    "olm.bundle[op.v1.0.0].image".into(),
+                    "bundle op.v1.0.0: the image \"r/op-bundle@sha256:<digest>\" is pinned to \"sha256:<digest>\", which is no digest",
+                ),
+                (
+                    digest,
+                    "olm.bundle[op.v1.0.0].relatedImages[0].image".into(),
+                    "the kubelet cannot pull it",
+                ),
+            ],
+        ),
+    ];
+    for (case, value, expected) in cases {
+        let findings = check_catalog(&Catalog {
+            packages: vec![package(vec![value])],
+        });
+        assert_eq!(findings.len(), expected.len(), "{case}: {findings:#?}");
+        for (finding, (rule, field, text)) in findings.iter().zip(&expected) {
+            assert_eq!(
+                (finding.rule, finding.severity, finding.field.as_str()),
+                (*rule, Severity::Error, field.as_str()),
+                "{case}"
+            );
+            assert!(
+                finding.message.contains(text),
+                "{case}: {}",
+                finding.message
+            );
+        }
+    }
+}
+
 #[test]
 fn what_olm_cannot_read_is_malformed() {
     let mut unversioned = bundle("7.9.3", false);
