@@ -11,7 +11,9 @@
 #      the hold init container first, no sidecar, a command its image has,
 #      its literal OPERATOR_CONDITION_NAME, rights limited to the CSV's own
 #      OperatorCondition for the pod's ServiceAccount in permissions,
-#      Recreate, a readiness probe; warnings on skipRange/skips);
+#      Recreate, a readiness probe, an opted-in Deployment's release label
+#      the CSV's and its operator's, no placeholder image digest, a
+#      service-account token for the gate; warnings on skipRange/skips);
 #   4. the kubebuilder component (adopt/kubebuilder/) on a freshly
 #      scaffolded operator: tools/adopt-kubebuilder.sh runs its `make
 #      bundle` for two releases and lint-bundle on each; then the
