@@ -22,6 +22,7 @@
 //! it is missing, and the policy refuses every release change while it is.
 
 mod installed;
+mod record;
 mod recorder;
 
 #[cfg(test)]
@@ -34,6 +35,10 @@ use serde_json::{Value, json};
 use crate::operator_condition::{GateState, UpgradeableEntry};
 
 pub use installed::{POLICY_NAME, PolicyInForce, policy_in_force, read_policy};
+pub use record::{
+    COMPLETE, Entry, IN_PROGRESS, OVERRIDE_VERB, Override, RECORD_GROUP, RECORD_KIND, RECORD_NAME,
+    RECORD_PLURAL, RECORD_VERB, RECORD_VERSION, entry_of, override_of, record_resource,
+};
 pub use recorder::{
     COMPLETED_ANNOTATION, Recorder, RecorderHandle, RecorderStatus, WAKE_ANNOTATION, WAKES,
     open_after_recorded, record_once,
@@ -46,8 +51,13 @@ pub const ENFORCE: &str = "enforce";
 /// The label naming the release a Deployment runs; the policy compares the
 /// old object's with the new one's.
 pub const RELEASE_LABEL: &str = "upgrade-gate.dev/release";
-/// The ConfigMap in the Deployment's namespace that holds the state (the
-/// policy binding's `paramRef.name`).
+/// The label naming the operator whose record the policy reads (default:
+/// the Deployment's name); keeps the record across a renamed Deployment.
+pub const OPERATOR_LABEL: &str = "upgrade-gate.dev/operator";
+/// The ConfigMap in the Deployment's namespace that held the state before
+/// the [`RECORD_KIND`] (the previous policy's parameter); still written so
+/// that a cluster moves to the new record without a window
+/// (docs/admission.md, "From the ConfigMap record").
 pub const STATE_CONFIGMAP: &str = "upgrade-gate-state";
 /// The longest `progress` recorded; the refusal message quotes it.
 pub const MAX_PROGRESS_BYTES: usize = 1024;
@@ -86,6 +96,13 @@ pub enum Record {
 }
 
 impl Record {
+    /// The release it is about.
+    pub fn release(&self) -> &str {
+        match self {
+            Record::Complete { release } | Record::InProgress { release, .. } => release,
+        }
+    }
+
     /// What an operator's verdict says: open means complete.
     pub fn of(release: &str, verdict: &UpgradeableEntry) -> Record {
         match verdict.state() {

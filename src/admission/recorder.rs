@@ -9,11 +9,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use tokio::sync::watch;
 
-use super::{Record, STATE_CONFIGMAP, data_patch, initial_data};
+use super::record::{Override, RECORD_KIND, RECORD_NAME, override_of, record_patch, spends};
+use super::{Record, STATE_CONFIGMAP, data_patch, initial_data, record_resource};
 use crate::keeper::Verdict;
 use crate::operator_condition::GateState;
 
@@ -119,11 +120,11 @@ impl Recorder {
     /// Writes once: `record` for the Deployment, creating the ConfigMap
     /// when it is missing. Returns whether it changed anything.
     pub async fn write_once(&self, record: &Record) -> Result<bool, kube::Error> {
-        write(&self.api(), &self.deployment, record).await
+        write(&self.apis(), &self.deployment, record, None).await
     }
 
-    fn api(&self) -> Api<ConfigMap> {
-        Api::namespaced(self.client.clone(), &self.namespace)
+    fn apis(&self) -> Apis {
+        Apis::new(&self.client, &self.namespace)
     }
 
     /// Starts recording the latest verdict of `verdicts` (`None`: none yet)
@@ -145,7 +146,8 @@ impl Recorder {
         status: watch::Sender<RecorderStatus>,
         mut stop: watch::Receiver<bool>,
     ) {
-        let api = self.api();
+        let api = self.apis();
+        let mut memo = Memo::default();
         let mut leading = self.leading.clone();
         let mut failures: u32 = 0;
         // The release the ServiceAccount was annotated with, and how often.
@@ -164,7 +166,7 @@ impl Recorder {
                 Some(verdict) => {
                     let record = Record::of(&self.release, verdict.entry());
                     let written = tokio::select! {
-                        written = write(&api, &self.deployment, &record) => written,
+                        written = write(&api, &self.deployment, &record, Some(&mut memo)) => written,
                         _ = stop.changed() => return,
                     };
                     match written {
@@ -305,25 +307,135 @@ pub async fn record_once(
     record: &Record,
     deadline: tokio::time::Instant,
 ) -> Result<bool, crate::operator_condition::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let api = Apis::new(client, namespace);
     crate::operator_condition::with_retries(deadline, "recording the upgrade's state", || async {
-        write(&api, deployment, record)
+        write(&api, deployment, record, None)
             .await
             .map_err(|error| crate::operator_condition::Obstacle::of(&error))
     })
     .await
 }
 
+/// What the recorder remembers between writes: the override the record
+/// held at its first read (`None`: not read yet), which only this
+/// release's own move can have used ([`super::record::spends`]).
+#[derive(Debug, Default)]
+struct Memo {
+    first_override: Option<Option<Override>>,
+}
+
+/// Writes `record` for `deployment` where the policy reads it: the
+/// namespace's [`RECORD_KIND`] (created when missing) and, for a cluster
+/// still bound to the previous policy, the state ConfigMap. `Ok(true)`:
+/// either changed. A cluster without the record's CRD has no policy that
+/// could read it (the policy's parameter would not resolve, and its
+/// bindings would refuse every release change): that part is skipped,
+/// once a debug line.
+async fn write(
+    apis: &Apis,
+    deployment: &str,
+    record: &Record,
+    memo: Option<&mut Memo>,
+) -> Result<bool, kube::Error> {
+    let configmap = write_configmap(&apis.configmaps, deployment, record).await?;
+    let upgrade_record = match write_record(apis, deployment, record, memo).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            tracing::debug!(%status, "no UpgradeRecord API in this cluster; recorded in the ConfigMap only");
+            false
+        }
+        other => other?,
+    };
+    Ok(configmap || upgrade_record)
+}
+
+/// Writes `record` into the namespace's [`RECORD_KIND`], and removes the
+/// operator's override once spent (with a `memo`: the recorder's rounds).
+async fn write_record(
+    apis: &Apis,
+    operator: &str,
+    record: &Record,
+    memo: Option<&mut Memo>,
+) -> Result<bool, kube::Error> {
+    let api = &apis.records;
+    let current = tokio::time::timeout(REQUEST_TIMEOUT, api.get_opt(RECORD_NAME))
+        .await
+        .map_err(|_| timeout("reading", RECORD_KIND))??;
+    let Some(current) = current else {
+        let object: DynamicObject =
+            serde_json::from_value(super::record::new_record(&apis.namespace, operator, record))
+                .map_err(kube::Error::SerdeError)?;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..Default::default()
+        };
+        if let Some(memo) = memo {
+            memo.first_override.get_or_insert(None);
+        }
+        return match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&params, &object))
+            .await
+            .map_err(|_| timeout("creating", RECORD_KIND))?
+        {
+            Ok(_) => Ok(true),
+            // Created by another operator meanwhile: the next round patches it.
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(error) => Err(error),
+        };
+    };
+    let spec = current.data.get("spec");
+    let now = override_of(spec, operator);
+    let spend = match memo {
+        Some(memo) => {
+            let first = memo.first_override.get_or_insert_with(|| now.clone());
+            spends(first.as_ref(), now.as_ref(), record.release())
+        }
+        None => false,
+    };
+    let Some(patch) = record_patch(spec, operator, record, spend) else {
+        return Ok(false);
+    };
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        api.patch(RECORD_NAME, &params, &Patch::Merge(&patch)),
+    )
+    .await
+    .map_err(|_| timeout("patching", RECORD_KIND))??;
+    if spend {
+        tracing::info!(operator, release = %record.release(), "the override that let this release in is spent: removed");
+    }
+    Ok(true)
+}
+
+/// The APIs of a namespace that hold the record.
+struct Apis {
+    namespace: String,
+    configmaps: Api<ConfigMap>,
+    records: Api<DynamicObject>,
+}
+
+impl Apis {
+    fn new(client: &Client, namespace: &str) -> Apis {
+        Apis {
+            namespace: namespace.to_owned(),
+            configmaps: Api::namespaced(client.clone(), namespace),
+            records: Api::namespaced_with(client.clone(), namespace, &record_resource()),
+        }
+    }
+}
+
 /// Reads the ConfigMap and writes `record` when it says something else;
 /// creates it when it is missing.
-async fn write(
+async fn write_configmap(
     api: &Api<ConfigMap>,
     deployment: &str,
     record: &Record,
 ) -> Result<bool, kube::Error> {
     let current = tokio::time::timeout(REQUEST_TIMEOUT, api.get_opt(STATE_CONFIGMAP))
         .await
-        .map_err(|_| timeout("reading"))??;
+        .map_err(|_| timeout("reading", "ConfigMap"))??;
     match current {
         None => {
             let configmap = ConfigMap {
@@ -344,7 +456,7 @@ async fn write(
             };
             match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&params, &configmap))
                 .await
-                .map_err(|_| timeout("creating"))?
+                .map_err(|_| timeout("creating", "ConfigMap"))?
             {
                 Ok(_) => Ok(true),
                 // Created by someone else meanwhile: the next round patches it.
@@ -366,14 +478,14 @@ async fn write(
                 api.patch(STATE_CONFIGMAP, &params, &Patch::Merge(&patch)),
             )
             .await
-            .map_err(|_| timeout("patching"))??;
+            .map_err(|_| timeout("patching", "ConfigMap"))??;
             Ok(true)
         }
     }
 }
 
-fn timeout(what: &str) -> kube::Error {
-    kube::Error::Service(format!("{what} ConfigMap {STATE_CONFIGMAP} timed out").into())
+fn timeout(what: &str, kind: &str) -> kube::Error {
+    kube::Error::Service(format!("{what} the {kind} upgrade-gate(-state) timed out").into())
 }
 
 /// The verdicts to hand the keeper when a [`Recorder`] records the same
