@@ -1,36 +1,45 @@
-//! The admission policy's own expressions (`manifests/admission/policy.yaml`),
+//! The admission policies' own expressions (`manifests/admission/`),
 //! evaluated with a CEL interpreter on the inputs the API server gives
-//! them: `oldObject` and `object` (the Deployment before and after the
-//! update) and `params` (the state ConfigMap). The cluster test is the
-//! ground truth; these pin every decision and the message down.
+//! them: `request`, `oldObject` and `object`, `params` (the namespace's
+//! UpgradeRecord) and, for the record's guard, `authorizer` (played here by
+//! a table of who holds which verb on which record entry). The cluster
+//! tests are the ground truth; these pin every decision and message down.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use cel::{Context, Program, Value as Cel};
+use cel::extensions::strings;
+use cel::objects::Key;
+use cel::{Context, Env, Program, Value as Cel};
 use serde_json::{Value, json};
 
-use super::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
+use super::record::{OVERRIDE_VERB, RECORD_GROUP, RECORD_NAME, RECORD_PLURAL, RECORD_VERB};
+use super::{ADMISSION_LABEL, ENFORCE, OPERATOR_LABEL, RELEASE_LABEL};
 
 const POLICY: &str = include_str!("../../manifests/admission/policy.yaml");
-const BINDING: &str = include_str!("../../manifests/admission/binding.yaml");
+const GUARD: &str = include_str!("../../manifests/admission/record-guard.yaml");
+const BINDINGS: &str = include_str!("../../manifests/admission/bindings.yaml");
 
 fn yaml(text: &str) -> Value {
     serde_saphyr::from_str(text).expect("the manifest parses")
 }
 
-/// The policy's variables in order, and its one validation.
+fn yaml_documents(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple(text).expect("the manifests parse")
+}
+
+/// A policy's variables in order, and its validations.
 struct Policy {
     variables: Vec<(String, Program)>,
-    expression: Program,
-    message: Program,
+    validations: Vec<(Program, Program)>,
 }
 
 fn compile(source: &str) -> Program {
     Program::compile(source).unwrap_or_else(|error| panic!("{source}: {error:?}"))
 }
 
-fn policy() -> Policy {
-    let policy = yaml(POLICY);
+fn policy(text: &str) -> Policy {
+    let policy = yaml(text);
     let spec = &policy["spec"];
     let variables = spec["variables"]
         .as_array()
@@ -43,210 +52,750 @@ fn policy() -> Policy {
             )
         })
         .collect();
-    let validations = spec["validations"].as_array().expect("validations");
-    assert_eq!(validations.len(), 1, "one validation");
+    let validations = spec["validations"]
+        .as_array()
+        .expect("validations")
+        .iter()
+        .map(|validation| {
+            (
+                compile(validation["expression"].as_str().expect("expression")),
+                compile(
+                    validation["messageExpression"]
+                        .as_str()
+                        .expect("messageExpression"),
+                ),
+            )
+        })
+        .collect();
     Policy {
         variables,
-        expression: compile(validations[0]["expression"].as_str().expect("expression")),
-        message: compile(
-            validations[0]["messageExpression"]
-                .as_str()
-                .expect("messageExpression"),
-        ),
+        validations,
     }
 }
 
-/// What the API server decides: `Ok(())` admitted, `Err(message)` refused.
-fn judge(old: &Value, new: &Value, params: &Value) -> Result<(), String> {
-    let policy = policy();
-    let mut context = Context::default();
-    context.add_variable("oldObject", old).expect("oldObject");
-    context.add_variable("object", new).expect("object");
-    context.add_variable("params", params).expect("params");
-    let mut variables: HashMap<String, Cel> = HashMap::new();
+/// Who is allowed which verb on which record entry (`*`: every entry).
+type Grants = Vec<(&'static str, &'static str)>;
+
+/// A context with Kubernetes' CEL libraries used here (strings' `join`)
+/// and an `authorizer` answering from `grants`: the builder is a string
+/// that accumulates the request, `allowed()` looks it up.
+fn context(grants: Grants) -> Context<'static, 'static> {
+    let mut env = Env::stdlib();
+    strings(&mut env).expect("the strings extension");
+    let mut context = Context::with_env(Arc::new(env));
+    let grants = Arc::new(grants);
+    for part in ["group", "resource", "namespace", "name"] {
+        context
+            .add_function(
+                part,
+                move |cel::extractors::This(this): cel::extractors::This<Arc<String>>,
+                      value: Arc<String>| { format!("{this}{part}={value};") },
+            )
+            .expect("an authorizer step");
+    }
+    context
+        .add_function(
+            "check",
+            |cel::extractors::This(this): cel::extractors::This<Arc<String>>, verb: Arc<String>| {
+                format!("{this}verb={verb};")
+            },
+        )
+        .expect("check");
+    context
+        .add_function(
+            "allowed",
+            move |cel::extractors::This(this): cel::extractors::This<Arc<String>>| {
+                let field = |key: &str| {
+                    this.split(';')
+                        .find_map(|part| part.strip_prefix(&format!("{key}=")))
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                assert_eq!(field("group"), RECORD_GROUP, "{this}");
+                assert_eq!(field("resource"), RECORD_PLURAL, "{this}");
+                assert_eq!(field("namespace"), "shop", "{this}");
+                let (name, verb) = (field("name"), field("verb"));
+                grants
+                    .iter()
+                    .any(|(entry, granted)| (*entry == name || *entry == "*") && *granted == verb)
+            },
+        )
+        .expect("allowed");
+    context.add_variable_from_value("authorizer", Cel::String(Arc::new(String::new())));
+    context
+}
+
+/// What the API server decides: `Ok(())` admitted, `Err(message)` refused
+/// (the first failing validation's message).
+fn evaluate(policy: &Policy, mut context: Context<'static, 'static>) -> Result<(), String> {
+    let mut variables: HashMap<Key, Cel> = HashMap::new();
     for (name, program) in &policy.variables {
         let value = program
             .execute(&context)
             .unwrap_or_else(|error| panic!("variable {name}: {error:?}"));
-        variables.insert(name.clone(), value);
+        variables.insert(Key::from(name.as_str()), value);
         context.add_variable_from_value("variables", variables.clone());
     }
-    match policy.expression.execute(&context) {
-        Ok(Cel::Bool(true)) => Ok(()),
-        Ok(Cel::Bool(false)) => match policy.message.execute(&context) {
-            Ok(Cel::String(message)) => Err(message.to_string()),
-            other => panic!("messageExpression gave {other:?}"),
-        },
-        other => panic!("the validation gave {other:?}"),
+    for (expression, message) in &policy.validations {
+        match expression.execute(&context) {
+            Ok(Cel::Bool(true)) => {}
+            Ok(Cel::Bool(false)) => match message.execute(&context) {
+                Ok(Cel::String(message)) => return Err(message.to_string()),
+                other => panic!("messageExpression gave {other:?}"),
+            },
+            other => panic!("a validation gave {other:?}"),
+        }
     }
+    Ok(())
 }
 
-fn deployment(release: Option<&str>, image: &str, replicas: i64) -> Value {
-    let mut labels = json!({ ADMISSION_LABEL: ENFORCE, "app.kubernetes.io/name": "app-operator" });
-    if let Some(release) = release {
+/// The Deployment policy's decision on `request` (`old` is `None` for a
+/// CREATE), with `params` the namespace's record.
+fn judge(old: Option<&Value>, new: &Value, params: &Value) -> Result<(), String> {
+    let mut context = context(Vec::new());
+    let operation = if old.is_some() { "UPDATE" } else { "CREATE" };
+    context
+        .add_variable(
+            "request",
+            json!({"operation": operation, "userInfo": {"username": "helm"}}),
+        )
+        .expect("request");
+    context
+        .add_variable("oldObject", old.unwrap_or(&Value::Null))
+        .expect("oldObject");
+    context.add_variable("object", new).expect("object");
+    context.add_variable("params", params).expect("params");
+    evaluate(&policy(POLICY), context)
+}
+
+/// The guard's decision on a write of the record by a subject with `grants`.
+fn guard(old: Option<&Value>, new: &Value, grants: Grants) -> Result<(), String> {
+    let mut context = context(grants);
+    let operation = if old.is_some() { "UPDATE" } else { "CREATE" };
+    context
+        .add_variable(
+            "request",
+            json!({"operation": operation, "userInfo": {"username": "system:serviceaccount:shop:app-operator"}}),
+        )
+        .expect("request");
+    context
+        .add_variable("oldObject", old.unwrap_or(&Value::Null))
+        .expect("oldObject");
+    context.add_variable("object", new).expect("object");
+    evaluate(&policy(GUARD), context)
+}
+
+/// An opted-in operator Deployment: its release label, its containers'
+/// images (`init`: the init container's), its replicas.
+struct Shape<'a> {
+    name: &'a str,
+    release: Option<&'a str>,
+    image: &'a str,
+    init: &'a str,
+    replicas: i64,
+    opted_in: bool,
+    operator: Option<&'a str>,
+    env: &'a str,
+}
+
+const BASE: Shape<'static> = Shape {
+    name: "app-operator",
+    release: Some("7.10.0"),
+    image: "app:7.10.0",
+    init: "gate:0.2.0",
+    replicas: 1,
+    opted_in: true,
+    operator: None,
+    env: "a",
+};
+
+fn deployment(shape: Shape) -> Value {
+    let mut labels = json!({"app.kubernetes.io/name": "app-operator"});
+    if shape.opted_in {
+        labels[ADMISSION_LABEL] = json!(ENFORCE);
+    }
+    if let Some(release) = shape.release {
         labels[RELEASE_LABEL] = json!(release);
+    }
+    if let Some(operator) = shape.operator {
+        labels[OPERATOR_LABEL] = json!(operator);
     }
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "app-operator", "namespace": "shop", "labels": labels},
-        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app-operator", "image": image}]}}}
+        "metadata": {"name": shape.name, "namespace": "shop", "labels": labels},
+        "spec": {"replicas": shape.replicas, "template": {
+            "metadata": {"annotations": {}},
+            "spec": {
+                "initContainers": [{"name": "upgrade-gate", "image": shape.init}],
+                "containers": [{"name": "app-operator", "image": shape.image, "env": [{"name": "SETTING", "value": shape.env}]}]
+            }
+        }}
     })
 }
 
-fn state(data: Value) -> Value {
-    json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": STATE_CONFIGMAP, "namespace": "shop"},
-        "data": data
+fn release(release: &'static str) -> Value {
+    deployment(Shape {
+        release: Some(release),
+        image: match release {
+            "7.9.3" => "app:7.9.3",
+            "7.10.0" => "app:7.10.0",
+            "7.10.1" => "app:7.10.1",
+            _ => "app:other",
+        },
+        ..BASE
     })
+}
+
+/// The namespace's record with these entries and overrides.
+fn record(operators: Value, overrides: Value) -> Value {
+    json!({
+        "apiVersion": format!("{RECORD_GROUP}/v1alpha1"),
+        "kind": "UpgradeRecord",
+        "metadata": {"name": RECORD_NAME, "namespace": "shop"},
+        "spec": {"operators": operators, "overrides": overrides}
+    })
+}
+
+fn entry(release: &str, state: &str) -> Value {
+    json!({"release": release, "state": state, "message": "1 of 1 App(s): Job shop-db-7-10-0-1 running", "lastCompleted": "7.9.3"})
 }
 
 #[test]
-fn decision_table() {
-    let v7_10_0 = deployment(Some("7.10.0"), "app:7.10.0", 1);
-    let v7_10_1 = deployment(Some("7.10.1"), "app:7.10.1", 1);
-    let running =
-        state(json!({"app-operator.progress": "release 7.10.0: Job shop-db-7-10-0-1 running"}));
-    let completed = state(json!({"app-operator.completed": "7.10.0"}));
-    let cases: [(&str, &Value, &Value, Value, bool); 10] = [
+fn update_table() {
+    let in_progress = record(
+        json!({"app-operator": entry("7.10.0", "InProgress")}),
+        json!({}),
+    );
+    let complete = record(
+        json!({"app-operator": entry("7.10.0", "Complete")}),
+        json!({}),
+    );
+    let restarted = {
+        let mut restarted = release("7.10.0");
+        restarted["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"] =
+            json!("2026-12-03T15:00:00Z");
+        restarted
+    };
+    let one_container_less = {
+        let mut fewer = release("7.10.0");
+        fewer["spec"]["template"]["spec"]["initContainers"] = json!([]);
+        fewer
+    };
+    let cases: Vec<(&str, Value, Value, Value, bool)> = vec![
         (
             "the next release while the upgrade runs",
-            &v7_10_0,
-            &v7_10_1,
-            running.clone(),
+            release("7.10.0"),
+            release("7.10.1"),
+            in_progress.clone(),
             false,
         ),
         (
             "the next release once complete",
-            &v7_10_0,
-            &v7_10_1,
-            completed.clone(),
+            release("7.10.0"),
+            release("7.10.1"),
+            complete.clone(),
             true,
         ),
         (
-            "the next release after the previous release completed only",
-            &v7_10_0,
-            &v7_10_1,
-            state(json!({"app-operator.completed": "7.9.3"})),
+            "the running release has recorded nothing yet (the last record is 7.9.3's)",
+            release("7.10.0"),
+            release("7.10.1"),
+            record(
+                json!({"app-operator": entry("7.9.3", "Complete")}),
+                json!({}),
+            ),
             false,
         ),
         (
-            "a ConfigMap without data",
-            &v7_10_0,
-            &v7_10_1,
-            json!({"metadata": {"name": STATE_CONFIGMAP}}),
+            "no entry for this operator",
+            release("7.10.0"),
+            release("7.10.1"),
+            record(json!({"other": entry("7.10.0", "Complete")}), json!({})),
             false,
         ),
         (
-            "another Deployment's completion does not count",
-            &v7_10_0,
-            &v7_10_1,
-            state(json!({"other.completed": "7.10.0"})),
+            "a record without spec",
+            release("7.10.0"),
+            release("7.10.1"),
+            json!({"metadata": {"name": RECORD_NAME}}),
             false,
         ),
         (
-            "an admin's override of the running release",
-            &v7_10_0,
-            &v7_10_1,
-            state(json!({"app-operator.override": "7.10.0"})),
+            "an override of this very move",
+            release("7.10.0"),
+            release("7.10.1"),
+            record(
+                json!({"app-operator": entry("7.10.0", "InProgress")}),
+                json!({"app-operator": {"from": "7.10.0", "to": "7.10.1"}}),
+            ),
             true,
         ),
         (
-            "an override of another release does not count",
-            &v7_10_0,
-            &v7_10_1,
-            state(json!({"app-operator.override": "7.9.3"})),
+            "an override of another move",
+            release("7.10.0"),
+            release("7.10.1"),
+            record(
+                json!({"app-operator": entry("7.10.0", "InProgress")}),
+                json!({"app-operator": {"from": "7.10.0", "to": "7.10.2"}}),
+            ),
             false,
         ),
         (
-            "a change that keeps the release (replicas, image of the same release)",
-            &v7_10_0,
-            &deployment(Some("7.10.0"), "app:7.10.0-debug", 2),
-            running.clone(),
+            "another operator's override",
+            release("7.10.0"),
+            release("7.10.1"),
+            record(
+                json!({"app-operator": entry("7.10.0", "InProgress")}),
+                json!({"other": {"from": "7.10.0", "to": "7.10.1"}}),
+            ),
+            false,
+        ),
+        (
+            "kubectl set image keeping the label",
+            release("7.10.0"),
+            deployment(Shape {
+                image: "app:7.10.1",
+                ..BASE
+            }),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "an init container's image",
+            release("7.10.0"),
+            deployment(Shape {
+                init: "gate:0.3.0",
+                ..BASE
+            }),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "rollout undo to the previous release's template",
+            release("7.10.0"),
+            release("7.9.3"),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "a container removed",
+            release("7.10.0"),
+            one_container_less,
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "scale and a setting keeping every image",
+            release("7.10.0"),
+            deployment(Shape {
+                replicas: 3,
+                env: "b",
+                ..BASE
+            }),
+            in_progress.clone(),
             true,
         ),
         (
-            "a Deployment that named no release before",
-            &deployment(None, "app:7.10.0", 1),
-            &v7_10_1,
-            running.clone(),
+            "a restart (kubectl rollout restart)",
+            release("7.10.0"),
+            restarted,
+            in_progress.clone(),
             true,
         ),
         (
-            "dropping the release label is a release change",
-            &v7_10_0,
-            &deployment(None, "app:7.10.1", 1),
-            running.clone(),
+            "an image change once complete",
+            release("7.10.0"),
+            deployment(Shape {
+                image: "app:7.10.0-debug",
+                ..BASE
+            }),
+            complete.clone(),
+            true,
+        ),
+        (
+            "the opt-in itself (the old object was not opted in)",
+            deployment(Shape {
+                opted_in: false,
+                ..BASE
+            }),
+            release("7.10.1"),
+            in_progress.clone(),
+            true,
+        ),
+        (
+            "an opted-in Deployment that names no release, moving",
+            deployment(Shape {
+                release: None,
+                ..BASE
+            }),
+            deployment(Shape {
+                release: None,
+                image: "app:7.10.1",
+                ..BASE
+            }),
+            complete.clone(),
+            false,
+        ),
+        (
+            "an opted-in Deployment that names no release, scaled",
+            deployment(Shape {
+                release: None,
+                ..BASE
+            }),
+            deployment(Shape {
+                release: None,
+                replicas: 2,
+                ..BASE
+            }),
+            in_progress.clone(),
+            true,
+        ),
+        (
+            "dropping the release label",
+            release("7.10.0"),
+            deployment(Shape {
+                release: None,
+                ..BASE
+            }),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "the operator label names whose record counts",
+            deployment(Shape {
+                operator: Some("app"),
+                ..BASE
+            }),
+            deployment(Shape {
+                operator: Some("app"),
+                release: Some("7.10.1"),
+                image: "app:7.10.1",
+                ..BASE
+            }),
+            record(
+                json!({"app": entry("7.10.0", "Complete"), "app-operator": entry("7.10.0", "InProgress")}),
+                json!({}),
+            ),
+            true,
+        ),
+        (
+            "changing the operator label with the release is judged by the old one",
+            deployment(Shape {
+                operator: Some("app"),
+                ..BASE
+            }),
+            deployment(Shape {
+                operator: Some("fresh"),
+                release: Some("7.10.1"),
+                image: "app:7.10.1",
+                ..BASE
+            }),
+            record(json!({"app": entry("7.10.0", "InProgress")}), json!({})),
             false,
         ),
     ];
     for (what, old, new, params, admitted) in cases {
-        assert_eq!(judge(old, new, &params).is_ok(), admitted, "{what}");
+        let decision = judge(Some(&old), &new, &params);
+        assert_eq!(decision.is_ok(), admitted, "{what}: {decision:?}");
     }
 }
 
 #[test]
-fn the_refusal_names_the_releases_the_reason_and_the_override() {
-    let refused = judge(
-        &deployment(Some("7.10.0"), "app:7.10.0", 1),
-        &deployment(Some("7.10.1"), "app:7.10.1", 1),
-        &state(json!({"app-operator.progress": "release 7.10.0: Job shop-db-7-10-0-1 running"})),
-    )
-    .expect_err("refused");
+fn create_table() {
+    let in_progress = record(
+        json!({"app-operator": entry("7.10.0", "InProgress")}),
+        json!({}),
+    );
+    let renamed = |release: &'static str, operator: Option<&'static str>| {
+        deployment(Shape {
+            name: "app-operator-v2",
+            release: Some(release),
+            image: "app:7.10.1",
+            operator,
+            ..BASE
+        })
+    };
+    let cases: Vec<(&str, Value, Value, bool)> = vec![
+        (
+            "a first install (another operator's entry only)",
+            release("7.10.1"),
+            record(json!({"other": entry("1.0", "InProgress")}), json!({})),
+            true,
+        ),
+        (
+            "the release in progress, re-created (replace --force of the same)",
+            release("7.10.0"),
+            in_progress.clone(),
+            true,
+        ),
+        (
+            "another release while the upgrade runs (delete and create)",
+            release("7.10.1"),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "another release once complete",
+            release("7.10.1"),
+            record(
+                json!({"app-operator": entry("7.10.0", "Complete")}),
+                json!({}),
+            ),
+            true,
+        ),
+        (
+            "an override of this very move",
+            release("7.10.1"),
+            record(
+                json!({"app-operator": entry("7.10.0", "InProgress")}),
+                json!({"app-operator": {"from": "7.10.0", "to": "7.10.1"}}),
+            ),
+            true,
+        ),
+        (
+            "a renamed Deployment of the same operator",
+            renamed("7.10.1", Some("app-operator")),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "a renamed Deployment naming no operator is a new operator",
+            renamed("7.10.1", None),
+            in_progress.clone(),
+            true,
+        ),
+    ];
+    for (what, new, params, admitted) in cases {
+        let decision = judge(None, &new, &params);
+        assert_eq!(decision.is_ok(), admitted, "{what}: {decision:?}");
+    }
+}
+
+#[test]
+fn the_refusal_names_the_operator_the_move_the_reason_and_the_override() {
+    let in_progress = record(
+        json!({"app-operator": entry("7.10.0", "InProgress")}),
+        json!({}),
+    );
+    let refused =
+        judge(Some(&release("7.10.0")), &release("7.10.1"), &in_progress).expect_err("refused");
     assert_eq!(
         refused,
-        "upgrade-gate: Deployment app-operator runs release 7.10.0, whose upgrade has not \
-         completed (release 7.10.0: Job shop-db-7-10-0-1 running); it cannot move to release \
-         7.10.1. Retry once its operator records the upgrade complete. To let it through \
-         anyway: kubectl -n shop patch configmap upgrade-gate-state --type merge -p \
-         '{\"data\":{\"app-operator.override\": \"7.10.0\"}}'"
+        "upgrade-gate: operator app-operator (Deployment app-operator) runs release 7.10.0, whose \
+         upgrade has not completed (1 of 1 App(s): Job shop-db-7-10-0-1 running); it cannot move \
+         to release 7.10.1 (last completed: 7.9.3). Retry once its operator records the upgrade \
+         complete. To let this one move through anyway, with the role upgrade-gate:override: \
+         kubectl -n shop patch upgraderecord upgrade-gate --type merge -p \
+         '{\"spec\":{\"overrides\":{\"app-operator\": {\"from\": \"7.10.0\", \"to\": \"7.10.1\"}}}}'"
     );
-    let override_patch = refused
-        .rsplit_once(" -p ")
-        .map(|(_, patch)| patch.trim_matches('\''))
-        .expect("the override command");
-    let patch: Value = serde_json::from_str(override_patch).expect("the override is JSON");
-    assert_eq!(patch["data"]["app-operator.override"], "7.10.0");
+    // The override it prints lets exactly that move through.
+    let patch: Value = serde_json::from_str(
+        refused
+            .rsplit_once(" -p ")
+            .map(|(_, patch)| patch.trim_matches('\''))
+            .expect("the override command"),
+    )
+    .expect("the override is JSON");
+    let overridden = record(
+        json!({"app-operator": entry("7.10.0", "InProgress")}),
+        patch["spec"]["overrides"].clone(),
+    );
+    assert_eq!(
+        judge(Some(&release("7.10.0")), &release("7.10.1"), &overridden),
+        Ok(())
+    );
 
-    let after_an_earlier_release = judge(
-        &deployment(Some("7.10.0"), "app:7.10.0", 1),
-        &deployment(Some("7.10.1"), "app:7.10.1", 1),
-        &state(json!({"app-operator.completed": "7.9.3"})),
+    let image = judge(
+        Some(&release("7.10.0")),
+        &deployment(Shape {
+            image: "app:7.10.1",
+            ..BASE
+        }),
+        &in_progress,
     )
     .expect_err("refused");
     assert!(
-        after_an_earlier_release.contains("7.10.1 (last completed: 7.9.3)."),
-        "{after_an_earlier_release}"
+        image.contains(
+            "cannot move to other code under the same release label \
+             (app-operator=app:7.10.1 instead of app-operator=app:7.10.0)"
+        ),
+        "{image}"
+    );
+    let unrecorded = judge(
+        Some(&release("7.10.0")),
+        &release("7.10.1"),
+        &record(
+            json!({"app-operator": entry("7.9.3", "Complete")}),
+            json!({}),
+        ),
+    )
+    .expect_err("refused");
+    assert!(
+        unrecorded.contains(
+            "(release 7.10.0 has recorded nothing yet; last record: release 7.9.3 Complete)"
+        ),
+        "{unrecorded}"
     );
 }
 
 #[test]
-fn the_policy_matches_only_updates_of_opted_in_deployments() {
+fn the_guard_keeps_each_writer_to_its_own_entries() {
+    let before = record(
+        json!({"app-operator": entry("7.10.0", "InProgress"), "other": entry("1.0", "InProgress")}),
+        json!({"app-operator": {"from": "7.9.3", "to": "7.10.0"}}),
+    );
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut after = before.clone();
+        f(&mut after);
+        after
+    };
+    let completes = with(&|r| r["spec"]["operators"]["app-operator"]["state"] = json!("Complete"));
+    let completes_other = with(&|r| r["spec"]["operators"]["other"]["state"] = json!("Complete"));
+    let deletes_other = with(&|r| {
+        r["spec"]["operators"]
+            .as_object_mut()
+            .unwrap()
+            .remove("other");
+    });
+    let sets_override = with(&|r| {
+        r["spec"]["overrides"]["app-operator"] = json!({"from": "7.10.0", "to": "7.10.1"})
+    });
+    let spends_override = with(&|r| {
+        r["spec"]["overrides"]
+            .as_object_mut()
+            .unwrap()
+            .remove("app-operator");
+    });
+    let operator: Grants = vec![("app-operator", RECORD_VERB)];
+    let admin: Grants = vec![("*", RECORD_VERB), ("*", OVERRIDE_VERB)];
+    let on_call: Grants = vec![("*", OVERRIDE_VERB)];
+    let edit: Grants = vec![];
+    let cases: Vec<(&str, &Value, &Grants, bool)> = vec![
+        (
+            "the operator records its completion",
+            &completes,
+            &operator,
+            true,
+        ),
+        (
+            "the operator writes another operator's entry",
+            &completes_other,
+            &operator,
+            false,
+        ),
+        (
+            "the operator removes another operator's entry",
+            &deletes_other,
+            &operator,
+            false,
+        ),
+        (
+            "the operator sets itself an override",
+            &sets_override,
+            &operator,
+            false,
+        ),
+        (
+            "the operator spends its override",
+            &spends_override,
+            &operator,
+            true,
+        ),
+        ("a user with edit marks complete", &completes, &edit, false),
+        (
+            "a user with edit sets an override",
+            &sets_override,
+            &edit,
+            false,
+        ),
+        (
+            "the override role sets an override",
+            &sets_override,
+            &on_call,
+            true,
+        ),
+        (
+            "the override role marks complete",
+            &completes,
+            &on_call,
+            false,
+        ),
+        ("a cluster admin marks complete", &completes, &admin, true),
+    ];
+    for (what, after, grants, admitted) in cases {
+        let decision = guard(Some(&before), after, grants.clone());
+        assert_eq!(decision.is_ok(), admitted, "{what}: {decision:?}");
+    }
+    // Creating the record counts every entry it holds as written.
+    let first = record(
+        json!({"app-operator": entry("7.10.0", "InProgress")}),
+        json!({}),
+    );
+    assert_eq!(guard(None, &first, operator.clone()), Ok(()));
+    let refused = guard(None, &first, vec![("other", RECORD_VERB)]).expect_err("refused");
+    assert_eq!(
+        refused,
+        "upgrade-gate: system:serviceaccount:shop:app-operator may not write the record of \
+         operator(s) among app-operator: only the operator itself (the verb record on \
+         upgraderecords named after it, in its Role) and cluster admins may. To let a release \
+         through, an admin with the role upgrade-gate:override sets spec.overrides instead."
+    );
+}
+
+#[test]
+fn the_policies_match_what_they_judge_and_fail_closed() {
     let spec = &yaml(POLICY)["spec"];
     assert_eq!(spec["failurePolicy"], "Fail");
     assert_eq!(
         spec["paramKind"],
-        json!({"apiVersion": "v1", "kind": "ConfigMap"})
+        json!({"apiVersion": format!("{RECORD_GROUP}/v1alpha1"), "kind": "UpgradeRecord"})
     );
-    let rules = &spec["matchConstraints"]["resourceRules"];
     assert_eq!(
-        rules,
-        &json!([{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["deployments"]}])
+        spec["matchConstraints"]["resourceRules"],
+        json!([{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}])
     );
     assert_eq!(
         spec["matchConstraints"]["objectSelector"]["matchLabels"][ADMISSION_LABEL],
         ENFORCE
     );
-    let binding = yaml(BINDING);
+    let guard = &yaml(GUARD)["spec"];
+    assert_eq!(guard["failurePolicy"], "Fail");
     assert_eq!(
-        binding["spec"]["policyName"],
-        yaml(POLICY)["metadata"]["name"]
+        guard["matchConstraints"]["resourceRules"][0]["resources"],
+        json!([RECORD_PLURAL])
     );
-    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+
+    let bindings = yaml_documents(BINDINGS);
+    let by_name = |name: &str| {
+        bindings
+            .iter()
+            .find(|b| b["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("binding {name}"))
+            .clone()
+    };
+    let policy_name = yaml(POLICY)["metadata"]["name"].clone();
+    // A missing record: an update is refused, a create (a first install) is not.
+    for (binding, operation, not_found) in [
+        ("upgrade-gate.dev", "UPDATE", "Deny"),
+        ("upgrade-gate.dev-create", "CREATE", "Allow"),
+    ] {
+        let binding = by_name(binding);
+        assert_eq!(binding["spec"]["policyName"], policy_name);
+        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
+        assert_eq!(
+            binding["spec"]["paramRef"],
+            json!({"name": RECORD_NAME, "parameterNotFoundAction": not_found})
+        );
+        assert_eq!(
+            binding["spec"]["matchResources"]["resourceRules"][0]["operations"],
+            json!([operation])
+        );
+    }
+    let record_binding = by_name("upgrade-gate.dev-record");
     assert_eq!(
-        binding["spec"]["paramRef"],
-        json!({"name": STATE_CONFIGMAP, "parameterNotFoundAction": "Deny"})
+        record_binding["spec"]["policyName"],
+        yaml(GUARD)["metadata"]["name"]
     );
+    assert_eq!(record_binding["spec"]["validationActions"], json!(["Deny"]));
 }
