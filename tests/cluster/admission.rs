@@ -48,7 +48,10 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL, STATE_CONFIGMAP};
+use kube::api::DynamicObject;
+use upgrade_gate::admission::{
+    ADMISSION_LABEL, ENFORCE, RECORD_NAME, RELEASE_LABEL, STATE_CONFIGMAP, record_resource,
+};
 use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
 use upgrade_gate_tests::chain::judge::{Deployer, RunVerdict};
@@ -196,23 +199,30 @@ async fn state(namespace: &TestNamespace) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// When the operator's record first said `release` completed (polled
-/// every 100 ms, `timeout` at most).
+/// The namespace's UpgradeRecord (the policy's parameter), `Null` when
+/// there is none.
+async fn upgrade_record(namespace: &TestNamespace) -> Value {
+    Api::<DynamicObject>::namespaced_with(namespace.client(), &namespace.name, &record_resource())
+        .get_opt(RECORD_NAME)
+        .await
+        .unwrap_or_else(|error| panic!("reading the UpgradeRecord: {error}"))
+        .map_or(Value::Null, |record| record.data)
+}
+
+/// When the operator's record (the UpgradeRecord the policy reads) first
+/// said `release` completed (polled every 100 ms, `timeout` at most).
 async fn recorded_complete(namespace: &TestNamespace, release: &str, timeout: Duration) -> Instant {
     wait::poll(
         "the operator's record: complete",
         timeout,
         Duration::from_millis(100),
         || async {
-            let data = state(namespace).await;
-            if data
-                .get(&format!("{OPERATOR}.completed"))
-                .map(String::as_str)
-                == Some(release)
-            {
+            let record = upgrade_record(namespace).await;
+            let entry = &record["spec"]["operators"][OPERATOR];
+            if entry["state"] == "Complete" && entry["release"] == release {
                 Look::Done(Instant::now())
             } else {
-                Look::NotYet(format!("{data:?}"))
+                Look::NotYet(entry.to_string())
             }
         },
     )
@@ -287,14 +297,17 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         "a release change without state: {}",
         refused.output
     );
-    bare.api::<ConfigMap>()
+    Api::<DynamicObject>::namespaced_with(client.clone(), &bare.name, &record_resource())
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": STATE_CONFIGMAP}}))
-                .unwrap_or_else(|error| panic!("ConfigMap: {error}")),
+            &serde_json::from_value(json!({
+                "apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "UpgradeRecord",
+                "metadata": {"name": RECORD_NAME}
+            }))
+            .unwrap_or_else(|error| panic!("UpgradeRecord: {error}")),
         )
         .await
-        .unwrap_or_else(|error| panic!("creating the state: {error}"));
+        .unwrap_or_else(|error| panic!("creating the record: {error}"));
     kubectl
         .apply_until_accepted(
             "a same-release change once the state exists",
@@ -343,10 +356,7 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
     );
     let refused = kubectl.apply(&release_of(&bare.name, "other", "2.0.0"));
     assert!(
-        !refused.accepted
-            && refused
-                .output
-                .contains("(release 1.0.0: migrating the schema)"),
+        !refused.accepted && refused.output.contains("(migrating the schema)"),
         "the recorded reason in the refusal: {}",
         refused.output
     );
@@ -397,10 +407,10 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
     );
     assert!(!refused.accepted, "refused while the Job runs");
     for words in [
-        format!("Deployment {OPERATOR} runs release {RUNNING}, whose upgrade has not completed"),
+        format!("(Deployment {OPERATOR}) runs release {RUNNING}, whose upgrade has not completed"),
         format!("it cannot move to release {NEXT}"),
         "Job".to_owned(),
-        format!("kubectl -n {ns} patch configmap {STATE_CONFIGMAP}"),
+        format!("kubectl -n {ns} patch upgraderecord {RECORD_NAME}"),
     ] {
         assert!(
             refused.output.contains(&words),
@@ -443,12 +453,12 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         "a release that recorded nothing: {}",
         refused.output
     );
-    namespace
-        .api::<ConfigMap>()
+    let leave = json!({"from": NEXT, "to": "7.10.3"});
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &record_resource())
         .patch(
-            STATE_CONFIGMAP,
+            RECORD_NAME,
             &PatchParams::default(),
-            &Patch::Merge(json!({"data": {format!("{OPERATOR}.override"): NEXT}})),
+            &Patch::Merge(json!({"spec": {"overrides": {OPERATOR: leave}}})),
         )
         .await
         .unwrap_or_else(|error| panic!("the override: {error}"));
@@ -459,12 +469,17 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
             || release_of(&ns, OPERATOR, "7.10.3"),
         )
         .await;
-    let data = state(&namespace).await;
+    // The override names one move: the next one is judged afresh.
+    let refused = kubectl.apply(&release_of(&ns, OPERATOR, "7.10.4"));
+    assert!(
+        !refused.accepted,
+        "a move the override does not name: {}",
+        refused.output
+    );
+    let record = upgrade_record(&namespace).await;
     assert_eq!(
-        data.get(&format!("{OPERATOR}.override"))
-            .map(String::as_str),
-        Some(NEXT),
-        "the operator leaves the admin's key alone: {data:?}"
+        record["spec"]["overrides"][OPERATOR], leave,
+        "the operator (release {RUNNING}) leaves an override it was not let in by: {record}"
     );
 }
 
@@ -565,10 +580,10 @@ async fn helm_upgrade_to_the_next_release_waits_for_the_running_releases_upgrade
     assert!(!refused.success, "helm upgrade refused while the Job runs");
     for words in [
         format!(
-            "Deployment {OPERATOR} runs release {HELM_RUNNING}, whose upgrade has not completed"
+            "(Deployment {OPERATOR}) runs release {HELM_RUNNING}, whose upgrade has not completed"
         ),
         format!("it cannot move to release {HELM_NEXT}"),
-        format!("kubectl -n {ns} patch configmap {STATE_CONFIGMAP}"),
+        format!("kubectl -n {ns} patch upgraderecord {RECORD_NAME}"),
     ] {
         assert!(
             refused.output.contains(&words),

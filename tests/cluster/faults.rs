@@ -38,7 +38,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
-use upgrade_gate::admission::STATE_CONFIGMAP;
+use upgrade_gate::admission::{RECORD_NAME, record_resource};
 use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::chain::catalog::{
     add_release, read_documents, set_skip_range, write_documents,
@@ -903,16 +903,18 @@ async fn a_skip_range_jumps_from_7_9_3_to_7_10_1_and_applies_7_10_0s_migrations_
 }
 
 /// `kubectl`-free read of the admission state ConfigMap's data.
-async fn admission_state(run: &ChainRun) -> std::collections::BTreeMap<String, String> {
-    kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+async fn admission_entry(run: &ChainRun) -> serde_json::Value {
+    kube::Api::<kube::api::DynamicObject>::namespaced_with(
         run.client(),
         &run.namespace.name,
+        &record_resource(),
     )
-    .get_opt(STATE_CONFIGMAP)
+    .get_opt(RECORD_NAME)
     .await
-    .unwrap_or_else(|error| panic!("reading ConfigMap {STATE_CONFIGMAP}: {error}"))
-    .and_then(|configmap| configmap.data)
-    .unwrap_or_default()
+    .unwrap_or_else(|error| panic!("reading the UpgradeRecord: {error}"))
+    .map_or(serde_json::Value::Null, |record| {
+        record.data["spec"]["operators"]["app-operator"].clone()
+    })
 }
 
 #[tokio::test]
@@ -990,7 +992,7 @@ async fn the_admission_policy_alone_holds_7_10_1_when_the_operator_condition_doe
     );
     assert!(
         refused.1.contains(
-            "Deployment app-operator runs release 7.10.0, whose upgrade has not completed"
+            "(Deployment app-operator) runs release 7.10.0, whose upgrade has not completed"
         ),
         "the refusal names the running release: {}",
         refused.1
@@ -1003,10 +1005,11 @@ async fn the_admission_policy_alone_holds_7_10_1_when_the_operator_condition_doe
         Duration::from_secs(300),
         Duration::from_millis(100),
         || async {
-            let data = admission_state(&run).await;
-            match data.get("app-operator.completed").map(String::as_str) {
-                Some(MIDDLE_RELEASE) => wait::Look::Done(Timestamp::now()),
-                _ => wait::Look::NotYet(format!("{data:?}")),
+            let entry = admission_entry(&run).await;
+            if entry["state"] == "Complete" && entry["release"] == MIDDLE_RELEASE {
+                wait::Look::Done(Timestamp::now())
+            } else {
+                wait::Look::NotYet(entry.to_string())
             }
         },
     )

@@ -4,6 +4,7 @@
 //! them concurrently on the one cluster.
 
 mod admission;
+mod admission_holes;
 mod adopt;
 mod adopt_kubebuilder;
 mod faults;
