@@ -83,7 +83,8 @@ enum Command {
     #[command(after_long_help = exit_codes_help())]
     Status(StatusArgs),
     /// Record for the admission policy whether the running release's upgrade is complete
-    /// (ConfigMap upgrade-gate-state; docs/admission.md). For operators not written in Rust,
+    /// (UpgradeRecord upgrade-gate, entry named by --deployment; docs/admission.md). For
+    /// operators not written in Rust,
     /// Jobs and scripts; a Rust operator keeps it with upgrade_gate::admission::Recorder.
     #[command(after_long_help = exit_codes_help())]
     Record(RecordArgs),
@@ -556,7 +557,11 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
                 admission::record_once(&client, &namespace, &args.deployment, &record, deadline)
                     .await?;
             Ok(Outcome::Recorded {
-                configmap: format!("{namespace}/{}", admission::STATE_CONFIGMAP),
+                recorded_in: format!(
+                    "UpgradeRecord {namespace}/{} (and ConfigMap {namespace}/{})",
+                    admission::RECORD_NAME,
+                    admission::STATE_CONFIGMAP
+                ),
                 record,
                 wrote,
             })
@@ -600,11 +605,11 @@ fn report(outcome: &Outcome) {
         },
         Outcome::Reported(_) => {}
         Outcome::Recorded {
-            configmap,
+            recorded_in,
             record,
             wrote,
         } => tracing::info!(
-            configmap = %configmap,
+            recorded_in = %recorded_in,
             record = ?record,
             wrote,
             "recorded for the admission policy"

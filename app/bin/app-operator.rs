@@ -76,8 +76,9 @@ struct RunArgs {
     pod_namespace: Option<String>,
     /// This operator's own Deployment: while leading, the operator records
     /// under its name whether this release's upgrade is complete, in the
-    /// ConfigMap upgrade-gate-state of the pod's namespace, which the
-    /// admission policy reads (docs/admission.md); unset = nothing recorded.
+    /// UpgradeRecord upgrade-gate of the pod's namespace, which the
+    /// admission policy reads (and in the ConfigMap upgrade-gate-state the
+    /// previous policy read; docs/admission.md); unset = nothing recorded.
     #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
     admission_deployment: Option<String>,
     /// This pod's ServiceAccount (downward API): once this release's

@@ -197,8 +197,9 @@ const NOTES: &str = "\
 {{- if eq .Values.admission \"enforce\" }}
 The operator's Deployment is under upgrade-gate's admission policy: a later
 `helm upgrade` to another release is refused until this release has
-recorded, in ConfigMap upgrade-gate-state of namespace {{ .Release.Namespace }},
-that its database upgrade completed. The policy itself is applied once per
+recorded, in the UpgradeRecord upgrade-gate of namespace {{ .Release.Namespace }},
+that its database upgrade completed:
+  kubectl -n {{ .Release.Namespace }} get upgraderecord upgrade-gate -o yaml The policy itself is applied once per
 cluster by an admin (manifests/admission/); without it nothing is refused:
   kubectl get validatingadmissionpolicybinding upgrade-gate.dev
 {{- else }}

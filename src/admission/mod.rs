@@ -4,22 +4,24 @@
 //! rolling the operator's Deployment to another release before the release
 //! it runs has completed its upgrade (docs/admission.md).
 //!
-//! Owns: the names the policy and the operator share (the opt-in and
-//! release labels, the state ConfigMap and its keys), the pure rule from a
-//! verdict to the state to record and from the recorded state to the merge
-//! patch that records it, and [`Recorder`], which keeps that state written
-//! for as long as the operator leads. Must not touch: the OperatorCondition
-//! (the keeper's), the policy's decision (the API server's; the unit tests
-//! evaluate the policy's own expressions), or any key of the ConfigMap but
-//! its own Deployment's `completed` and `progress` (the `override` key is
-//! an admin's).
+//! Owns: the names the policy and the operator share (the opt-in, release
+//! and operator labels; the record, [`record`], and the ConfigMap the
+//! previous policy read, with its keys), the pure rule from a verdict to
+//! the state to record and from the recorded state to the merge patch that
+//! records it, and [`Recorder`], which keeps that state written for as
+//! long as the operator leads. Must not touch: the OperatorCondition (the
+//! keeper's), the policy's decision (the API server's; the unit tests
+//! evaluate the policies' own expressions), any other operator's entry, or
+//! an override but to spend it once used (`spec.overrides` is an admin's).
 //!
-//! Why a ConfigMap: a Role may grant `update`/`patch` on one ConfigMap by
-//! `resourceNames`, which lets the operator write its state and nothing
-//! else; the policy reads it as its parameter in the namespace of the
-//! Deployment it judges, with no webhook and no server to run. `create`
-//! cannot be limited by name in RBAC, so the operator creates it only when
-//! it is missing, and the policy refuses every release change while it is.
+//! Why a custom resource: the policy reads it as its parameter in the
+//! namespace of the Deployment it judges, with no webhook and no server to
+//! run, through an informer of the policy's own that follows every write.
+//! RBAC limits a writer to the object by `resourceNames`; the record's
+//! guard (`manifests/admission/record-guard.yaml`) limits it to its own
+//! entry. `create` cannot be limited by name in RBAC, so the operator
+//! creates the record only when it is missing; an update of an opted-in
+//! Deployment is refused while it is.
 
 mod installed;
 mod record;

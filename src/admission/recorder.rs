@@ -1,7 +1,9 @@
-//! [`Recorder`]: keeps the operator's own record in the state ConfigMap
+//! [`Recorder`]: keeps the operator's own entry in the namespace's
+//! UpgradeRecord (and in the state ConfigMap the previous policy read)
 //! while it leads — written when its verdict changes, and read again every
-//! [`REASSERT_INTERVAL`] so that a deleted ConfigMap or a changed key comes
-//! back — and, once the record says complete, optionally wakes OLM v0
+//! [`REASSERT_INTERVAL`] so that a deleted record or a changed entry comes
+//! back; spends an override once the release it let in runs — and, once
+//! the record says complete, optionally wakes OLM v0
 //! ([`Recorder::wake_olm_v0`]).
 
 use std::collections::BTreeMap;
@@ -37,8 +39,8 @@ pub const COMPLETED_ANNOTATION: &str = "upgrade-gate.dev/completed";
 pub const WAKE_ANNOTATION: &str = "upgrade-gate.dev/wake";
 /// How many times the ServiceAccount is annotated once a release's
 /// completion is recorded, one [`REASSERT_INTERVAL`] apart. More than once:
-/// the API server judges by its informer's copy of the state ConfigMap,
-/// which may lag the write; a deployer's retry inside that lag is refused
+/// the API server judges by its informer's copy of the record, which may
+/// lag the write; a deployer's retry inside that lag is refused
 /// again, and only a later change wakes it.
 pub const WAKES: u32 = 3;
 
@@ -183,7 +185,7 @@ impl Recorder {
                         }
                         Err(error) => {
                             tracing::warn!(
-                                configmap = STATE_CONFIGMAP,
+                                record = RECORD_NAME,
                                 %error,
                                 "cannot record the upgrade's state; trying again"
                             );
@@ -271,8 +273,8 @@ impl Recorder {
     ) {
         if changed {
             tracing::info!(
-                configmap = STATE_CONFIGMAP,
-                deployment = %self.deployment,
+                record = RECORD_NAME,
+                operator = %self.deployment,
                 record = ?record,
                 "recorded the upgrade's state for the admission policy"
             );

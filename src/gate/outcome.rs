@@ -34,8 +34,9 @@ pub enum Outcome {
     Reported(Box<StatusReport>),
     /// `record`: the admission policy's state says it.
     Recorded {
-        /// The ConfigMap it is in.
-        configmap: String,
+        /// Where the policy reads it (and the ConfigMap the previous
+        /// policy read).
+        recorded_in: String,
         /// What it says now.
         record: crate::admission::Record,
         /// False when it already said so.
@@ -95,7 +96,7 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         4,
-        "forbidden until --timeout: RBAC does not allow get/update on the OperatorCondition (record: get/patch on the ConfigMap upgrade-gate-state, or create while it is missing)",
+        "forbidden until --timeout: RBAC does not allow get/update on the OperatorCondition (record: get/patch on the UpgradeRecord and the ConfigMap upgrade-gate-state, create while one is missing, the verb record on upgraderecords named after the Deployment)",
     ),
     (
         5,
