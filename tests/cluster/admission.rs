@@ -290,7 +290,7 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         },
     )
     .await;
-    println!("an opted-in Deployment's update without the state ConfigMap: {missing}");
+    println!("an opted-in Deployment's update without the namespace's UpgradeRecord: {missing}");
     let refused = kubectl.apply(&release_of(&bare.name, "other", "2.0.0"));
     assert!(
         !refused.accepted,

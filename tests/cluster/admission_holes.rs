@@ -49,6 +49,8 @@ use upgrade_gate_tests::wait::{self, Look};
 /// shared with every other test); the figure is printed.
 const FOLLOWS: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(50);
+/// How long new bindings may take to be in force on a loaded cluster.
+const IN_FORCE: Duration = Duration::from_secs(60);
 
 /// `kubectl` of the cluster's tools.
 struct Kubectl {
@@ -209,6 +211,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
     let deploy = "deployment/op";
 
     write_entry(&client, &ns, "op", "1.0", "InProgress").await;
+    // Probes are server-side dry-runs: an accepted probe changes nothing.
     // The same release re-created while in progress is admitted (a
     // restart, not a move); it proves the policy is in force once a move
     // is refused below.
@@ -216,7 +219,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
     assert!(kubectl.run(&["create"], Some(&first)).ok, "creating 1.0");
     wait::until(
         "the policy in force: set image refused",
-        FOLLOWS,
+        IN_FORCE,
         || async {
             let ran = kubectl.run(
                 &[
@@ -226,6 +229,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
                     "image",
                     deploy,
                     "op=localhost/pause:3.10-next",
+                    "--dry-run=server",
                 ],
                 None,
             );
@@ -303,6 +307,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
                 "image",
                 deploy,
                 "op=localhost/pause:3.10-third",
+                "--dry-run=server",
             ],
             None,
         );
@@ -664,9 +669,10 @@ async fn until_decision(
     to: &str,
     admitted: bool,
     since: Instant,
+    timeout: Duration,
 ) -> f64 {
     let label = format!("{RELEASE_LABEL}={to}");
-    wait::poll("the decision follows the record", FOLLOWS, POLL, || {
+    wait::poll("the decision follows the record", timeout, POLL, || {
         let ran = kubectl.run(
             &[
                 "-n",
@@ -722,24 +728,42 @@ async fn a_record_is_never_read_stale_after_every_binding_went() {
         .patch(&name, &apply, &Patch::Apply(&update_binding(&name, &ns)))
         .await
         .expect("binding");
-    until_decision(&kubectl, &ns, deploy, "2.0", false, Instant::now()).await;
+    until_decision(
+        &kubectl,
+        &ns,
+        deploy,
+        "2.0",
+        false,
+        Instant::now(),
+        IN_FORCE,
+    )
+    .await;
 
     // Every binding of the policy gone, then bound again.
     bindings
         .delete(&name, &Default::default())
         .await
         .expect("deleting the binding");
-    until_decision(&kubectl, &ns, deploy, "2.0", true, Instant::now()).await;
+    until_decision(&kubectl, &ns, deploy, "2.0", true, Instant::now(), IN_FORCE).await;
     bindings
         .patch(&name, &apply, &Patch::Apply(&update_binding(&name, &ns)))
         .await
         .expect("binding again");
-    until_decision(&kubectl, &ns, deploy, "2.0", false, Instant::now()).await;
+    until_decision(
+        &kubectl,
+        &ns,
+        deploy,
+        "2.0",
+        false,
+        Instant::now(),
+        IN_FORCE,
+    )
+    .await;
 
     // In progress -> complete: admitted once written.
     let written = Instant::now();
     write_entry(&client, &ns, "op", "1.0", "Complete").await;
-    let opened = until_decision(&kubectl, &ns, deploy, "2.0", true, written).await;
+    let opened = until_decision(&kubectl, &ns, deploy, "2.0", true, written, FOLLOWS).await;
     println!(
         "figure: record written Complete -> the move admitted: {opened:.2} s (dry-run every {POLL:?})"
     );
@@ -758,7 +782,7 @@ async fn a_record_is_never_read_stale_after_every_binding_went() {
     // Complete -> in progress for the new release: refused once written.
     let written = Instant::now();
     write_entry(&client, &ns, "op", "2.0", "InProgress").await;
-    let closed = until_decision(&kubectl, &ns, deploy, "3.0", false, written).await;
+    let closed = until_decision(&kubectl, &ns, deploy, "3.0", false, written, FOLLOWS).await;
     println!("figure: record written InProgress -> the next move refused: {closed:.2} s");
     assert!(opened < FOLLOWS.as_secs_f64() && closed < FOLLOWS.as_secs_f64());
 }
