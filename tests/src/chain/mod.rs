@@ -26,6 +26,7 @@
 //! | [`catalog`] | test-time edits of a catalog (a release published later, a skipRange) |
 //! | [`report`] | `just race`'s and `just race-matrix`'s JSON and tables |
 //! | [`narrate`] | `just demo`'s narration |
+//! | [`picture`] | each run's page: an SVG timeline of its facts, its verdict beneath; the matrix's page |
 //! | [`scale`] | `just bench-scale`: a fleet of Apps upgraded by OLM, measured |
 
 pub mod arm;
@@ -36,6 +37,7 @@ pub mod facts;
 pub mod judge;
 pub mod kubeconfig;
 pub mod narrate;
+pub mod picture;
 pub mod record;
 pub mod report;
 pub mod run;
