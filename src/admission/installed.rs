@@ -1,162 +1,1278 @@
-//! Whether the admission policy is in force on a cluster: the policy
-//! `upgrade-gate.dev` exists and some binding of it denies. What
-//! `kubectl upgrade-gate status` warns about when an operator it shows
-//! opted in (the policy and its binding are a cluster admin's one-time
-//! step; without them nothing is refused, and nothing else says so).
+//! Whether the admission policy is in force for one operator's Deployment,
+//! decided the way the API server decides it: what `kubectl upgrade-gate
+//! status` shows beside every Deployment that opted in (the policy and its
+//! bindings are a cluster admin's one-time step; without them, or with a
+//! binding that covers other namespaces only, nothing is refused, and
+//! nothing else says so).
+//!
+//! For an UPDATE and a CREATE of the Deployment, the policy
+//! [`POLICY_NAME`] must exist, read the [`RECORD_KIND`] as its parameter
+//! and match the request (its `matchConstraints`); some binding of it must
+//! have `validationActions` `Deny`, match the request (`matchResources`:
+//! resource rules and their exclusions, the namespace's labels against its
+//! `namespaceSelector`, the Deployment's labels against its
+//! `objectSelector`) and name the namespace's record ([`RECORD_NAME`]) in
+//! its `paramRef`; where that record is missing, its
+//! `parameterNotFoundAction` decides: `Deny` refuses every request (the
+//! policy's `failurePolicy` `Fail`), `Allow` admits without judging. The
+//! record's guard [`GUARD_POLICY_NAME`] must be bound the same way for an
+//! UPDATE of the record, or anyone who may patch it can mark an upgrade
+//! complete.
+//!
+//! Not modelled: `matchPolicy: Equivalent` (apps/v1 Deployments have no
+//! other served version) and the policies' `matchConditions`; the plugin's
+//! server-side dry-run is the proof, this is the explanation.
 //!
 //! Owns: the pure verdict from what was read ([`policy_in_force`]) and the
-//! one read of the policy and its bindings ([`read_policy`]). Must not
+//! one read of the policies and their bindings ([`read_policy`]). Must not
 //! touch: any object (read-only).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
 };
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{DynamicObject, ListParams};
+use serde::Serialize;
+
+use super::record::{RECORD_GROUP, RECORD_KIND, RECORD_NAME, RECORD_PLURAL, RECORD_VERSION};
 
 /// The policy's name (manifests/admission/policy.yaml).
 pub const POLICY_NAME: &str = "upgrade-gate.dev";
+/// The record guard's name (manifests/admission/record-guard.yaml).
+pub const GUARD_POLICY_NAME: &str = "upgrade-gate.dev-record";
 
-/// What the cluster has of the policy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PolicyInForce {
-    /// The policy and a binding of it with `validationActions` `Deny`.
-    Yes,
-    /// No policy `upgrade-gate.dev`.
+/// Whether the API server judges one kind of request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "verdict")]
+pub enum Verdict {
+    /// A binding with `Deny` judges it against the namespace's record (for
+    /// the guard: judges every write of the record).
+    #[serde(rename_all = "camelCase")]
+    Judged {
+        /// That binding.
+        binding: String,
+    },
+    /// A binding with `Deny` matches and the record is missing: its
+    /// `parameterNotFoundAction` `Deny` refuses every such request.
+    #[serde(rename_all = "camelCase")]
+    RefusesAll {
+        /// That binding.
+        binding: String,
+    },
+    /// The policy is not installed.
     NoPolicy,
-    /// The policy, but no binding of it.
+    /// The policy reads another parameter than the record.
+    #[serde(rename_all = "camelCase")]
+    OtherParamKind {
+        /// `apiVersion/kind` of what it reads (empty: none).
+        param_kind: String,
+    },
+    /// The policy's own `matchConstraints` leave the request out.
+    #[serde(rename_all = "camelCase")]
+    PolicyDoesNotMatch {
+        /// The field that leaves it out.
+        field: String,
+    },
+    /// No binding of the policy.
     NoBinding,
-    /// Bound, but no binding denies (e.g. `Warn` or `Audit` only).
-    NotDenying,
-    /// The policy or its bindings could not be read (the error).
-    Unknown(String),
+    /// Bindings, none with `validationActions` `Deny` (Warn, Audit).
+    #[serde(rename_all = "camelCase")]
+    NotDenying {
+        /// Their names.
+        bindings: Vec<String>,
+    },
+    /// Bindings with `Deny`, none of which matches the request.
+    #[serde(rename_all = "camelCase")]
+    NoBindingMatches {
+        /// Each one, with the field that leaves the request out.
+        bindings: Vec<String>,
+    },
+    /// A binding with `Deny` matches, but its `paramRef` is not the
+    /// namespace's record: it judges by another object.
+    #[serde(rename_all = "camelCase")]
+    OtherParam {
+        /// That binding.
+        binding: String,
+        /// What its `paramRef` names.
+        param: String,
+    },
+    /// A binding with `Deny` matches, the record is missing and its
+    /// `parameterNotFoundAction` is `Allow` (or the policy's
+    /// `failurePolicy` `Ignore`): admitted without judging.
+    #[serde(rename_all = "camelCase")]
+    NoRecord {
+        /// That binding.
+        binding: String,
+    },
+    /// Something needed could not be read.
+    #[serde(rename_all = "camelCase")]
+    Unknown {
+        /// What, and the error.
+        why: String,
+    },
 }
 
-impl PolicyInForce {
-    /// The warning to show, or none when the policy is in force.
-    pub fn warning(&self) -> Option<String> {
-        let consequence = "a Deployment labelled upgrade-gate.dev/admission=enforce can be rolled to another release while its upgrade runs; a cluster admin applies manifests/admission/ once (docs/admission.md)";
+impl Verdict {
+    /// Whether the request is refused unless the record allows it (or
+    /// refused, every one).
+    pub fn in_force(&self) -> bool {
+        matches!(self, Verdict::Judged { .. } | Verdict::RefusesAll { .. })
+    }
+
+    /// Whether it could not be decided.
+    pub fn unknown(&self) -> bool {
+        matches!(self, Verdict::Unknown { .. })
+    }
+
+    /// A table cell: a few words.
+    pub fn word(&self) -> String {
         match self {
-            PolicyInForce::Yes => None,
-            PolicyInForce::NoPolicy => Some(format!(
-                "the admission policy {POLICY_NAME} is not installed: {consequence}"
-            )),
-            PolicyInForce::NoBinding => Some(format!(
-                "the admission policy {POLICY_NAME} has no binding, so it refuses nothing: {consequence}"
-            )),
-            PolicyInForce::NotDenying => Some(format!(
-                "no binding of the admission policy {POLICY_NAME} has validationActions Deny, so it refuses nothing: {consequence}"
-            )),
-            PolicyInForce::Unknown(error) => Some(format!(
-                "cannot tell whether the admission policy {POLICY_NAME} is in force ({error})"
-            )),
+            Verdict::Judged { .. } => "judged".to_owned(),
+            Verdict::RefusesAll { .. } => "refused (no record)".to_owned(),
+            Verdict::NoRecord { .. } => "admitted (no record)".to_owned(),
+            Verdict::NoPolicy => "NOT judged: no policy".to_owned(),
+            Verdict::OtherParamKind { .. } => "NOT judged: policy's paramKind".to_owned(),
+            Verdict::PolicyDoesNotMatch { .. } => "NOT judged: policy's match".to_owned(),
+            Verdict::NoBinding => "NOT judged: no binding".to_owned(),
+            Verdict::NotDenying { .. } => "NOT judged: no Deny".to_owned(),
+            Verdict::NoBindingMatches { .. } => "NOT judged: not bound here".to_owned(),
+            Verdict::OtherParam { param, .. } => format!("judged by {param}"),
+            Verdict::Unknown { .. } => "unknown".to_owned(),
+        }
+    }
+
+    /// What the API server does and why, in a sentence (`policy`: the
+    /// policy it is about).
+    fn sentence(&self, policy: &str) -> String {
+        match self {
+            Verdict::Judged { binding } => format!(
+                "judged by {policy} against the {RECORD_KIND} {RECORD_NAME} of the namespace (binding {binding})"
+            ),
+            Verdict::RefusesAll { binding } => format!(
+                "every one is refused: the namespace has no {RECORD_KIND} {RECORD_NAME} and binding {binding} of {policy} has parameterNotFoundAction Deny (the operator creates the record on its first write)"
+            ),
+            Verdict::NoPolicy => format!("the admission policy {policy} is not installed"),
+            Verdict::OtherParamKind { param_kind } => format!(
+                "the admission policy {policy} reads {} as its parameter, not the {RECORD_KIND} the operator writes",
+                if param_kind.is_empty() {
+                    "nothing"
+                } else {
+                    param_kind
+                }
+            ),
+            Verdict::PolicyDoesNotMatch { field } => format!(
+                "the admission policy {policy} leaves it out (its matchConstraints.{field})"
+            ),
+            Verdict::NoBinding => format!("the admission policy {policy} has no binding"),
+            Verdict::NotDenying { bindings } => format!(
+                "no binding of the admission policy {policy} has validationActions Deny ({} only warn or audit)",
+                bindings.join(", ")
+            ),
+            Verdict::NoBindingMatches { bindings } => format!(
+                "no binding of the admission policy {policy} with validationActions Deny covers it here ({})",
+                bindings.join("; ")
+            ),
+            Verdict::OtherParam { binding, param } => format!(
+                "binding {binding} of {policy} judges it by {param}, not by the {RECORD_KIND} {RECORD_NAME} the operator writes"
+            ),
+            Verdict::NoRecord { binding } => format!(
+                "admitted unjudged: the namespace has no {RECORD_KIND} {RECORD_NAME} and binding {binding} of {policy} lets a request through without it"
+            ),
+            Verdict::Unknown { why } => format!("cannot tell ({why})"),
         }
     }
 }
 
-/// The verdict from the policy's presence and the cluster's bindings (of
-/// any policy: those of others are ignored).
-pub fn policy_in_force(
-    policy: bool,
-    bindings: &[ValidatingAdmissionPolicyBinding],
-) -> PolicyInForce {
-    if !policy {
-        return PolicyInForce::NoPolicy;
-    }
-    let ours: Vec<_> = bindings
-        .iter()
-        .map(|binding| &binding.spec)
-        .filter(|spec| spec.policy_name == POLICY_NAME)
-        .collect();
-    if ours.is_empty() {
-        return PolicyInForce::NoBinding;
-    }
-    let denies = ours.iter().any(|spec| {
-        spec.validation_actions
-            .iter()
-            .any(|action| action == "Deny")
-    });
-    if denies {
-        PolicyInForce::Yes
-    } else {
-        PolicyInForce::NotDenying
+/// What the API server would do with the writes that keep one opted-in
+/// Deployment's hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyInForce {
+    /// An UPDATE of the Deployment (set image, a new release label).
+    pub update: Verdict,
+    /// A CREATE of it (delete-and-create, a renamed Deployment).
+    pub create: Verdict,
+    /// An UPDATE of the namespace's record by someone else than the
+    /// operator (the guard [`GUARD_POLICY_NAME`]).
+    pub guard: Verdict,
+}
+
+impl Verdict {
+    /// What a cluster admin does about it, in a sentence (none: nothing
+    /// to do, or not known).
+    fn fix(&self) -> &'static str {
+        match self {
+            Verdict::NoPolicy
+            | Verdict::OtherParamKind { .. }
+            | Verdict::PolicyDoesNotMatch { .. }
+            | Verdict::NoBinding => {
+                " A cluster admin applies manifests/admission/ once (docs/admission.md)."
+            }
+            Verdict::NotDenying { .. } | Verdict::NoBindingMatches { .. } => {
+                " A cluster admin binds it here with validationActions Deny (manifests/admission/bindings.yaml, docs/admission.md)."
+            }
+            Verdict::OtherParam { .. } => {
+                " The binding's paramRef names upgrade-gate in manifests/admission/bindings.yaml."
+            }
+            _ => "",
+        }
     }
 }
 
-/// Reads the policy and the bindings once.
-pub async fn read_policy(client: &kube::Client) -> PolicyInForce {
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    let policy = match policies.get_opt(POLICY_NAME).await {
-        Ok(policy) => policy.is_some(),
-        Err(error) => return PolicyInForce::Unknown(format!("reading the policy: {error}")),
+impl PolicyInForce {
+    /// Why updates of the Deployment are not held (none: they are).
+    pub fn update_warning(&self) -> Option<String> {
+        (!self.update.in_force()).then(|| {
+            format!(
+                "its updates are not held: {}; it can be rolled to another release while its upgrade runs.{}",
+                self.update.sentence(POLICY_NAME),
+                self.update.fix()
+            )
+        })
+    }
+
+    /// Why a delete-and-create of the Deployment is not judged (none: it
+    /// is, or the namespace has no record yet, a first install, which the
+    /// shipped binding admits by design).
+    pub fn create_warning(&self) -> Option<String> {
+        match &self.create {
+            verdict if verdict.in_force() => None,
+            Verdict::NoRecord { .. } => None,
+            verdict => Some(format!(
+                "its creates are not judged: {}; deleting and creating it again moves it to any release.{}",
+                verdict.sentence(POLICY_NAME),
+                verdict.fix()
+            )),
+        }
+    }
+
+    /// Why writers of the namespace's record are not limited (none: they
+    /// are).
+    pub fn guard_warning(&self) -> Option<String> {
+        (!self.guard.in_force()).then(|| {
+            format!(
+                "writers of its {RECORD_KIND} {RECORD_NAME} are not limited: {}; anyone who may patch the record can mark an upgrade complete.{}",
+                self.guard.sentence(GUARD_POLICY_NAME),
+                self.guard.fix()
+            )
+        })
+    }
+
+    /// The update verdict in a sentence, with what to do about it.
+    pub fn update_sentence(&self) -> String {
+        format!(
+            "{}.{}",
+            self.update.sentence(POLICY_NAME),
+            self.update.fix()
+        )
+    }
+}
+
+/// One request, as the API server's matching sees it.
+#[derive(Clone, Copy, Debug)]
+struct Request<'a> {
+    group: &'a str,
+    version: &'a str,
+    resource: &'a str,
+    operation: &'a str,
+    name: &'a str,
+    /// The namespace's labels, or why they could not be read.
+    namespace_labels: Result<&'a BTreeMap<String, String>, &'a str>,
+    /// The object's labels.
+    labels: &'a BTreeMap<String, String>,
+}
+
+/// Whether something matches; when not, the field that leaves it out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Matched {
+    Yes,
+    No(&'static str),
+    Unknown(String),
+}
+
+/// Whether `labels` satisfy `selector` (absent or empty: everything), the
+/// rules of a Kubernetes label selector.
+fn selector_matches(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
+    let Some(selector) = selector else {
+        return true;
     };
+    let labels_match = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(key, value)| labels.get(key) == Some(value));
+    let expressions_match = selector.match_expressions.iter().flatten().all(|rule| {
+        let values = rule.values.as_deref().unwrap_or_default();
+        let value = labels.get(&rule.key);
+        match rule.operator.as_str() {
+            "In" => value.is_some_and(|value| values.contains(value)),
+            "NotIn" => value.is_none_or(|value| !values.contains(value)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            // The API server refuses any other operator.
+            _ => false,
+        }
+    });
+    labels_match && expressions_match
+}
+
+fn is_empty(selector: Option<&LabelSelector>) -> bool {
+    selector.is_none_or(|selector| {
+        selector
+            .match_labels
+            .as_ref()
+            .is_none_or(BTreeMap::is_empty)
+            && selector
+                .match_expressions
+                .as_ref()
+                .is_none_or(Vec::is_empty)
+    })
+}
+
+/// Whether `list` holds `value` or `*`.
+fn lists(list: Option<&Vec<String>>, value: &str) -> bool {
+    list.into_iter()
+        .flatten()
+        .any(|item| item == "*" || item == value)
+}
+
+/// Whether one rule covers the request (a namespaced resource, never a
+/// subresource).
+fn rule_matches(rule: &NamedRuleWithOperations, request: &Request<'_>) -> bool {
+    let resource = rule.resources.iter().flatten().any(|resource| {
+        let (name, sub) = resource.split_once('/').unwrap_or((resource, ""));
+        (name == "*" || name == request.resource) && (sub == "*" || sub.is_empty())
+    });
+    let scope = rule
+        .scope
+        .as_deref()
+        .is_none_or(|scope| scope == "*" || scope == "Namespaced");
+    let names = rule
+        .resource_names
+        .as_ref()
+        .is_none_or(|names| names.is_empty() || names.iter().any(|name| name == request.name));
+    lists(rule.operations.as_ref(), request.operation)
+        && lists(rule.api_groups.as_ref(), request.group)
+        && lists(rule.api_versions.as_ref(), request.version)
+        && resource
+        && scope
+        && names
+}
+
+/// Whether `resources` (a policy's `matchConstraints` or a binding's
+/// `matchResources`; absent: everything) match the request.
+fn resources_match(resources: Option<&MatchResources>, request: &Request<'_>) -> Matched {
+    let Some(resources) = resources else {
+        return Matched::Yes;
+    };
+    // The rules first: a binding for other requests says so, whatever
+    // the namespace.
+    if resources
+        .exclude_resource_rules
+        .iter()
+        .flatten()
+        .any(|rule| rule_matches(rule, request))
+    {
+        return Matched::No("excludeResourceRules");
+    }
+    let rules = resources.resource_rules.as_deref().unwrap_or_default();
+    if !rules.is_empty() && !rules.iter().any(|rule| rule_matches(rule, request)) {
+        return Matched::No("resourceRules");
+    }
+    let namespace_selector = resources.namespace_selector.as_ref();
+    if !is_empty(namespace_selector) {
+        match request.namespace_labels {
+            Ok(labels) if !selector_matches(namespace_selector, labels) => {
+                return Matched::No("namespaceSelector");
+            }
+            Ok(_) => {}
+            Err(why) => {
+                return Matched::Unknown(format!(
+                    "its namespaceSelector needs the namespace's labels: {why}"
+                ));
+            }
+        }
+    }
+    if !selector_matches(resources.object_selector.as_ref(), request.labels) {
+        return Matched::No("objectSelector");
+    }
+    Matched::Yes
+}
+
+/// The record of the request's namespace: there, missing, or unreadable.
+#[derive(Clone, Copy, Debug)]
+enum Param<'a> {
+    Found,
+    Missing,
+    Unreadable(&'a str),
+}
+
+/// What one binding does with the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Outcome {
+    NotDenying(String),
+    /// The binding, and the field that leaves the request out.
+    NoMatch(String, &'static str),
+    Decided(Verdict),
+}
+
+/// How strongly a verdict holds the request: the strongest binding wins.
+fn strength(verdict: &Verdict) -> u8 {
+    match verdict {
+        Verdict::RefusesAll { .. } => 6,
+        Verdict::Judged { .. } => 5,
+        Verdict::Unknown { .. } => 4,
+        Verdict::OtherParam { .. } => 3,
+        Verdict::NoRecord { .. } => 2,
+        _ => 0,
+    }
+}
+
+fn binding_outcome(
+    binding: &ValidatingAdmissionPolicyBinding,
+    policy: &ValidatingAdmissionPolicy,
+    request: &Request<'_>,
+    param: Param<'_>,
+) -> Outcome {
+    let name = binding.metadata.name.clone().unwrap_or_default();
+    let spec = &binding.spec;
+    if !spec
+        .validation_actions
+        .iter()
+        .any(|action| action == "Deny")
+    {
+        return Outcome::NotDenying(name);
+    }
+    match resources_match(spec.match_resources.as_ref(), request) {
+        Matched::Yes => {}
+        Matched::No(field) => return Outcome::NoMatch(name, field),
+        Matched::Unknown(why) => {
+            return Outcome::Decided(Verdict::Unknown {
+                why: format!("binding {name}: {why}"),
+            });
+        }
+    }
+    let policy_spec = policy.spec.as_ref();
+    if policy_spec.is_none_or(|spec| spec.param_kind.is_none()) {
+        // No parameter (the guard): every matching request is judged.
+        return Outcome::Decided(Verdict::Judged { binding: name });
+    }
+    let fails_closed = policy_spec
+        .and_then(|spec| spec.failure_policy.as_deref())
+        .is_none_or(|failure| failure != "Ignore");
+    let Some(param_ref) = spec.param_ref.as_ref() else {
+        // A parameter the binding does not name: a configuration error,
+        // which the failure policy decides.
+        return Outcome::Decided(if fails_closed {
+            Verdict::RefusesAll { binding: name }
+        } else {
+            Verdict::OtherParam {
+                binding: name,
+                param: "no paramRef".to_owned(),
+            }
+        });
+    };
+    let named = param_ref.name.as_deref().unwrap_or_default();
+    let elsewhere = param_ref
+        .namespace
+        .as_deref()
+        .filter(|namespace| !namespace.is_empty());
+    if named != RECORD_NAME || elsewhere.is_some() {
+        let param = match (named, elsewhere) {
+            ("", _) => "a paramRef selector".to_owned(),
+            (named, Some(namespace)) => format!("{namespace}/{named}"),
+            (named, None) => named.to_owned(),
+        };
+        return Outcome::Decided(Verdict::OtherParam {
+            binding: name,
+            param,
+        });
+    }
+    let refuses_missing =
+        fails_closed && param_ref.parameter_not_found_action.as_deref() != Some("Allow");
+    Outcome::Decided(match (param, refuses_missing) {
+        (Param::Found, _) => Verdict::Judged { binding: name },
+        (Param::Missing, true) => Verdict::RefusesAll { binding: name },
+        (Param::Missing, false) => Verdict::NoRecord { binding: name },
+        // Judged if it is there, every request refused if not: held.
+        (Param::Unreadable(_), true) => Verdict::Judged { binding: name },
+        (Param::Unreadable(why), false) => Verdict::Unknown {
+            why: format!("reading the {RECORD_KIND}: {why}"),
+        },
+    })
+}
+
+/// The verdict of `policy` (absent: not installed) and its `bindings`
+/// (those of other policies are ignored) on `request`.
+fn judge(
+    policy: Option<&ValidatingAdmissionPolicy>,
+    bindings: &[ValidatingAdmissionPolicyBinding],
+    request: &Request<'_>,
+    param: Param<'_>,
+    param_kind: Option<(&str, &str)>,
+) -> Verdict {
+    let Some(policy) = policy else {
+        return Verdict::NoPolicy;
+    };
+    let name = policy.metadata.name.as_deref().unwrap_or_default();
+    let spec = policy.spec.as_ref();
+    let reads = spec.and_then(|spec| spec.param_kind.as_ref()).map(|kind| {
+        (
+            kind.api_version.as_deref().unwrap_or_default(),
+            kind.kind.as_deref().unwrap_or_default(),
+        )
+    });
+    if reads != param_kind {
+        return Verdict::OtherParamKind {
+            param_kind: reads
+                .map_or_else(String::new, |(version, kind)| format!("{version}/{kind}")),
+        };
+    }
+    match resources_match(
+        spec.and_then(|spec| spec.match_constraints.as_ref()),
+        request,
+    ) {
+        Matched::Yes => {}
+        Matched::No(field) => {
+            return Verdict::PolicyDoesNotMatch {
+                field: field.to_owned(),
+            };
+        }
+        Matched::Unknown(why) => return Verdict::Unknown { why },
+    }
+    let outcomes: Vec<Outcome> = bindings
+        .iter()
+        .filter(|binding| binding.spec.policy_name == name)
+        .map(|binding| binding_outcome(binding, policy, request, param))
+        .collect();
+    if outcomes.is_empty() {
+        return Verdict::NoBinding;
+    }
+    let strongest = outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            Outcome::Decided(verdict) => Some(verdict),
+            _ => None,
+        })
+        .max_by_key(|verdict| strength(verdict));
+    if let Some(verdict) = strongest {
+        return verdict.clone();
+    }
+    if outcomes
+        .iter()
+        .all(|outcome| matches!(outcome, Outcome::NotDenying(_)))
+    {
+        return Verdict::NotDenying {
+            bindings: outcomes
+                .into_iter()
+                .filter_map(|outcome| match outcome {
+                    Outcome::NotDenying(name) => Some(name),
+                    _ => None,
+                })
+                .collect(),
+        };
+    }
+    // A binding for other requests (the create binding, for an update)
+    // is named only when every binding is one.
+    let other_requests = |outcome: &Outcome| {
+        matches!(
+            outcome,
+            Outcome::NoMatch(_, "resourceRules" | "excludeResourceRules")
+        )
+    };
+    let all_for_other_requests = outcomes.iter().all(other_requests);
+    Verdict::NoBindingMatches {
+        bindings: outcomes
+            .iter()
+            .filter(|outcome| all_for_other_requests || !other_requests(outcome))
+            .filter_map(|outcome| match outcome {
+                Outcome::NotDenying(name) => {
+                    Some(format!("{name}: no Deny in its validationActions"))
+                }
+                Outcome::NoMatch(name, field) => Some(format!("{name}: its {field}")),
+                Outcome::Decided(_) => None,
+            })
+            .collect(),
+    }
+}
+
+/// What the API server would do with an UPDATE and a CREATE of
+/// `deployment` (an operator's Deployment that opted in) and an UPDATE of
+/// its namespace's record, from what was read: the cluster's policies and
+/// bindings (or why they could not be read), the Deployment's Namespace
+/// (or why it could not be read: needed only for a binding's
+/// `namespaceSelector`) and the namespace's record ([`RECORD_NAME`]:
+/// there, missing, or why it could not be read).
+pub fn policy_in_force(
+    cluster: Result<
+        (
+            &[ValidatingAdmissionPolicy],
+            &[ValidatingAdmissionPolicyBinding],
+        ),
+        &str,
+    >,
+    namespace: Result<&Namespace, &str>,
+    deployment: &Deployment,
+    record: Result<Option<&DynamicObject>, &str>,
+) -> PolicyInForce {
+    let (policies, bindings) = match cluster {
+        Ok(read) => read,
+        Err(why) => {
+            let unknown = Verdict::Unknown {
+                why: why.to_owned(),
+            };
+            return PolicyInForce {
+                update: unknown.clone(),
+                create: unknown.clone(),
+                guard: unknown,
+            };
+        }
+    };
+    let named = |name: &str| {
+        policies
+            .iter()
+            .find(|policy| policy.metadata.name.as_deref() == Some(name))
+    };
+    let empty = BTreeMap::new();
+    let namespace_labels =
+        namespace.map(|namespace| namespace.metadata.labels.as_ref().unwrap_or(&empty));
+    let deployment_request = |operation| Request {
+        group: "apps",
+        version: "v1",
+        resource: "deployments",
+        operation,
+        name: deployment.metadata.name.as_deref().unwrap_or_default(),
+        namespace_labels,
+        labels: deployment.metadata.labels.as_ref().unwrap_or(&empty),
+    };
+    let param = match record {
+        Ok(Some(_)) => Param::Found,
+        Ok(None) => Param::Missing,
+        Err(why) => Param::Unreadable(why),
+    };
+    let api_version = format!("{RECORD_GROUP}/{RECORD_VERSION}");
+    let param_kind = Some((api_version.as_str(), RECORD_KIND));
+    let record_labels = match record {
+        Ok(Some(record)) => record.metadata.labels.as_ref().unwrap_or(&empty),
+        _ => &empty,
+    };
+    let guard_request = Request {
+        group: RECORD_GROUP,
+        version: RECORD_VERSION,
+        resource: RECORD_PLURAL,
+        operation: "UPDATE",
+        name: RECORD_NAME,
+        namespace_labels,
+        labels: record_labels,
+    };
+    PolicyInForce {
+        update: judge(
+            named(POLICY_NAME),
+            bindings,
+            &deployment_request("UPDATE"),
+            param,
+            param_kind,
+        ),
+        create: judge(
+            named(POLICY_NAME),
+            bindings,
+            &deployment_request("CREATE"),
+            param,
+            param_kind,
+        ),
+        guard: judge(
+            named(GUARD_POLICY_NAME),
+            bindings,
+            &guard_request,
+            Param::Found,
+            None,
+        ),
+    }
+}
+
+/// Reads the two policies and every binding once: the input of
+/// [`policy_in_force`] (an error: what could not be read).
+pub async fn read_policy(
+    client: &kube::Client,
+) -> Result<
+    (
+        Vec<ValidatingAdmissionPolicy>,
+        Vec<ValidatingAdmissionPolicyBinding>,
+    ),
+    String,
+> {
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let mut found = Vec::new();
+    for name in [POLICY_NAME, GUARD_POLICY_NAME] {
+        match policies.get_opt(name).await {
+            Ok(policy) => found.extend(policy),
+            Err(error) => return Err(format!("reading the policy {name}: {error}")),
+        }
+    }
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
     match bindings.list(&ListParams::default()).await {
-        Ok(list) => policy_in_force(policy, &list.items),
-        Err(error) => PolicyInForce::Unknown(format!("listing policy bindings: {error}")),
+        Ok(list) => Ok((found, list.items)),
+        Err(error) => Err(format!("listing policy bindings: {error}")),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn binding(policy: &str, actions: &[&str]) -> ValidatingAdmissionPolicyBinding {
-        serde_json::from_value(json!({
-            "metadata": {"name": format!("{policy}-binding")},
-            "spec": {"policyName": policy, "validationActions": actions}
-        }))
+    /// The shipped manifests of `file`, each document.
+    fn shipped(file: &str) -> Vec<Value> {
+        let text = match file {
+            "policy.yaml" => include_str!("../../manifests/admission/policy.yaml"),
+            "record-guard.yaml" => include_str!("../../manifests/admission/record-guard.yaml"),
+            "bindings.yaml" => include_str!("../../manifests/admission/bindings.yaml"),
+            other => panic!("no manifest {other}"),
+        };
+        text.split("\n---\n")
+            .map(|document| serde_saphyr::from_str(document).expect("the manifest parses"))
+            .collect()
+    }
+
+    fn policies() -> Vec<ValidatingAdmissionPolicy> {
+        ["policy.yaml", "record-guard.yaml"]
+            .iter()
+            .flat_map(|file| shipped(file))
+            .map(|policy| serde_json::from_value(policy).expect("a policy"))
+            .collect()
+    }
+
+    /// The shipped bindings, each changed by `edit` (its name, its JSON).
+    fn bindings(edit: impl Fn(&str, &mut Value)) -> Vec<ValidatingAdmissionPolicyBinding> {
+        shipped("bindings.yaml")
+            .into_iter()
+            .map(|mut binding| {
+                let name = binding["metadata"]["name"].as_str().unwrap().to_owned();
+                edit(&name, &mut binding);
+                serde_json::from_value(binding).expect("a binding")
+            })
+            .collect()
+    }
+
+    fn only_in(namespace: &str) -> impl Fn(&str, &mut Value) {
+        let namespace = namespace.to_owned();
+        move |_, binding| {
+            binding["spec"]["matchResources"]["namespaceSelector"] = json!({"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}]});
+        }
+    }
+
+    fn namespace(name: &str, labels: Value) -> Namespace {
+        let mut labels = labels;
+        labels["kubernetes.io/metadata.name"] = json!(name);
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
+    }
+
+    fn deployment(labels: Value) -> Deployment {
+        serde_json::from_value(
+            json!({"metadata": {"name": "app-operator", "namespace": "shop",
+            "labels": labels}}),
+        )
         .unwrap()
     }
 
-    #[test]
-    fn in_force_only_with_the_policy_and_a_denying_binding_of_it() {
-        let cases = [
-            (
-                false,
-                vec![binding(POLICY_NAME, &["Deny"])],
-                PolicyInForce::NoPolicy,
-            ),
-            (true, vec![], PolicyInForce::NoBinding),
-            (
-                true,
-                vec![binding("other.example", &["Deny"])],
-                PolicyInForce::NoBinding,
-            ),
-            (
-                true,
-                vec![binding(POLICY_NAME, &["Warn", "Audit"])],
-                PolicyInForce::NotDenying,
-            ),
-            (
-                true,
-                vec![
-                    binding(POLICY_NAME, &["Warn"]),
-                    binding(POLICY_NAME, &["Deny"]),
-                ],
-                PolicyInForce::Yes,
-            ),
-        ];
-        for (policy, bindings, expected) in cases {
-            assert_eq!(policy_in_force(policy, &bindings), expected, "{bindings:?}");
+    fn opted_in() -> Deployment {
+        deployment(
+            json!({"upgrade-gate.dev/admission": "enforce", "upgrade-gate.dev/release": "7.10.0"}),
+        )
+    }
+
+    fn record() -> DynamicObject {
+        serde_json::from_value(
+            json!({"apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "UpgradeRecord",
+            "metadata": {"name": "upgrade-gate", "namespace": "shop"},
+            "spec": {"operators": {"app-operator": {"release": "7.10.0", "state": "InProgress"}}}}),
+        )
+        .unwrap()
+    }
+
+    fn judged(binding: &str) -> Verdict {
+        Verdict::Judged {
+            binding: binding.into(),
         }
     }
 
     #[test]
-    fn every_verdict_but_in_force_warns_and_says_what_to_do() {
-        assert_eq!(PolicyInForce::Yes.warning(), None);
-        for verdict in [
-            PolicyInForce::NoPolicy,
-            PolicyInForce::NoBinding,
-            PolicyInForce::NotDenying,
-        ] {
-            let warning = verdict.warning().unwrap();
-            assert!(warning.contains("manifests/admission/"), "{warning}");
+    fn label_selectors_follow_kubernetes() {
+        let labels: BTreeMap<String, String> = [("team", "a"), ("tier", "db")]
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let selector = |value: Value| -> LabelSelector { serde_json::from_value(value).unwrap() };
+        let expression = |operator: &str, key: &str, values: &[&str]| {
+            selector(
+                json!({"matchExpressions": [{"key": key, "operator": operator, "values": values}]}),
+            )
+        };
+        let table = [
+            ("no selector", None, true),
+            ("empty", Some(selector(json!({}))), true),
+            (
+                "matchLabels",
+                Some(selector(json!({"matchLabels": {"team": "a"}}))),
+                true,
+            ),
+            (
+                "matchLabels other value",
+                Some(selector(json!({"matchLabels": {"team": "b"}}))),
+                false,
+            ),
+            (
+                "matchLabels absent key",
+                Some(selector(json!({"matchLabels": {"zone": "x"}}))),
+                false,
+            ),
+            ("In", Some(expression("In", "team", &["a", "b"])), true),
+            (
+                "In other values",
+                Some(expression("In", "team", &["b"])),
+                false,
+            ),
+            (
+                "In absent key",
+                Some(expression("In", "zone", &["a"])),
+                false,
+            ),
+            ("NotIn", Some(expression("NotIn", "team", &["b"])), true),
+            (
+                "NotIn its value",
+                Some(expression("NotIn", "team", &["a"])),
+                false,
+            ),
+            (
+                "NotIn absent key",
+                Some(expression("NotIn", "zone", &["a"])),
+                true,
+            ),
+            ("Exists", Some(expression("Exists", "tier", &[])), true),
+            (
+                "Exists absent",
+                Some(expression("Exists", "zone", &[])),
+                false,
+            ),
+            (
+                "DoesNotExist",
+                Some(expression("DoesNotExist", "zone", &[])),
+                true,
+            ),
+            (
+                "DoesNotExist present",
+                Some(expression("DoesNotExist", "tier", &[])),
+                false,
+            ),
+            (
+                "labels and expressions, all must hold",
+                Some(selector(json!({"matchLabels": {"team": "a"},
+                    "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]}))),
+                false,
+            ),
+        ];
+        for (name, selector, expected) in table {
+            assert_eq!(
+                selector_matches(selector.as_ref(), &labels),
+                expected,
+                "{name}"
+            );
         }
-        let unknown = PolicyInForce::Unknown("403 forbidden".into())
-            .warning()
-            .unwrap();
-        assert!(unknown.contains("403 forbidden"), "{unknown}");
+    }
+
+    #[test]
+    fn the_shipped_manifests_hold_every_opted_in_deployment() {
+        let policies = policies();
+        let bindings = bindings(|_, _| {});
+        let shop = namespace("shop", json!({}));
+        let verdict = policy_in_force(
+            Ok((&policies, &bindings)),
+            Ok(&shop),
+            &opted_in(),
+            Ok(Some(&record())),
+        );
+        assert_eq!(
+            verdict,
+            PolicyInForce {
+                update: judged("upgrade-gate.dev"),
+                create: judged("upgrade-gate.dev-create"),
+                guard: judged("upgrade-gate.dev-record"),
+            }
+        );
+        assert_eq!(verdict.update_warning(), None);
+        assert_eq!(verdict.create_warning(), None);
+        assert_eq!(verdict.guard_warning(), None);
+    }
+
+    #[test]
+    fn a_missing_record_refuses_every_update_and_admits_a_create() {
+        let policies = policies();
+        let bindings = bindings(|_, _| {});
+        let shop = namespace("shop", json!({}));
+        let verdict = policy_in_force(Ok((&policies, &bindings)), Ok(&shop), &opted_in(), Ok(None));
+        assert_eq!(
+            verdict.update,
+            Verdict::RefusesAll {
+                binding: "upgrade-gate.dev".into()
+            }
+        );
+        assert!(verdict.update.in_force());
+        assert_eq!(
+            verdict.create,
+            Verdict::NoRecord {
+                binding: "upgrade-gate.dev-create".into()
+            }
+        );
+        // A first install: not a warning.
+        assert_eq!(verdict.create_warning(), None);
+        // Unreadable: held either way when the binding refuses a missing one.
+        let unreadable = policy_in_force(
+            Ok((&policies, &bindings)),
+            Ok(&shop),
+            &opted_in(),
+            Err("forbidden"),
+        );
+        assert!(unreadable.update.in_force());
+        assert!(unreadable.create.unknown(), "{unreadable:?}");
+    }
+
+    /// The rules, one case each: (what, bindings as edited, the namespace,
+    /// the Deployment's labels, the update's verdict).
+    #[test]
+    fn an_update_is_held_only_where_a_denying_binding_covers_it() {
+        let policies = policies();
+        let record = record();
+        type Edit = Box<dyn Fn(&str, &mut Value)>;
+        let update_only = |edit: Edit| -> Edit {
+            Box::new(move |name: &str, binding: &mut Value| {
+                if name == "upgrade-gate.dev" {
+                    edit(name, binding);
+                }
+            })
+        };
+        let table: Vec<(&str, Edit, Namespace, Verdict)> = vec![
+            (
+                "a binding limited to another namespace is not in force here",
+                Box::new(only_in("other")),
+                namespace("shop", json!({})),
+                Verdict::NoBindingMatches {
+                    bindings: vec!["upgrade-gate.dev: its namespaceSelector".into()],
+                },
+            ),
+            (
+                "a binding whose namespaceSelector matches this namespace is",
+                Box::new(only_in("shop")),
+                namespace("shop", json!({})),
+                judged("upgrade-gate.dev"),
+            ),
+            (
+                "matchLabels on the namespace's labels",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["matchResources"]["namespaceSelector"] =
+                        json!({"matchLabels": {"upgrade-gate.dev/hold": "on"}});
+                })),
+                namespace("shop", json!({"upgrade-gate.dev/hold": "on"})),
+                judged("upgrade-gate.dev"),
+            ),
+            (
+                "NotIn leaves the namespace out",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["matchResources"]["namespaceSelector"] = json!({"matchExpressions": [
+                        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["shop"]}]});
+                })),
+                namespace("shop", json!({})),
+                Verdict::NoBindingMatches {
+                    bindings: vec!["upgrade-gate.dev: its namespaceSelector".into()],
+                },
+            ),
+            (
+                "an objectSelector the Deployment does not match",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["matchResources"]["objectSelector"] =
+                        json!({"matchLabels": {"tier": "db"}});
+                })),
+                namespace("shop", json!({})),
+                Verdict::NoBindingMatches {
+                    bindings: vec!["upgrade-gate.dev: its objectSelector".into()],
+                },
+            ),
+            (
+                "Audit only is not in force",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["validationActions"] = json!(["Audit", "Warn"]);
+                })),
+                namespace("shop", json!({})),
+                Verdict::NoBindingMatches {
+                    bindings: vec!["upgrade-gate.dev: no Deny in its validationActions".into()],
+                },
+            ),
+            (
+                "no binding denies",
+                Box::new(|_, binding| binding["spec"]["validationActions"] = json!(["Warn"])),
+                namespace("shop", json!({})),
+                Verdict::NotDenying {
+                    bindings: vec!["upgrade-gate.dev".into(), "upgrade-gate.dev-create".into()],
+                },
+            ),
+            (
+                "a binding for CREATE only does not hold an update",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["matchResources"]["resourceRules"][0]["operations"] =
+                        json!(["CREATE"]);
+                })),
+                namespace("shop", json!({})),
+                Verdict::NoBindingMatches {
+                    bindings: vec![
+                        "upgrade-gate.dev: its resourceRules".into(),
+                        "upgrade-gate.dev-create: its resourceRules".into(),
+                    ],
+                },
+            ),
+            (
+                "a binding with no resource rules covers what the policy matches",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["matchResources"] = json!({});
+                })),
+                namespace("shop", json!({})),
+                judged("upgrade-gate.dev"),
+            ),
+            (
+                "an exclusion of deployments",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["matchResources"]["excludeResourceRules"] = json!([{
+                        "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]}]);
+                })),
+                namespace("shop", json!({})),
+                Verdict::NoBindingMatches {
+                    bindings: vec![
+                        "upgrade-gate.dev: its excludeResourceRules".into(),
+                        "upgrade-gate.dev-create: its resourceRules".into(),
+                    ],
+                },
+            ),
+            (
+                "resourceNames naming another Deployment",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["matchResources"]["resourceRules"][0]["resourceNames"] =
+                        json!(["web"]);
+                })),
+                namespace("shop", json!({})),
+                Verdict::NoBindingMatches {
+                    bindings: vec![
+                        "upgrade-gate.dev: its resourceRules".into(),
+                        "upgrade-gate.dev-create: its resourceRules".into(),
+                    ],
+                },
+            ),
+            (
+                "a paramRef naming another object",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["paramRef"]["name"] = json!("frozen");
+                })),
+                namespace("shop", json!({})),
+                Verdict::OtherParam {
+                    binding: "upgrade-gate.dev".into(),
+                    param: "frozen".into(),
+                },
+            ),
+            (
+                "a paramRef in another namespace",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["paramRef"]["namespace"] = json!("admin");
+                })),
+                namespace("shop", json!({})),
+                Verdict::OtherParam {
+                    binding: "upgrade-gate.dev".into(),
+                    param: "admin/upgrade-gate".into(),
+                },
+            ),
+            (
+                "no binding of the policy",
+                update_only(Box::new(|_, binding| {
+                    binding["spec"]["policyName"] = json!("other.example");
+                })),
+                namespace("shop", json!({})),
+                // The create binding covers CREATE only.
+                Verdict::NoBindingMatches {
+                    bindings: vec!["upgrade-gate.dev-create: its resourceRules".into()],
+                },
+            ),
+        ];
+        for (name, edit, namespace, expected) in table {
+            let bindings = bindings(edit);
+            let verdict = policy_in_force(
+                Ok((&policies, &bindings)),
+                Ok(&namespace),
+                &opted_in(),
+                Ok(Some(&record)),
+            );
+            assert_eq!(verdict.update, expected, "{name}");
+            assert_eq!(
+                verdict.update_warning().is_none(),
+                expected.in_force(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_denying_binding_that_covers_the_namespace_is_enough() {
+        let policies = policies();
+        let record = record();
+        let mut bindings = bindings(only_in("other"));
+        bindings.extend(self::bindings(|name, binding| {
+            binding["metadata"]["name"] = json!(format!("{name}-shop"));
+            only_in("shop")(name, binding);
+        }));
+        let shop = namespace("shop", json!({}));
+        let verdict = policy_in_force(
+            Ok((&policies, &bindings)),
+            Ok(&shop),
+            &opted_in(),
+            Ok(Some(&record)),
+        );
+        assert_eq!(verdict.update, judged("upgrade-gate.dev-shop"));
+        assert_eq!(verdict.create, judged("upgrade-gate.dev-create-shop"));
+        assert_eq!(verdict.guard, judged("upgrade-gate.dev-record-shop"));
+        // And in a third namespace, none.
+        let web = namespace("web", json!({}));
+        let verdict = policy_in_force(
+            Ok((&policies, &bindings)),
+            Ok(&web),
+            &opted_in(),
+            Ok(Some(&record)),
+        );
+        assert!(!verdict.update.in_force(), "{verdict:?}");
+        assert!(verdict.create_warning().is_some());
+        assert!(verdict.guard_warning().is_some());
+    }
+
+    #[test]
+    fn the_policy_itself_must_be_there_read_the_record_and_match() {
+        let bindings = bindings(|_, _| {});
+        let record = record();
+        let shop = namespace("shop", json!({}));
+        let edited = |edit: &dyn Fn(&mut Value)| -> Vec<ValidatingAdmissionPolicy> {
+            let mut policy = shipped("policy.yaml").remove(0);
+            edit(&mut policy);
+            vec![serde_json::from_value(policy).unwrap()]
+        };
+        let table: [(&str, Vec<ValidatingAdmissionPolicy>, Verdict); 4] = [
+            ("no policy", vec![], Verdict::NoPolicy),
+            (
+                "the ConfigMap parameter of the previous policy",
+                edited(&|policy| {
+                    policy["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+                }),
+                Verdict::OtherParamKind {
+                    param_kind: "v1/ConfigMap".into(),
+                },
+            ),
+            (
+                "a policy for CREATE only",
+                edited(&|policy| {
+                    policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] =
+                        json!(["CREATE"]);
+                }),
+                Verdict::PolicyDoesNotMatch {
+                    field: "resourceRules".into(),
+                },
+            ),
+            (
+                "failurePolicy Ignore still judges a record that is there",
+                edited(&|policy| policy["spec"]["failurePolicy"] = json!("Ignore")),
+                judged("upgrade-gate.dev"),
+            ),
+        ];
+        for (name, policies, expected) in table {
+            let verdict = policy_in_force(
+                Ok((&policies, &bindings)),
+                Ok(&shop),
+                &opted_in(),
+                Ok(Some(&record)),
+            );
+            assert_eq!(verdict.update, expected, "{name}");
+        }
+        // Without the guard policy, the record's writers are not limited.
+        let verdict = policy_in_force(
+            Ok((&edited(&|_| {}), &bindings)),
+            Ok(&shop),
+            &opted_in(),
+            Ok(Some(&record)),
+        );
+        assert_eq!(verdict.guard, Verdict::NoPolicy);
+        assert!(
+            verdict
+                .guard_warning()
+                .unwrap()
+                .contains("anyone who may patch the record"),
+            "{verdict:?}"
+        );
+        // failurePolicy Ignore admits an update without the record.
+        let verdict = policy_in_force(
+            Ok((
+                &edited(&|policy| policy["spec"]["failurePolicy"] = json!("Ignore")),
+                &bindings,
+            )),
+            Ok(&shop),
+            &opted_in(),
+            Ok(None),
+        );
+        assert_eq!(
+            verdict.update,
+            Verdict::NoRecord {
+                binding: "upgrade-gate.dev".into()
+            }
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_unknown_and_says_why() {
+        let policies = policies();
+        let record = record();
+        let verdict = policy_in_force(
+            Err("listing policy bindings: forbidden"),
+            Ok(&namespace("shop", json!({}))),
+            &opted_in(),
+            Ok(Some(&record)),
+        );
+        assert!(verdict.update.unknown() && verdict.create.unknown() && verdict.guard.unknown());
+        assert!(
+            verdict.update_warning().unwrap().contains("forbidden"),
+            "{verdict:?}"
+        );
+        // The namespace's labels are needed only by a namespaceSelector.
+        let everywhere = bindings(|_, _| {});
+        let verdict = policy_in_force(
+            Ok((&policies, &everywhere)),
+            Err("namespaces \"shop\" is forbidden"),
+            &opted_in(),
+            Ok(Some(&record)),
+        );
+        assert_eq!(verdict.update, judged("upgrade-gate.dev"));
+        let limited = bindings(only_in("shop"));
+        let verdict = policy_in_force(
+            Ok((&policies, &limited)),
+            Err("namespaces \"shop\" is forbidden"),
+            &opted_in(),
+            Ok(Some(&record)),
+        );
+        assert!(verdict.update.unknown(), "{verdict:?}");
+    }
+
+    #[test]
+    fn the_shipped_names_are_the_manifests() {
+        assert_eq!(shipped("policy.yaml")[0]["metadata"]["name"], POLICY_NAME);
+        assert_eq!(
+            shipped("record-guard.yaml")[0]["metadata"]["name"],
+            GUARD_POLICY_NAME
+        );
     }
 }

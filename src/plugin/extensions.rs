@@ -15,26 +15,24 @@
 //!   and `createdAt` (Unix seconds): the first `failed` revision after the
 //!   last `deployed` one is when the refusals began (only the Secrets'
 //!   metadata is read);
-//! - the upgrade of the installed release: the state ConfigMap
-//!   (`upgrade-gate-state`) of the install namespace, for the extension's
-//!   Deployments that opt in (`upgrade-gate.dev/admission: enforce`).
+//! - the upgrade of the installed release: the hold of the extension's
+//!   first Deployment that opts in (`upgrade-gate.dev/admission:
+//!   enforce`): what its operator recorded in the namespace's
+//!   `UpgradeRecord` (`holds`).
 //!
 //! Owns: the row and its table. Must not touch: the cluster.
-
-use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::holds::{Hold, POLICY_DENIAL, UpgradeRecord};
 use super::rows::{age, summary};
-use crate::admission::{ADMISSION_LABEL, ENFORCE, completed_key, progress_key};
+use crate::admission::{ADMISSION_LABEL, ENFORCE};
 use crate::gate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL};
 
 /// The prefix of operator-controller's message for a failed apply.
 const RESOLVED_PREFIX: &str = "error for resolved bundle ";
-/// What the API server's refusal by our policy says.
-const POLICY_DENIAL: &str = "ValidatingAdmissionPolicy 'upgrade-gate.dev'";
 
 /// The release OLM v1 resolved next and has not applied.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -49,31 +47,6 @@ pub struct PendingRelease {
     /// When its first failed apply was recorded (RFC 3339), when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
-}
-
-/// What the admission state says of the installed release's upgrade.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "state")]
-pub enum UpgradeRecord {
-    /// The operator recorded that a release completed its upgrade.
-    Complete {
-        /// That release.
-        release: String,
-    },
-    /// It recorded why its upgrade is not complete.
-    InProgress {
-        /// What it recorded (`release <r>: <why>`).
-        progress: String,
-    },
-    /// A Deployment opts in, and the installed release recorded nothing
-    /// yet (the policy refuses to replace it until it records completion).
-    NotRecorded {
-        /// The release the record last said complete: an earlier one.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        last_completed: Option<String>,
-    },
-    /// No Deployment of the extension opts in to the policy.
-    NotOptedIn,
 }
 
 /// One ClusterExtension.
@@ -92,8 +65,12 @@ pub struct ExtensionRow {
     /// The release OLM v1 is trying to apply, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<PendingRelease>,
-    /// The admission state of the installed release's upgrade.
+    /// The admission state of the installed release's upgrade (its first
+    /// opted-in Deployment's record).
     pub upgrade: UpgradeRecord,
+    /// The holds of its Deployments that opt in.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<Hold>,
 }
 
 fn text<'a>(value: &'a Value, path: &[&str]) -> &'a str {
@@ -146,14 +123,31 @@ fn refused_since(revisions: &[Value], extension: &str) -> Option<String> {
         .map(|at| at.to_string())
 }
 
+/// The Deployments among `deployments` (as JSON) that `extension`
+/// installed and that opt in to the admission policy.
+pub fn opted_in<'a>(extension: &Value, deployments: &'a [Value]) -> Vec<&'a Value> {
+    let name = text(extension, &["metadata", "name"]);
+    let namespace = text(extension, &["spec", "namespace"]);
+    deployments
+        .iter()
+        .filter(|deployment| {
+            let label = |key| text(deployment, &["metadata", "labels", key]);
+            text(deployment, &["metadata", "namespace"]) == namespace
+                && label(OLM_V1_OWNER_KIND_LABEL) == "ClusterExtension"
+                && label(OLM_V1_OWNER_NAME_LABEL) == name
+                && label(ADMISSION_LABEL) == ENFORCE
+        })
+        .collect()
+}
+
 /// The rows of `extensions` (ClusterExtensions as JSON), with the
-/// Deployments of their install namespaces, each namespace's state
-/// ConfigMap data, and the metadata of operator-controller's release
-/// Secrets (empty when they could not be read: no `since` then).
+/// Deployments of their install namespaces, the holds of those that opt
+/// in, and the metadata of operator-controller's release Secrets (empty
+/// when they could not be read: no `since` then).
 pub fn extension_rows(
     extensions: &[Value],
     deployments: &[Value],
-    states: &BTreeMap<String, BTreeMap<String, String>>,
+    holds: &[Hold],
     revisions: &[Value],
 ) -> Vec<ExtensionRow> {
     let mut rows: Vec<ExtensionRow> = extensions
@@ -176,34 +170,19 @@ pub fn extension_rows(
                         since: refused_since(revisions, &name),
                     })
                 });
-            let opted_in: Vec<&str> = deployments
-                .iter()
-                .filter(|deployment| {
-                    let label = |key| text(deployment, &["metadata", "labels", key]);
-                    text(deployment, &["metadata", "namespace"]) == namespace
-                        && label(OLM_V1_OWNER_KIND_LABEL) == "ClusterExtension"
-                        && label(OLM_V1_OWNER_NAME_LABEL) == name
-                        && label(ADMISSION_LABEL) == ENFORCE
+            let holds: Vec<Hold> = opted_in(extension, deployments)
+                .into_iter()
+                .filter_map(|deployment| {
+                    let deployment = text(deployment, &["metadata", "name"]);
+                    holds
+                        .iter()
+                        .find(|hold| hold.namespace == namespace && hold.deployment == deployment)
+                        .cloned()
                 })
-                .map(|deployment| text(deployment, &["metadata", "name"]))
                 .collect();
-            let state = states.get(&namespace);
-            let upgrade = match opted_in.first() {
-                None => UpgradeRecord::NotOptedIn,
-                Some(deployment) => {
-                    let value = |key: String| state.and_then(|data| data.get(&key)).cloned();
-                    match (
-                        value(progress_key(deployment)),
-                        value(completed_key(deployment)),
-                    ) {
-                        (Some(progress), _) => UpgradeRecord::InProgress { progress },
-                        (None, Some(release)) if Some(&release) == installed.as_ref() => {
-                            UpgradeRecord::Complete { release }
-                        }
-                        (None, last_completed) => UpgradeRecord::NotRecorded { last_completed },
-                    }
-                }
-            };
+            let upgrade = holds
+                .first()
+                .map_or(UpgradeRecord::NotOptedIn, |hold| hold.upgrade.clone());
             ExtensionRow {
                 package: text(extension, &["spec", "source", "catalog", "packageName"]).to_owned(),
                 name,
@@ -211,6 +190,7 @@ pub fn extension_rows(
                 installed,
                 next,
                 upgrade,
+                holds,
             }
         })
         .collect();
@@ -250,27 +230,7 @@ pub fn extension_cells(rows: &[ExtensionRow], now: Timestamp) -> Vec<Vec<String>
             }),
             next.and_then(|next| next.since.as_deref())
                 .map_or_else(none, |since| age(since, now)),
-            match &row.upgrade {
-                UpgradeRecord::Complete { release } => format!("complete ({release})"),
-                UpgradeRecord::InProgress { progress } => {
-                    match progress
-                        .strip_prefix("release ")
-                        .and_then(|rest| rest.split_once(": "))
-                    {
-                        Some((release, why)) => {
-                            format!("in progress ({release}): {}", summary(why))
-                        }
-                        None => format!("in progress: {}", summary(progress)),
-                    }
-                }
-                UpgradeRecord::NotRecorded {
-                    last_completed: None,
-                } => "not recorded".to_owned(),
-                UpgradeRecord::NotRecorded {
-                    last_completed: Some(release),
-                } => format!("not recorded (last complete: {release})"),
-                UpgradeRecord::NotOptedIn => "not opted in".to_owned(),
-            },
+            row.upgrade.cell(),
         ]);
     }
     cells
@@ -279,6 +239,10 @@ pub fn extension_cells(rows: &[ExtensionRow], now: Timestamp) -> Vec<Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::{RELEASE_LABEL, policy_in_force};
+    use crate::plugin::holds::hold;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::DynamicObject;
     use serde_json::json;
 
     const REFUSED: &str = "error for resolved bundle \"upgrade-gate.v7.10.1\" with version \"7.10.1\": Upgrade \"shop\" failed: cannot patch \"app-operator\" with kind Deployment: deployments.apps \"app-operator\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'upgrade-gate.dev' denied request: upgrade-gate: Deployment app-operator runs release 7.10.0, whose upgrade has not completed";
@@ -291,10 +255,11 @@ mod tests {
                     {"type": "Progressing", "status": "True", "reason": reason, "message": message}]}})
     }
 
-    fn deployment(admission: &str) -> Value {
+    /// The extension's Deployment, running `release`.
+    fn deployment(admission: &str, release: &str) -> Value {
         json!({"metadata": {"name": "app-operator", "namespace": "shop", "labels": {
             OLM_V1_OWNER_KIND_LABEL: "ClusterExtension", OLM_V1_OWNER_NAME_LABEL: "shop",
-            ADMISSION_LABEL: admission}}})
+            ADMISSION_LABEL: admission, RELEASE_LABEL: release}}})
     }
 
     fn revision(version: u32, status: &str, created: i64) -> Value {
@@ -303,14 +268,19 @@ mod tests {
             "version": version.to_string(), "createdAt": created.to_string()}}})
     }
 
-    fn state(pairs: &[(&str, &str)]) -> BTreeMap<String, BTreeMap<String, String>> {
-        BTreeMap::from([(
-            "shop".to_owned(),
-            pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        )])
+    /// The hold of `deployment` with the namespace's record holding
+    /// `operators` (none: no record); the policy unread.
+    fn holds(deployment: &Value, operators: Option<Value>) -> Vec<Hold> {
+        let typed: Deployment = serde_json::from_value(deployment.clone()).unwrap();
+        let record: Option<DynamicObject> = operators.map(|operators| {
+            serde_json::from_value(json!({"apiVersion": "upgrade-gate.dev/v1alpha1",
+                "kind": "UpgradeRecord", "metadata": {"name": "upgrade-gate", "namespace": "shop"},
+                "spec": {"operators": operators}}))
+            .unwrap()
+        });
+        let namespace = Err("not read");
+        let policy = policy_in_force(Err("not read"), namespace, &typed, Ok(record.as_ref()));
+        vec![hold(&typed, Ok(record.as_ref()), policy, None)]
     }
 
     #[test]
@@ -331,134 +301,138 @@ mod tests {
             revision(3, "failed", 1_700_000_101),
             revision(4, "failed", 1_700_000_103),
         ];
-        let in_progress = state(&[(
-            "app-operator.progress",
-            "release 7.10.0: the database upgrade Job runs",
-        )]);
-        type States = BTreeMap<String, BTreeMap<String, String>>;
-        let table: [(Value, Value, States, &[Value], ExtensionRow); 5] = [
-            // Refused by the policy while 7.10.0's upgrade runs.
+        let in_progress = json!({"app-operator": {"release": "7.10.0", "state": "InProgress",
+            "message": "the database upgrade Job runs", "lastCompleted": "7.9.3"}});
+        let row = |installed: &str, next: Option<PendingRelease>, upgrade| ExtensionRow {
+            name: "shop".into(),
+            namespace: "shop".into(),
+            package: "upgrade-gate".into(),
+            installed: Some(installed.into()),
+            next,
+            upgrade,
+            holds: Vec::new(),
+        };
+        let refused = |since: Option<&str>| PendingRelease {
+            version: "7.10.1".into(),
+            refused_by_policy: true,
+            message: REFUSED.into(),
+            since: since.map(str::to_owned),
+        };
+        let unauthorized = "error for resolved bundle \"upgrade-gate.v7.10.1\" with version \"7.10.1\": pulling image: unauthorized";
+        // (what, the extension, its Deployment, the record's operators, the
+        // release Secrets, the row)
+        type Case<'a> = (
+            &'a str,
+            Value,
+            Value,
+            Option<Value>,
+            &'a [Value],
+            ExtensionRow,
+        );
+        let table: [Case; 5] = [
             (
+                "refused by the policy while 7.10.0's upgrade runs",
                 extension("7.10.0", "Retrying", REFUSED),
-                deployment(ENFORCE),
-                in_progress.clone(),
+                deployment(ENFORCE, "7.10.0"),
+                Some(in_progress.clone()),
                 &revisions,
-                ExtensionRow {
-                    name: "shop".into(),
-                    namespace: "shop".into(),
-                    package: "upgrade-gate".into(),
-                    installed: Some("7.10.0".into()),
-                    next: Some(PendingRelease {
-                        version: "7.10.1".into(),
-                        refused_by_policy: true,
-                        message: REFUSED.into(),
-                        since: Some("2023-11-14T22:15:01Z".into()),
-                    }),
-                    upgrade: UpgradeRecord::InProgress {
-                        progress: "release 7.10.0: the database upgrade Job runs".into(),
+                row(
+                    "7.10.0",
+                    Some(refused(Some("2023-11-14T22:15:01Z"))),
+                    UpgradeRecord::InProgress {
+                        release: "7.10.0".into(),
+                        message: Some("the database upgrade Job runs".into()),
                     },
-                },
+                ),
             ),
-            // Up to date, its upgrade recorded complete.
             (
+                "up to date, its upgrade recorded complete",
                 extension("7.10.1", "Succeeded", "desired state reached"),
-                deployment(ENFORCE),
-                state(&[("app-operator.completed", "7.10.1")]),
+                deployment(ENFORCE, "7.10.1"),
+                Some(json!({"app-operator": {"release": "7.10.1", "state": "Complete"}})),
                 &[],
-                ExtensionRow {
-                    name: "shop".into(),
-                    namespace: "shop".into(),
-                    package: "upgrade-gate".into(),
-                    installed: Some("7.10.1".into()),
-                    next: None,
-                    upgrade: UpgradeRecord::Complete {
+                row(
+                    "7.10.1",
+                    None,
+                    UpgradeRecord::Complete {
                         release: "7.10.1".into(),
                     },
-                },
-            ),
-            // Another error; the release Secrets unreadable; not recorded.
-            (
-                extension(
-                    "7.10.0",
-                    "Retrying",
-                    "error for resolved bundle \"upgrade-gate.v7.10.1\" with version \"7.10.1\": pulling image: unauthorized",
                 ),
-                deployment(ENFORCE),
-                BTreeMap::new(),
+            ),
+            (
+                "another error; the release Secrets unreadable; no record",
+                extension("7.10.0", "Retrying", unauthorized),
+                deployment(ENFORCE, "7.10.0"),
+                None,
                 &[],
-                ExtensionRow {
-                    name: "shop".into(),
-                    namespace: "shop".into(),
-                    package: "upgrade-gate".into(),
-                    installed: Some("7.10.0".into()),
-                    next: Some(PendingRelease {
+                row(
+                    "7.10.0",
+                    Some(PendingRelease {
                         version: "7.10.1".into(),
                         refused_by_policy: false,
-                        message: "error for resolved bundle \"upgrade-gate.v7.10.1\" with version \"7.10.1\": pulling image: unauthorized".into(),
+                        message: unauthorized.into(),
                         since: None,
                     }),
-                    upgrade: UpgradeRecord::NotRecorded {
+                    UpgradeRecord::NotRecorded {
                         last_completed: None,
                     },
-                },
+                ),
             ),
-            // Just installed: the record still names the release before.
             (
+                "just installed: the record still names the release before",
                 extension("7.10.0", "Retrying", REFUSED),
-                deployment(ENFORCE),
-                state(&[("app-operator.completed", "7.9.3")]),
+                deployment(ENFORCE, "7.10.0"),
+                Some(json!({"app-operator": {"release": "7.9.3", "state": "Complete"}})),
                 &[],
-                ExtensionRow {
-                    name: "shop".into(),
-                    namespace: "shop".into(),
-                    package: "upgrade-gate".into(),
-                    installed: Some("7.10.0".into()),
-                    next: Some(PendingRelease {
-                        version: "7.10.1".into(),
-                        refused_by_policy: true,
-                        message: REFUSED.into(),
-                        since: None,
-                    }),
-                    upgrade: UpgradeRecord::NotRecorded {
+                row(
+                    "7.10.0",
+                    Some(refused(None)),
+                    UpgradeRecord::NotRecorded {
                         last_completed: Some("7.9.3".into()),
                     },
-                },
+                ),
             ),
-            // A Deployment that does not opt in; retrying its own release
-            // is not a next one.
             (
+                "a Deployment that does not opt in; retrying its own release is not a next one",
                 extension(
                     "7.10.0",
                     "Retrying",
                     "error for resolved bundle \"upgrade-gate.v7.10.0\" with version \"7.10.0\": watching managed objects",
                 ),
-                deployment("off"),
-                in_progress,
+                deployment("off", "7.10.0"),
+                Some(in_progress),
                 &revisions,
-                ExtensionRow {
-                    name: "shop".into(),
-                    namespace: "shop".into(),
-                    package: "upgrade-gate".into(),
-                    installed: Some("7.10.0".into()),
-                    next: None,
-                    upgrade: UpgradeRecord::NotOptedIn,
-                },
+                row("7.10.0", None, UpgradeRecord::NotOptedIn),
             ),
         ];
-        for (extension, deployment, states, revisions, row) in table {
+        for (name, extension, deployment, operators, revisions, mut expected) in table {
+            let holds = if opted_in(&extension, std::slice::from_ref(&deployment)).is_empty() {
+                Vec::new()
+            } else {
+                holds(&deployment, operators)
+            };
+            expected.holds = holds.clone();
             assert_eq!(
-                extension_rows(&[extension], &[deployment], &states, revisions),
-                [row]
+                extension_rows(&[extension], &[deployment], &holds, revisions),
+                [expected],
+                "{name}"
             );
         }
     }
 
     #[test]
     fn the_table_says_who_holds_the_next_release_and_for_how_long() {
+        let deployment = deployment(ENFORCE, "7.10.0");
         let rows = extension_rows(
             &[extension("7.10.0", "Retrying", REFUSED)],
-            &[deployment(ENFORCE)],
-            &state(&[("app-operator.progress", "release 7.10.0: the Job runs")]),
+            std::slice::from_ref(&deployment),
+            &holds(
+                &deployment,
+                Some(
+                    json!({"app-operator": {"release": "7.10.0", "state": "InProgress",
+                    "message": "the Job runs: 3 of 4 steps"}}),
+                ),
+            ),
             &[
                 revision(2, "deployed", 1_700_000_000),
                 revision(3, "failed", 1_700_000_030),

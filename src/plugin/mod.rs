@@ -5,12 +5,18 @@
 //! ClusterExtension installing into those namespaces: the bundle it
 //! installed, the one it is trying to apply, what holds that one back (the
 //! admission policy, with the state the operator recorded) and since when
-//! (`extensions`).
+//! (`extensions`); and, for every operator Deployment among them that opts
+//! in to the admission policy, whether its hold is really in force: what
+//! its `UpgradeRecord` says, whether the API server would judge an update
+//! and a create of it, and, where the record holds it, a server-side
+//! dry-run of a move to another release (`holds`).
 //!
 //! Owns: connecting the way kubectl does (`--kubeconfig`, `--context`), the
 //! list and watch of ClusterServiceVersions and OperatorConditions, the list
-//! of ClusterExtensions and what their rows read, and the output formats.
-//! Must not touch: any object (read-only: list, get and watch).
+//! of ClusterExtensions and what their rows read, the reads and dry-runs of
+//! the holds, and the output formats. Must not touch: any object (read-only:
+//! list, get and watch; the one write is a `dryRun=All` patch, which the API
+//! server never stores).
 //!
 //! The `upgrade-gate` binary becomes this plugin when it runs under the
 //! name `kubectl-upgrade_gate` (a copy or link on `PATH`): kubectl then
@@ -25,13 +31,18 @@
 //! ```
 
 mod extensions;
+mod holds;
 mod rows;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use serde::Serialize;
@@ -39,7 +50,11 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 pub use extensions::{
-    ExtensionRow, PendingRelease, UpgradeRecord, extension_cells, extension_rows, resolved_version,
+    ExtensionRow, PendingRelease, extension_cells, extension_rows, opted_in, resolved_version,
+};
+pub use holds::{
+    DryRun, HOLD_NOT_IN_FORCE_EXIT, Hold, UpgradeRecord, dry_run_outcome, dry_run_patch,
+    dry_run_release, exit_code, hold, hold_cells, hold_warnings, operator_of, upgrade_of,
 };
 pub use rows::{
     Columns, EntryView, GateRow, GateView, NextCsv, age, details, is_copied, message_lines,
@@ -178,15 +193,51 @@ pub struct Listed {
     pub rows: Vec<GateRow>,
     /// The ClusterExtensions' rows (`None`: OLM v1 does not run here).
     pub extensions: Option<Vec<ExtensionRow>>,
-    /// Why the admission policy does not protect a Deployment shown here
-    /// that opted in to it (none: in force, or no Deployment opted in).
+    /// What the holds of the Deployments shown that opt in warn about
+    /// ([`hold_warnings`]; none: every hold in force, or no Deployment
+    /// opted in), one line each, joined by `"\nwarning: "`: printed after
+    /// `warning: `, each line reads as a warning of its own.
     pub admission_warning: Option<String>,
     /// Why the ClusterExtensions could not be listed beside OLM v0's CSVs.
     pub extensions_warning: Option<String>,
 }
 
+impl Listed {
+    /// The holds of every row and ClusterExtension.
+    pub fn holds(&self) -> impl Iterator<Item = &Hold> {
+        all_holds(&self.rows, self.extensions.as_deref())
+    }
+
+    /// The plugin's exit code for what it found:
+    /// [`HOLD_NOT_IN_FORCE_EXIT`] when a dry-run proved a hold not in
+    /// force, else 0.
+    pub fn exit_code(&self) -> u8 {
+        exit_code(self.holds())
+    }
+}
+
+fn all_holds<'a>(
+    rows: &'a [GateRow],
+    extensions: Option<&'a [ExtensionRow]>,
+) -> impl Iterator<Item = &'a Hold> {
+    rows.iter()
+        .flat_map(|row| &row.holds)
+        .chain(extensions.into_iter().flatten().flat_map(|row| &row.holds))
+}
+
+/// An operator Deployment that opts in, as read.
+struct OptedIn {
+    deployment: Deployment,
+    /// The CSV whose row shows its hold (none: a ClusterExtension's).
+    csv: Option<String>,
+    /// Why no dry-run can be made (the Deployment does not exist, or
+    /// could not be read: `deployment` is then the CSV's description).
+    no_dry_run: Option<String>,
+}
+
 /// Lists the CSVs and OperatorConditions in `scope` and builds the rows;
-/// where OLM v1 runs, the ClusterExtensions' rows too.
+/// where OLM v1 runs, the ClusterExtensions' rows too; and the holds of
+/// their Deployments that opt in to the admission policy.
 pub async fn list(
     client: &kube::Client,
     scope: &Scope,
@@ -200,42 +251,65 @@ pub async fn list(
         admission_warning: None,
         extensions_warning: None,
     };
+    let mut csvs: Vec<Value> = Vec::new();
+    let mut extensions = None;
     match olm {
         Olm::None => return Ok(listed),
         // Nothing but OLM v1: its ClusterExtensions are the answer.
-        Olm::V1 => {
-            listed.extensions = Some(list_extensions(client, scope, deadline).await?);
-            return Ok(listed);
-        }
-        Olm::V0 => {}
-    }
-    let csvs = list_all(
-        &csv_api(client, scope),
-        "listing ClusterServiceVersions",
-        deadline,
-    )
-    .await?;
-    let conditions = list_all(
-        &condition_api(client, scope),
-        "listing OperatorConditions",
-        deadline,
-    )
-    .await?;
-    let csvs: Vec<Value> = csvs.iter().map(to_value).collect();
-    listed.admission_warning = if csvs.iter().any(opts_in) {
-        crate::admission::read_policy(client).await.warning()
-    } else {
-        None
-    };
-    listed.rows = rows(&csvs, &conditions);
-    // OLM v1 beside OLM v0: its extensions are shown too, and an error
-    // reading them is a warning, not the end of the CSVs' answer.
-    if cluster_extensions_served(client, deadline).await? {
-        match list_extensions(client, scope, deadline).await {
-            Ok(extensions) => listed.extensions = Some(extensions),
-            Err(error) => listed.extensions_warning = Some(error.to_string()),
+        Olm::V1 => extensions = Some(read_extensions(client, scope, deadline).await?),
+        Olm::V0 => {
+            csvs = list_all(
+                &csv_api(client, scope),
+                "listing ClusterServiceVersions",
+                deadline,
+            )
+            .await?
+            .iter()
+            .map(to_value)
+            .collect();
+            let conditions = list_all(
+                &condition_api(client, scope),
+                "listing OperatorConditions",
+                deadline,
+            )
+            .await?;
+            listed.rows = rows(&csvs, &conditions);
+            // OLM v1 beside OLM v0: its extensions are shown too, and an
+            // error reading them is a warning, not the end of the CSVs'
+            // answer.
+            if cluster_extensions_served(client, deadline).await? {
+                match read_extensions(client, scope, deadline).await {
+                    Ok(read) => extensions = Some(read),
+                    Err(error) => listed.extensions_warning = Some(error.to_string()),
+                }
+            }
         }
     }
+    let mut opted = csv_deployments(client, &csvs, deadline).await;
+    if let Some(read) = &extensions {
+        opted.extend(read.opted_in());
+    }
+    let holds = read_holds(client, &opted, deadline).await;
+    for (opted, hold) in opted.iter().zip(&holds) {
+        if let Some(csv) = &opted.csv
+            && let Some(row) = listed
+                .rows
+                .iter_mut()
+                .find(|row| row.namespace == hold.namespace && &row.csv == csv)
+        {
+            row.holds.push(hold.clone());
+        }
+    }
+    if let Some(read) = extensions {
+        listed.extensions = Some(extension_rows(
+            &read.extensions,
+            &read.deployment_values(),
+            &holds,
+            &read.revisions,
+        ));
+    }
+    let warnings = hold_warnings(listed.holds());
+    listed.admission_warning = (!warnings.is_empty()).then(|| warnings.join("\nwarning: "));
     Ok(listed)
 }
 
@@ -249,16 +323,56 @@ fn cluster_extension_resource() -> ApiResource {
 /// The label selector of operator-controller's release index Secrets.
 const OLM_V1_RELEASES: &str = "owner=operator-controller,type=index";
 
-/// The ClusterExtensions installing into `scope`, with what their rows
-/// read: the Deployments they applied, the namespaces' admission state,
-/// and (metadata only, when allowed) their Helm releases' revisions.
-async fn list_extensions(
+/// The ClusterExtensions installing into a scope and what their rows read.
+struct ExtensionsRead {
+    extensions: Vec<Value>,
+    /// The Deployments they applied.
+    deployments: Vec<Deployment>,
+    /// The metadata of their Helm releases' revisions (empty when not
+    /// allowed).
+    revisions: Vec<Value>,
+}
+
+impl ExtensionsRead {
+    fn deployment_values(&self) -> Vec<Value> {
+        self.deployments
+            .iter()
+            .map(|deployment| serde_json::to_value(deployment).unwrap_or(Value::Null))
+            .collect()
+    }
+
+    /// Their Deployments that opt in.
+    fn opted_in(&self) -> Vec<OptedIn> {
+        let values = self.deployment_values();
+        self.extensions
+            .iter()
+            .flat_map(|extension| opted_in(extension, &values))
+            .filter_map(|value| {
+                let name = value["metadata"]["name"].as_str()?;
+                let namespace = value["metadata"]["namespace"].as_str()?;
+                self.deployments.iter().find(|deployment| {
+                    deployment.metadata.name.as_deref() == Some(name)
+                        && deployment.metadata.namespace.as_deref() == Some(namespace)
+                })
+            })
+            .map(|deployment| OptedIn {
+                deployment: deployment.clone(),
+                csv: None,
+                no_dry_run: None,
+            })
+            .collect()
+    }
+}
+
+/// Reads the ClusterExtensions installing into `scope`, the Deployments
+/// they applied and (metadata only, when allowed) their Helm releases'
+/// revisions.
+async fn read_extensions(
     client: &kube::Client,
     scope: &Scope,
     deadline: Instant,
-) -> Result<Vec<ExtensionRow>, GateError> {
-    use k8s_openapi::api::apps::v1::Deployment;
-    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+) -> Result<ExtensionsRead, GateError> {
+    use k8s_openapi::api::core::v1::Secret;
     let extensions = list_all(
         &Api::<DynamicObject>::all_with(client.clone(), &cluster_extension_resource()),
         "listing ClusterExtensions",
@@ -279,7 +393,6 @@ async fn list_extensions(
         .map(str::to_owned)
         .collect();
     let mut deployments = Vec::new();
-    let mut states = BTreeMap::new();
     let owned = format!("{}=ClusterExtension", crate::gate::OLM_V1_OWNER_KIND_LABEL);
     for namespace in &namespaces {
         let api = Api::<Deployment>::namespaced(client.clone(), namespace);
@@ -287,19 +400,7 @@ async fn list_extensions(
             .list(&ListParams::default().labels(&owned))
             .await
             .map_err(|error| listing_failed("listing the extensions' Deployments", &error))?;
-        deployments.extend(
-            listed
-                .items
-                .iter()
-                .map(|deployment| serde_json::to_value(deployment).unwrap_or(Value::Null)),
-        );
-        let state = Api::<ConfigMap>::namespaced(client.clone(), namespace)
-            .get_opt(crate::admission::STATE_CONFIGMAP)
-            .await
-            .map_err(|error| listing_failed("reading the admission state", &error))?;
-        if let Some(data) = state.and_then(|state| state.data) {
-            states.insert(namespace.clone(), data);
-        }
+        deployments.extend(listed.items);
     }
     // Metadata only; a user who may not list Secrets gets no `since`.
     let revisions = Api::<Secret>::all(client.clone())
@@ -312,12 +413,11 @@ async fn list_extensions(
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
-    Ok(extension_rows(
-        &extensions,
-        &deployments,
-        &states,
-        &revisions,
-    ))
+    Ok(ExtensionsRead {
+        extensions,
+        deployments,
+        revisions,
+    })
 }
 
 fn listing_failed(action: &'static str, error: &kube::Error) -> GateError {
@@ -327,15 +427,198 @@ fn listing_failed(action: &'static str, error: &kube::Error) -> GateError {
     })
 }
 
-/// Whether a CSV's Deployment opts in to the admission policy.
-fn opts_in(csv: &Value) -> bool {
-    csv.pointer("/spec/install/spec/deployments")
-        .and_then(Value::as_array)
-        .is_some_and(|deployments| {
-            deployments.iter().any(|deployment| {
+/// The Deployments the CSVs (copies left out) install that opt in to the
+/// admission policy, once each: `(namespace, name, the CSVs that name it,
+/// its labels as the first CSV gives them)`.
+fn csv_opted_in(csvs: &[Value]) -> Vec<(String, String, Vec<String>, Value)> {
+    let mut found: Vec<(String, String, Vec<String>, Value)> = Vec::new();
+    for csv in csvs.iter().filter(|csv| !is_copied(csv)) {
+        let namespace = csv["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = csv["metadata"]["name"].as_str().unwrap_or_default();
+        let deployments = csv
+            .pointer("/spec/install/spec/deployments")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|deployment| {
                 deployment["label"][crate::admission::ADMISSION_LABEL] == crate::admission::ENFORCE
-            })
+            });
+        for deployment in deployments {
+            let deployment_name = deployment["name"].as_str().unwrap_or_default();
+            match found
+                .iter_mut()
+                .find(|(ns, found, _, _)| ns == namespace && found == deployment_name)
+            {
+                Some((_, _, owners, _)) => owners.push(name.to_owned()),
+                None => found.push((
+                    namespace.to_owned(),
+                    deployment_name.to_owned(),
+                    vec![name.to_owned()],
+                    deployment["label"].clone(),
+                )),
+            }
+        }
+    }
+    found
+}
+
+/// The CSV whose row shows a Deployment's hold: the one OLM installed it
+/// for (its label `olm.owner`) if it names it, else the first that does.
+fn csv_owner<'a>(deployment: &Deployment, owners: &'a [String]) -> Option<&'a String> {
+    let installed_for = deployment
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(crate::gate::OLM_OWNER_LABEL));
+    owners
+        .iter()
+        .find(|owner| Some(*owner) == installed_for)
+        .or(owners.first())
+}
+
+/// Reads the Deployments of [`csv_opted_in`]; one that does not exist or
+/// cannot be read is described by its CSV, and gets no dry-run.
+async fn csv_deployments(client: &kube::Client, csvs: &[Value], deadline: Instant) -> Vec<OptedIn> {
+    let mut opted = Vec::new();
+    for (namespace, name, owners, labels) in csv_opted_in(csvs) {
+        let described = || -> Deployment {
+            serde_json::from_value(serde_json::json!({"metadata": {
+                "name": name, "namespace": namespace, "labels": labels}}))
+            .unwrap_or_default()
+        };
+        let api = Api::<Deployment>::namespaced(client.clone(), &namespace);
+        let read = by(deadline, async {
+            api.get_opt(&name)
+                .await
+                .map_err(|error| Obstacle::of(&error).to_string())
         })
+        .await;
+        let (deployment, no_dry_run) = match read {
+            Ok(Some(deployment)) => (deployment, None),
+            Ok(None) => (
+                described(),
+                Some("the Deployment does not exist yet".to_owned()),
+            ),
+            Err(why) => (
+                described(),
+                Some(format!("the Deployment could not be read ({why})")),
+            ),
+        };
+        let csv = csv_owner(&deployment, &owners).cloned();
+        opted.push(OptedIn {
+            deployment,
+            csv,
+            no_dry_run,
+        });
+    }
+    opted
+}
+
+/// The holds of `opted`, in its order: the policies and bindings read
+/// once, each namespace and its record once, and a dry-run for each
+/// Deployment its record holds.
+async fn read_holds(client: &kube::Client, opted: &[OptedIn], deadline: Instant) -> Vec<Hold> {
+    if opted.is_empty() {
+        return Vec::new();
+    }
+    let cluster = by(deadline, crate::admission::read_policy(client)).await;
+    let cluster = cluster
+        .as_ref()
+        .map(|(policies, bindings)| (policies.as_slice(), bindings.as_slice()))
+        .map_err(String::as_str);
+    type Read = (
+        Result<Namespace, String>,
+        Result<Option<DynamicObject>, String>,
+    );
+    let mut namespaces: BTreeMap<String, Read> = BTreeMap::new();
+    for opted in opted {
+        let namespace = opted
+            .deployment
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
+        if namespaces.contains_key(&namespace) {
+            continue;
+        }
+        let read_namespace = by(deadline, async {
+            Api::<Namespace>::all(client.clone())
+                .get(&namespace)
+                .await
+                .map_err(|error| Obstacle::of(&error).to_string())
+        })
+        .await
+        .map_err(|why| format!("reading the namespace: {why}"));
+        let record = by(deadline, async {
+            Api::<DynamicObject>::namespaced_with(
+                client.clone(),
+                &namespace,
+                &crate::admission::record_resource(),
+            )
+            .get_opt(crate::admission::RECORD_NAME)
+            .await
+            .map_err(|error| Obstacle::of(&error).to_string())
+        })
+        .await;
+        namespaces.insert(namespace, (read_namespace, record));
+    }
+    let mut holds = Vec::new();
+    for opted in opted {
+        let namespace = opted
+            .deployment
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_default();
+        let (read_namespace, record) = &namespaces[&namespace];
+        let record = record.as_ref().map(Option::as_ref).map_err(String::as_str);
+        let policy = crate::admission::policy_in_force(
+            cluster,
+            read_namespace.as_ref().map_err(String::as_str),
+            &opted.deployment,
+            record,
+        );
+        let mut hold = hold(
+            &opted.deployment,
+            record,
+            policy,
+            opted.no_dry_run.as_deref(),
+        );
+        if hold.wants_dry_run() {
+            hold.dry_run = dry_run(client, &hold, deadline).await;
+        }
+        holds.push(hold);
+    }
+    holds
+}
+
+/// A server-side dry-run (`dryRun=All`: admission runs, nothing is
+/// stored) of moving the hold's Deployment to another release label.
+async fn dry_run(client: &kube::Client, hold: &Hold, deadline: Instant) -> DryRun {
+    let tried = dry_run_release(hold.release.as_deref());
+    let params = PatchParams {
+        dry_run: true,
+        field_manager: Some(holds::FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    let api = Api::<Deployment>::namespaced(client.clone(), &hold.namespace);
+    let patch = Patch::Merge(dry_run_patch(&tried));
+    let answer = tokio::time::timeout_at(deadline, api.patch(&hold.deployment, &params, &patch))
+        .await
+        .map_err(|_| Obstacle::Timeout)
+        .and_then(|answer| answer.map(drop).map_err(|error| Obstacle::of(&error)));
+    dry_run_outcome(answer, &tried)
+}
+
+/// `read`'s answer, or an error once `deadline` (`--request-timeout`)
+/// passed: a hold's reads never outlast the listing's deadline.
+async fn by<T>(
+    deadline: Instant,
+    read: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout_at(deadline, read)
+        .await
+        .unwrap_or_else(|_| Err("no answer before --request-timeout".to_owned()))
 }
 
 #[derive(Serialize)]
@@ -377,6 +660,13 @@ pub fn render(
                     out.push('\n');
                 }
                 out += &render_table(&extension_cells(extensions, now));
+            }
+            let holds: Vec<&Hold> = all_holds(rows, extensions).collect();
+            if !holds.is_empty() {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out += &render_table(&hold_cells(holds));
             }
             Ok(out)
         }
@@ -539,6 +829,7 @@ mod tests {
             upgrade: UpgradeRecord::Complete {
                 release: "7.10.0".into(),
             },
+            holds: Vec::new(),
         }
     }
 
@@ -564,5 +855,93 @@ mod tests {
         let json = render(&[], None, Format::Json, false, now).expect("json");
         let value: Value = serde_json::from_str(&json).expect("valid JSON");
         assert!(value.get("clusterExtensions").is_none(), "{json}");
+    }
+
+    fn csv(name: &str, deployments: Value, copied: bool) -> Value {
+        let mut csv = serde_json::json!({"metadata": {"name": name, "namespace": "shop"},
+            "spec": {"install": {"spec": {"deployments": deployments}}}});
+        if copied {
+            csv["metadata"]["labels"] = serde_json::json!({"olm.copiedFrom": "operators"});
+        }
+        csv
+    }
+
+    #[test]
+    fn each_opted_in_deployment_of_the_csvs_once_shown_under_its_csv() {
+        let enforce = serde_json::json!([{"name": "app-operator",
+            "label": {"upgrade-gate.dev/admission": "enforce", "upgrade-gate.dev/release": "7.10.0"}},
+            {"name": "web", "label": {"app": "web"}}]);
+        let csvs = [
+            csv("upgrade-gate.v7.10.0", enforce.clone(), false),
+            // The next CSV names the same Deployment; a copy is not the operator.
+            csv("upgrade-gate.v7.10.1", enforce.clone(), false),
+            csv("upgrade-gate.v7.10.0", enforce, true),
+        ];
+        let found = csv_opted_in(&csvs);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let (namespace, name, owners, labels) = &found[0];
+        assert_eq!(
+            (namespace.as_str(), name.as_str()),
+            ("shop", "app-operator")
+        );
+        assert_eq!(owners, &["upgrade-gate.v7.10.0", "upgrade-gate.v7.10.1"]);
+        assert_eq!(labels["upgrade-gate.dev/release"], "7.10.0");
+        let installed_for = |owner: &str| -> Deployment {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "app-operator",
+                "labels": {"olm.owner": owner}}}))
+            .unwrap()
+        };
+        assert_eq!(
+            csv_owner(&installed_for("upgrade-gate.v7.10.1"), owners).map(String::as_str),
+            Some("upgrade-gate.v7.10.1")
+        );
+        assert_eq!(
+            csv_owner(&installed_for("elsewhere"), owners).map(String::as_str),
+            Some("upgrade-gate.v7.10.0")
+        );
+    }
+
+    #[test]
+    fn the_holds_follow_the_tables_and_decide_the_exit_code() {
+        let now = "2026-03-01T12:00:00Z".parse().expect("valid");
+        let deployment: Deployment = serde_json::from_value(serde_json::json!({"metadata": {
+            "name": "app-operator", "namespace": "shop",
+            "labels": {"upgrade-gate.dev/admission": "enforce", "upgrade-gate.dev/release": "7.10.0"}}}))
+        .unwrap();
+        let policy = crate::admission::policy_in_force(
+            Err("not read"),
+            Err("not read"),
+            &deployment,
+            Ok(None),
+        );
+        let mut held = hold(&deployment, Ok(None), policy, None);
+        held.dry_run = DryRun::Admitted {
+            tried: "7.10.0-upgrade-gate-dry-run".into(),
+        };
+        let mut row = extension_row();
+        row.holds = vec![held];
+        let extensions = [row];
+        let table = render(&[], Some(&extensions), Format::Table, false, now).expect("rendered");
+        let tables: Vec<&str> = table.split("\n\n").collect();
+        assert_eq!(tables.len(), 2, "{table}");
+        assert!(tables[1].starts_with("NAMESPACE"), "{table}");
+        assert!(
+            tables[1].contains("not recorded") && tables[1].contains("ADMITTED: hold NOT in force"),
+            "{table}"
+        );
+        let json = render(&[], Some(&extensions), Format::Json, false, now).expect("json");
+        let value: Value = serde_json::from_str(&json).expect("valid JSON");
+        let hold = &value["clusterExtensions"][0]["holds"][0];
+        assert_eq!(hold["dryRun"]["result"], "admitted", "{json}");
+        assert_eq!(hold["policy"]["update"]["verdict"], "unknown", "{json}");
+        let listed = Listed {
+            olm: Olm::V1,
+            rows: Vec::new(),
+            extensions: Some(extensions.to_vec()),
+            admission_warning: None,
+            extensions_warning: None,
+        };
+        assert_eq!(listed.exit_code(), HOLD_NOT_IN_FORCE_EXIT);
+        assert_eq!(listed.holds().count(), 1);
     }
 }

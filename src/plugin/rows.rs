@@ -75,6 +75,10 @@ pub struct GateRow {
     /// The CSV waiting to replace it, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<NextCsv>,
+    /// The admission holds of its Deployments that opt in (filled by
+    /// [`super::list`]; [`rows`] leaves them empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<super::Hold>,
 }
 
 fn text<'a>(value: &'a Value, path: &[&str]) -> &'a str {
@@ -154,6 +158,7 @@ pub fn rows(csvs: &[Value], conditions: &[OperatorCondition]) -> Vec<GateRow> {
                     verdict,
                 },
                 next,
+                holds: Vec::new(),
             }
         })
         .collect();
