@@ -8,7 +8,10 @@
 //!
 //! And OLM v1 alone (no OLM v0 API): the harness's second kube-apiserver
 //! serving OLM v1's own ClusterExtension CRD (from the tools directory),
-//! where `hold`, `status` and the kubectl plugin name OLM v1.
+//! where `hold`, `status` and the kubectl plugin name OLM v1; with the
+//! shipped admission policy bound to one namespace, the plugin verifies by
+//! a server-side dry-run that an opted-in extension's Deployment there is
+//! held, and says loudly that one in a namespace no binding covers is not.
 //!
 //! Panics — never skips — without the cluster, OLM v1 or the tools.
 //! Creates cluster-scoped objects named after this process (catalogs) or
@@ -16,18 +19,24 @@
 //! bundles leave out the App CRD, which every test shares and applies (see
 //! `upgrade_gate_tests::olm_v1`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use harness::testing::TestCluster;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{
     ApiResource, DynamicObject, GroupVersionKind, ListParams, LogParams, Patch, PatchParams,
 };
+use serde_json::{Value, json};
+use upgrade_gate::admission::{
+    ADMISSION_LABEL, ENFORCE, RECORD_NAME, RELEASE_LABEL, record_resource,
+};
 use upgrade_gate::gate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL, OLM_V1_PROTECTION};
+use upgrade_gate::plugin::HOLD_NOT_IN_FORCE_EXIT;
+use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::apiserver_without_olm::ApiserverWithoutOlm;
 use upgrade_gate_tests::gate_process::run_gate;
 use upgrade_gate_tests::olm_v1::{
@@ -403,5 +412,169 @@ async fn under_olm_v1_only_hold_exits_0_and_says_what_protects_the_upgrade() {
     let stderr = String::from_utf8_lossy(&listed.stderr);
     assert_eq!(listed.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("OLM v1 runs here"), "{stderr}");
+
+    plugin_verifies_each_hold_by_dry_run(&v1, &plugin).await;
     drop(v1);
+}
+
+/// Under OLM v1 alone, with the shipped admission manifests and their
+/// bindings limited to the namespace `shop`: two ClusterExtensions, `shop`
+/// and `loose`, each with an opted-in Deployment whose record says 7.10.0's
+/// upgrade runs (objects only: this API server runs no controller). The
+/// plugin's dry-run of a move is refused by the policy in `shop` ("verified
+/// by dry-run") and admitted in `loose`, which it says loudly.
+async fn plugin_verifies_each_hold_by_dry_run(v1: &ApiserverWithoutOlm, plugin: &Path) {
+    let client = v1.admin_client().await;
+    let policy = Policy::apply(&client, &v1.kubeconfig, "plugin-status", &["shop"]).await;
+    let apply = PatchParams::apply("cluster-olm-v1-test").force();
+    let extensions = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("olm.operatorframework.io", "v1", "ClusterExtension"),
+            "clusterextensions",
+        ),
+    );
+    for namespace in ["shop", "loose"] {
+        Api::<Namespace>::all(client.clone())
+            .patch(
+                namespace,
+                &apply,
+                &Patch::Apply(json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": namespace}})),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("applying the namespace in {namespace}: {error}"));
+        extensions
+            .patch(
+                namespace,
+                &apply,
+                &Patch::Apply(json!({"apiVersion": "olm.operatorframework.io/v1",
+                    "kind": "ClusterExtension", "metadata": {"name": namespace},
+                    "spec": {"namespace": namespace, "serviceAccount": {"name": "installer"},
+                        "source": {"sourceType": "Catalog", "catalog": {"packageName": "upgrade-gate"}}}})),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("applying the ClusterExtension in {namespace}: {error}"));
+        // The record before the Deployment: its create is then judged
+        // (and admitted: the recorded release).
+        Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &record_resource())
+            .patch(
+                RECORD_NAME,
+                &apply,
+                &Patch::Apply(json!({"apiVersion": "upgrade-gate.dev/v1alpha1",
+                    "kind": "UpgradeRecord", "metadata": {"name": RECORD_NAME},
+                    "spec": {"operators": {DEPLOYMENT: {"release": "7.10.0", "state": "InProgress",
+                        "message": "the database upgrade Job runs"}}}})),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("applying the UpgradeRecord in {namespace}: {error}"));
+        let labels = json!({OLM_V1_OWNER_KIND_LABEL: "ClusterExtension",
+            OLM_V1_OWNER_NAME_LABEL: namespace, ADMISSION_LABEL: ENFORCE, RELEASE_LABEL: "7.10.0"});
+        Api::<Deployment>::namespaced(client.clone(), namespace)
+            .patch(
+                DEPLOYMENT,
+                &apply,
+                &Patch::Apply(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": DEPLOYMENT, "labels": labels},
+                    "spec": {"selector": {"matchLabels": {"app": DEPLOYMENT}},
+                        "template": {"metadata": {"labels": {"app": DEPLOYMENT}},
+                            "spec": {"containers": [{"name": OPERATOR_CONTAINER, "image": "registry.invalid/app-operator:7.10.0"}]}}}})),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("applying the Deployment in {namespace}: {error}"));
+    }
+    let status = |args: &'static [&'static str]| async move {
+        tokio::process::Command::new(plugin)
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&v1.kubeconfig)
+            .output()
+            .await
+            .unwrap_or_else(|error| panic!("running the plugin: {error}"))
+    };
+    let hold = |listed: &Value, extension: &str| -> Value {
+        listed["clusterExtensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|row| row["name"] == extension)
+            .map_or(Value::Null, |row| row["holds"][0].clone())
+    };
+    // Until the API server's policy informers have the bindings.
+    let (listed, stderr, code) = wait::until(
+        "the plugin to verify shop's hold by dry-run and find loose's admitted",
+        Duration::from_secs(60),
+        || async {
+            let ran = status(&["status", "-A", "-o", "json"]).await;
+            let stderr = String::from_utf8_lossy(&ran.stderr).into_owned();
+            let listed: Value = match serde_json::from_slice(&ran.stdout) {
+                Ok(listed) => listed,
+                Err(error) => return Look::NotYet(format!("{error}: {stderr}")),
+            };
+            if hold(&listed, "shop")["dryRun"]["result"] == "verified"
+                && hold(&listed, "loose")["dryRun"]["result"] == "admitted"
+            {
+                Look::Done((listed, stderr, ran.status.code()))
+            } else {
+                Look::NotYet(format!("{listed}\n{stderr}"))
+            }
+        },
+    )
+    .await;
+    let (shop, loose) = (hold(&listed, "shop"), hold(&listed, "loose"));
+    assert_eq!(
+        (
+            &shop["upgrade"]["state"],
+            &shop["policy"]["update"]["verdict"],
+            &shop["policy"]["update"]["binding"],
+            &shop["policy"]["guard"]["verdict"],
+        ),
+        (
+            &json!("inProgress"),
+            &json!("judged"),
+            &json!("plugin-status"),
+            &json!("judged"),
+        ),
+        "{shop:#}"
+    );
+    assert!(
+        shop["dryRun"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("ValidatingAdmissionPolicy 'upgrade-gate.dev'")),
+        "{shop:#}"
+    );
+    assert_eq!(
+        (
+            &loose["policy"]["update"]["verdict"],
+            &loose["policy"]["guard"]["verdict"],
+            &loose["dryRun"]["tried"],
+        ),
+        (
+            &json!("noBindingMatches"),
+            &json!("noBindingMatches"),
+            &json!("7.10.0-upgrade-gate-dry-run"),
+        ),
+        "{loose:#}"
+    );
+    assert!(
+        stderr.contains(
+            "the hold is NOT in force for operator app-operator (Deployment loose/app-operator)"
+        ) && stderr
+            .contains("namespace loose: writers of its UpgradeRecord upgrade-gate are not limited")
+            && !stderr.contains("shop/app-operator"),
+        "{stderr}"
+    );
+    // The plugin's exit for a hold proven not in force (0 until the
+    // binary returns Listed::exit_code).
+    assert!(
+        matches!(code, Some(0)) || code == Some(i32::from(HOLD_NOT_IN_FORCE_EXIT)),
+        "{code:?}: {stderr}"
+    );
+    let table = status(&["status", "-A"]).await;
+    println!(
+        "kubectl upgrade-gate status -A:\n{}{}",
+        String::from_utf8_lossy(&table.stdout),
+        String::from_utf8_lossy(&table.stderr)
+    );
+    drop(policy);
 }
