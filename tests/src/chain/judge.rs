@@ -16,7 +16,10 @@
 //!   before time zero is whole again and no hole), a Job pod's outcome that
 //!   cannot be read, a release
 //!   whose CSV succeeded without its operator pod ever observed, no write
-//!   acknowledged in a schema layout the run went through, or — for a run
+//!   acknowledged in a schema layout the run went through, a write that
+//!   failed with an error of an unexpected kind (neither refused, an SQL
+//!   error nor a lost connection: the writer's counts by cause are not
+//!   whole), or — for a run
 //!   not raced — a load check not passed (a run whose Job was too short to
 //!   meet OLM's step cannot show that the gate held it).
 //! - **Raced**: the middle release's upgrade completes when its Job has
@@ -315,6 +318,12 @@ fn holes(events: &[Event], chain: &Chain, checks: &EndChecks, zero: Timestamp) -
                 offset(zero, applied.at)
             ));
         }
+    }
+    for (at, error) in &checks.writer.unexpected {
+        holes.push(format!(
+            "{}: the writer met an error of an unexpected kind ({error}): neither refused, an SQL error nor a lost connection, so its counts by cause are not whole",
+            offset(zero, *at)
+        ));
     }
     let mut layouts = checks.layouts.clone();
     layouts.dedup();
@@ -1180,7 +1189,7 @@ fn writes(verdict: &WriterVerdict, zero: Timestamp, evidence: &mut Vec<String>) 
         .map(|(layout, count)| format!("{count} in the {}", layout.name()))
         .collect();
     evidence.push(format!(
-        "writer: {} inserts and {} updates acknowledged ({}), {} refused, {} of unknown outcome; {} rows checked: {} lost, {} changed, {} gone for a while and back",
+        "writer: {} inserts and {} updates acknowledged ({}); failed: {}; {} of unknown outcome; {} rows checked: {} lost, {} changed, {} gone for a while and back",
         verdict.inserts_acknowledged,
         verdict.updates_acknowledged,
         if per_layout.is_empty() {
@@ -1188,7 +1197,7 @@ fn writes(verdict: &WriterVerdict, zero: Timestamp, evidence: &mut Vec<String>) 
         } else {
             per_layout.join(", ")
         },
-        verdict.refused,
+        verdict.failed,
         verdict.unknown,
         verdict.rows_checked,
         verdict.lost.len(),
@@ -1225,7 +1234,7 @@ fn writes(verdict: &WriterVerdict, zero: Timestamp, evidence: &mut Vec<String>) 
 mod tests {
     use super::*;
     use crate::chain::digest::TableDigest;
-    use crate::chain::writer::Damage as WriteDamage;
+    use crate::chain::writer::{Damage as WriteDamage, WriteFailures};
 
     fn at(tenths: i64) -> Timestamp {
         Timestamp::from_millisecond(1_700_000_000_000 + tenths * 100).expect("valid")
@@ -1274,7 +1283,10 @@ mod tests {
             writer: WriterVerdict {
                 inserts_acknowledged: 100,
                 updates_acknowledged: 90,
-                refused: 20,
+                failed: WriteFailures {
+                    refused: 20,
+                    ..WriteFailures::default()
+                },
                 rows_checked: 100,
                 acknowledged_in: [
                     (ExecutionsLayout::JsonReport, 120),
@@ -1838,7 +1850,7 @@ mod tests {
     #[test]
     fn every_hole_in_the_record_makes_the_run_inconclusive() {
         type Hole = fn(&mut Vec<(i64, Fact)>, &mut EndChecks);
-        let holes: [(&str, Hole); 8] = [
+        let holes: [(&str, Hole); 9] = [
             ("a failed watch", |facts, _| {
                 facts.push((
                     100,
@@ -1887,6 +1899,16 @@ mod tests {
                     .acknowledged_in
                     .remove(&ExecutionsLayout::TypedColumns);
             }),
+            (
+                "an error of an unexpected kind met by the writer",
+                |_, checks| {
+                    checks.writer.failed.unexpected = 1;
+                    checks
+                        .writer
+                        .unexpected
+                        .push((at(300), "unexpected message from server".into()));
+                },
+            ),
             ("the load check not passed", |facts, _| {
                 for (at, fact) in facts.iter_mut() {
                     if *fact == job("7.10.0", JobChange::Succeeded) {
@@ -1941,6 +1963,45 @@ mod tests {
         let verdict = judge(&events(raced), &chain(), &checks());
         assert!(verdict.raced);
         assert_eq!(verdict.verdict, RunVerdict::Inconclusive);
+    }
+
+    #[test]
+    fn the_writers_failures_are_told_by_cause_and_only_the_unexpected_is_a_hole() {
+        let mut end = checks();
+        end.writer.failed = WriteFailures {
+            refused: 20,
+            sql_errors: [("42703".to_owned(), 1)].into(),
+            connections_lost: 2,
+            unexpected: 0,
+        };
+        end.writer.unknown = 1;
+        let verdict = judge(&events(gated()), &chain(), &end);
+        assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+        assert!(!verdict.damaged);
+        let told = verdict
+            .evidence
+            .iter()
+            .find(|line| line.starts_with("writer:"))
+            .expect("the writer's line");
+        assert!(
+            told.contains(
+                "failed: 20 refused, 1 other SQL error (42703 ×1), 2 lost connections; 1 of unknown outcome"
+            ),
+            "{told}"
+        );
+
+        end.writer.failed.unexpected = 1;
+        end.writer
+            .unexpected
+            .push((at(300), "no integrations to write executions of".into()));
+        let verdict = judge(&events(gated()), &chain(), &end);
+        assert_eq!(verdict.verdict, RunVerdict::Inconclusive);
+        assert_eq!(
+            verdict.inconclusive,
+            [
+                "+30.0 s: the writer met an error of an unexpected kind (no integrations to write executions of): neither refused, an SQL error nor a lost connection, so its counts by cause are not whole"
+            ]
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::arm::Arm;
 use super::judge::RunVerdict;
 use super::run::RunReport;
+use super::writer::WriteFailures;
 
 /// The runs of one arm.
 pub struct ArmReport {
@@ -29,6 +30,16 @@ pub enum Outcome {
     NotMet(Vec<String>),
     /// No runs, or a run whose record has a hole (each reason names the run).
     Inconclusive(Vec<String>),
+}
+
+/// The writer's writes over an arm's runs.
+#[derive(Debug, Default)]
+struct Writes {
+    acknowledged: u64,
+    /// By cause: refused, other SQL errors, lost connections, unexpected.
+    failed: WriteFailures,
+    /// Gone, changed, or gone for a while and back.
+    lost: usize,
 }
 
 /// The median of `values` (`None` when empty).
@@ -92,19 +103,17 @@ impl ArmReport {
         }
     }
 
-    /// Acknowledged, refused and lost writes over every run (lost: gone,
-    /// changed, or gone for a while and back).
-    fn writes(&self) -> (u64, u64, usize) {
-        self.runs
-            .iter()
-            .fold((0, 0, 0), |(ack, refused, lost), run| {
-                let writer = &run.writer;
-                (
-                    ack + writer.inserts_acknowledged + writer.updates_acknowledged,
-                    refused + writer.refused,
-                    lost + writer.lost.len() + writer.changed.len() + writer.reappeared.len(),
-                )
-            })
+    /// The writes over every run: acknowledged, failed by cause, and lost
+    /// (gone, changed, or gone for a while and back).
+    fn writes(&self) -> Writes {
+        let mut writes = Writes::default();
+        for run in &self.runs {
+            let writer = &run.writer;
+            writes.acknowledged += writer.inserts_acknowledged + writer.updates_acknowledged;
+            writes.failed.extend(&writer.failed);
+            writes.lost += writer.lost.len() + writer.changed.len() + writer.reappeared.len();
+        }
+        writes
     }
 
     fn pending_median(&self) -> Option<f64> {
@@ -124,7 +133,7 @@ impl ArmReport {
     }
 
     pub fn to_json(&self) -> Value {
-        let (acknowledged, refused, lost) = self.writes();
+        let writes = self.writes();
         let outcome = self.outcome();
         json!({
             "arm": self.arm.name(),
@@ -140,7 +149,14 @@ impl ArmReport {
             "damaged": self.damaged(),
             "total": self.runs.len(),
             "pending_median_seconds": self.pending_median(),
-            "writes": {"acknowledged": acknowledged, "refused": refused, "lost": lost},
+            "writes": {
+                "acknowledged": writes.acknowledged,
+                "refused": writes.failed.refused,
+                "sql_errors": writes.failed.sql_errors,
+                "connections_lost": writes.failed.connections_lost,
+                "unexpected": writes.failed.unexpected,
+                "lost": writes.lost,
+            },
         })
     }
 
@@ -202,7 +218,7 @@ pub fn describe_outcome(outcome: &Outcome) -> String {
 /// `just race-matrix`'s table: one row per arm.
 pub fn matrix_table(reports: &[ArmReport]) -> String {
     let mut lines = vec![format!(
-        "{:<28} {:>4} {:>5} {:>7} {:>12} {:>10} {:>15} {:>20}  {}",
+        "{:<28} {:>4} {:>5} {:>7} {:>12} {:>10} {:>15} {:>28}  {}",
         "arm",
         "runs",
         "raced",
@@ -210,7 +226,7 @@ pub fn matrix_table(reports: &[ArmReport]) -> String {
         "inconclusive",
         "pending md",
         "load min / md",
-        "writes ack/ref/lost",
+        "writes ack/ref/sql/conn/lost",
         "expectation"
     )];
     for report in reports {
@@ -224,9 +240,9 @@ pub fn matrix_table(reports: &[ArmReport]) -> String {
                 seconds(median(margins))
             )
         };
-        let (acknowledged, refused, lost) = report.writes();
+        let writes = report.writes();
         lines.push(format!(
-            "{:<28} {:>4} {:>5} {:>7} {:>12} {:>10} {:>15} {:>20}  {}",
+            "{:<28} {:>4} {:>5} {:>7} {:>12} {:>10} {:>15} {:>28}  {}",
             report.arm.name(),
             report.runs.len(),
             report.raced(),
@@ -234,7 +250,14 @@ pub fn matrix_table(reports: &[ArmReport]) -> String {
             report.count(RunVerdict::Inconclusive),
             seconds(report.pending_median()),
             load,
-            format!("{acknowledged}/{refused}/{lost}"),
+            format!(
+                "{}/{}/{}/{}/{}",
+                writes.acknowledged,
+                writes.failed.refused,
+                writes.failed.sql_error_count(),
+                writes.failed.connections_lost,
+                writes.lost
+            ),
             match report.outcome() {
                 Outcome::Met => "met".to_owned(),
                 Outcome::NotMet(reasons) => format!("NOT met ({} runs)", reasons.len()),
@@ -311,6 +334,51 @@ mod tests {
                 .lines()
                 .nth(1)
                 .is_some_and(|row| row.starts_with("gate-on-slow-cumulative")),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn the_writes_are_summed_by_cause_over_the_runs() {
+        let with_failures = |refused, code: &str, lost| {
+            let mut run = run(RunVerdict::Held, false);
+            run.writer.inserts_acknowledged = 10;
+            run.writer.failed = WriteFailures {
+                refused,
+                sql_errors: [(code.to_owned(), 1)].into(),
+                connections_lost: lost,
+                unexpected: 0,
+            };
+            run
+        };
+        let report = ArmReport {
+            arm: Arm::default(),
+            runs: vec![with_failures(5, "42703", 0), with_failures(7, "42703", 2)],
+        };
+        let json = report.to_json();
+        assert_eq!(
+            json["writes"],
+            json!({"acknowledged": 20, "refused": 12, "sql_errors": {"42703": 2},
+                   "connections_lost": 2, "unexpected": 0, "lost": 0})
+        );
+        assert_eq!(
+            json["runs"][1]["writer"],
+            json!({"acknowledged": 10, "refused": 7, "sql_errors": {"42703": 1},
+                   "connections_lost": 2, "unexpected": 0, "unknown": 0,
+                   "lost": 0, "changed": 0, "reappeared": 0})
+        );
+        let table = matrix_table(&[report]);
+        let mut lines = table.lines();
+        assert!(
+            lines
+                .next()
+                .is_some_and(|header| header.contains("writes ack/ref/sql/conn/lost")),
+            "{table}"
+        );
+        assert!(
+            lines
+                .next()
+                .is_some_and(|row| row.contains(" 20/12/2/2/0  ")),
             "{table}"
         );
     }

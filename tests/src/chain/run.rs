@@ -262,7 +262,10 @@ impl RunReport {
             "olm_reaction_seconds": self.verdict.olm_reaction_seconds.map(round),
             "writer": {
                 "acknowledged": self.writer.inserts_acknowledged + self.writer.updates_acknowledged,
-                "refused": self.writer.refused,
+                "refused": self.writer.failed.refused,
+                "sql_errors": self.writer.failed.sql_errors,
+                "connections_lost": self.writer.failed.connections_lost,
+                "unexpected": self.writer.failed.unexpected,
                 "unknown": self.writer.unknown,
                 "lost": self.writer.lost.len(),
                 "changed": self.writer.changed.len(),

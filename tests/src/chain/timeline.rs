@@ -15,6 +15,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::watch;
 
+use super::writer::WriteFailures;
+
 /// What kind of pod a pod fact is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -176,13 +178,22 @@ pub enum Fact {
     WriterLayout {
         layout: String,
     },
-    /// The writer's writes started to be refused.
+    /// The writer's writes started to be refused: cancelled by its
+    /// statement timeout or without their lock (a writer locked out).
     WriterRefused {
         error: String,
     },
-    /// Writes were acknowledged again after `refused` refusals.
+    /// The writer's writes started to fail for another cause (an SQL
+    /// error, the connection lost, an error of an unexpected kind).
+    WriterFailed {
+        cause: String,
+        error: String,
+    },
+    /// Writes were acknowledged again after the failed ones, counted by
+    /// cause (`refused`, `sql_errors`, `connections_lost`, `unexpected`).
     WriterResumed {
-        refused: u64,
+        #[serde(flatten)]
+        failed: WriteFailures,
     },
     /// An update found no row for an execution whose write had been
     /// acknowledged: the row is gone.
@@ -391,11 +402,11 @@ impl fmt::Display for Fact {
                 write!(f, "writer: first write acknowledged in the {layout} layout")
             }
             Fact::WriterRefused { error } => write!(f, "writer: writes refused ({error})"),
-            Fact::WriterResumed { refused } => {
-                write!(
-                    f,
-                    "writer: writes acknowledged again after {refused} refused"
-                )
+            Fact::WriterFailed { cause, error } => {
+                write!(f, "writer: writes failing, {cause} ({error})")
+            }
+            Fact::WriterResumed { failed } => {
+                write!(f, "writer: writes acknowledged again after {failed}")
             }
             Fact::WriterMissing { id } => write!(
                 f,
@@ -650,6 +661,36 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&fact).expect("json"),
             serde_json::json!({"fact": "job", "job": "shop-db-7-10-0-1", "release": "7.10.0", "change": "succeeded"})
+        );
+    }
+
+    #[test]
+    fn the_writers_failures_read_and_serialize_by_cause() {
+        let resumed = Fact::WriterResumed {
+            failed: WriteFailures {
+                refused: 12,
+                sql_errors: [("42703".to_owned(), 1)].into(),
+                connections_lost: 2,
+                unexpected: 0,
+            },
+        };
+        assert_eq!(
+            resumed.to_string(),
+            "writer: writes acknowledged again after 12 refused, 1 other SQL error (42703 ×1), 2 lost connections"
+        );
+        // `refused` stays where the readers of the timeline found it.
+        assert_eq!(
+            serde_json::to_value(&resumed).expect("json"),
+            serde_json::json!({"fact": "writer_resumed", "refused": 12, "sql_errors": {"42703": 1},
+                               "connections_lost": 2, "unexpected": 0})
+        );
+        let failing = Fact::WriterFailed {
+            cause: "connection lost".into(),
+            error: "connection closed".into(),
+        };
+        assert_eq!(
+            failing.to_string(),
+            "writer: writes failing, connection lost (connection closed)"
         );
     }
 }
