@@ -28,7 +28,7 @@ test:
     set -uo pipefail
     # The preflight first: what cannot work stops the run in seconds, not after the builds.
     just doctor test || exit 1
-    stages=(lint validate test-fast test-machine test-postgres test-cluster)
+    stages=(lint validate test-fast test-machine test-browser test-postgres test-cluster)
     times=()
     status=0
     for stage in "${stages[@]}"; do
@@ -48,6 +48,12 @@ test:
 test-fast:
     cargo build --workspace --bins
     cargo test --workspace
+
+# Runs' pictures (the demo's and the race's HTML timelines) opened in headless
+# Chromium, its network off: every fact has its mark, nothing loads from outside.
+# Installs Debian's chromium when missing (root).
+test-browser:
+    UPGRADE_GATE_BROWSER="$(tools/browser.sh)" cargo test --workspace --test browser
 
 # Not root, no network namespaces, a killed cluster's leftovers, a small disk:
 # each made for real (another uid, a user namespace, a netns, a tmpfs) and undone.

@@ -37,6 +37,7 @@ use harness::testing::TestCluster;
 use upgrade_gate_tests::chain::arm::{Arm, Gate, Start, Successor};
 use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster};
 use upgrade_gate_tests::chain::narrate::{self, LiveNarration};
+use upgrade_gate_tests::chain::picture;
 use upgrade_gate_tests::chain::report::{ArmReport, Outcome, describe_outcome, matrix_table};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, SeedTemplate};
 use upgrade_gate_tests::chain::scale::{self, ScaleOptions};
@@ -449,9 +450,15 @@ async fn race(cluster: &LocalCluster, arms: &[Arm], runs: u32, rows: u64) -> Out
         if let Err(error) = std::fs::write(&path, format!("{table}\n")) {
             panic!("writing {}: {error}", path.display());
         }
+        let arms: Vec<_> = reports.iter().map(ArmReport::to_json).collect();
+        let page = race_dir().join("matrix.html");
+        if let Err(error) = std::fs::write(&page, picture::matrix_page(&arms)) {
+            panic!("writing {}: {error}", page.display());
+        }
         println!(
-            "\n==> The matrix ({runs} runs per arm)\n{table}\ntable: {}",
-            path.display()
+            "\n==> The matrix ({runs} runs per arm)\n{table}\ntable: {}\npicture: {}",
+            path.display(),
+            page.display()
         );
     }
     let outcome = combined(&outcomes);
@@ -459,23 +466,33 @@ async fn race(cluster: &LocalCluster, arms: &[Arm], runs: u32, rows: u64) -> Out
     outcome
 }
 
-/// Writes `<dir>/<file>` for each of the arm's report files; panics when
-/// it cannot.
+/// Writes `<dir>/<file>` for each of the arm's report files, and beside
+/// each its picture (`<file>.html`, `chain::picture`); panics when it
+/// cannot. Returns the JSON files' paths.
 fn write_report(dir: &std::path::Path, report: &ArmReport) -> Vec<PathBuf> {
-    let text = serde_json::to_string_pretty(&report.to_json()).unwrap_or_default();
+    let json = report.to_json();
+    let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+    let page = picture::arm_page(&json);
     report
         .arm
         .report_files()
         .into_iter()
         .map(|file| {
             let path = dir.join(file);
-            let written = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, &text));
+            let written = std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::write(&path, &text))
+                .and_then(|()| std::fs::write(page_of(&path), &page));
             if let Err(error) = written {
                 panic!("writing {}: {error}", path.display());
             }
             path
         })
         .collect()
+}
+
+/// The picture beside a report: `x.json` -> `x.html`.
+fn page_of(report: &std::path::Path) -> PathBuf {
+    report.with_extension("html")
 }
 
 async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcome {
@@ -561,8 +578,9 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
     let outcome = report_file.outcome();
     let paths = write_report(&repository_root().join("target/demo"), &report_file);
     println!(
-        "\n    the run's timeline and evidence: {}",
-        paths[0].display()
+        "\n    the run's timeline and evidence: {}\n    its picture (open it in a browser): {}",
+        paths[0].display(),
+        page_of(&paths[0]).display()
     );
     if keep {
         // The cluster stays; so does the run, to explore.
