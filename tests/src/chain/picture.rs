@@ -171,8 +171,11 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
                     (name, Shape::Cross, RED)
                 }
             }
-            "csv_created" | "csv_deleted" => {
-                (lane(format!("release {release}")), Shape::Tick, GREY)
+            "csv_created" => (lane(format!("release {release}")), Shape::Tick, GREY),
+            "csv_deleted" => {
+                let name = lane(format!("release {release}"));
+                close(&mut spans, &mut open, (name.clone(), "csv".to_owned()), t);
+                (name, Shape::Tick, GREY)
             }
             "csv_phase" => {
                 let phase = text_of(entry, "phase");
@@ -215,6 +218,17 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
                 } else {
                     lane(format!("release {release}"))
                 };
+                // Its main container ended (not the gate's init container):
+                // the pod no longer runs.
+                if text_of(entry, "container") != "upgrade-gate" {
+                    let pod = text_of(entry, "pod");
+                    close(
+                        &mut spans,
+                        &mut open,
+                        (name.clone(), format!("pod {pod}")),
+                        t,
+                    );
+                }
                 (
                     name,
                     if code == 0 { Shape::Tick } else { Shape::Cross },
