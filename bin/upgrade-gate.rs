@@ -676,19 +676,24 @@ enum PluginOutput {
 
 fn plugin_exit_codes_help() -> String {
     let codes = [0, 2, 3, 4, 5, 7, 8, 10];
+    let not_in_force = (
+        plugin::HOLD_NOT_IN_FORCE_EXIT,
+        "a hold not in force: a server-side dry-run moving an opted-in Deployment whose upgrade is not complete was admitted (the warning says which and why)".to_owned(),
+    );
     let rows: Vec<(u8, String)> = gate::EXIT_CODES
         .iter()
         .filter(|(code, _)| codes.contains(code))
         .map(|(code, meaning)| {
             let meaning = match code {
                 0 => "listed (or the cluster serves no OLM API: one line says so); --watch ended by Ctrl-C".to_owned(),
-                4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed (under OLM v1 alone: list on clusterextensions, deployments, and get on configmaps)".to_owned(),
+                4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed (under OLM v1 alone: list on clusterextensions and deployments)".to_owned(),
                 5 => "not found: the cluster does not serve the listed resource".to_owned(),
                 // The plugin's deadline is kubectl's flag.
                 _ => meaning.replace("--timeout", "--request-timeout"),
             };
             (*code, meaning)
         })
+        .chain([not_in_force])
         .collect();
     format!(
         "Exit codes (one line on stderr says why):\n{}",
@@ -737,7 +742,7 @@ fn plugin_main() -> ExitCode {
                 }
                 gate::Olm::None => {
                     eprintln!("the cluster serves no OLM API: no CSVs, no gates");
-                    return Ok(());
+                    return Ok(0);
                 }
             }
             if let Some(warning) = &listed.admission_warning {
@@ -750,7 +755,8 @@ fn plugin_main() -> ExitCode {
                 return plugin::watch(&client, &scope, format, cli.all_namespaces, |text| {
                     print!("{text}")
                 })
-                .await;
+                .await
+                .map(|()| 0);
             }
             let no_extensions = listed.extensions.as_ref().is_none_or(Vec::is_empty);
             if listed.rows.is_empty()
@@ -768,7 +774,7 @@ fn plugin_main() -> ExitCode {
                         eprintln!("No {what} found in {namespace} namespace.")
                     }
                 }
-                return Ok(());
+                return Ok(0);
             }
             let now = k8s_openapi::jiff::Timestamp::now();
             print!(
@@ -781,17 +787,18 @@ fn plugin_main() -> ExitCode {
                     now
                 )?
             );
-            Ok(())
+            // A hold a dry-run proved not in force fails the command.
+            Ok(listed.exit_code())
         };
         match stop.unless_stopped(work).await {
             Ok(result) => result,
             // Ctrl-C is how a watch ends.
-            Err(_) if args.watch => Ok(()),
+            Err(_) if args.watch => Ok(0),
             Err(signal) => Err(GateError::Stopped(signal)),
         }
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(error) => {
             eprintln!("kubectl upgrade-gate: {}", one_line(&error.to_string()));
             ExitCode::from(gate::exit_code(&Err(error)))

@@ -564,11 +564,11 @@ async fn plugin_verifies_each_hold_by_dry_run(v1: &ApiserverWithoutOlm, plugin: 
             && !stderr.contains("shop/app-operator"),
         "{stderr}"
     );
-    // The plugin's exit for a hold proven not in force (0 until the
-    // binary returns Listed::exit_code).
-    assert!(
-        matches!(code, Some(0)) || code == Some(i32::from(HOLD_NOT_IN_FORCE_EXIT)),
-        "{code:?}: {stderr}"
+    // A hold proven not in force fails the command.
+    assert_eq!(
+        code,
+        Some(i32::from(HOLD_NOT_IN_FORCE_EXIT)),
+        "the plugin's exit: {stderr}"
     );
     let table = status(&["status", "-A"]).await;
     println!(
