@@ -331,7 +331,9 @@ race-matrix *SETTINGS: _chain-prerequisites
 # down by the runner), APPS Apps on databases at 7.10.0 (ROWS executions
 # each, one PostgreSQL server), 7.10.0 installed through OLM and replaced by
 # 7.10.1, whose operator upgrades them all; writes target/bench-scale.json
-# (docs/operator.md, "Measured: a fleet upgrade").
+# and judges it: exit 1 when a figure missed (Jobs at once over the limit,
+# the last App Ready after 180 s, the gate open before it), 6 when the count
+# cannot be trusted (docs/operator.md, "Measured: a fleet upgrade").
 # Settings: APPS=N (100), ROWS=N executions per database (2000).
 # A fleet upgraded by OLM, measured: time to the last App Ready and to Upgradeable=True.
 bench-scale *SETTINGS: _chain-prerequisites

@@ -12,19 +12,25 @@
 //!   narrated, and says what a user of the App would see (`just demo`).
 //!
 //! - `chain bench-scale --apps N --rows R` upgrades N Apps (7.10.0 →
-//!   7.10.1, the operator replaced by OLM) and writes
-//!   `target/bench-scale.json` (`just bench-scale`).
+//!   7.10.1, the operator replaced by OLM), writes
+//!   `target/bench-scale.json` and judges it (`just bench-scale`): exit 1
+//!   when a figure missed (more upgrade Jobs at once than the operator's
+//!   limit, the last App Ready after the 180 s goal, the gate open before
+//!   the last App was Ready, PostgreSQL's sessions at `max_connections`),
+//!   6 when a figure cannot be trusted (the Job watch failed or missed
+//!   Jobs, a time not readable).
 //!
 //! All start their own cluster (`--cluster`, torn down at the end unless
 //! `--keep`), or use a running one with `--reuse`.
 //!
-//! Exit codes: 0 every run conclusive and as its arm expects (docs/race.md);
-//! 1 a run against its arm's expectation; 2 usage; 3 the cluster or a run
+//! Exit codes: 0 every run conclusive and as its arm expects (docs/race.md),
+//! or bench-scale's figures all met; 1 a run against its arm's
+//! expectation, or a bench-scale figure missed; 2 usage; 3 the cluster or a run
 //! could not be set up (the reason is printed); 4 the cluster's teardown
 //! left something behind; 5 stopped by SIGINT (Ctrl-C) or SIGTERM — the
 //! cluster is torn down all the same (kept with --keep); 6 a run
 //! inconclusive (a hole in its record, or a load too small to show a race)
-//! or no runs at all.
+//! or no runs at all, or a bench-scale figure that cannot be trusted.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,7 +60,7 @@ const EXIT_INCONCLUSIVE: u8 = 6;
 #[command(
     name = "chain",
     about = "The upgrade chain 7.9.3 -> 7.10.0 -> 7.10.1 through OLM, recorded and judged",
-    after_help = "Exit codes: 0 every run conclusive and as its arm expects; 1 a run against its arm's expectation; 2 usage; 3 set-up failed; 4 teardown left something; 5 stopped by SIGINT or SIGTERM (the cluster is torn down all the same); 6 a run inconclusive, or no runs."
+    after_help = "Exit codes: 0 every run conclusive and as its arm expects (bench-scale: every figure met); 1 a run against its arm's expectation (bench-scale: a figure missed); 2 usage; 3 set-up failed; 4 teardown left something; 5 stopped by SIGINT or SIGTERM (the cluster is torn down all the same); 6 a run inconclusive, or no runs (bench-scale: a figure cannot be trusted)."
 )]
 struct Cli {
     #[command(flatten)]
@@ -134,7 +140,7 @@ enum Command {
         rows: u64,
     },
     /// N Apps one release behind, the operator upgraded by OLM: measured
-    /// into target/bench-scale.json.
+    /// into target/bench-scale.json and judged (exit 1 missed, 6 inconclusive).
     BenchScale {
         /// Apps, each on a database of its own on one PostgreSQL server.
         #[arg(long, default_value_t = 100)]
@@ -299,7 +305,8 @@ fn describe(name: &ClusterName, image: &str) -> Option<TestCluster> {
     })
 }
 
-/// Plays the fleet upgrade once; writes target/bench-scale.json and prints it.
+/// Plays the fleet upgrade once; writes target/bench-scale.json, prints it
+/// and then the verdict (`scale::verdict`).
 async fn bench_scale(cluster: &LocalCluster, apps: usize, rows: u64, timeout: u64) -> Outcome {
     let report = scale::run(
         cluster,
@@ -317,12 +324,11 @@ async fn bench_scale(cluster: &LocalCluster, apps: usize, rows: u64, timeout: u6
     if let Err(error) = std::fs::write(&path, format!("{text}\n")) {
         eprintln!("chain: cannot write {}: {error}", path.display());
     }
-    println!("\n{text}\nwritten to {}", path.display());
-    if report.problems.is_empty() {
-        Outcome::Met
-    } else {
-        Outcome::NotMet(report.problems)
+    println!("\n{text}\nwritten to {}\n", path.display());
+    for line in scale::verdict_lines(&report.outcome) {
+        println!("{line}");
     }
+    report.outcome
 }
 
 /// Where the arms' catalogs are rendered and their reports written.

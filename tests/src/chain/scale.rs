@@ -12,6 +12,13 @@
 //! PostgreSQL client sessions at once (sampled every 250 ms) against
 //! `max_connections`.
 //!
+//! Then judged ([`verdict`], a pure function of what was observed): the
+//! run misses when more upgrade Jobs ran at once than the operator's
+//! limit, when the last App was Ready after [`GOAL`], when the gate opened
+//! before the last App was Ready, or when PostgreSQL's sessions reached
+//! `max_connections`; it is inconclusive when the Job watch failed (its
+//! count is then a lower bound) or missed Jobs, or a time cannot be read.
+//!
 //! Owns: the scenario and its figures. Must not touch: the cluster's life
 //! (the `chain` binary starts and tears it down).
 
@@ -28,6 +35,7 @@ use serde_json::{Value, json};
 use super::cluster::OlmCluster;
 use super::facts::CSV_PREFIX;
 use super::record::dynamic_api;
+use super::report::Outcome;
 use super::run::{SeedTemplate, serve_to_olm, subscribe};
 use crate::cluster_database::TestDatabase;
 use crate::jobs_at_once;
@@ -35,7 +43,9 @@ use crate::jobs_at_once;
 /// The release the Apps' databases are at, and the one OLM moves to.
 pub const FROM: &str = "7.10.0";
 pub const TO: &str = "7.10.1";
-/// The issue's goal for 100 Apps on this machine.
+/// The goal for 100 Apps on this machine: from the 7.10.1 operator's
+/// start to the last App Ready (docs/operator.md, "Measured: a fleet
+/// upgrade").
 pub const GOAL: Duration = Duration::from_secs(180);
 
 /// What to measure.
@@ -53,13 +63,182 @@ pub struct ScaleOptions {
     pub timeout: Duration,
 }
 
-/// What the run saw, as `target/bench-scale.json` holds it.
+/// What the run saw, as `target/bench-scale.json` holds it, and its
+/// verdict.
 #[derive(Clone, Debug)]
 pub struct ScaleReport {
     pub json: Value,
-    /// Why the run does not count (the gate open too early, connections
-    /// over the limit, Apps not upgraded); empty when it does.
-    pub problems: Vec<String>,
+    /// Met; missed (each reason what missed, in a person's words); or
+    /// inconclusive (each reason what cannot be trusted).
+    pub outcome: Outcome,
+}
+
+/// What the verdict of a fleet upgrade reads (every time counts from the
+/// 7.10.1 operator container's start).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    pub apps: usize,
+    /// The operator's limit on upgrade Jobs at once (its pod's
+    /// `--max-concurrent-upgrades` or environment, else the default).
+    pub limit: usize,
+    /// The most upgrade Jobs unfinished at once, from a watch.
+    pub jobs_at_once: usize,
+    /// Which they were.
+    pub jobs_at_max: Vec<String>,
+    /// Jobs the watch saw in all.
+    pub jobs_seen: usize,
+    /// The watch's errors, and the first: with any, `jobs_at_once` may
+    /// be short of the truth.
+    pub job_watch_errors: usize,
+    pub first_job_watch_error: Option<String>,
+    /// Seconds to the last App Ready at 7.10.1 (`None`: no Ready time).
+    pub to_last_ready: Option<f64>,
+    /// When the last App turned Ready, and when OLM's copy of the gate
+    /// turned `Upgradeable=True` (`lastTransitionTime`s, 1 s resolution).
+    pub last_ready: Option<Timestamp>,
+    pub gate_opened: Option<Timestamp>,
+    /// Each time the poll saw `Upgradeable=True` while not every App was
+    /// at 7.10.1.
+    pub gate_seen_early: Vec<String>,
+    /// The most PostgreSQL client sessions at once, and the server's limit.
+    pub sessions_peak: i64,
+    pub max_connections: i64,
+    pub goal: Duration,
+}
+
+/// The verdict of a fleet upgrade: missed when a figure is past its
+/// bound, else inconclusive when a figure cannot be trusted, else met.
+/// A miss seen through a failed watch is a miss all the same (a watch
+/// that failed can only have counted fewer Jobs).
+pub fn verdict(seen: &Observed) -> Outcome {
+    let mut missed = Vec::new();
+    let mut unsure = Vec::new();
+    let watch_failed = match (&seen.first_job_watch_error, seen.job_watch_errors) {
+        (_, 0) => None,
+        (Some(first), count) => Some(format!("{count} times, first: {first}")),
+        (None, count) => Some(format!("{count} times")),
+    };
+    if seen.jobs_at_once > seen.limit {
+        missed.push(format!(
+            "{} upgrade Jobs ran at once ({}), over the operator's limit of {}",
+            seen.jobs_at_once,
+            seen.jobs_at_max.join(", "),
+            seen.limit
+        ));
+    } else if let Some(failed) = &watch_failed {
+        unsure.push(format!(
+            "the Job watch failed ({failed}): Jobs may have started and finished unseen, so \"at most {} at once\" is a lower bound, not a count",
+            seen.jobs_at_once
+        ));
+    }
+    if seen.jobs_seen < seen.apps {
+        unsure.push(format!(
+            "the Job watch saw {} upgrade Jobs for {} Apps: it missed some, so the Jobs at once were not all counted",
+            seen.jobs_seen, seen.apps
+        ));
+    }
+    let goal = seen.goal.as_secs_f64();
+    match seen.to_last_ready {
+        Some(seconds) if seconds > goal => missed.push(format!(
+            "the last App was Ready {seconds:.0} s after {TO}'s operator started: over the goal of {goal:.0} s"
+        )),
+        Some(_) => {}
+        None => unsure.push("when the last App turned Ready cannot be read".to_owned()),
+    }
+    for seen_open in &seen.gate_seen_early {
+        missed.push(format!(
+            "the gate opened before the last App was Ready: {seen_open}"
+        ));
+    }
+    match (seen.gate_opened, seen.last_ready) {
+        (Some(opened), Some(ready)) if opened < ready => missed.push(format!(
+            "the gate opened before the last App was Ready: Upgradeable=True at {opened}, the last App Ready at {ready}"
+        )),
+        (Some(_), Some(_)) => {}
+        (opened, ready) => unsure.push(format!(
+            "whether the gate opened after the last App was Ready cannot be told: the gate opened at {}, the last App Ready at {}",
+            opened.map_or_else(|| "(no time)".to_owned(), |at| at.to_string()),
+            ready.map_or_else(|| "(no time)".to_owned(), |at| at.to_string())
+        )),
+    }
+    if seen.sessions_peak >= seen.max_connections {
+        missed.push(format!(
+            "{} PostgreSQL sessions at once reached max_connections {}",
+            seen.sessions_peak, seen.max_connections
+        ));
+    }
+    if !missed.is_empty() {
+        missed.extend(
+            unsure
+                .into_iter()
+                .map(|reason| format!("and inconclusive: {reason}")),
+        );
+        Outcome::NotMet(missed)
+    } else if !unsure.is_empty() {
+        Outcome::Inconclusive(unsure)
+    } else {
+        Outcome::Met
+    }
+}
+
+/// The verdict in words, a line each, after the figures.
+pub fn verdict_lines(outcome: &Outcome) -> Vec<String> {
+    match outcome {
+        Outcome::Met => vec![
+            "bench-scale: met: Jobs at once within the operator's limit, the last App Ready within the goal, the gate opened after it"
+                .to_owned(),
+        ],
+        Outcome::NotMet(reasons) => std::iter::once("bench-scale: MISSED:".to_owned())
+            .chain(reasons.iter().map(|reason| format!("  - {reason}")))
+            .collect(),
+        Outcome::Inconclusive(reasons) => {
+            std::iter::once("bench-scale: INCONCLUSIVE (a figure cannot be trusted):".to_owned())
+                .chain(reasons.iter().map(|reason| format!("  - {reason}")))
+                .collect()
+        }
+    }
+}
+
+/// The operator's limit on upgrade Jobs at once, as its pod starts it:
+/// the `app-operator` container's `--max-concurrent-upgrades` (which wins,
+/// as with clap), its `UPGRADE_GATE_MAX_CONCURRENT_UPGRADES`, else the
+/// default. `None`: a value that is not a number.
+pub fn upgrade_limit(pod: &Pod) -> Option<usize> {
+    const FLAG: &str = "--max-concurrent-upgrades";
+    let container = pod
+        .spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == "app-operator")?;
+    let words: Vec<&str> = container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .map(String::as_str)
+        .collect();
+    let flag = words.iter().enumerate().find_map(|(index, word)| {
+        if *word == FLAG {
+            Some(words.get(index + 1).copied().unwrap_or_default())
+        } else {
+            word.strip_prefix(FLAG)?.strip_prefix('=')
+        }
+    });
+    let env = || {
+        container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == "UPGRADE_GATE_MAX_CONCURRENT_UPGRADES")
+            .and_then(|e| e.value.as_deref())
+    };
+    match flag.or_else(env) {
+        Some(value) => value.trim().parse().ok(),
+        None => Some(usize::from(
+            app::operator::queue::DEFAULT_MAX_CONCURRENT_UPGRADES,
+        )),
+    }
 }
 
 /// Samples PostgreSQL's client sessions until stopped.
@@ -120,7 +299,7 @@ async fn api_requests(client: &Client) -> Option<f64> {
 
 /// The operator pod of `release` and when its `app-operator` container
 /// started, once it runs.
-fn operator_started(pods: &[Pod], release: &str) -> Option<(String, Timestamp)> {
+fn operator_started<'a>(pods: &'a [Pod], release: &str) -> Option<(&'a Pod, Timestamp)> {
     pods.iter().find_map(|pod| {
         let spec = pod.spec.as_ref()?;
         let ours = spec.containers.iter().any(|c| {
@@ -146,7 +325,7 @@ fn operator_started(pods: &[Pod], release: &str) -> Option<(String, Timestamp)> 
             .started_at
             .as_ref()?
             .0;
-        Some((pod.name_any(), started))
+        Some((pod, started))
     })
 }
 
@@ -332,14 +511,20 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
     let pod_api: Api<Pod> = namespace.api();
     let deadline = Instant::now() + options.timeout;
     let mut told = Instant::now();
-    let (pod, started) = loop {
+    let (pod, started, jobs_limit) = loop {
         let pods = pod_api
             .list(&ListParams::default())
             .await
             .map(|list| list.items)
             .unwrap_or_default();
-        if let Some(found) = operator_started(&pods, TO) {
-            break found;
+        if let Some((pod, started)) = operator_started(&pods, TO) {
+            let at_once = upgrade_limit(pod).unwrap_or_else(|| {
+                panic!(
+                    "the upgrade limit of operator pod {} is not a number",
+                    pod.name_any()
+                )
+            });
+            break (pod.name_any(), started, at_once);
         }
         assert!(
             Instant::now() < deadline,
@@ -441,39 +626,48 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
 
     let last_ready = listed.iter().filter_map(ready_since).max();
     let (_, gate_since, gate_message) = gate.unwrap_or_default();
-    let gate_open_at: Option<Timestamp> = gate_since.parse().ok();
+    let gate_opened: Option<Timestamp> = gate_since.parse().ok();
     let to_last_ready = last_ready.map(|at| seconds_between(started, at));
-    let to_gate = gate_open_at.map(|at| seconds_between(started, at));
-    let gate_after_last = match (gate_open_at, last_ready) {
-        (Some(open), Some(ready)) => open >= ready,
-        _ => false,
+    let to_gate = gate_opened.map(|at| seconds_between(started, at));
+    let observed = Observed {
+        apps,
+        limit: jobs_limit,
+        jobs_at_once: jobs.max,
+        jobs_at_max: jobs.at_max.clone(),
+        jobs_seen: jobs.seen.len(),
+        job_watch_errors: jobs.errors,
+        first_job_watch_error: jobs.first_error.clone(),
+        to_last_ready,
+        last_ready,
+        gate_opened,
+        gate_seen_early: violations.clone(),
+        sessions_peak: peak_sessions,
+        max_connections: limit,
+        goal: GOAL,
     };
-    let mut problems = violations.clone();
-    if !gate_after_last {
-        problems.push(format!(
-            "Upgradeable=True at {gate_since}, before the last App was Ready ({last_ready:?})"
-        ));
-    }
-    if peak_sessions >= limit {
-        problems.push(format!(
-            "{peak_sessions} PostgreSQL sessions at once reached max_connections {limit}"
-        ));
-    }
-    let met = to_gate.is_some_and(|s| s <= GOAL.as_secs_f64()) && problems.is_empty();
+    let outcome = verdict(&observed);
+    let (verdict_name, missed, inconclusive) = match &outcome {
+        Outcome::Met => ("met", Vec::new(), Vec::new()),
+        Outcome::NotMet(reasons) => ("missed", reasons.clone(), Vec::new()),
+        Outcome::Inconclusive(reasons) => ("inconclusive", Vec::new(), reasons.clone()),
+    };
     let json = json!({
         "apps": apps,
         "rows_per_database": options.rows,
         "from": FROM,
         "to": TO,
-        "max_concurrent_upgrades": app::operator::queue::DEFAULT_MAX_CONCURRENT_UPGRADES,
+        "max_concurrent_upgrades": jobs_limit,
         "operator_pod": pod,
         "operator_started": started.to_string(),
         "seconds_to_last_app_ready": to_last_ready,
         "seconds_to_upgradeable_true": to_gate,
-        "gate_false_until_last_app_verified": gate_after_last && violations.is_empty(),
+        "gate_false_until_last_app_verified": violations.is_empty()
+            && matches!((gate_opened, last_ready), (Some(open), Some(ready)) if open >= ready),
         "gate_violations": violations,
         "gate_message": gate_message,
         "jobs_at_once_max": jobs.max,
+        "jobs_at_once_whole": jobs.whole(),
+        "jobs_watch_errors": jobs.errors,
         "jobs_seen": jobs.seen.len(),
         "operator_peak_rss_mib": high_water_kib.map(|kib| kib as f64 / 1024.0),
         "operator_peak_rss_sampled_mib": peak_rss_kib as f64 / 1024.0,
@@ -484,11 +678,248 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
         "postgres_sessions_peak": peak_sessions,
         "postgres_max_connections": limit,
         "goal_seconds": GOAL.as_secs(),
-        "goal_met": met,
-        "problems": problems,
+        "goal_met": outcome == Outcome::Met,
+        "verdict": verdict_name,
+        "missed": missed,
+        "inconclusive": inconclusive,
     });
     drop(catalog);
     drop(databases);
     drop(template);
-    ScaleReport { json, problems }
+    ScaleReport { json, outcome }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + second).expect("valid")
+    }
+
+    /// 100 Apps as measured on this machine: within every bound.
+    fn observed() -> Observed {
+        Observed {
+            apps: 100,
+            limit: 4,
+            jobs_at_once: 4,
+            jobs_at_max: (0..4).map(|i| format!("app-{i:03}-db-7-10-1-1")).collect(),
+            jobs_seen: 100,
+            job_watch_errors: 0,
+            first_job_watch_error: None,
+            to_last_ready: Some(163.0),
+            last_ready: Some(at(163)),
+            gate_opened: Some(at(163)),
+            gate_seen_early: Vec::new(),
+            sessions_peak: 30,
+            max_connections: 100,
+            goal: GOAL,
+        }
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Expect {
+        Met,
+        Missed,
+        Inconclusive,
+    }
+
+    #[test]
+    fn a_fleet_upgrade_misses_on_each_bound_and_is_inconclusive_on_a_failed_count() {
+        type Change = fn(&mut Observed);
+        let cases: [(&str, Change, Expect, &str); 15] = [
+            ("as measured", |_| {}, Expect::Met, ""),
+            (
+                "five Jobs at once",
+                |o| o.jobs_at_once = 5,
+                Expect::Missed,
+                "5 upgrade Jobs ran at once (app-000-db-7-10-1-1, app-001-db-7-10-1-1, app-002-db-7-10-1-1, app-003-db-7-10-1-1), over the operator's limit of 4",
+            ),
+            (
+                "the watch failed, four at once",
+                |o| {
+                    o.job_watch_errors = 2;
+                    o.first_job_watch_error = Some("connection reset".into());
+                },
+                Expect::Inconclusive,
+                "the Job watch failed (2 times, first: connection reset): Jobs may have started and finished unseen, so \"at most 4 at once\" is a lower bound, not a count",
+            ),
+            (
+                "the watch failed, five at once: a miss all the same",
+                |o| {
+                    o.job_watch_errors = 1;
+                    o.jobs_at_once = 5;
+                },
+                Expect::Missed,
+                "over the operator's limit of 4",
+            ),
+            (
+                "the watch saw fewer Jobs than Apps",
+                |o| o.jobs_seen = 98,
+                Expect::Inconclusive,
+                "the Job watch saw 98 upgrade Jobs for 100 Apps",
+            ),
+            (
+                "the last App Ready after the goal",
+                |o| {
+                    o.to_last_ready = Some(181.4);
+                    o.last_ready = Some(at(181));
+                    o.gate_opened = Some(at(182));
+                },
+                Expect::Missed,
+                "the last App was Ready 181 s after 7.10.1's operator started: over the goal of 180 s",
+            ),
+            (
+                "the last App Ready at the goal",
+                |o| o.to_last_ready = Some(180.0),
+                Expect::Met,
+                "",
+            ),
+            (
+                "no Ready time",
+                |o| {
+                    o.to_last_ready = None;
+                    o.last_ready = None;
+                },
+                Expect::Inconclusive,
+                "when the last App turned Ready cannot be read",
+            ),
+            (
+                "the gate open a second before the last App Ready",
+                |o| o.gate_opened = Some(at(162)),
+                Expect::Missed,
+                "the gate opened before the last App was Ready: Upgradeable=True at 2023-11-14T22:16:02Z, the last App Ready at 2023-11-14T22:16:03Z",
+            ),
+            (
+                "the gate open in the same second",
+                |o| o.gate_opened = o.last_ready,
+                Expect::Met,
+                "",
+            ),
+            (
+                "the gate seen open by the poll early",
+                |o| {
+                    o.gate_seen_early.push(
+                        "Upgradeable=True seen with 97/100 Apps at 7.10.1: all verified".into(),
+                    );
+                },
+                Expect::Missed,
+                "the gate opened before the last App was Ready: Upgradeable=True seen with 97/100 Apps",
+            ),
+            (
+                "the gate's time not readable",
+                |o| o.gate_opened = None,
+                Expect::Inconclusive,
+                "the gate opened at (no time), the last App Ready at 2023-11-14T22:16:03Z",
+            ),
+            (
+                "PostgreSQL's sessions at its limit",
+                |o| o.sessions_peak = 100,
+                Expect::Missed,
+                "100 PostgreSQL sessions at once reached max_connections 100",
+            ),
+            (
+                "a miss and a failed count: missed, the doubt said",
+                |o| {
+                    o.to_last_ready = Some(200.0);
+                    o.jobs_seen = 99;
+                },
+                Expect::Missed,
+                "and inconclusive: the Job watch saw 99 upgrade Jobs for 100 Apps",
+            ),
+            (
+                "every bound missed at once",
+                |o| {
+                    o.jobs_at_once = 6;
+                    o.to_last_ready = Some(240.0);
+                    o.gate_opened = Some(at(100));
+                    o.sessions_peak = 101;
+                },
+                Expect::Missed,
+                "",
+            ),
+        ];
+        for (case, change, expected, needle) in cases {
+            let mut seen = observed();
+            change(&mut seen);
+            let outcome = verdict(&seen);
+            let (kind, reasons) = match &outcome {
+                Outcome::Met => (Expect::Met, Vec::new()),
+                Outcome::NotMet(reasons) => (Expect::Missed, reasons.clone()),
+                Outcome::Inconclusive(reasons) => (Expect::Inconclusive, reasons.clone()),
+            };
+            assert_eq!(kind, expected, "{case}: {reasons:#?}");
+            assert!(
+                needle.is_empty() || reasons.iter().any(|reason| reason.contains(needle)),
+                "{case}: {needle:?} not in {reasons:#?}"
+            );
+            assert_eq!(kind == Expect::Met, reasons.is_empty(), "{case}");
+        }
+        let mut all = observed();
+        all.jobs_at_once = 6;
+        all.to_last_ready = Some(240.0);
+        all.gate_opened = Some(at(100));
+        all.sessions_peak = 101;
+        assert!(
+            matches!(verdict(&all), Outcome::NotMet(reasons) if reasons.len() == 4),
+            "each miss said once"
+        );
+    }
+
+    #[test]
+    fn the_verdict_is_said_after_the_figures_a_reason_a_line() {
+        assert_eq!(verdict_lines(&Outcome::Met).len(), 1);
+        assert_eq!(
+            verdict_lines(&Outcome::NotMet(vec!["one".into(), "two".into()])),
+            ["bench-scale: MISSED:", "  - one", "  - two"]
+        );
+        assert_eq!(
+            verdict_lines(&Outcome::Inconclusive(vec!["why".into()]))[0],
+            "bench-scale: INCONCLUSIVE (a figure cannot be trusted):"
+        );
+    }
+
+    fn operator_pod(args: &[&str], env: Option<&str>) -> Pod {
+        let env: Vec<Value> = env
+            .map(|value| json!({"name": "UPGRADE_GATE_MAX_CONCURRENT_UPGRADES", "value": value}))
+            .into_iter()
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": "app-operator-x"},
+            "spec": {"containers": [
+                {"name": "upgrade-gate", "args": ["hold", "--max-concurrent-upgrades", "9"]},
+                {"name": "app-operator", "command": ["app-operator"], "args": args, "env": env}
+            ]}
+        }))
+        .expect("a pod")
+    }
+
+    #[test]
+    fn the_limit_is_the_operators_flag_else_its_environment_else_the_default() {
+        let default = usize::from(app::operator::queue::DEFAULT_MAX_CONCURRENT_UPGRADES);
+        let cases = [
+            (vec!["--log-format", "json", "run"], None, Some(default)),
+            (vec!["run"], Some("2"), Some(2)),
+            (
+                vec!["run", "--max-concurrent-upgrades", "8"],
+                Some("2"),
+                Some(8),
+            ),
+            (vec!["run", "--max-concurrent-upgrades=6"], None, Some(6)),
+            (vec!["run"], Some("many"), None),
+        ];
+        for (args, env, expected) in cases {
+            assert_eq!(
+                upgrade_limit(&operator_pod(&args, env)),
+                expected,
+                "{args:?} {env:?}"
+            );
+        }
+        let no_operator: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "other"},
+            "spec": {"containers": [{"name": "other"}]}
+        }))
+        .expect("a pod");
+        assert_eq!(upgrade_limit(&no_operator), None);
+    }
 }
