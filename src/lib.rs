@@ -64,6 +64,8 @@ pub mod bundle_lint;
 pub mod catalog_lint;
 #[cfg(test)]
 mod doc_paths;
+#[cfg(test)]
+mod doc_tables;
 pub mod gate;
 pub mod keeper;
 pub mod leader;

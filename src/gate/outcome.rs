@@ -88,7 +88,7 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         2,
-        "invalid input: a flag, environment variable or the namespace file is unusable",
+        "invalid input: a flag, environment variable or the namespace file is unusable (clap's usage errors are 2 as well)",
     ),
     (
         3,
@@ -104,7 +104,7 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         6,
-        "deadline reached: OLM did not copy the written Upgradeable into status at the current generation",
+        "deadline reached: OLM did not copy the written Upgradeable into status at the current generation (check that every Deployment in spec.deployments exists and carries olm.managed)",
     ),
     (
         7,
@@ -124,7 +124,7 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     ),
     (
         11,
-        "stopped by SIGTERM or SIGINT before the command finished: the gate was not confirmed",
+        "stopped by SIGTERM or SIGINT before the command finished: the gate was not confirmed (an entry may already be in spec)",
     ),
     (
         12,
