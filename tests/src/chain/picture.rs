@@ -302,13 +302,26 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
             }
             "writer_resumed" => {
                 let name = lane("the writer".to_owned());
-                close(
-                    &mut spans,
-                    &mut open,
-                    (name.clone(), "refused".to_owned()),
-                    t,
-                );
+                for what in ["refused", "failed"] {
+                    close(&mut spans, &mut open, (name.clone(), what.to_owned()), t);
+                }
                 (name, Shape::Tick, GREEN)
+            }
+            // Writes failing for another cause than a refusal (an SQL
+            // error, a lost connection): a span until they are acknowledged
+            // again, red.
+            "writer_failed" => {
+                let name = lane("the writer".to_owned());
+                open.insert(
+                    (name.clone(), "failed".to_owned()),
+                    (
+                        t,
+                        RED,
+                        None,
+                        format!("writes failing: {}", text_of(entry, "cause")),
+                    ),
+                );
+                (name, Shape::Cross, RED)
             }
             "writer_missing" => (lane("the writer".to_owned()), Shape::Cross, RED),
             "app_status" => (
