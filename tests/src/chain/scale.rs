@@ -566,11 +566,21 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
     let mut told = Instant::now();
     let (listed, gate) = loop {
         let gate = gate_in_status(&client, &ns, &csv).await;
-        let listed = app_api
+        // A list that failed says nothing of the Apps: not "none at
+        // target" (which, with the gate open, would be a false miss).
+        let Ok(listed) = app_api
             .list(&ListParams::default())
             .await
             .map(|list| list.items)
-            .unwrap_or_default();
+        else {
+            assert!(
+                Instant::now() < deadline,
+                "the Apps could not be listed within {:?}",
+                options.timeout
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
         if let Some(status) = operator_process_status(&pod) {
             peak_rss_kib = peak_rss_kib.max(status_kib(&status, "VmRSS").unwrap_or(0));
             high_water_kib = status_kib(&status, "VmHWM").or(high_water_kib);
