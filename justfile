@@ -87,6 +87,9 @@ doctor FOR="demo" *FLAGS:
     @cargo build --quiet --package upgrade-gate-doctor
     @"{{target_dir}}/debug/doctor" --for {{FOR}} {{FLAGS}}
 
+# Exits 1 when ours takes more than 0.8 x by hand or the role with a 5 s
+# statement_timeout fails, 3 when it cannot run, 6 when the report cannot be
+# judged (docs/database-upgrade.md).
 # Benchmark: backup + upgrade 7.9.3 -> 7.10.1 of a ~1 GiB sample database vs plain pg_dump -Fc.
 bench-db ROWS="2000000" RUNS="3":
     BENCH_DB_RUNS={{RUNS}} tools/bench-db.sh {{ROWS}}

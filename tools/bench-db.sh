@@ -14,12 +14,19 @@
 # compression and maintenance_work_mem; the server runs with PostgreSQL's
 # default settings. A CHECKPOINT precedes each side.
 #
-# Writes target/bench-db.json {"ours_s", "by_hand_s", "ratio", "rows",
-# "phases": {...}, ...} (medians; ratio = median of the per-pair ratios)
-# and prints it. Then, once: a role whose statement_timeout is 5 s upgrades
-# a copy (must succeed), and the time writers were locked out is reported.
+# Once too: a role whose statement_timeout is 5 s upgrades a copy (must
+# succeed). Writes target/bench-db.json {"ours_s", "by_hand_s", "ratio",
+# "goal_ratio", "rows", "phases": {...}, ...} (medians; ratio = median of
+# the per-pair ratios), prints it, then judges it (`judge` below): the goal
+# is ours at most 0.8 times by hand (docs/database-upgrade.md).
+#
+# Exit codes: 0 the goal met; 1 missed (the ratio above the goal, or the
+# role's upgrade failed), each miss said; 2 usage; 3 the benchmark could
+# not run (not root, no server, a side or the set-up failed); 6
+# inconclusive (a report without runs or without a ratio).
 #
 # Usage: tools/bench-db.sh [ROWS]   (or BENCH_DB_ROWS; default 2000000)
+#        tools/bench-db.sh --judge REPORT   judges a written report (no run)
 #   BENCH_DB_RUNS=3                      paired runs
 #   BENCH_DB_COMPRESSION=<pg_dump -Z>    both sides (default: app-db-upgrade's default)
 #   BENCH_DB_MAINTENANCE_WORK_MEM=<mem>  both sides (default: the server's)
@@ -27,7 +34,81 @@
 # Runs its own throwaway PostgreSQL as user `postgres` (so: as root),
 # reachable only through a Unix socket in its temporary directory; removes
 # it on exit. Not part of `just test`.
-set -euo pipefail
+set -Eeuo pipefail
+
+# The goal: our upgrade (backup included) takes at most this many times
+# what a careful person's pg_dump -Fc, pg_restore --list and psql -1 take.
+goal_ratio=0.8
+
+# judge REPORT GOAL: reads a written report, prints the verdict (a line a
+# reason) and returns 0 met, 1 missed, 6 inconclusive. Reads only.
+judge() {
+    python3 - "$1" "$2" <<'EOF'
+import json, math, sys
+
+path, goal = sys.argv[1], float(sys.argv[2])
+
+
+def verdict(report, goal):
+    """(missed, inconclusive): what missed and what cannot be trusted."""
+    missed, unsure = [], []
+    runs = report.get("runs")
+    if not isinstance(runs, list) or not runs:
+        unsure.append("no paired runs in the report: nothing was measured")
+    ratio = report.get("ratio")
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) \
+            or not math.isfinite(ratio) or ratio <= 0:
+        unsure.append(f"no ratio in the report ({ratio!r})")
+    elif ratio > goal:
+        pairs = len(runs) if isinstance(runs, list) else "?"
+        missed.append(
+            f"ours took {report.get('ours_s')} s against {report.get('by_hand_s')} s by hand "
+            f"(pg_dump -Fc, pg_restore --list, psql -1): ratio {ratio} (median of {pairs} "
+            f"pairs), over the goal of {goal}")
+    role = (report.get("role_statement_timeout_5s") or {}).get("result")
+    if role is None:
+        unsure.append("the upgrade as a role with statement_timeout = 5s was not reported")
+    elif role != "succeeded":
+        missed.append(f"the upgrade as a role with statement_timeout = 5s {role}")
+    return missed, unsure
+
+
+try:
+    with open(path) as f:
+        report = json.load(f)
+    if not isinstance(report, dict):
+        raise ValueError("not a JSON object")
+except (OSError, ValueError) as error:
+    print(f"bench-db: INCONCLUSIVE: cannot read the report {path}: {error}")
+    sys.exit(6)
+missed, unsure = verdict(report, goal)
+if missed:
+    print("bench-db: MISSED:")
+    for reason in missed + [f"and inconclusive: {reason}" for reason in unsure]:
+        print(f"  - {reason}")
+    sys.exit(1)
+if unsure:
+    print("bench-db: INCONCLUSIVE:")
+    for reason in unsure:
+        print(f"  - {reason}")
+    sys.exit(6)
+print(f"bench-db: met: ratio {report['ratio']} within the goal of {goal}; "
+      "the role with statement_timeout = 5s upgraded")
+EOF
+}
+
+if [[ ${1:-} == --judge ]]; then
+    if [[ $# -ne 2 ]]; then
+        echo "usage: tools/bench-db.sh --judge REPORT" >&2
+        exit 2
+    fi
+    status=0
+    judge "$2" "${goal_ratio}" || status=$?
+    exit "${status}"
+fi
+
+# From here on a failure is the benchmark's own (exit 3), not a verdict.
+trap 'exit 3' ERR
 
 rows="${1:-${BENCH_DB_ROWS:-2000000}}"
 runs="${BENCH_DB_RUNS:-3}"
@@ -38,11 +119,11 @@ out="${repo}/target/bench-db.json"
 
 if [[ ! -x "${server_bin}/initdb" ]]; then
     echo "PostgreSQL server binaries not found in ${server_bin}: install postgresql-15 or set BENCH_DB_SERVER_BIN" >&2
-    exit 1
+    exit 3
 fi
 if [[ "$(id -u)" != 0 ]]; then
     echo "run as root: the throwaway server runs as user postgres" >&2
-    exit 1
+    exit 3
 fi
 
 client_bin="$("${repo}/tools/postgresql.sh" client-bin)"
@@ -184,10 +265,10 @@ fi
 role_s="$(since "${started}")"
 
 python3 - "${results}" "${out}" "${rows}" "${size}" "${compression}" "${maintenance_work_mem}" \
-    "${role_result}" "${role_s}" "${work}/role-outcome.json" <<'EOF'
+    "${role_result}" "${role_s}" "${work}/role-outcome.json" "${goal_ratio}" <<'EOF'
 import json, statistics, sys
 results = [json.loads(line) for line in open(sys.argv[1])]
-out, rows, size, compression, mwm, role_result, role_s, role_outcome = sys.argv[2:10]
+out, rows, size, compression, mwm, role_result, role_s, role_outcome, goal = sys.argv[2:11]
 median = lambda values: statistics.median(values)
 def phase_medians(side):
     keys = results[0][side].keys()
@@ -202,6 +283,7 @@ report = {
     "ours_s": round(median([r["ours_s"] for r in results]), 3),
     "by_hand_s": round(median([r["by_hand_s"] for r in results]), 3),
     "ratio": round(median([r["ratio"] for r in results]), 3),
+    "goal_ratio": float(goal),
     "rows": int(rows),
     "phases": {"ours": phase_medians("ours"), "by_hand": phase_medians("by_hand")},
     "settings": {"database_size": size, "compression": compression, "maintenance_work_mem": mwm,
@@ -214,3 +296,7 @@ with open(out, "w") as f:
 print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2))
 EOF
 echo "written to ${out}"
+echo
+status=0
+judge "${out}" "${goal_ratio}" || status=$?
+exit "${status}"
