@@ -267,25 +267,36 @@ chain_env := "UPGRADE_GATE_TOOLS=\"$(UPGRADE_GATE_CACHE=" + cache + " tools/bin-
 _chain-prerequisites: (doctor "demo")
     @UPGRADE_GATE_CACHE="{{cache}}" tools/prepare.sh demo "{{justfile_directory()}}/target/logs/prepare-$(date +%Y%m%d-%H%M%S)"
 
-# Settings: GATE=on|off (on), START=slow|fast (slow), SUCCESSOR=cumulative|naive
-# (cumulative), ROWS=N (1000000; or DEMO_ROWS), KEEP=1 keeps the cluster (docs/demo.md).
-# The main job: 7.9.3 -> 7.10.0 -> 7.10.1 through OLM on local cluster `demo`, narrated.
+# Settings: DEPLOYER=olm|helm (olm: OLM v0; helm: `helm upgrade` as a pipeline,
+# the admission policy its brake), GATE=on|off (on: the deployer's hold; off:
+# without it), START=slow|fast (slow), SUCCESSOR=cumulative|naive (cumulative;
+# OLM only), ROWS=N (1000000; or DEMO_ROWS), KEEP=1 keeps the cluster (docs/demo.md).
+# The main job: 7.9.3 -> 7.10.0 -> 7.10.1 on local cluster `demo`, narrated and drawn.
 demo *SETTINGS: _chain-prerequisites
     #!/usr/bin/env bash
     set -euo pipefail
-    gate=on start=slow successor=cumulative rows=${DEMO_ROWS:-1000000} keep=${KEEP:-0}
+    deployer=olm gate=on start=slow successor=cumulative rows=${DEMO_ROWS:-1000000} keep=${KEEP:-0}
     for setting in {{SETTINGS}}; do
       case $setting in
+        DEPLOYER=*) deployer=${setting#DEPLOYER=} ;;
         GATE=*) gate=${setting#GATE=} ;;
         START=*) start=${setting#START=} ;;
         SUCCESSOR=*) successor=${setting#SUCCESSOR=} ;;
         ROWS=*) rows=${setting#ROWS=} ;;
         KEEP=*) keep=${setting#KEEP=} ;;
-        *) echo "just demo: unknown setting $setting (GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N KEEP=1)" >&2; exit 2 ;;
+        *) echo "just demo: unknown setting $setting (DEPLOYER=olm|helm GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N KEEP=1)" >&2; exit 2 ;;
       esac
     done
+    case $deployer in
+      olm) tools_set=olm-v0 ;;
+      # Helm: the same cluster, and the helm CLI built from its Go module.
+      helm) tools_set=helm; UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh helm >/dev/null ;;
+      olm-v1|kubectl) echo "just demo: DEPLOYER=$deployer is not played by the demo yet (its chain runs in \`just test\`: docs/demo.md); DEPLOYER=olm|helm" >&2; exit 2 ;;
+      *) echo "just demo: unknown deployer $deployer (olm|helm)" >&2; exit 2 ;;
+    esac
     cargo build --quiet --workspace --bins
-    {{chain_env}} KEEP="$keep" "{{target_dir}}/debug/chain" --cluster demo demo \
+    {{chain_env}} UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh "$tools_set")" \
+      KEEP="$keep" "{{target_dir}}/debug/chain" --cluster demo demo --deployer "$deployer" \
       --gate "$gate" --start "$start" --successor "$successor" --rows "$rows"
 
 # Each run in a fresh namespace with its own database and Subscription, judged

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints the directory the cluster harness reads as UPGRADE_GATE_TOOLS for
-# tool set SET (olm-v0 | all, default all; tools/lib.sh): its bin/ holds the
+# tool set SET (olm-v0 | helm | all, default all; tools/lib.sh): its bin/ holds the
 # set's tool binaries (links), its crds/ OLM's CRDs. The name is derived from
 # the set's wrapper modules' go.sum files, so it changes with any bump.
 # Exits 1 (with a hint on stderr) when `tools/build.sh SET` has not built it yet.

@@ -328,7 +328,7 @@ main() {
   # other, so a package they share (the standard library, golang.org/x at
   # the same version) is compiled once, not at once by each.
   local pids=() pid failed=0 module
-  if [[ $set == olm-v0 ]]; then
+  if [[ $set == olm-v0 || $set == helm ]]; then
     (for module in $(set_modules "$set"); do build_module "$module" || exit 1; done) &
     pids+=($!)
   else
@@ -345,8 +345,12 @@ main() {
     return 1
   }
   assemble_current "$set"
-  # all holds olm-v0's binaries too: its directory costs a few links.
-  [[ $set != all ]] || assemble_current olm-v0
+  # all holds olm-v0's and helm's binaries too: their directories cost a
+  # few links.
+  if [[ $set == all ]]; then
+    assemble_current olm-v0
+    assemble_current helm
+  fi
   log "cluster tools ($set) ready in $(elapsed_since "$start") s"
   current_dir "$set"
 }

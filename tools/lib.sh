@@ -14,10 +14,11 @@ wrapper_modules=(kubernetes etcd olm olm-v1 lint helm)
 #   olm-v0  a cluster with OLM v0: `just demo`, `just race`, `just
 #           bench-scale` (Kubernetes' servers, etcd, OLM's olm, catalog
 #           and opm)
+#   helm    olm-v0's and Helm: `just demo DEPLOYER=helm`
 #   all     what `just test` needs besides: kubectl, OLM v1, Helm,
 #           actionlint and the bundle validators (operator-verify,
 #           validate-bundle)
-tool_sets=(olm-v0 all)
+tool_sets=(olm-v0 helm all)
 
 # The binaries of set $1 the harness expects in "$(tools/bin-dir.sh SET)/bin",
 # one per line.
@@ -29,6 +30,7 @@ set_binaries() {
   )
   case $1 in
     olm-v0) printf '%s\n' "${olm_v0[@]}" ;;
+    helm) printf '%s\n' "${olm_v0[@]}" helm ;;
     all) printf '%s\n' "${olm_v0[@]}" kubectl operator-verify validate-bundle \
       operator-controller catalogd registry actionlint helm ;;
     *)
@@ -42,6 +44,7 @@ set_binaries() {
 set_modules() {
   case $1 in
     olm-v0) printf '%s\n' kubernetes etcd olm ;;
+    helm) printf '%s\n' kubernetes etcd olm helm ;;
     all) printf '%s\n' "${wrapper_modules[@]}" ;;
     *)
       echo "unknown tool set '$1' (${tool_sets[*]})" >&2

@@ -40,8 +40,10 @@ use clap::{Parser, Subcommand};
 use harness::cluster::{Cluster, ClusterConfig};
 use harness::layout::ClusterName;
 use harness::testing::TestCluster;
+use upgrade_gate_tests::admission_policy;
 use upgrade_gate_tests::chain::arm::{Arm, Gate, Start, Successor};
 use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster};
+use upgrade_gate_tests::chain::judge::Deployer;
 use upgrade_gate_tests::chain::narrate::{self, LiveNarration};
 use upgrade_gate_tests::chain::picture;
 use upgrade_gate_tests::chain::report::{ArmReport, Outcome, describe_outcome, matrix_table};
@@ -156,10 +158,23 @@ enum Command {
     Demo {
         #[command(flatten)]
         arm: ArmArgs,
+        /// Who pushes the releases: `olm` (OLM v0: a Subscription's channel
+        /// switch; --gate is the init container) or `helm` (`helm upgrade`
+        /// to 7.10.0 and at once to 7.10.1, retried as a pipeline would;
+        /// --gate is the admission policy's binding).
+        #[arg(long, value_enum, default_value = "olm")]
+        deployer: DemoDeployer,
         /// Executions seeded before the switch.
         #[arg(long, env = "DEMO_ROWS", default_value_t = 1_000_000)]
         rows: u64,
     },
+}
+
+/// The deployers `chain demo` plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum DemoDeployer {
+    Olm,
+    Helm,
 }
 
 fn main() -> ExitCode {
@@ -211,7 +226,16 @@ fn main() -> ExitCode {
                     Command::RaceMatrix { runs, rows } => {
                         race(&local, &Arm::matrix(), runs, rows).await
                     }
-                    Command::Demo { arm, rows } => demo(&local, arm.arm(), rows, keep).await,
+                    Command::Demo {
+                        arm,
+                        rows,
+                        deployer: DemoDeployer::Olm,
+                    } => demo(&local, arm.arm(), rows, keep).await,
+                    Command::Demo {
+                        arm,
+                        rows,
+                        deployer: DemoDeployer::Helm,
+                    } => demo_helm(&local, arm.arm(), rows, keep).await,
                     Command::BenchScale {
                         apps,
                         rows,
@@ -577,12 +601,19 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
     for line in &report.verdict.evidence {
         println!("      {line}");
     }
+    finish_demo(run, &report, arm, "target/demo", keep)
+}
+
+/// The end of a demo: the report and its picture written (under `dir` of
+/// the repository), the run kept with `keep`, the outcome against the arm's
+/// expectation said.
+fn finish_demo(run: ChainRun, report: &RunReport, arm: Arm, dir: &str, keep: bool) -> Outcome {
     let report_file = ArmReport {
         arm,
         runs: vec![report.clone()],
     };
     let outcome = report_file.outcome();
-    let paths = write_report(&repository_root().join("target/demo"), &report_file);
+    let paths = write_report(&repository_root().join(dir), &report_file);
     println!(
         "\n    the run's timeline and evidence: {}\n    its picture (open it in a browser): {}",
         paths[0].display(),
@@ -603,4 +634,87 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
         describe_outcome(&outcome)
     );
     outcome
+}
+
+/// How often the demo's pipeline retries a refused `helm upgrade`.
+const PIPELINE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long the pipeline keeps retrying.
+const PIPELINE_FOR: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// The demo pushed by Helm: 7.9.3 installed by `helm install`; time zero
+/// the `helm upgrade` to 7.10.0; 7.10.1 pushed at once and every second
+/// until accepted, as a pipeline would. `--gate on`: the admission policy
+/// (manifests/admission/) bound to the run's namespace, its brake; `off`:
+/// not bound. Narrated, judged and drawn as the OLM demo.
+async fn demo_helm(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcome {
+    if arm.successor == Successor::Naive || arm.start == Start::Fast {
+        eprintln!(
+            "chain demo --deployer helm: the naive successor and the fast start are variants of the OLM catalog; Helm plays the chart of each release (cumulative, slow start)"
+        );
+        return Outcome::Inconclusive(vec!["an arm Helm does not play".to_owned()]);
+    }
+    let brake = match arm.gate {
+        Gate::On => "the admission policy bound to the run's namespace",
+        Gate::Off => "no admission policy: nothing holds Helm",
+    };
+    println!(
+        "upgrade-gate demo: 7.9.3 -> 7.10.0 -> 7.10.1 pushed by Helm on local cluster {}: {brake} ({rows} seeded rows)",
+        cluster.name()
+    );
+    println!(
+        "\n==> Setting up: 7.9.3 installed by `helm install` (the chart of release 7.9.3), the App on a database of its own, {rows} rows seeded, a writer writing"
+    );
+    let set_up = Instant::now();
+    if arm.gate == Gate::On {
+        // The record's CRD and the policies first, as an admin's cluster
+        // has them: 7.9.3's operator records from its start.
+        admission_policy::install(&cluster.client().await).await;
+    }
+    let mut options = options(arm, PathBuf::new(), "demo-helm", 50051, Data::Seed { rows });
+    options.chain.deployer = Deployer::Helm;
+    let mut run = ChainRun::prepare(cluster, options).await;
+    let ns = run.namespace.name.clone();
+    let _policy = match arm.gate {
+        Gate::On => Some(
+            admission_policy::Policy::apply(
+                &cluster.client().await,
+                cluster.kubeconfig(),
+                &format!("upgrade-gate.dev-{ns}"),
+                &[&ns],
+            )
+            .await,
+        ),
+        Gate::Off => None,
+    };
+    println!(
+        "    set up in {:.1} s; data before the upgrade: {}",
+        set_up.elapsed().as_secs_f64(),
+        run.data_before.summary()
+    );
+    println!(
+        "\n==> `helm upgrade` to 7.10.0, then at once to 7.10.1, retried every {PIPELINE_RETRY:?} until accepted, as a pipeline would (times from the first upgrade)"
+    );
+    run.start_upgrade().await;
+    let zero = timeline::zero_at(&run.timeline.snapshot()).unwrap_or_else(jiff::Timestamp::now);
+    let narration = LiveNarration::start(&run.timeline, zero);
+    let pusher = run.push_until_accepted(&run.chain.next.clone(), PIPELINE_RETRY, PIPELINE_FOR);
+    if let Err(error) = pusher.await {
+        eprintln!("chain demo: the pipeline pushing 7.10.1: {error}");
+    }
+    let chain = run.chain.clone();
+    let report = run.finish().await;
+    narration.stop(&run.timeline);
+    println!("\n==> What happened (chain {:.1} s)", report.chain_seconds);
+    for line in narrate::closing(&report, &chain) {
+        println!("    {line}");
+    }
+    println!("\n==> What the App's user sees now");
+    for line in run.user_view().await {
+        println!("    {line}");
+    }
+    println!("\n    evidence:");
+    for line in &report.verdict.evidence {
+        println!("      {line}");
+    }
+    finish_demo(run, &report, arm, "target/demo/helm", keep)
 }

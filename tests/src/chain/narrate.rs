@@ -187,8 +187,13 @@ pub fn closing(report: &RunReport, chain: &Chain) -> Vec<String> {
     let middle = chain.middle.as_deref().unwrap_or("the middle release");
     let mut lines = Vec::new();
     if verdict.raced {
+        let moved = match chain.deployer {
+            super::judge::Deployer::Olm => "OLM moved on to",
+            super::judge::Deployer::Helm => "Helm applied",
+            super::judge::Deployer::OlmV1 => "OLM v1 applied",
+        };
         lines.push(format!(
-            "The race happened: OLM moved on to {} before {middle}'s upgrade had completed.",
+            "The race happened: {moved} {} before {middle}'s upgrade had completed.",
             chain.next
         ));
     } else {

@@ -732,9 +732,30 @@ impl ChainRun {
 }
 
 impl ChainRun {
+    /// The operator's entry in the namespace's UpgradeRecord, the
+    /// admission policy's parameter (what holds a deployer other than OLM v0).
+    async fn admission_record_line(&self) -> String {
+        let records: kube::Api<DynamicObject> = kube::Api::namespaced_with(
+            self.client(),
+            &self.namespace.name,
+            &upgrade_gate::admission::record_resource(),
+        );
+        match records.get_opt(upgrade_gate::admission::RECORD_NAME).await {
+            Ok(Some(record)) => format!(
+                "the admission record (kubectl get upgraderecord upgrade-gate -o yaml): app-operator {}",
+                record.data["spec"]["operators"]["app-operator"]
+            ),
+            Ok(None) => {
+                "the admission record: none in this namespace (no admission policy here)".to_owned()
+            }
+            Err(error) => format!("the admission record: cannot be read ({error})"),
+        }
+    }
+
     /// What a user of the App would look at after the chain, in their
     /// words: the App as `kubectl describe` shows it with its Events, OLM's
-    /// view of the last release (its CSV and its gate), the App's server,
+    /// view of the last release (its CSV and its gate; under another
+    /// deployer, the admission record), the App's server,
     /// and the database's migration history against the last release's
     /// plan. Each part that cannot be read says why.
     pub async fn user_view(&self) -> Vec<String> {
@@ -796,31 +817,35 @@ impl ChainRun {
             Err(error) => lines.push(format!("  Events: cannot be listed ({error})")),
         }
         let last = &self.chain.last;
-        let csv_name = format!("{}{last}", super::facts::CSV_PREFIX);
-        match csv_api(&client, ns).get(&csv_name).await {
-            Ok(csv) => lines.push(format!(
-                "OLM: CSV {csv_name} {} ({})",
-                csv.data["status"]["phase"].as_str().unwrap_or("-"),
-                csv.data["status"]["reason"].as_str().unwrap_or("-")
-            )),
-            Err(error) => lines.push(format!("OLM: CSV {csv_name} cannot be read ({error})")),
-        }
-        let conditions =
-            kube::Api::<upgrade_gate::operator_condition::OperatorCondition>::namespaced(
-                client.clone(),
-                ns,
-            );
-        match conditions.get(&csv_name).await {
-            Ok(condition) => lines.push(match condition.upgradeable_in_spec() {
-                Some(entry) => format!(
-                    "its gate (kubectl describe operatorcondition {csv_name}): Upgradeable={} ({}): {}",
-                    entry.status(),
-                    entry.reason(),
-                    entry.message()
-                ),
-                None => format!("its gate: OperatorCondition {csv_name} has no Upgradeable entry"),
-            }),
-            Err(error) => lines.push(format!("its gate: cannot be read ({error})")),
+        if self.chain.deployer == Deployer::Olm {
+            let csv_name = format!("{}{last}", super::facts::CSV_PREFIX);
+            match csv_api(&client, ns).get(&csv_name).await {
+                Ok(csv) => lines.push(format!(
+                    "OLM: CSV {csv_name} {} ({})",
+                    csv.data["status"]["phase"].as_str().unwrap_or("-"),
+                    csv.data["status"]["reason"].as_str().unwrap_or("-")
+                )),
+                Err(error) => lines.push(format!("OLM: CSV {csv_name} cannot be read ({error})")),
+            }
+            let conditions =
+                kube::Api::<upgrade_gate::operator_condition::OperatorCondition>::namespaced(
+                    client.clone(),
+                    ns,
+                );
+            match conditions.get(&csv_name).await {
+                Ok(condition) => lines.push(match condition.upgradeable_in_spec() {
+                    Some(entry) => format!(
+                        "its gate (kubectl describe operatorcondition {csv_name}): Upgradeable={} ({}): {}",
+                        entry.status(),
+                        entry.reason(),
+                        entry.message()
+                    ),
+                    None => format!("its gate: OperatorCondition {csv_name} has no Upgradeable entry"),
+                }),
+                Err(error) => lines.push(format!("its gate: cannot be read ({error})")),
+            }
+        } else {
+            lines.push(self.admission_record_line().await);
         }
         lines.push(match self.server_healthz().await {
             Ok(answer) => format!("the App's server: {answer}"),
