@@ -264,6 +264,18 @@ chain_env := "UPGRADE_GATE_TOOLS=\"$(UPGRADE_GATE_CACHE=" + cache + " tools/bin-
 # workspace compiles once (`just image` is the release build users get).
 # One line per stage and a progress line a minute; the builds' output goes
 # to a log file a stage under target/logs/ (tools/prepare.sh).
+# The tool set DEPLOYER's chain needs, built (prints its name): olm -> olm-v0;
+# helm -> helm (olm-v0's and the helm CLI, built from its Go module).
+_deployer-tools DEPLOYER:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    case "{{DEPLOYER}}" in
+      olm) echo olm-v0 ;;
+      helm) UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh helm >/dev/null; echo helm ;;
+      olm-v1|kubectl) echo "DEPLOYER={{DEPLOYER}} is not played by the demo and the race yet (OLM v1's and kubectl's chains run in \`just test\`: docs/demo.md); DEPLOYER=olm|helm" >&2; exit 2 ;;
+      *) echo "unknown deployer {{DEPLOYER}} (olm|helm)" >&2; exit 2 ;;
+    esac
+
 _chain-prerequisites: (doctor "demo")
     @UPGRADE_GATE_CACHE="{{cache}}" tools/prepare.sh demo "{{justfile_directory()}}/target/logs/prepare-$(date +%Y%m%d-%H%M%S)"
 
@@ -287,13 +299,7 @@ demo *SETTINGS: _chain-prerequisites
         *) echo "just demo: unknown setting $setting (DEPLOYER=olm|helm GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N KEEP=1)" >&2; exit 2 ;;
       esac
     done
-    case $deployer in
-      olm) tools_set=olm-v0 ;;
-      # Helm: the same cluster, and the helm CLI built from its Go module.
-      helm) tools_set=helm; UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh helm >/dev/null ;;
-      olm-v1|kubectl) echo "just demo: DEPLOYER=$deployer is not played by the demo yet (its chain runs in \`just test\`: docs/demo.md); DEPLOYER=olm|helm" >&2; exit 2 ;;
-      *) echo "just demo: unknown deployer $deployer (olm|helm)" >&2; exit 2 ;;
-    esac
+    tools_set=$(just _deployer-tools "$deployer")
     cargo build --quiet --workspace --bins
     {{chain_env}} UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh "$tools_set")" \
       KEEP="$keep" "{{target_dir}}/debug/chain" --cluster demo demo --deployer "$deployer" \
@@ -308,19 +314,22 @@ demo *SETTINGS: _chain-prerequisites
 race *SETTINGS: _chain-prerequisites
     #!/usr/bin/env bash
     set -euo pipefail
-    runs=10 gate=on start=slow successor=cumulative rows=2000000
+    runs=10 deployer=olm gate=on start=slow successor=cumulative rows=2000000
     for setting in {{SETTINGS}}; do
       case $setting in
         RUNS=*) runs=${setting#RUNS=} ;;
+        DEPLOYER=*) deployer=${setting#DEPLOYER=} ;;
         GATE=*) gate=${setting#GATE=} ;;
         START=*) start=${setting#START=} ;;
         SUCCESSOR=*) successor=${setting#SUCCESSOR=} ;;
         ROWS=*) rows=${setting#ROWS=} ;;
-        *) echo "just race: unknown setting $setting (RUNS=N GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N)" >&2; exit 2 ;;
+        *) echo "just race: unknown setting $setting (RUNS=N DEPLOYER=olm|helm GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N)" >&2; exit 2 ;;
       esac
     done
+    tools_set=$(just _deployer-tools "$deployer")
     cargo build --workspace --bins
-    {{chain_env}} "{{target_dir}}/debug/chain" --cluster "race-$$" race --runs "$runs" \
+    {{chain_env}} UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh "$tools_set")" \
+      "{{target_dir}}/debug/chain" --cluster "race-$$" race --runs "$runs" --deployer "$deployer" \
       --gate "$gate" --start "$start" --successor "$successor" --rows "$rows"
 
 # Every arm (gate x start, for each successor), RUNS runs each, on one cluster;
@@ -330,16 +339,19 @@ race *SETTINGS: _chain-prerequisites
 race-matrix *SETTINGS: _chain-prerequisites
     #!/usr/bin/env bash
     set -euo pipefail
-    runs=10 rows=2000000
+    runs=10 rows=2000000 deployer=olm
     for setting in {{SETTINGS}}; do
       case $setting in
         RUNS=*) runs=${setting#RUNS=} ;;
         ROWS=*) rows=${setting#ROWS=} ;;
-        *) echo "just race-matrix: unknown setting $setting (RUNS=N ROWS=N)" >&2; exit 2 ;;
+        DEPLOYER=*) deployer=${setting#DEPLOYER=} ;;
+        *) echo "just race-matrix: unknown setting $setting (RUNS=N ROWS=N DEPLOYER=olm|helm)" >&2; exit 2 ;;
       esac
     done
+    tools_set=$(just _deployer-tools "$deployer")
     cargo build --workspace --bins
-    {{chain_env}} "{{target_dir}}/debug/chain" --cluster "race-$$" race-matrix --runs "$runs" --rows "$rows"
+    {{chain_env}} UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh "$tools_set")" \
+      "{{target_dir}}/debug/chain" --cluster "race-$$" race-matrix --runs "$runs" --rows "$rows" --deployer "$deployer"
 
 # A measurement, not a test: on local cluster `scale-<pid>` (started and torn
 # down by the runner), APPS Apps on databases at 7.10.0 (ROWS executions

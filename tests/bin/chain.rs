@@ -128,6 +128,9 @@ enum Command {
         runs: u32,
         #[command(flatten)]
         arm: ArmArgs,
+        /// Who pushes the releases (as `demo --deployer`).
+        #[arg(long, value_enum, default_value = "olm")]
+        deployer: DemoDeployer,
         /// Executions seeded (once, copied per run): enough that 7.10.0's
         /// Job outlasts OLM's step to 7.10.1 by 10 s.
         #[arg(long, default_value_t = 2_000_000)]
@@ -137,6 +140,10 @@ enum Command {
     RaceMatrix {
         #[arg(long, default_value_t = 10)]
         runs: u32,
+        /// Who pushes the releases: under Helm the arms are the gate (the
+        /// admission policy) on and off, slow start, cumulative successor.
+        #[arg(long, value_enum, default_value = "olm")]
+        deployer: DemoDeployer,
         /// Executions seeded (once, copied per run).
         #[arg(long, default_value_t = 2_000_000)]
         rows: u64,
@@ -170,11 +177,21 @@ enum Command {
     },
 }
 
-/// The deployers `chain demo` plays.
+/// The deployers `chain demo` and `chain race` play.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum DemoDeployer {
     Olm,
     Helm,
+}
+
+impl DemoDeployer {
+    /// As the reports name it.
+    fn name(self) -> &'static str {
+        match self {
+            DemoDeployer::Olm => "olm",
+            DemoDeployer::Helm => "helm",
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -220,11 +237,29 @@ fn main() -> ExitCode {
             let mut stop = upgrade_gate::shutdown::listen();
             let work = async {
                 match cli.command {
-                    Command::Race { runs, arm, rows } => {
-                        race(&local, &[arm.arm()], runs, rows).await
-                    }
-                    Command::RaceMatrix { runs, rows } => {
-                        race(&local, &Arm::matrix(), runs, rows).await
+                    Command::Race {
+                        runs,
+                        arm,
+                        deployer,
+                        rows,
+                    } => race(&local, &[arm.arm()], deployer, runs, rows).await,
+                    Command::RaceMatrix {
+                        runs,
+                        deployer,
+                        rows,
+                    } => {
+                        let arms = match deployer {
+                            DemoDeployer::Olm => Arm::matrix(),
+                            DemoDeployer::Helm => [Gate::On, Gate::Off]
+                                .into_iter()
+                                .map(|gate| Arm {
+                                    gate,
+                                    start: Start::Slow,
+                                    successor: Successor::Cumulative,
+                                })
+                                .collect(),
+                        };
+                        race(&local, &arms, deployer, runs, rows).await
                     }
                     Command::Demo {
                         arm,
@@ -403,7 +438,32 @@ fn combined(outcomes: &[Outcome]) -> Outcome {
 /// Plays each arm `runs` times on copies of one seeded database; writes
 /// each arm's report as it finishes; prints each arm's table and, for
 /// several arms, the matrix.
-async fn race(cluster: &LocalCluster, arms: &[Arm], runs: u32, rows: u64) -> Outcome {
+async fn race(
+    cluster: &LocalCluster,
+    arms: &[Arm],
+    deployer: DemoDeployer,
+    runs: u32,
+    rows: u64,
+) -> Outcome {
+    let helm = deployer == DemoDeployer::Helm;
+    if helm
+        && arms
+            .iter()
+            .any(|arm| arm.successor == Successor::Naive || arm.start == Start::Fast)
+    {
+        eprintln!(
+            "chain race --deployer helm: the naive successor and the fast start are variants of the OLM catalog; Helm plays the chart of each release (cumulative, slow start)"
+        );
+        return Outcome::Inconclusive(vec!["an arm Helm does not play".to_owned()]);
+    }
+    if helm {
+        admission_policy::install(&cluster.client().await).await;
+    }
+    let dir = if helm {
+        race_dir().join("helm")
+    } else {
+        race_dir()
+    };
     println!("==> Seeding {rows} executions at 7.9.3 once (each run gets a copy)");
     let seeding = Instant::now();
     let template = SeedTemplate::create(
@@ -423,23 +483,50 @@ async fn race(cluster: &LocalCluster, arms: &[Arm], runs: u32, rows: u64) -> Out
             arm.name(),
             arm.describe()
         );
-        let catalog = catalog_for(arm);
+        let catalog = if helm {
+            PathBuf::new()
+        } else {
+            catalog_for(arm)
+        };
         let mut runs_of_arm: Vec<RunReport> = Vec::new();
         for index in 1..=runs {
             println!("\n==> {}: run {index} of {runs}", arm.name());
             let port = 50100 + u16::try_from(index % 400).unwrap_or(0);
             let prefix = format!(
-                "race-{}-{}-{}-{index}",
+                "race-{}{}-{}-{}-{index}",
+                if helm { "helm-" } else { "" },
                 arm.gate.name(),
                 arm.start.name(),
                 arm.successor.name()
             );
-            let mut run = ChainRun::prepare(
-                cluster,
-                options(arm, catalog.clone(), &prefix, port, template.data()),
-            )
-            .await;
+            let mut options = options(arm, catalog.clone(), &prefix, port, template.data());
+            if helm {
+                options.chain.deployer = Deployer::Helm;
+            }
+            let mut run = ChainRun::prepare(cluster, options).await;
+            let ns = run.namespace.name.clone();
+            let _policy = match (helm, arm.gate) {
+                (true, Gate::On) => Some(
+                    admission_policy::Policy::apply(
+                        &cluster.client().await,
+                        cluster.kubeconfig(),
+                        &format!("upgrade-gate.dev-{ns}"),
+                        &[&ns],
+                    )
+                    .await,
+                ),
+                _ => None,
+            };
             run.start_upgrade().await;
+            if helm {
+                let next = run.chain.next.clone();
+                if let Err(error) = run
+                    .push_until_accepted(&next, PIPELINE_RETRY, PIPELINE_FOR)
+                    .await
+                {
+                    eprintln!("chain race: the pipeline pushing {next}: {error}");
+                }
+            }
             let report = run.finish().await;
             println!(
                 "    run {index}: {}, damaged {}, chain {:.1} s, 7.10.1 Pending {}",
@@ -460,7 +547,7 @@ async fn race(cluster: &LocalCluster, arms: &[Arm], runs: u32, rows: u64) -> Out
             arm,
             runs: runs_of_arm,
         };
-        let paths = write_report(&race_dir(), &report);
+        let paths = write_report(&dir, &report, deployer);
         println!(
             "\n{}\nreport: {}",
             report.table(),
@@ -476,12 +563,12 @@ async fn race(cluster: &LocalCluster, arms: &[Arm], runs: u32, rows: u64) -> Out
     let outcomes: Vec<Outcome> = reports.iter().map(ArmReport::outcome).collect();
     if reports.len() > 1 {
         let table = matrix_table(&reports);
-        let path = race_dir().join("matrix.txt");
+        let path = dir.join("matrix.txt");
         if let Err(error) = std::fs::write(&path, format!("{table}\n")) {
             panic!("writing {}: {error}", path.display());
         }
         let arms: Vec<_> = reports.iter().map(ArmReport::to_json).collect();
-        let page = race_dir().join("matrix.html");
+        let page = dir.join("matrix.html");
         if let Err(error) = std::fs::write(&page, picture::matrix_page(&arms)) {
             panic!("writing {}: {error}", page.display());
         }
@@ -499,8 +586,9 @@ async fn race(cluster: &LocalCluster, arms: &[Arm], runs: u32, rows: u64) -> Out
 /// Writes `<dir>/<file>` for each of the arm's report files, and beside
 /// each its picture (`<file>.html`, `chain::picture`); panics when it
 /// cannot. Returns the JSON files' paths.
-fn write_report(dir: &std::path::Path, report: &ArmReport) -> Vec<PathBuf> {
-    let json = report.to_json();
+fn write_report(dir: &std::path::Path, report: &ArmReport, deployer: DemoDeployer) -> Vec<PathBuf> {
+    let mut json = report.to_json();
+    json["deployer"] = serde_json::Value::from(deployer.name());
     let text = serde_json::to_string_pretty(&json).unwrap_or_default();
     let page = picture::arm_page(&json);
     report
@@ -601,19 +689,26 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
     for line in &report.verdict.evidence {
         println!("      {line}");
     }
-    finish_demo(run, &report, arm, "target/demo", keep)
+    finish_demo(run, &report, arm, DemoDeployer::Olm, "target/demo", keep)
 }
 
 /// The end of a demo: the report and its picture written (under `dir` of
 /// the repository), the run kept with `keep`, the outcome against the arm's
 /// expectation said.
-fn finish_demo(run: ChainRun, report: &RunReport, arm: Arm, dir: &str, keep: bool) -> Outcome {
+fn finish_demo(
+    run: ChainRun,
+    report: &RunReport,
+    arm: Arm,
+    deployer: DemoDeployer,
+    dir: &str,
+    keep: bool,
+) -> Outcome {
     let report_file = ArmReport {
         arm,
         runs: vec![report.clone()],
     };
     let outcome = report_file.outcome();
-    let paths = write_report(&repository_root().join(dir), &report_file);
+    let paths = write_report(&repository_root().join(dir), &report_file, deployer);
     println!(
         "\n    the run's timeline and evidence: {}\n    its picture (open it in a browser): {}",
         paths[0].display(),
@@ -716,5 +811,12 @@ async fn demo_helm(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> O
     for line in &report.verdict.evidence {
         println!("      {line}");
     }
-    finish_demo(run, &report, arm, "target/demo/helm", keep)
+    finish_demo(
+        run,
+        &report,
+        arm,
+        DemoDeployer::Helm,
+        "target/demo/helm",
+        keep,
+    )
 }
