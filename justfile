@@ -308,8 +308,9 @@ demo *SETTINGS: _chain-prerequisites
 # Each run in a fresh namespace with its own database and Subscription, judged
 # raced/held/inconclusive and damaged; writes target/race/<arm>.json (and
 # gate-<GATE>.json for the default START and SUCCESSOR) and prints a table (docs/race.md).
-# Settings: RUNS=N (10), GATE=on|off (on), START=slow|fast (slow),
-# SUCCESSOR=cumulative|naive (cumulative), ROWS=N executions seeded (2000000).
+# Settings: RUNS=N (10), DEPLOYER=olm|helm (olm; helm: target/race/helm/),
+# GATE=on|off (on), START=slow|fast (slow), SUCCESSOR=cumulative|naive
+# (cumulative; OLM only), ROWS=N executions seeded (2000000).
 # The race, measured: RUNS runs of one arm of the chain.
 race *SETTINGS: _chain-prerequisites
     #!/usr/bin/env bash
@@ -334,8 +335,9 @@ race *SETTINGS: _chain-prerequisites
 
 # Every arm (gate x start, for each successor), RUNS runs each, on one cluster;
 # one JSON per arm in target/race/ and one table (target/race/matrix.txt; docs/race.md).
-# Settings: RUNS=N (10), ROWS=N executions seeded (2000000).
-# The race as a controlled experiment: all eight arms.
+# Settings: RUNS=N (10), ROWS=N executions seeded (2000000), DEPLOYER=olm|helm
+# (helm: the gate on and off; target/race/helm/).
+# The race as a controlled experiment: all eight arms (Helm: two).
 race-matrix *SETTINGS: _chain-prerequisites
     #!/usr/bin/env bash
     set -euo pipefail
