@@ -497,8 +497,10 @@ const LEGEND: &str = "<p class=\"legend\">\
 <span><i class=\"swatch\" style=\"background:#e09f00\"></i>Pending, writes refused</span>\
 <span><i class=\"swatch\" style=\"background:#1f5fa8\"></i>a pod or Job running</span>\
 <span><i class=\"swatch\" style=\"background:#6a3d9a\"></i>the runner's acts, the gate's object</span>\
-</p>\n<p>Gate lanes: upper half the OperatorCondition's spec (what the gate wrote), lower half OLM's copy in status. \
-Release lanes: upper half the CSV's phase, lower half its operator pod's life. Hover a mark for its fact.</p>\n";
+</p>\n<p>Release lanes: upper half the CSV's phase (OLM v0), lower half its operator pod's life; \
+a deployer's refused applies (the admission policy's refusals) are red crosses, its accepted ones green diamonds. \
+Gate lanes (OLM v0): upper half the OperatorCondition's spec (what the gate wrote), lower half OLM's copy in status. \
+Hover a mark for its fact.</p>\n";
 
 /// One run's section: banner, timeline, verdict's evidence, writer counts.
 fn run_section(run: &Value, index: usize) -> String {
@@ -539,7 +541,10 @@ fn run_section(run: &Value, index: usize) -> String {
 /// The page of an arm's report (`ArmReport::to_json`): each run's picture.
 pub fn arm_page(arm: &Value) -> String {
     let name = arm["arm"].as_str().unwrap_or("run");
-    let title = format!("upgrade-gate: {name}");
+    let title = match arm["deployer"].as_str() {
+        Some(deployer) => format!("upgrade-gate: {name}, pushed by {deployer}"),
+        None => format!("upgrade-gate: {name}"),
+    };
     let mut out = head(&title);
     let _ = writeln!(
         out,
@@ -655,8 +660,9 @@ mod tests {
         let (_, marks, _) = layout(&timeline);
         assert_eq!(marks.len(), timeline.len());
         let page = arm_page(
-            &json!({"arm": "gate-on", "runs": [run], "held": 1, "raced": 0, "inconclusive": 0, "damaged": 0, "total": 1, "expectation": "held"}),
+            &json!({"arm": "gate-on", "deployer": "helm", "runs": [run], "held": 1, "raced": 0, "inconclusive": 0, "damaged": 0, "total": 1, "expectation": "held"}),
         );
+        assert!(page.contains("<title>upgrade-gate: gate-on, pushed by helm</title>"));
         for index in 0..timeline.len() {
             assert_eq!(
                 page.matches(&format!("data-event=\"{index}\"")).count(),
