@@ -38,6 +38,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
+use kube::core::{Selector, SelectorExt};
 use serde::Serialize;
 
 use super::record::{RECORD_GROUP, RECORD_KIND, RECORD_NAME, RECORD_PLURAL, RECORD_VERSION};
@@ -296,43 +297,20 @@ enum Matched {
     Unknown(String),
 }
 
+/// `selector` as kube's (`None`: absent, or with an operator the API
+/// server would have refused, which then matches nothing).
+fn parsed(selector: &LabelSelector) -> Option<Selector> {
+    Selector::try_from(selector.clone()).ok()
+}
+
 /// Whether `labels` satisfy `selector` (absent or empty: everything), the
 /// rules of a Kubernetes label selector.
 fn selector_matches(selector: Option<&LabelSelector>, labels: &BTreeMap<String, String>) -> bool {
-    let Some(selector) = selector else {
-        return true;
-    };
-    let labels_match = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(key, value)| labels.get(key) == Some(value));
-    let expressions_match = selector.match_expressions.iter().flatten().all(|rule| {
-        let values = rule.values.as_deref().unwrap_or_default();
-        let value = labels.get(&rule.key);
-        match rule.operator.as_str() {
-            "In" => value.is_some_and(|value| values.contains(value)),
-            "NotIn" => value.is_none_or(|value| !values.contains(value)),
-            "Exists" => value.is_some(),
-            "DoesNotExist" => value.is_none(),
-            // The API server refuses any other operator.
-            _ => false,
-        }
-    });
-    labels_match && expressions_match
+    selector.is_none_or(|selector| parsed(selector).is_some_and(|s| s.matches(labels)))
 }
 
 fn is_empty(selector: Option<&LabelSelector>) -> bool {
-    selector.is_none_or(|selector| {
-        selector
-            .match_labels
-            .as_ref()
-            .is_none_or(BTreeMap::is_empty)
-            && selector
-                .match_expressions
-                .as_ref()
-                .is_none_or(Vec::is_empty)
-    })
+    selector.is_none_or(|selector| parsed(selector).is_some_and(|s| s.selects_all()))
 }
 
 /// Whether `list` holds `value` or `*`.
