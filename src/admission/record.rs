@@ -65,13 +65,6 @@ pub const COMPLETE: &str = "Complete";
 /// The entry's state when not.
 pub const IN_PROGRESS: &str = "InProgress";
 
-impl Entry {
-    /// Whether it says `release` completed its upgrade.
-    pub fn completes(&self, release: &str) -> bool {
-        self.state == COMPLETE && self.release == release
-    }
-}
-
 /// An admin's leave for one move (`spec.overrides.<operator>`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Override {
