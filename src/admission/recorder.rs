@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use super::record::{Override, RECORD_KIND, RECORD_NAME, override_of, record_patch, spends};
@@ -359,29 +360,14 @@ async fn write_record(
     memo: Option<&mut Memo>,
 ) -> Result<bool, kube::Error> {
     let api = &apis.records;
-    let current = tokio::time::timeout(REQUEST_TIMEOUT, api.get_opt(RECORD_NAME))
-        .await
-        .map_err(|_| timeout("reading", RECORD_KIND))??;
-    let Some(current) = current else {
+    let Some(current) = read(api, RECORD_NAME, RECORD_KIND).await? else {
         let object: DynamicObject =
             serde_json::from_value(super::record::new_record(&apis.namespace, operator, record))
                 .map_err(kube::Error::SerdeError)?;
-        let params = PostParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..Default::default()
-        };
         if let Some(memo) = memo {
             memo.first_override.get_or_insert(None);
         }
-        return match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&params, &object))
-            .await
-            .map_err(|_| timeout("creating", RECORD_KIND))?
-        {
-            Ok(_) => Ok(true),
-            // Created by another operator meanwhile: the next round patches it.
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-            Err(error) => Err(error),
-        };
+        return create(api, RECORD_NAME, &object, RECORD_KIND).await;
     };
     let spec = current.data.get("spec");
     let now = override_of(spec, operator);
@@ -392,19 +378,10 @@ async fn write_record(
         }
         None => false,
     };
-    let Some(patch) = record_patch(spec, operator, record, spend) else {
+    let Some(changes) = record_patch(spec, operator, record, spend) else {
         return Ok(false);
     };
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    };
-    tokio::time::timeout(
-        REQUEST_TIMEOUT,
-        api.patch(RECORD_NAME, &params, &Patch::Merge(&patch)),
-    )
-    .await
-    .map_err(|_| timeout("patching", RECORD_KIND))??;
+    patch(api, RECORD_NAME, &changes, RECORD_KIND).await?;
     if spend {
         tracing::info!(operator, release = %record.release(), "the override that let this release in is spent: removed");
     }
@@ -435,59 +412,79 @@ async fn write_configmap(
     deployment: &str,
     record: &Record,
 ) -> Result<bool, kube::Error> {
-    let current = tokio::time::timeout(REQUEST_TIMEOUT, api.get_opt(STATE_CONFIGMAP))
+    let Some(current) = read(api, STATE_CONFIGMAP, "ConfigMap").await? else {
+        let configmap = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(STATE_CONFIGMAP.to_owned()),
+                labels: Some(BTreeMap::from([(
+                    "app.kubernetes.io/part-of".to_owned(),
+                    "upgrade-gate".to_owned(),
+                )])),
+                ..Default::default()
+            },
+            data: Some(initial_data(deployment, record)),
+            ..Default::default()
+        };
+        return create(api, STATE_CONFIGMAP, &configmap, "ConfigMap").await;
+    };
+    let data = current.data.unwrap_or_default();
+    let Some(changes) = data_patch(&data, deployment, record) else {
+        return Ok(false);
+    };
+    patch(api, STATE_CONFIGMAP, &changes, "ConfigMap").await?;
+    Ok(true)
+}
+
+/// Object `name` of `api` (`None`: missing), within [`REQUEST_TIMEOUT`].
+async fn read<K>(api: &Api<K>, name: &str, kind: &str) -> Result<Option<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    tokio::time::timeout(REQUEST_TIMEOUT, api.get_opt(name))
         .await
-        .map_err(|_| timeout("reading", "ConfigMap"))??;
-    match current {
-        None => {
-            let configmap = ConfigMap {
-                metadata: kube::api::ObjectMeta {
-                    name: Some(STATE_CONFIGMAP.to_owned()),
-                    labels: Some(BTreeMap::from([(
-                        "app.kubernetes.io/part-of".to_owned(),
-                        "upgrade-gate".to_owned(),
-                    )])),
-                    ..Default::default()
-                },
-                data: Some(initial_data(deployment, record)),
-                ..Default::default()
-            };
-            let params = PostParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..Default::default()
-            };
-            match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&params, &configmap))
-                .await
-                .map_err(|_| timeout("creating", "ConfigMap"))?
-            {
-                Ok(_) => Ok(true),
-                // Created by someone else meanwhile: the next round patches it.
-                Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-                Err(error) => Err(error),
-            }
-        }
-        Some(configmap) => {
-            let data = configmap.data.unwrap_or_default();
-            let Some(patch) = data_patch(&data, deployment, record) else {
-                return Ok(false);
-            };
-            let params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..Default::default()
-            };
-            tokio::time::timeout(
-                REQUEST_TIMEOUT,
-                api.patch(STATE_CONFIGMAP, &params, &Patch::Merge(&patch)),
-            )
-            .await
-            .map_err(|_| timeout("patching", "ConfigMap"))??;
-            Ok(true)
-        }
+        .map_err(|_| timeout("reading", kind, name))?
+}
+
+/// Creates `object`: `Ok(true)`, or `Ok(false)` when someone else created
+/// it meanwhile (the next round patches it).
+async fn create<K>(api: &Api<K>, name: &str, object: &K, kind: &str) -> Result<bool, kube::Error>
+where
+    K: Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&params, object))
+        .await
+        .map_err(|_| timeout("creating", kind, name))?
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(error) => Err(error),
     }
 }
 
-fn timeout(what: &str, kind: &str) -> kube::Error {
-    kube::Error::Service(format!("{what} the {kind} upgrade-gate(-state) timed out").into())
+/// Merge-patches object `name` of `api` with `changes`.
+async fn patch<K>(api: &Api<K>, name: &str, changes: &Value, kind: &str) -> Result<(), kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    };
+    tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        api.patch(name, &params, &Patch::Merge(changes)),
+    )
+    .await
+    .map_err(|_| timeout("patching", kind, name))??;
+    Ok(())
+}
+
+fn timeout(what: &str, kind: &str, name: &str) -> kube::Error {
+    kube::Error::Service(format!("{what} {kind} {name} timed out").into())
 }
 
 /// The verdicts to hand the keeper when a [`Recorder`] records the same
