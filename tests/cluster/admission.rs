@@ -34,9 +34,7 @@
 //! Needs the shared test cluster (`just test-cluster`); panics without it.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use harness::testing::{TestCluster, TestNamespace};
@@ -59,6 +57,7 @@ use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions};
 use upgrade_gate_tests::chain::timeline::Fact;
 use upgrade_gate_tests::gate_process::run_gate;
 use upgrade_gate_tests::helm::{Helm, RELEASE_NAME};
+use upgrade_gate_tests::kubectl::{Kubectl, Ran};
 use upgrade_gate_tests::operator_install::{self, HeldUpgrade, OPERATOR};
 use upgrade_gate_tests::wait::{self, Look};
 
@@ -71,70 +70,34 @@ const NEXT: &str = "7.10.2";
 /// How often a deployer retries the refused apply.
 const RETRY: Duration = Duration::from_millis(250);
 
-/// `kubectl` of the cluster's tools, as the deployer.
-struct Kubectl {
-    kubectl: PathBuf,
-    kubeconfig: PathBuf,
+/// `kubectl apply` as the deployer.
+trait Applies {
+    fn apply(&self, object: &Value) -> Ran;
+    async fn apply_until_accepted(
+        &self,
+        what: &str,
+        timeout: Duration,
+        object: impl FnMut() -> Value,
+    ) -> Instant;
 }
 
-/// What one `kubectl apply` said.
-struct Applied {
-    accepted: bool,
-    output: String,
-}
-
-impl Kubectl {
-    fn new(kubeconfig: &Path) -> Kubectl {
-        let tools = std::env::var("UPGRADE_GATE_TOOLS").unwrap_or_else(|_| {
-            panic!("UPGRADE_GATE_TOOLS is not set: run through `just test-cluster`")
-        });
-        Kubectl {
-            kubectl: PathBuf::from(tools).join("bin/kubectl"),
-            kubeconfig: kubeconfig.to_owned(),
-        }
-    }
-
+impl Applies for Kubectl {
     /// `kubectl apply --server-side --force-conflicts -f -` of `object`:
     /// the deployer takes the fields it applies over from whoever set them
     /// (the test created the objects).
-    fn apply(&self, object: &Value) -> Applied {
-        let mut child = Command::new(&self.kubectl)
-            .args([
+    fn apply(&self, object: &Value) -> Ran {
+        self.run(
+            &[
                 "apply",
                 "--server-side",
                 "--force-conflicts",
                 "--field-manager",
                 "deployer",
-                "-f",
-                "-",
-            ])
-            .env("KUBECONFIG", &self.kubeconfig)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|error| panic!("running kubectl: {error}"));
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(object.to_string().as_bytes())
-            .unwrap_or_else(|error| panic!("writing to kubectl: {error}"));
-        let output = child
-            .wait_with_output()
-            .unwrap_or_else(|error| panic!("kubectl apply: {error}"));
-        Applied {
-            accepted: output.status.success(),
-            output: format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
-        }
+            ],
+            Some(object),
+        )
     }
-}
 
-impl Kubectl {
     /// Applies what `object` makes, every [`RETRY`] as a deployer retrying
     /// would, until the API server accepts it (`timeout` at most); when it was.
     async fn apply_until_accepted(

@@ -23,8 +23,7 @@
 //!
 //! Needs the shared test cluster (`just test-cluster`); panics without it.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use harness::testing::{TestCluster, TestNamespace};
@@ -43,6 +42,7 @@ use upgrade_gate::admission::{
 };
 use upgrade_gate::operator_condition::{Reason, UpgradeableEntry};
 use upgrade_gate_tests::admission_policy::{self, Policy};
+use upgrade_gate_tests::kubectl::Kubectl;
 use upgrade_gate_tests::wait::{self, Look};
 
 /// How long a decision may take to follow the record here (the cluster is
@@ -51,93 +51,6 @@ const FOLLOWS: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(50);
 /// How long new bindings may take to be in force on a loaded cluster.
 const IN_FORCE: Duration = Duration::from_secs(60);
-
-/// `kubectl` of the cluster's tools.
-struct Kubectl {
-    kubectl: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-/// What one `kubectl` run said.
-struct Ran {
-    ok: bool,
-    output: String,
-}
-
-impl Kubectl {
-    fn new(kubeconfig: &Path) -> Kubectl {
-        let tools = std::env::var("UPGRADE_GATE_TOOLS").unwrap_or_else(|_| {
-            panic!("UPGRADE_GATE_TOOLS is not set: run through `just test-cluster`")
-        });
-        Kubectl {
-            kubectl: PathBuf::from(tools).join("bin/kubectl"),
-            kubeconfig: kubeconfig.to_owned(),
-        }
-    }
-
-    fn run(&self, args: &[&str], stdin: Option<&Value>) -> Ran {
-        let mut command = Command::new(&self.kubectl);
-        command.args(args).env("KUBECONFIG", &self.kubeconfig);
-        let output = match stdin {
-            None => command.output(),
-            Some(object) => {
-                let file = tempfile(object);
-                command.args(["-f", &file.display().to_string()]).output()
-            }
-        }
-        .unwrap_or_else(|error| panic!("running kubectl: {error}"));
-        Ran {
-            ok: output.status.success(),
-            output: format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
-        }
-    }
-
-    /// Runs `args`; panics unless the API server accepted it.
-    fn accepted(&self, what: &str, args: &[&str]) {
-        let ran = self.run(args, None);
-        assert!(ran.ok, "{what}: expected accepted:\n{}", ran.output);
-    }
-
-    /// Runs `args`; panics unless refused with every one of `words`.
-    fn refused(&self, what: &str, args: &[&str], words: &[&str]) -> String {
-        let ran = self.run(args, None);
-        assert!(
-            !ran.ok,
-            "{what}: expected refused, was accepted:\n{}",
-            ran.output
-        );
-        for word in words {
-            assert!(
-                ran.output.contains(word),
-                "{what}: the refusal names {word:?}:\n{}",
-                ran.output
-            );
-        }
-        println!("{what}: refused: {}", ran.output.trim());
-        ran.output
-    }
-}
-
-/// A file under the target directory holding `object` (kubectl reads `-f`).
-fn tempfile(object: &Value) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("admission-holes");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|error| panic!("{}: {error}", dir.display()));
-    let path = dir.join(format!(
-        "{}-{}.json",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default()
-    ));
-    std::fs::write(&path, object.to_string())
-        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-    path
-}
 
 /// An opted-in Deployment of nothing named `name`, running `release` with
 /// `image`, of operator `operator` (a label) if given.
@@ -216,37 +129,29 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
     // restart, not a move); it proves the policy is in force once a move
     // is refused below.
     let first = idle(&ns, "op", "1.0", "localhost/pause:3.10", None);
-    assert!(kubectl.run(&["create"], Some(&first)).ok, "creating 1.0");
-    wait::until(
-        "the policy in force: set image refused",
-        IN_FORCE,
-        || async {
-            let ran = kubectl.run(
-                &[
-                    "-n",
-                    &ns,
-                    "set",
-                    "image",
-                    deploy,
-                    "op=localhost/pause:3.10-next",
-                    "--dry-run=server",
-                ],
-                None,
-            );
-            if ran.ok {
-                Look::NotYet("accepted".to_owned())
-            } else {
-                Look::Done(())
-            }
-        },
-    )
-    .await;
-    kubectl.refused(
-        "kubectl set image keeping the release label",
-        &["-n", &ns, "set", "image", deploy, "op=localhost/pause:3.10-next"],
-        &["operator op (Deployment op) runs release 1.0, whose upgrade has not completed", "(release 1.0: migrating)",
-          "other code under the same release label (op=localhost/pause:3.10-next instead of op=localhost/pause:3.10)"],
+    assert!(
+        kubectl.run(&["create"], Some(&first)).accepted,
+        "creating 1.0"
     );
+    kubectl
+        .until(
+            "the policy in force: set image refused",
+            IN_FORCE,
+            wait::POLL_INTERVAL,
+            &[
+                "-n",
+                &ns,
+                "set",
+                "image",
+                deploy,
+                "op=localhost/pause:3.10-next",
+                "--dry-run=server",
+            ],
+            false,
+        )
+        .await;
+    kubectl.refused("kubectl set image keeping the release label", &["-n", &ns, "set", "image", deploy, "op=localhost/pause:3.10-next"], None, &["operator op (Deployment op) runs release 1.0, whose upgrade has not completed", "(release 1.0: migrating)",
+          "other code under the same release label (op=localhost/pause:3.10-next instead of op=localhost/pause:3.10)"]);
     kubectl.refused(
         "kubectl label of another release",
         &[
@@ -257,49 +162,49 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             &format!("{RELEASE_LABEL}=2.0"),
             "--overwrite",
         ],
+        None,
         &["it cannot move to release 2.0"],
     );
     kubectl.accepted(
         "kubectl scale",
         &["-n", &ns, "scale", deploy, "--replicas", "0"],
+        None,
     );
     kubectl.accepted(
         "kubectl rollout restart",
         &["-n", &ns, "rollout", "restart", deploy],
+        None,
     );
     kubectl.accepted(
         "kubectl set env",
         &["-n", &ns, "set", "env", deploy, "SETTING=b"],
+        None,
     );
 
     // rollout undo to a template of other code.
     write_entry(&client, &ns, "op", "1.0", "Complete").await;
-    wait::until(
-        "an image change admitted once complete",
-        FOLLOWS,
-        || async {
-            let ran = kubectl.run(
-                &[
-                    "-n",
-                    &ns,
-                    "set",
-                    "image",
-                    deploy,
-                    "op=localhost/pause:3.10-next",
-                ],
-                None,
-            );
-            if ran.ok {
-                Look::Done(())
-            } else {
-                Look::NotYet(ran.output)
-            }
-        },
-    )
-    .await;
+    kubectl
+        .until(
+            "an image change admitted once complete",
+            FOLLOWS,
+            wait::POLL_INTERVAL,
+            &[
+                "-n",
+                &ns,
+                "set",
+                "image",
+                deploy,
+                "op=localhost/pause:3.10-next",
+            ],
+            true,
+        )
+        .await;
     write_entry(&client, &ns, "op", "1.0", "InProgress").await;
-    wait::until("in force again", FOLLOWS, || async {
-        let ran = kubectl.run(
+    kubectl
+        .until(
+            "in force again",
+            FOLLOWS,
+            wait::POLL_INTERVAL,
             &[
                 "-n",
                 &ns,
@@ -309,27 +214,22 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
                 "op=localhost/pause:3.10-third",
                 "--dry-run=server",
             ],
-            None,
-        );
-        if ran.ok {
-            Look::NotYet("accepted".to_owned())
-        } else {
-            Look::Done(())
-        }
-    })
-    .await;
+            false,
+        )
+        .await;
     kubectl.refused(
         "kubectl rollout undo to the previous image",
         &["-n", &ns, "rollout", "undo", deploy],
+        None,
         &["op=localhost/pause:3.10 instead of op=localhost/pause:3.10-next"],
     );
 
     // Delete and create: replace --force, then a renamed Deployment.
     let next = idle(&ns, "op", "2.0", "localhost/pause:3.10-two", None);
-    kubectl.refused_file(
+    kubectl.refused(
         "kubectl replace --force of release 2.0",
         &["replace", "--force"],
-        &next,
+        Some(&next),
         &[
             "operator op (Deployment op) runs release 1.0",
             "it cannot move to release 2.0",
@@ -345,15 +245,15 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
         "the delete went through (uninstall must work)"
     );
     let renamed = idle(&ns, "op-v2", "2.0", "localhost/pause:3.10-two", Some("op"));
-    kubectl.refused_file(
+    kubectl.refused(
         "a renamed Deployment of operator op",
         &["create"],
-        &renamed,
+        Some(&renamed),
         &["operator op (Deployment op-v2)"],
     );
     let again = idle(&ns, "op", "1.0", "localhost/pause:3.10", None);
     assert!(
-        kubectl.run(&["create"], Some(&again)).ok,
+        kubectl.run(&["create"], Some(&again)).accepted,
         "the running release re-created"
     );
 
@@ -371,6 +271,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--user",
             "alice",
         ],
+        None,
     );
     kubectl.accepted(
         "override for bob",
@@ -385,9 +286,13 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--user",
             "bob",
         ],
+        None,
     );
-    wait::until("alice reads the record", FOLLOWS, || async {
-        let ran = kubectl.run(
+    kubectl
+        .until(
+            "alice reads the record",
+            FOLLOWS,
+            wait::POLL_INTERVAL,
             &[
                 "-n",
                 &ns,
@@ -399,15 +304,9 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
                 "-o",
                 "name",
             ],
-            None,
-        );
-        if ran.ok {
-            Look::Done(())
-        } else {
-            Look::NotYet(ran.output)
-        }
-    })
-    .await;
+            true,
+        )
+        .await;
     let complete = r#"{"spec":{"operators":{"op":{"state":"Complete"}}}}"#;
     kubectl.refused(
         "alice (edit) marks the upgrade complete",
@@ -424,6 +323,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--as",
             "alice",
         ],
+        None,
         &["Forbidden", "cannot patch resource \"upgraderecords\""],
     );
     let leave = r#"{"spec":{"overrides":{"op":{"from":"1.0","to":"2.0"}}}}"#;
@@ -442,6 +342,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--as",
             "alice",
         ],
+        None,
         &["Forbidden"],
     );
     kubectl.refused(
@@ -459,6 +360,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--as",
             "bob",
         ],
+        None,
         &["bob may not write the record of operator(s) among op"],
     );
     kubectl.accepted(
@@ -476,6 +378,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--as",
             "bob",
         ],
+        None,
     );
     let operator_sa = format!("system:serviceaccount:{ns}:op");
     kubectl.accepted(
@@ -493,6 +396,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--resource-name",
             RECORD_NAME,
         ],
+        None,
     );
     kubectl.accepted(
         "the operator's RoleBinding",
@@ -507,11 +411,15 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--serviceaccount",
             &format!("{ns}:op"),
         ],
+        None,
     );
     let own = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "op-own-entry", "namespace": ns},
         "rules": [{"apiGroups": ["upgrade-gate.dev"], "resources": ["upgraderecords"], "resourceNames": ["op"], "verbs": ["record"]}]});
-    assert!(kubectl.run(&["create"], Some(&own)).ok, "the record verb");
+    assert!(
+        kubectl.run(&["create"], Some(&own)).accepted,
+        "the record verb"
+    );
     kubectl.accepted(
         "its binding",
         &[
@@ -525,10 +433,14 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--serviceaccount",
             &format!("{ns}:op"),
         ],
+        None,
     );
     let in_progress = r#"{"spec":{"operators":{"op":{"state":"InProgress"}}}}"#;
-    wait::until("the operator writes its own entry", FOLLOWS, || async {
-        let ran = kubectl.run(
+    kubectl
+        .until(
+            "the operator writes its own entry",
+            FOLLOWS,
+            wait::POLL_INTERVAL,
             &[
                 "-n",
                 &ns,
@@ -542,15 +454,9 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
                 "--as",
                 &operator_sa,
             ],
-            None,
-        );
-        if ran.ok {
-            Look::Done(())
-        } else {
-            Look::NotYet(ran.output)
-        }
-    })
-    .await;
+            true,
+        )
+        .await;
     kubectl.refused(
         "the operator writes another operator's entry",
         &[
@@ -566,6 +472,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--as",
             &operator_sa,
         ],
+        None,
         &["may not write the record of operator(s) among db"],
     );
     kubectl.refused(
@@ -583,6 +490,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--as",
             &operator_sa,
         ],
+        None,
         &["may not set or remove the override of operator(s) among op"],
     );
 
@@ -597,6 +505,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             &format!("{RELEASE_LABEL}=3.0"),
             "--overwrite",
         ],
+        None,
         &["it cannot move to release 3.0"],
     );
     kubectl.accepted(
@@ -609,27 +518,8 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             &format!("{RELEASE_LABEL}=2.0"),
             "--overwrite",
         ],
+        None,
     );
-}
-
-impl Kubectl {
-    /// [`Kubectl::refused`] of `args` with `-f` of `object`.
-    fn refused_file(&self, what: &str, args: &[&str], object: &Value, words: &[&str]) {
-        let ran = self.run(args, Some(object));
-        assert!(
-            !ran.ok,
-            "{what}: expected refused, was accepted:\n{}",
-            ran.output
-        );
-        for word in words {
-            assert!(
-                ran.output.contains(word),
-                "{what}: the refusal names {word:?}:\n{}",
-                ran.output
-            );
-        }
-        println!("{what}: refused: {}", ran.output.trim());
-    }
 }
 
 /// A copy of the shipped policy under a name of the test's own, so that
@@ -672,28 +562,25 @@ async fn until_decision(
     timeout: Duration,
 ) -> f64 {
     let label = format!("{RELEASE_LABEL}={to}");
-    wait::poll("the decision follows the record", timeout, POLL, || {
-        let ran = kubectl.run(
-            &[
-                "-n",
-                ns,
-                "label",
-                deploy,
-                &label,
-                "--overwrite",
-                "--dry-run=server",
-            ],
-            None,
-        );
-        async move {
-            if ran.ok == admitted {
-                Look::Done(since.elapsed().as_secs_f64())
-            } else {
-                Look::NotYet(ran.output)
-            }
-        }
-    })
-    .await
+    let args = [
+        "-n",
+        ns,
+        "label",
+        deploy,
+        &label,
+        "--overwrite",
+        "--dry-run=server",
+    ];
+    kubectl
+        .until(
+            "the decision follows the record",
+            timeout,
+            POLL,
+            &args,
+            admitted,
+        )
+        .await;
+    since.elapsed().as_secs_f64()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -721,7 +608,7 @@ async fn a_record_is_never_read_stale_after_every_binding_went() {
                 &["create"],
                 Some(&idle(&ns, "op", "1.0", "localhost/pause:3.10", None))
             )
-            .ok,
+            .accepted,
         "creating op"
     );
     bindings
@@ -777,6 +664,7 @@ async fn a_record_is_never_read_stale_after_every_binding_went() {
             &format!("{RELEASE_LABEL}=2.0"),
             "--overwrite",
         ],
+        None,
     );
 
     // Complete -> in progress for the new release: refused once written.

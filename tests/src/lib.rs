@@ -17,6 +17,7 @@
 //! | [`operator_install`] | `app-operator` installed from `manifests/` |
 //! | [`helm`] | the operator's chart installed and upgraded by the `helm` CLI |
 //! | [`admission_policy`] | the shipped admission policy bound to some namespaces |
+//! | [`kubectl`] | the tools' `kubectl` run as a person or a pipeline runs it |
 //! | [`gate_probe_catalog`] | the test operator `gate-probe` and its catalog |
 //! | [`object_history`] | every version of watched objects, timestamped |
 //! | [`container_task_events`] | containerd's task start/exit times |
@@ -35,6 +36,7 @@ pub mod gate_probe_catalog;
 pub mod gate_process;
 pub mod helm;
 pub mod jobs_at_once;
+pub mod kubectl;
 pub mod object_history;
 pub mod olm_v1;
 pub mod operator_install;
