@@ -81,32 +81,16 @@ impl Policy {
         guard
     }
 
-    /// Applies the shipped bindings for `namespaces` again (after
-    /// [`Policy::unbind`]).
-    pub async fn bind(&mut self, client: &Client, name: &str, namespaces: &[&str]) {
+    /// Applies the shipped bindings for `namespaces`.
+    async fn bind(&mut self, client: &Client, name: &str, namespaces: &[&str]) {
         let apply = PatchParams::apply(FIELD_MANAGER).force();
         let api = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone());
         for binding in bindings(name, namespaces) {
             let binding_name = binding.metadata.name.clone().expect("a binding's name");
-            if !self.bindings.contains(&binding_name) {
-                self.bindings.push(binding_name.clone());
-            }
+            self.bindings.push(binding_name.clone());
             api.patch(&binding_name, &apply, &Patch::Apply(&binding))
                 .await
                 .unwrap_or_else(|error| panic!("applying binding {binding_name}: {error}"));
-        }
-    }
-
-    /// Deletes this guard's bindings (they are applied again by
-    /// [`Policy::bind`]).
-    pub async fn unbind(&mut self, client: &Client) {
-        let api = Api::<ValidatingAdmissionPolicyBinding>::all(client.clone());
-        for binding in &self.bindings {
-            match api.delete(binding, &Default::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(error) => panic!("deleting binding {binding}: {error}"),
-            }
         }
     }
 }
