@@ -43,7 +43,7 @@ use harness::testing::TestCluster;
 use upgrade_gate_tests::admission_policy;
 use upgrade_gate_tests::chain::arm::{Arm, Gate, Start, Successor};
 use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster};
-use upgrade_gate_tests::chain::judge::Deployer;
+use upgrade_gate_tests::chain::judge::{Chain, Deployer};
 use upgrade_gate_tests::chain::narrate::{self, LiveNarration};
 use upgrade_gate_tests::chain::picture;
 use upgrade_gate_tests::chain::report::{ArmReport, Outcome, describe_outcome, matrix_table};
@@ -185,12 +185,11 @@ enum DemoDeployer {
 }
 
 impl DemoDeployer {
-    /// As the reports name it.
-    fn name(self) -> &'static str {
-        match self {
-            DemoDeployer::Olm => "olm",
-            DemoDeployer::Helm => "helm",
-        }
+    /// As the command line and the reports name it.
+    fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -446,14 +445,8 @@ async fn race(
     rows: u64,
 ) -> Outcome {
     let helm = deployer == DemoDeployer::Helm;
-    if helm
-        && arms
-            .iter()
-            .any(|arm| arm.successor == Successor::Naive || arm.start == Start::Fast)
-    {
-        eprintln!(
-            "chain race --deployer helm: the naive successor and the fast start are variants of the OLM catalog; Helm plays the chart of each release (cumulative, slow start)"
-        );
+    if helm && !arms.iter().copied().all(helm_plays) {
+        eprintln!("chain race --deployer helm: {HELM_ARMS}");
         return Outcome::Inconclusive(vec!["an arm Helm does not play".to_owned()]);
     }
     if helm {
@@ -670,8 +663,32 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
     let report = run.finish().await;
     narration.stop(&run.timeline);
 
+    finish_demo(
+        run,
+        &report,
+        &chain,
+        arm,
+        DemoDeployer::Olm,
+        "target/demo",
+        keep,
+    )
+    .await
+}
+
+/// The end of a demo: what happened and what the App's user sees, the
+/// report and its picture written (under `dir` of the repository), the run
+/// kept with `keep`, the outcome against the arm's expectation said.
+async fn finish_demo(
+    run: ChainRun,
+    report: &RunReport,
+    chain: &Chain,
+    arm: Arm,
+    deployer: DemoDeployer,
+    dir: &str,
+    keep: bool,
+) -> Outcome {
     println!("\n==> What happened (chain {:.1} s)", report.chain_seconds);
-    for line in narrate::closing(&report, &chain) {
+    for line in narrate::closing(report, chain) {
         println!("    {line}");
     }
     if arm.successor == Successor::Naive && report.verdict.damaged {
@@ -689,20 +706,6 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
     for line in &report.verdict.evidence {
         println!("      {line}");
     }
-    finish_demo(run, &report, arm, DemoDeployer::Olm, "target/demo", keep)
-}
-
-/// The end of a demo: the report and its picture written (under `dir` of
-/// the repository), the run kept with `keep`, the outcome against the arm's
-/// expectation said.
-fn finish_demo(
-    run: ChainRun,
-    report: &RunReport,
-    arm: Arm,
-    deployer: DemoDeployer,
-    dir: &str,
-    keep: bool,
-) -> Outcome {
     let report_file = ArmReport {
         arm,
         runs: vec![report.clone()],
@@ -731,6 +734,14 @@ fn finish_demo(
     outcome
 }
 
+/// Why Helm plays only some arms.
+const HELM_ARMS: &str = "the naive successor and the fast start are variants of the OLM catalog; Helm plays the chart of each release (cumulative, slow start)";
+
+/// Whether Helm plays `arm` (`HELM_ARMS`).
+fn helm_plays(arm: Arm) -> bool {
+    arm.successor == Successor::Cumulative && arm.start == Start::Slow
+}
+
 /// How often the demo's pipeline retries a refused `helm upgrade`.
 const PIPELINE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long the pipeline keeps retrying.
@@ -742,10 +753,8 @@ const PIPELINE_FOR: std::time::Duration = std::time::Duration::from_secs(900);
 /// (manifests/admission/) bound to the run's namespace, its brake; `off`:
 /// not bound. Narrated, judged and drawn as the OLM demo.
 async fn demo_helm(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcome {
-    if arm.successor == Successor::Naive || arm.start == Start::Fast {
-        eprintln!(
-            "chain demo --deployer helm: the naive successor and the fast start are variants of the OLM catalog; Helm plays the chart of each release (cumulative, slow start)"
-        );
+    if !helm_plays(arm) {
+        eprintln!("chain demo --deployer helm: {HELM_ARMS}");
         return Outcome::Inconclusive(vec!["an arm Helm does not play".to_owned()]);
     }
     let brake = match arm.gate {
@@ -799,24 +808,14 @@ async fn demo_helm(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> O
     let chain = run.chain.clone();
     let report = run.finish().await;
     narration.stop(&run.timeline);
-    println!("\n==> What happened (chain {:.1} s)", report.chain_seconds);
-    for line in narrate::closing(&report, &chain) {
-        println!("    {line}");
-    }
-    println!("\n==> What the App's user sees now");
-    for line in run.user_view().await {
-        println!("    {line}");
-    }
-    println!("\n    evidence:");
-    for line in &report.verdict.evidence {
-        println!("      {line}");
-    }
     finish_demo(
         run,
         &report,
+        &chain,
         arm,
         DemoDeployer::Helm,
         "target/demo/helm",
         keep,
     )
+    .await
 }
