@@ -40,6 +40,7 @@ use std::path::Path;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
@@ -532,12 +533,7 @@ async fn read_holds(client: &kube::Client, opted: &[OptedIn], deadline: Instant)
     );
     let mut namespaces: BTreeMap<String, Read> = BTreeMap::new();
     for opted in opted {
-        let namespace = opted
-            .deployment
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default();
+        let namespace = opted.deployment.namespace().unwrap_or_default();
         if namespaces.contains_key(&namespace) {
             continue;
         }
@@ -564,12 +560,7 @@ async fn read_holds(client: &kube::Client, opted: &[OptedIn], deadline: Instant)
     }
     let mut holds = Vec::new();
     for opted in opted {
-        let namespace = opted
-            .deployment
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_default();
+        let namespace = opted.deployment.namespace().unwrap_or_default();
         let (read_namespace, record) = &namespaces[&namespace];
         let record = record.as_ref().map(Option::as_ref).map_err(String::as_str);
         let policy = crate::admission::policy_in_force(
