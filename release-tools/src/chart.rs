@@ -30,6 +30,7 @@ use crate::install::{ENV_IMAGE, ENV_RELEASE, ENV_WATCH_NAMESPACE};
 use crate::releases::{PACKAGE, Release};
 use crate::render::{RenderError, RenderedFile};
 use crate::sources::Sources;
+use crate::variant::Variant;
 
 /// Where the chart is written, below the output root.
 pub const CHART_DIR: &str = "charts/upgrade-gate";
@@ -43,6 +44,7 @@ pub fn chart_files(
     sources: &Sources,
     release: &Release,
     image: &str,
+    variant: Variant,
 ) -> Result<Vec<RenderedFile>, RenderError> {
     let dir = Path::new(CHART_DIR);
     let crd_name = sources
@@ -71,7 +73,7 @@ pub fn chart_files(
         )?,
         file(
             dir.join("templates/deployment.yaml"),
-            &deployment(sources, release)?,
+            &deployment(sources, release, variant)?,
         )?,
         RenderedFile {
             path: dir.join("templates/NOTES.txt"),
@@ -114,12 +116,23 @@ admission: enforce
 }
 
 /// The Deployment of `release`, templated.
-fn deployment(sources: &Sources, release: &Release) -> Result<Value, RenderError> {
-    let mut deployment =
-        serde_json::to_value(&sources.deployment).map_err(|source| RenderError::Json {
-            path: PathBuf::from(crate::sources::DEPLOYMENT_FILE),
-            source,
-        })?;
+fn deployment(
+    sources: &Sources,
+    release: &Release,
+    variant: Variant,
+) -> Result<Value, RenderError> {
+    let mut source = sources.deployment.clone();
+    if let Some(pod) = source
+        .spec
+        .as_mut()
+        .and_then(|spec| spec.template.spec.as_mut())
+    {
+        variant.apply_to_pod(pod);
+    }
+    let mut deployment = serde_json::to_value(&source).map_err(|source| RenderError::Json {
+        path: PathBuf::from(crate::sources::DEPLOYMENT_FILE),
+        source,
+    })?;
     let labels = deployment
         .pointer_mut("/metadata/labels")
         .and_then(Value::as_object_mut)
@@ -239,11 +252,16 @@ mod tests {
     }
 
     fn rendered(path: &str) -> String {
+        rendered_as(path, Variant::default())
+    }
+
+    fn rendered_as(path: &str, variant: Variant) -> String {
         let release = releases::find("7.10.0").unwrap();
         chart_files(
             &repository_sources(),
             release,
             "registry.test/upgrade-gate:7.10.1",
+            variant,
         )
         .unwrap()
         .into_iter()
@@ -256,6 +274,46 @@ mod tests {
         serde_yaml::Deserializer::from_str(text)
             .map(|document| serde::Deserialize::deserialize(document).unwrap())
             .collect()
+    }
+
+    /// The race's variants change the chart's Deployment as they change a
+    /// CSV's (the same function), and nothing else of the chart.
+    #[test]
+    fn a_variant_changes_the_operator_arguments_alone() {
+        use crate::variant::{NAIVE_SUCCESSOR_ARG, Successor};
+        let naive = Variant {
+            successor: Successor::Naive,
+            ..Variant::default()
+        };
+        let args = |text: &str| {
+            let deployment = &yaml(text)[0];
+            deployment["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|container| container["name"] == crate::install::OPERATOR_CONTAINER)
+                .map(|container| container["args"].clone())
+                .unwrap()
+        };
+        let published = rendered("templates/deployment.yaml");
+        let variant = rendered_as("templates/deployment.yaml", naive);
+        let mut expected = args(&published).as_array().cloned().unwrap_or_default();
+        expected.push(json!(NAIVE_SUCCESSOR_ARG));
+        assert_eq!(args(&variant), Value::Array(expected));
+        let without_args = |text: &str| {
+            let mut deployment = yaml(text).remove(0);
+            for container in deployment["spec"]["template"]["spec"]["containers"]
+                .as_array_mut()
+                .unwrap()
+            {
+                container.as_object_mut().unwrap().remove("args");
+            }
+            deployment
+        };
+        assert_eq!(without_args(&published), without_args(&variant));
+        for path in ["values.yaml", "Chart.yaml", "templates/rbac.yaml"] {
+            assert_eq!(rendered(path), rendered_as(path, naive), "{path}");
+        }
     }
 
     #[test]

@@ -232,7 +232,7 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
                     .last()
                     .expect("the release table is not empty"),
             };
-            chart::chart_files(&sources, release, &operator_image)?
+            chart::chart_files(&sources, release, &operator_image, variant)?
         }
         Command::Catalog { local_image } => {
             let local_image = local_image

@@ -25,6 +25,7 @@
 //! the published rendering.
 
 use clap::ValueEnum;
+use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::csv::ClusterServiceVersion;
 use crate::install::{GATE_CONTAINER, OPERATOR_CONTAINER};
@@ -95,32 +96,36 @@ impl Variant {
 
     /// Makes a rendered CSV this variant's.
     pub fn apply(self, csv: &mut ClusterServiceVersion) {
-        let args = self.operator_args();
         for deployment in &mut csv.spec.install.spec.deployments {
-            let Some(pod) = deployment.spec.template.spec.as_mut() else {
-                continue;
-            };
-            if self.gate == Gate::Off {
-                if let Some(init) = pod.init_containers.as_mut() {
-                    init.retain(|container| container.name != GATE_CONTAINER);
-                }
-                if pod.init_containers.as_ref().is_some_and(Vec::is_empty) {
-                    pod.init_containers = None;
-                }
+            if let Some(pod) = deployment.spec.template.spec.as_mut() {
+                self.apply_to_pod(pod);
             }
-            if args.is_empty() {
-                continue;
+        }
+    }
+
+    /// Makes an operator pod this variant's (the CSV's and the chart's).
+    pub fn apply_to_pod(self, pod: &mut PodSpec) {
+        if self.gate == Gate::Off {
+            if let Some(init) = pod.init_containers.as_mut() {
+                init.retain(|container| container.name != GATE_CONTAINER);
             }
-            for container in pod
-                .containers
-                .iter_mut()
-                .filter(|container| container.name == OPERATOR_CONTAINER)
-            {
-                container
-                    .args
-                    .get_or_insert_with(Vec::new)
-                    .extend(args.iter().map(|arg| (*arg).to_owned()));
+            if pod.init_containers.as_ref().is_some_and(Vec::is_empty) {
+                pod.init_containers = None;
             }
+        }
+        let args = self.operator_args();
+        if args.is_empty() {
+            return;
+        }
+        for container in pod
+            .containers
+            .iter_mut()
+            .filter(|container| container.name == OPERATOR_CONTAINER)
+        {
+            container
+                .args
+                .get_or_insert_with(Vec::new)
+                .extend(args.iter().map(|arg| (*arg).to_owned()));
         }
     }
 }
