@@ -286,7 +286,7 @@ assemble_current() {
     fi
   done
   ln -s "$(module_dir olm)/crds" "$staging/crds"
-  if [[ $set == all ]]; then
+  if set_modules "$set" | grep -qx olm-v1; then
     mkdir "$staging/olm-v1"
     ln -s "$(module_dir olm-v1)/crds" "$staging/olm-v1/crds"
     ln -s "$(module_dir olm-v1)/manifests" "$staging/olm-v1/manifests"
@@ -328,7 +328,7 @@ main() {
   # other, so a package they share (the standard library, golang.org/x at
   # the same version) is compiled once, not at once by each.
   local pids=() pid failed=0 module
-  if [[ $set == olm-v0 || $set == helm ]]; then
+  if [[ $set != all ]]; then
     (for module in $(set_modules "$set"); do build_module "$module" || exit 1; done) &
     pids+=($!)
   else

@@ -314,7 +314,13 @@ build_opm() {
 build_scratch_binary_image() {
   local name=$1 version=$2
   local bin
-  bin="$("$tools_src/bin-dir.sh")/bin/$name"
+  # The olm-v1 module's own output: built by tool set olm-v1 (the demo)
+  # or all (the tests), whichever ran.
+  bin="$(module_dir olm-v1)/bin/$name"
+  if [[ ! -x $bin ]]; then
+    echo "$bin is missing: run \`tools/build.sh olm-v1\`" >&2
+    exit 1
+  fi
   if ! file -L "$bin" | grep -q 'statically linked'; then
     echo "$bin is not statically linked: $(file -bL "$bin")" >&2
     exit 1

@@ -15,10 +15,15 @@ wrapper_modules=(kubernetes etcd olm olm-v1 lint helm)
 #           bench-scale` (Kubernetes' servers, etcd, OLM's olm, catalog
 #           and opm)
 #   helm    olm-v0's and Helm: `just demo DEPLOYER=helm`
+#   kubectl olm-v0's, kubectl and Helm (`helm template` renders each
+#           release's manifests): `just demo DEPLOYER=kubectl`
+#   olm-v1  olm-v0's and OLM v1 (operator-controller, catalogd, the
+#           registry its catalogs and bundles are pulled from):
+#           `just demo DEPLOYER=olm-v1`
 #   all     what `just test` needs besides: kubectl, OLM v1, Helm,
 #           actionlint and the bundle validators (operator-verify,
 #           validate-bundle)
-tool_sets=(olm-v0 helm all)
+tool_sets=(olm-v0 helm kubectl olm-v1 all)
 
 # The binaries of set $1 the harness expects in "$(tools/bin-dir.sh SET)/bin",
 # one per line.
@@ -31,6 +36,8 @@ set_binaries() {
   case $1 in
     olm-v0) printf '%s\n' "${olm_v0[@]}" ;;
     helm) printf '%s\n' "${olm_v0[@]}" helm ;;
+    kubectl) printf '%s\n' "${olm_v0[@]}" kubectl helm ;;
+    olm-v1) printf '%s\n' "${olm_v0[@]}" operator-controller catalogd registry ;;
     all) printf '%s\n' "${olm_v0[@]}" kubectl operator-verify validate-bundle \
       operator-controller catalogd registry actionlint helm ;;
     *)
@@ -44,7 +51,8 @@ set_binaries() {
 set_modules() {
   case $1 in
     olm-v0) printf '%s\n' kubernetes etcd olm ;;
-    helm) printf '%s\n' kubernetes etcd olm helm ;;
+    helm | kubectl) printf '%s\n' kubernetes etcd olm helm ;;
+    olm-v1) printf '%s\n' kubernetes etcd olm olm-v1 ;;
     all) printf '%s\n' "${wrapper_modules[@]}" ;;
     *)
       echo "unknown tool set '$1' (${tool_sets[*]})" >&2
