@@ -10,6 +10,12 @@
 //!   successor) and prints one table of them (`just race-matrix`).
 //! - `chain demo --gate on|off --start ... --successor ...` plays one run,
 //!   narrated, and says what a user of the App would see (`just demo`).
+//! - `--deployer olm|olm-v1|helm|kubectl` (race, race-matrix, demo): who
+//!   pushes the releases. OLM v0 (the default) through a Subscription, its
+//!   gate the init container; OLM v1 through a ClusterExtension (the
+//!   cluster then runs OLM v1 too), Helm and kubectl as a pipeline pushing
+//!   every second: their gate is the admission policy's binding. Their
+//!   reports go to `target/race/<deployer>/` and `target/demo/<deployer>/`.
 //!
 //! - `chain bench-scale --apps N --rows R` upgrades N Apps (7.10.0 →
 //!   7.10.1, the operator replaced by OLM), writes
@@ -91,6 +97,16 @@ struct ClusterArgs {
     /// OCI archive of the operator image (`just image-archive`).
     #[arg(long, global = true, env = "UPGRADE_GATE_IMAGE_ARCHIVE")]
     image_archive: Option<PathBuf>,
+    /// OCI archives of OLM v1's images (catalogd, operator-controller:
+    /// `tools/image.sh olm-v1`), comma-separated; the cluster then runs
+    /// OLM v1 beside OLM v0 (`--deployer olm-v1` needs it).
+    #[arg(
+        long = "olm-v1-image",
+        global = true,
+        env = "UPGRADE_GATE_OLM_V1_IMAGES",
+        value_delimiter = ','
+    )]
+    olm_v1_images: Vec<PathBuf>,
 }
 
 /// The factors of one arm (docs/race.md).
@@ -130,7 +146,7 @@ enum Command {
         arm: ArmArgs,
         /// Who pushes the releases (as `demo --deployer`).
         #[arg(long, value_enum, default_value = "olm")]
-        deployer: DemoDeployer,
+        deployer: Deployer,
         /// Executions seeded (once, copied per run): enough that 7.10.0's
         /// Job outlasts OLM's step to 7.10.1 by 10 s.
         #[arg(long, default_value_t = 2_000_000)]
@@ -140,10 +156,11 @@ enum Command {
     RaceMatrix {
         #[arg(long, default_value_t = 10)]
         runs: u32,
-        /// Who pushes the releases: under Helm the arms are the gate (the
-        /// admission policy) on and off, slow start, cumulative successor.
+        /// Who pushes the releases: under Helm, kubectl and OLM v1 the arms
+        /// are the gate (the admission policy's binding) on and off, for
+        /// each successor, with the slow start.
         #[arg(long, value_enum, default_value = "olm")]
-        deployer: DemoDeployer,
+        deployer: Deployer,
         /// Executions seeded (once, copied per run).
         #[arg(long, default_value_t = 2_000_000)]
         rows: u64,
@@ -166,31 +183,18 @@ enum Command {
         #[command(flatten)]
         arm: ArmArgs,
         /// Who pushes the releases: `olm` (OLM v0: a Subscription's channel
-        /// switch; --gate is the init container) or `helm` (`helm upgrade`
-        /// to 7.10.0 and at once to 7.10.1, retried as a pipeline would;
-        /// --gate is the admission policy's binding).
+        /// switch; --gate is the init container), `olm-v1` (a
+        /// ClusterExtension's channel switch), `helm` (`helm upgrade` to
+        /// 7.10.0 and at once to 7.10.1, retried as a pipeline would) or
+        /// `kubectl` (`kubectl apply --server-side` of each release's
+        /// manifests, likewise); for all but `olm`, --gate is the admission
+        /// policy's binding.
         #[arg(long, value_enum, default_value = "olm")]
-        deployer: DemoDeployer,
+        deployer: Deployer,
         /// Executions seeded before the switch.
         #[arg(long, env = "DEMO_ROWS", default_value_t = 1_000_000)]
         rows: u64,
     },
-}
-
-/// The deployers `chain demo` and `chain race` play.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum DemoDeployer {
-    Olm,
-    Helm,
-}
-
-impl DemoDeployer {
-    /// As the command line and the reports name it.
-    fn name(self) -> String {
-        clap::ValueEnum::to_possible_value(&self)
-            .map(|value| value.get_name().to_owned())
-            .unwrap_or_default()
-    }
 }
 
 fn main() -> ExitCode {
@@ -211,10 +215,16 @@ fn main() -> ExitCode {
     };
     let image = format!("localhost/upgrade-gate:{}", app::RELEASE);
     let started = Instant::now();
+    let deployer = match &cli.command {
+        Command::Race { deployer, .. }
+        | Command::RaceMatrix { deployer, .. }
+        | Command::Demo { deployer, .. } => *deployer,
+        Command::BenchScale { .. } => Deployer::Olm,
+    };
     let cluster = if cli.cluster.reuse {
         None
     } else {
-        match runtime.block_on(start_cluster(&cli.cluster, &name)) {
+        match runtime.block_on(start_cluster(&cli.cluster, &name, deployer)) {
             Ok(cluster) => Some(cluster),
             Err(reason) => return fail(EXIT_SETUP, &reason),
         }
@@ -248,28 +258,21 @@ fn main() -> ExitCode {
                         rows,
                     } => {
                         let arms = match deployer {
-                            DemoDeployer::Olm => Arm::matrix(),
-                            DemoDeployer::Helm => [Gate::On, Gate::Off]
-                                .into_iter()
-                                .map(|gate| Arm {
-                                    gate,
-                                    start: Start::Slow,
-                                    successor: Successor::Cumulative,
-                                })
-                                .collect(),
+                            Deployer::Olm => Arm::matrix(),
+                            _ => admitted_arms(),
                         };
                         race(&local, &arms, deployer, runs, rows).await
                     }
                     Command::Demo {
                         arm,
                         rows,
-                        deployer: DemoDeployer::Olm,
+                        deployer: Deployer::Olm,
                     } => demo(&local, arm.arm(), rows, keep).await,
                     Command::Demo {
                         arm,
                         rows,
-                        deployer: DemoDeployer::Helm,
-                    } => demo_helm(&local, arm.arm(), rows, keep).await,
+                        deployer,
+                    } => demo_admitted(&local, arm.arm(), deployer, rows, keep).await,
                     Command::BenchScale {
                         apps,
                         rows,
@@ -331,7 +334,11 @@ fn fail(code: u8, reason: &str) -> ExitCode {
     ExitCode::from(code)
 }
 
-async fn start_cluster(args: &ClusterArgs, name: &ClusterName) -> Result<Cluster, String> {
+async fn start_cluster(
+    args: &ClusterArgs,
+    name: &ClusterName,
+    deployer: Deployer,
+) -> Result<Cluster, String> {
     let need = |value: &Option<PathBuf>, what: &str| {
         value
             .clone()
@@ -342,11 +349,21 @@ async fn start_cluster(args: &ClusterArgs, name: &ClusterName) -> Result<Cluster
         tools: need(&args.tools, "UPGRADE_GATE_TOOLS")?,
         pause_archive: need(&args.pause_archive, "UPGRADE_GATE_PAUSE_ARCHIVE")?,
         images: vec![need(&args.image_archive, "UPGRADE_GATE_IMAGE_ARCHIVE")?],
-        olm_v1: false,
-        olm_v1_images: Vec::new(),
+        olm_v1: deployer == Deployer::OlmV1,
+        olm_v1_images: match deployer {
+            Deployer::OlmV1 if args.olm_v1_images.is_empty() => {
+                return Err("UPGRADE_GATE_OLM_V1_IMAGES is not set: run this through `just demo DEPLOYER=olm-v1`".to_owned());
+            }
+            Deployer::OlmV1 => args.olm_v1_images.clone(),
+            _ => Vec::new(),
+        },
         quiet: false,
     };
-    println!("==> Starting local cluster {name} (Kubernetes, OLM, PostgreSQL)");
+    let olm = match deployer {
+        Deployer::OlmV1 => "OLM v0 and OLM v1",
+        _ => "OLM",
+    };
+    println!("==> Starting local cluster {name} (Kubernetes, {olm}, PostgreSQL)");
     Cluster::up(config)
         .await
         .map_err(|error| format!("starting cluster {name}: {error}"))
@@ -440,23 +457,15 @@ fn combined(outcomes: &[Outcome]) -> Outcome {
 async fn race(
     cluster: &LocalCluster,
     arms: &[Arm],
-    deployer: DemoDeployer,
+    deployer: Deployer,
     runs: u32,
     rows: u64,
 ) -> Outcome {
-    let helm = deployer == DemoDeployer::Helm;
-    if helm && !arms.iter().copied().all(helm_plays) {
-        eprintln!("chain race --deployer helm: {HELM_ARMS}");
-        return Outcome::Inconclusive(vec!["an arm Helm does not play".to_owned()]);
-    }
-    if helm {
+    let admitted = deployer.admitted();
+    if admitted {
         admission_policy::install(&cluster.client().await).await;
     }
-    let dir = if helm {
-        race_dir().join("helm")
-    } else {
-        race_dir()
-    };
+    let dir = reports_dir(race_dir(), deployer);
     println!("==> Seeding {rows} executions at 7.9.3 once (each run gets a copy)");
     let seeding = Instant::now();
     let template = SeedTemplate::create(
@@ -476,7 +485,7 @@ async fn race(
             arm.name(),
             arm.describe()
         );
-        let catalog = if helm {
+        let catalog = if admitted {
             PathBuf::new()
         } else {
             catalog_for(arm)
@@ -487,18 +496,23 @@ async fn race(
             let port = 50100 + u16::try_from(index % 400).unwrap_or(0);
             let prefix = format!(
                 "race-{}{}-{}-{}-{index}",
-                if helm { "helm-" } else { "" },
+                if admitted {
+                    format!("{}-", deployer.name())
+                } else {
+                    String::new()
+                },
                 arm.gate.name(),
                 arm.start.name(),
                 arm.successor.name()
             );
             let mut options = options(arm, catalog.clone(), &prefix, port, template.data());
-            if helm {
-                options.chain.deployer = Deployer::Helm;
+            options.chain.deployer = deployer;
+            if admitted {
+                options.release_variant = arm.release_flags();
             }
             let mut run = ChainRun::prepare(cluster, options).await;
             let ns = run.namespace.name.clone();
-            let _policy = match (helm, arm.gate) {
+            let _policy = match (admitted, arm.gate) {
                 (true, Gate::On) => Some(
                     admission_policy::Policy::apply(
                         &cluster.client().await,
@@ -511,7 +525,7 @@ async fn race(
                 _ => None,
             };
             run.start_upgrade().await;
-            if helm {
+            if pushed(deployer) {
                 let next = run.chain.next.clone();
                 if let Err(error) = run
                     .push_until_accepted(&next, PIPELINE_RETRY, PIPELINE_FOR)
@@ -579,7 +593,7 @@ async fn race(
 /// Writes `<dir>/<file>` for each of the arm's report files, and beside
 /// each its picture (`<file>.html`, `chain::picture`); panics when it
 /// cannot. Returns the JSON files' paths.
-fn write_report(dir: &std::path::Path, report: &ArmReport, deployer: DemoDeployer) -> Vec<PathBuf> {
+fn write_report(dir: &std::path::Path, report: &ArmReport, deployer: Deployer) -> Vec<PathBuf> {
     let mut json = report.to_json();
     json["deployer"] = serde_json::Value::from(deployer.name());
     let text = serde_json::to_string_pretty(&json).unwrap_or_default();
@@ -668,8 +682,8 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
         &report,
         &chain,
         arm,
-        DemoDeployer::Olm,
-        "target/demo",
+        Deployer::Olm,
+        &repository_root().join("target/demo"),
         keep,
     )
     .await
@@ -683,8 +697,8 @@ async fn finish_demo(
     report: &RunReport,
     chain: &Chain,
     arm: Arm,
-    deployer: DemoDeployer,
-    dir: &str,
+    deployer: Deployer,
+    dir: &std::path::Path,
     keep: bool,
 ) -> Outcome {
     println!("\n==> What happened (chain {:.1} s)", report.chain_seconds);
@@ -711,7 +725,7 @@ async fn finish_demo(
         runs: vec![report.clone()],
     };
     let outcome = report_file.outcome();
-    let paths = write_report(&repository_root().join(dir), &report_file, deployer);
+    let paths = write_report(dir, &report_file, deployer);
     println!(
         "\n    the run's timeline and evidence: {}\n    its picture (open it in a browser): {}",
         paths[0].display(),
@@ -734,39 +748,98 @@ async fn finish_demo(
     outcome
 }
 
-/// Why Helm plays only some arms.
-const HELM_ARMS: &str = "the naive successor and the fast start are variants of the OLM catalog; Helm plays the chart of each release (cumulative, slow start)";
-
-/// Whether Helm plays `arm` (`HELM_ARMS`).
-fn helm_plays(arm: Arm) -> bool {
-    arm.successor == Successor::Cumulative && arm.start == Start::Slow
+/// Where a deployer's reports go below `dir`: OLM v0's in it, the
+/// others' in `<dir>/<deployer>/`.
+fn reports_dir(dir: PathBuf, deployer: Deployer) -> PathBuf {
+    match deployer {
+        Deployer::Olm => dir,
+        other => dir.join(other.name()),
+    }
 }
 
-/// How often the demo's pipeline retries a refused `helm upgrade`.
+/// Whether the runner pushes the releases itself, as a pipeline (Helm,
+/// kubectl); OLM v1, like OLM v0, moves on by itself.
+fn pushed(deployer: Deployer) -> bool {
+    matches!(deployer, Deployer::Helm | Deployer::Kubectl)
+}
+
+/// The arms of `just race-matrix` for the deployers the admission policy
+/// holds: its binding on and off, for each successor (slow start).
+fn admitted_arms() -> Vec<Arm> {
+    let mut arms = Vec::new();
+    for successor in [Successor::Cumulative, Successor::Naive] {
+        for gate in [Gate::On, Gate::Off] {
+            arms.push(Arm {
+                gate,
+                start: Start::Slow,
+                successor,
+            });
+        }
+    }
+    arms
+}
+
+/// How often the demo's pipeline retries a refused push.
 const PIPELINE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long the pipeline keeps retrying.
 const PIPELINE_FOR: std::time::Duration = std::time::Duration::from_secs(900);
 
-/// The demo pushed by Helm: 7.9.3 installed by `helm install`; time zero
-/// the `helm upgrade` to 7.10.0; 7.10.1 pushed at once and every second
-/// until accepted, as a pipeline would. `--gate on`: the admission policy
-/// (manifests/admission/) bound to the run's namespace, its brake; `off`:
-/// not bound. Narrated, judged and drawn as the OLM demo.
-async fn demo_helm(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcome {
-    if !helm_plays(arm) {
-        eprintln!("chain demo --deployer helm: {HELM_ARMS}");
-        return Outcome::Inconclusive(vec!["an arm Helm does not play".to_owned()]);
+/// What the narration says of a deployer: how the first release is
+/// installed, and how the upgrade is pushed.
+fn admitted_story(deployer: Deployer) -> (&'static str, String) {
+    match deployer {
+        Deployer::Helm => (
+            "`helm install` (the chart of release 7.9.3)",
+            format!(
+                "`helm upgrade` to 7.10.0, then at once to 7.10.1, retried every {PIPELINE_RETRY:?} until accepted, as a pipeline would (times from the first upgrade)"
+            ),
+        ),
+        Deployer::Kubectl => (
+            "`kubectl apply --server-side` of release 7.9.3's manifests (its chart as `helm template` renders it)",
+            format!(
+                "`kubectl apply` of 7.10.0's manifests, then at once of 7.10.1's, retried every {PIPELINE_RETRY:?} until accepted, as a pipeline would (times from the first apply)"
+            ),
+        ),
+        Deployer::OlmV1 | Deployer::Olm => (
+            "OLM v1: a ClusterExtension following channel 7.9.x of our catalog (served by catalogd from the cluster's registry)",
+            "Switching the ClusterExtension to channel 7.10.x: OLM v1 installs 7.10.0 and at once wants 7.10.1, retrying by itself until it is let through (times from the switch)".to_owned(),
+        ),
     }
+}
+
+/// The demo pushed by a deployer the admission policy holds (Helm,
+/// kubectl, OLM v1): 7.9.3 installed by it; time zero its first push of
+/// 7.10.0 (Helm, kubectl) or the ClusterExtension's channel switch (OLM
+/// v1); Helm and kubectl push 7.10.1 at once and every second until
+/// accepted, as a pipeline would, OLM v1 retries by itself. `--gate on`:
+/// the admission policy (manifests/admission/) bound to the run's
+/// namespace, its brake; `off`: not bound. Narrated, judged and drawn as
+/// the OLM demo.
+async fn demo_admitted(
+    cluster: &LocalCluster,
+    arm: Arm,
+    deployer: Deployer,
+    rows: u64,
+    keep: bool,
+) -> Outcome {
     let brake = match arm.gate {
-        Gate::On => "the admission policy bound to the run's namespace",
-        Gate::Off => "no admission policy: nothing holds Helm",
+        Gate::On => "the admission policy bound to the run's namespace".to_owned(),
+        Gate::Off => format!("no admission policy: nothing holds {}", deployer.who()),
     };
+    let (install, push) = admitted_story(deployer);
     println!(
-        "upgrade-gate demo: 7.9.3 -> 7.10.0 -> 7.10.1 pushed by Helm on local cluster {}: {brake} ({rows} seeded rows)",
-        cluster.name()
+        "upgrade-gate demo: 7.9.3 -> 7.10.0 -> 7.10.1 pushed by {} on local cluster {}: {brake}; {} ({rows} seeded rows)",
+        deployer.name(),
+        cluster.name(),
+        arm.describe()
     );
+    if arm.successor == Successor::Naive {
+        println!(
+            "    the naive successor is a MODEL of the feature request's operator: each release's upgrade applies only its own migrations, assuming its predecessor's upgrade happened (never in a release users install)"
+        );
+    }
     println!(
-        "\n==> Setting up: 7.9.3 installed by `helm install` (the chart of release 7.9.3), the App on a database of its own, {rows} rows seeded, a writer writing"
+        "\n==> Setting up: 7.9.3 installed by {install}, the App on a database of its own, {rows} rows seeded, a writer writing"
     );
     let set_up = Instant::now();
     if arm.gate == Gate::On {
@@ -774,8 +847,10 @@ async fn demo_helm(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> O
         // has them: 7.9.3's operator records from its start.
         admission_policy::install(&cluster.client().await).await;
     }
-    let mut options = options(arm, PathBuf::new(), "demo-helm", 50051, Data::Seed { rows });
-    options.chain.deployer = Deployer::Helm;
+    let prefix = format!("demo-{}", deployer.name());
+    let mut options = options(arm, PathBuf::new(), &prefix, 50051, Data::Seed { rows });
+    options.chain.deployer = deployer;
+    options.release_variant = arm.release_flags();
     let mut run = ChainRun::prepare(cluster, options).await;
     let ns = run.namespace.name.clone();
     let _policy = match arm.gate {
@@ -795,15 +870,18 @@ async fn demo_helm(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> O
         set_up.elapsed().as_secs_f64(),
         run.data_before.summary()
     );
-    println!(
-        "\n==> `helm upgrade` to 7.10.0, then at once to 7.10.1, retried every {PIPELINE_RETRY:?} until accepted, as a pipeline would (times from the first upgrade)"
-    );
+    println!("\n==> {push}");
     run.start_upgrade().await;
     let zero = timeline::zero_at(&run.timeline.snapshot()).unwrap_or_else(jiff::Timestamp::now);
     let narration = LiveNarration::start(&run.timeline, zero);
-    let pusher = run.push_until_accepted(&run.chain.next.clone(), PIPELINE_RETRY, PIPELINE_FOR);
-    if let Err(error) = pusher.await {
-        eprintln!("chain demo: the pipeline pushing 7.10.1: {error}");
+    if pushed(deployer) {
+        let next = run.chain.next.clone();
+        if let Err(error) = run
+            .push_until_accepted(&next, PIPELINE_RETRY, PIPELINE_FOR)
+            .await
+        {
+            eprintln!("chain demo: the pipeline pushing {next}: {error}");
+        }
     }
     let chain = run.chain.clone();
     let report = run.finish().await;
@@ -813,8 +891,8 @@ async fn demo_helm(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> O
         &report,
         &chain,
         arm,
-        DemoDeployer::Helm,
-        "target/demo/helm",
+        deployer,
+        &reports_dir(repository_root().join("target/demo"), deployer),
         keep,
     )
     .await

@@ -1,9 +1,10 @@
 //! Helm as a deployer no one here wrote: the `helm` CLI of the cluster's
 //! tools (`tools/helm`, built from its Go module) installing and upgrading
 //! the sample operator's chart, rendered per release by release-tools
-//! (`release chart RELEASE`, the same source as `charts/upgrade-gate/`).
+//! (`release chart RELEASE`, the same source as `charts/upgrade-gate/`),
+//! or rendering each release's manifests for `kubectl` (`helm template`).
 //!
-//! Owns: the charts it renders (in a temporary directory of its own),
+//! Owns: the charts and manifests it renders (in a temporary directory of its own),
 //! Helm's own directories (also there, so nothing under `$HOME` is
 //! touched) and the cluster-scoped RBAC objects a release's chart creates
 //! (named after the namespace; deleted when the [`Helm`] drops — the
@@ -35,6 +36,8 @@ pub struct Helm {
     kubeconfig: PathBuf,
     namespace: String,
     image: String,
+    /// `release` flags of a test variant (`--successor naive`), if any.
+    variant: Vec<String>,
     dir: tempfile::TempDir,
 }
 
@@ -64,8 +67,16 @@ impl Helm {
             kubeconfig: kubeconfig.to_owned(),
             namespace: namespace.to_owned(),
             image: image.to_owned(),
+            variant: Vec::new(),
             dir: tempfile::tempdir().unwrap_or_else(|error| panic!("a temporary dir: {error}")),
         }
+    }
+
+    /// Charts of a test variant of the releases: `release`'s flags
+    /// (`--successor naive`: docs/race.md).
+    pub fn with_variant(mut self, flags: &[&str]) -> Helm {
+        self.variant = flags.iter().map(|flag| (*flag).to_owned()).collect();
+        self
     }
 
     /// The chart of `release` (rendered on first use).
@@ -78,6 +89,7 @@ impl Helm {
                 .arg(crate::repository_root())
                 .arg("--out")
                 .arg(&out)
+                .args(&self.variant)
                 .args(["chart", release])
                 .output()
                 .unwrap_or_else(|error| panic!("running release chart: {error}"));
@@ -91,15 +103,23 @@ impl Helm {
     }
 
     /// `helm ARGS` in the namespace, with Helm's directories in ours.
-    pub fn run(&self, args: &[&str]) -> HelmRun {
+    fn command(&self, args: &[&str]) -> Command {
         let home = self.dir.path().join("helm-home");
-        let output = Command::new(&self.helm)
+        let mut command = Command::new(&self.helm);
+        command
             .args(args)
             .args(["--namespace", &self.namespace])
             .env("KUBECONFIG", &self.kubeconfig)
             .env("HELM_CACHE_HOME", home.join("cache"))
             .env("HELM_CONFIG_HOME", home.join("config"))
-            .env("HELM_DATA_HOME", home.join("data"))
+            .env("HELM_DATA_HOME", home.join("data"));
+        command
+    }
+
+    /// Runs `helm ARGS` in the namespace.
+    pub fn run(&self, args: &[&str]) -> HelmRun {
+        let output = self
+            .command(args)
             .output()
             .unwrap_or_else(|error| panic!("running helm: {error}"));
         HelmRun {
@@ -112,24 +132,60 @@ impl Helm {
         }
     }
 
+    /// The values every install here sets: the image, and its own
+    /// namespace watched alone (the cluster is shared, and an operator
+    /// watching all namespaces would reconcile other tests' Apps).
+    fn values(&self) -> [String; 4] {
+        [
+            "--set".to_owned(),
+            format!("image={}", self.image),
+            "--set".to_owned(),
+            format!("watchNamespace={}", self.namespace),
+        ]
+    }
+
+    /// `release`'s manifests as a pipeline applies a chart with `kubectl`
+    /// (`helm template`, the CRD left out as Helm leaves `crds/` out of
+    /// templates): a file in our directory, rendered on first use.
+    pub fn manifests(&self, release: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("manifests-{release}.yaml"));
+        if path.is_file() {
+            return path;
+        }
+        let chart = self.chart(release);
+        let values = self.values();
+        let mut args = vec![
+            "template",
+            RELEASE_NAME,
+            chart.to_str().expect("a UTF-8 path"),
+        ];
+        args.extend(values.iter().map(String::as_str));
+        let output = self
+            .command(&args)
+            .output()
+            .unwrap_or_else(|error| panic!("running helm template: {error}"));
+        assert!(
+            output.status.success(),
+            "helm template {release}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::write(&path, &output.stdout)
+            .unwrap_or_else(|error| panic!("writing {}: {error}", path.display()));
+        path
+    }
+
     /// `helm upgrade --install` of `release`'s chart, as a deployer runs it
     /// (no `--wait`: the command returns once the objects are applied).
     pub fn upgrade(&self, release: &str, extra: &[&str]) -> HelmRun {
         let chart = self.chart(release);
-        let image = format!("image={}", self.image);
-        // Its own namespace only: the cluster is shared, and an operator
-        // watching all namespaces would reconcile other tests' Apps.
-        let watch = format!("watchNamespace={}", self.namespace);
+        let values = self.values();
         let mut args = vec![
             "upgrade",
             "--install",
             RELEASE_NAME,
             chart.to_str().expect("a UTF-8 path"),
-            "--set",
-            &image,
-            "--set",
-            &watch,
         ];
+        args.extend(values.iter().map(String::as_str));
         args.extend_from_slice(extra);
         self.run(&args)
     }

@@ -90,7 +90,12 @@ impl OlmV1Cluster {
     /// The shared cluster, checked to run OLM v1; panics saying how to
     /// start one that does.
     pub fn from_env() -> Self {
-        let cluster = TestCluster::from_env();
+        Self::of(TestCluster::from_env())
+    }
+
+    /// The harness's cluster `cluster`, checked to run OLM v1; panics
+    /// saying how to start one that does.
+    pub fn of(cluster: TestCluster) -> Self {
         let attached = harness::cluster::Cluster::attach(&cluster.name)
             .unwrap_or_else(|error| panic!("cluster {}: {error}", cluster.name));
         assert!(
@@ -120,7 +125,28 @@ impl OlmV1Cluster {
     /// test process; returns what was published.
     pub async fn published(&self) -> &'static Published {
         static PUBLISHED: OnceCell<Published> = OnceCell::const_new();
-        PUBLISHED.get_or_init(|| publish(self)).await
+        PUBLISHED.get_or_init(|| publish(self, &[])).await
+    }
+
+    /// [`Self::published`] for a test variant of the releases (`release`'s
+    /// flags, e.g. `--successor naive`), under a path of the registry of
+    /// its own so it never replaces the published images; once per variant
+    /// and test process.
+    pub async fn published_variant(&self, variant: &[&str]) -> &'static Published {
+        if variant.is_empty() {
+            return self.published().await;
+        }
+        type Variants = BTreeMap<Vec<String>, &'static Published>;
+        static VARIANTS: tokio::sync::Mutex<Variants> =
+            tokio::sync::Mutex::const_new(BTreeMap::new());
+        let key: Vec<String> = variant.iter().map(|flag| (*flag).to_owned()).collect();
+        let mut variants = VARIANTS.lock().await;
+        if let Some(published) = variants.get(&key) {
+            return published;
+        }
+        let published: &'static Published = Box::leak(Box::new(publish(self, variant).await));
+        variants.insert(key, published);
+        published
     }
 }
 
@@ -161,18 +187,27 @@ pub const CATALOG_CONTAINERFILE: &str = "FROM scratch\n\
 /// Renders our releases for OLM v1 (bundle images in the cluster's
 /// registry, the operator image the cluster loaded, no App CRD), builds the
 /// bundle images and a catalog image FROM scratch, and pushes them.
-async fn publish(olm: &OlmV1Cluster) -> Published {
+async fn publish(olm: &OlmV1Cluster, variant: &[&str]) -> Published {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
     let out = dir.path().join("render");
-    let registry = format!("{REGISTRY_NAME}:{REGISTRY_PORT}");
+    // A variant's images under a path of its own: `naive/` for
+    // `--successor naive`.
+    let path: String = variant
+        .iter()
+        .filter(|flag| !flag.starts_with("--"))
+        .map(|value| format!("{value}/"))
+        .collect();
+    let registry = format!("{REGISTRY_NAME}:{REGISTRY_PORT}/{path}");
+    let registry = registry.trim_end_matches('/');
     for command in ["bundles", "catalog"] {
         run(tokio::process::Command::new(crate::binary("release"))
             .arg("--root")
             .arg(crate::repository_root())
             .arg("--out")
             .arg(&out)
-            .args(["--registry", &registry])
+            .args(variant)
+            .args(["--registry", registry])
             .args(["--operator-image", &olm.cluster.image])
             .args(["--crd", "external"])
             .arg(command))
@@ -189,7 +224,14 @@ async fn publish(olm: &OlmV1Cluster) -> Published {
         let context = rendered.join(&release);
         let image = build(&context, &context.join("bundle.Dockerfile"), dir.path()).await;
         let tag = format!("v{release}");
-        push(olm, &image, "upgrade-gate-bundle", &tag, dir.path()).await;
+        push(
+            olm,
+            &image,
+            &format!("{path}upgrade-gate-bundle"),
+            &tag,
+            dir.path(),
+        )
+        .await;
         bundles.insert(release, read_bundle(&context.join("manifests")));
     }
     let containerfile = dir.path().join("catalog.Containerfile");
@@ -197,7 +239,14 @@ async fn publish(olm: &OlmV1Cluster) -> Published {
         .unwrap_or_else(|error| panic!("writing {}: {error}", containerfile.display()));
     let image = build(&out.join("catalog"), &containerfile, dir.path()).await;
     let tag = format!("v{}", app::RELEASE);
-    let catalog_digest = push(olm, &image, "upgrade-gate-catalog", &tag, dir.path()).await;
+    let catalog_digest = push(
+        olm,
+        &image,
+        &format!("{path}upgrade-gate-catalog"),
+        &tag,
+        dir.path(),
+    )
+    .await;
     eprintln!(
         "published the OLM v1 catalog and {} bundles to {} in {:.1}s",
         bundles.len(),
@@ -205,7 +254,7 @@ async fn publish(olm: &OlmV1Cluster) -> Published {
         started.elapsed().as_secs_f64()
     );
     Published {
-        catalog: in_cluster("upgrade-gate-catalog", &tag),
+        catalog: in_cluster(&format!("{path}upgrade-gate-catalog"), &tag),
         catalog_digest,
         bundles,
     }

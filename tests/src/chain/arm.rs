@@ -194,6 +194,21 @@ impl Arm {
         }
     }
 
+    /// The `release` flags of the arm's start and successor, for the
+    /// deployers whose gate is the admission policy's binding, not the
+    /// init container (Helm's and kubectl's charts, OLM v1's bundles):
+    /// none for what is published.
+    pub fn release_flags(self) -> Vec<&'static str> {
+        let mut flags = Vec::new();
+        if self.start != Start::Fast {
+            flags.extend(["--start", self.start.name()]);
+        }
+        if self.successor != Successor::Cumulative {
+            flags.extend(["--successor", self.successor.name()]);
+        }
+        flags
+    }
+
     /// The catalog directory to serve: `catalog-local/` for the published
     /// arm, else the arm's variant rendered by release-tools into
     /// `<out>/<name>/catalog-local`. Panics with release-tools' output when
@@ -228,6 +243,33 @@ impl Arm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_flags_name_what_differs_from_the_published_release() {
+        let arm = |start, successor| Arm {
+            gate: Gate::Off,
+            start,
+            successor,
+        };
+        let cases: [(Arm, &[&str]); 4] = [
+            (arm(Start::Fast, Successor::Cumulative), &[]),
+            (
+                arm(Start::Slow, Successor::Cumulative),
+                &["--start", "slow"],
+            ),
+            (
+                arm(Start::Fast, Successor::Naive),
+                &["--successor", "naive"],
+            ),
+            (
+                arm(Start::Slow, Successor::Naive),
+                &["--start", "slow", "--successor", "naive"],
+            ),
+        ];
+        for (arm, flags) in cases {
+            assert_eq!(arm.release_flags(), flags, "{}", arm.name());
+        }
+    }
 
     #[test]
     fn the_matrix_is_every_arm_once_and_the_defaults_are_a_typical_operators() {

@@ -24,6 +24,7 @@ use kube::Client;
 
 use super::kubeconfig::KubeconfigCluster;
 use crate::backup_volume::BackupVolume;
+use crate::olm_v1::OlmV1Cluster;
 
 /// A served catalog; serving ends when it drops.
 pub struct ServedCatalog {
@@ -86,6 +87,9 @@ pub trait OlmCluster: Send + Sync {
     /// Kills OLM's `olm` operator (SIGKILL) and starts it again; returns
     /// once it serves its health endpoint, with how long it was gone.
     fn restart_olm(&self) -> impl Future<Output = Duration> + Send;
+    /// Its OLM v1 (catalogd, operator-controller, a registry the host
+    /// pushes to); panics when it runs none.
+    fn olm_v1(&self) -> OlmV1Cluster;
 }
 
 /// The harness's local cluster (`just test-cluster`, `chain race`, `chain demo`).
@@ -158,6 +162,10 @@ impl OlmCluster for LocalCluster {
 
     async fn restart_olm(&self) -> Duration {
         self.cluster.restart_olm().await
+    }
+
+    fn olm_v1(&self) -> OlmV1Cluster {
+        OlmV1Cluster::of(self.cluster.clone())
     }
 }
 
@@ -244,6 +252,13 @@ impl OlmCluster for ProvidedCluster {
         match self {
             Self::Local(local) => local.restart_olm().await,
             Self::Kubeconfig(remote) => remote.restart_olm().await,
+        }
+    }
+
+    fn olm_v1(&self) -> OlmV1Cluster {
+        match self {
+            Self::Local(local) => local.olm_v1(),
+            Self::Kubeconfig(remote) => remote.olm_v1(),
         }
     }
 }

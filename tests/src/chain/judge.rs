@@ -75,7 +75,7 @@ pub struct Chain {
 }
 
 /// Who rolls the operator from one release to the next.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Deployer {
     /// OLM v0, from a catalog through a Subscription: the end is the last
@@ -90,7 +90,13 @@ pub enum Deployer {
     /// ClusterExtension switched to the next channel: each revision of its
     /// Helm release is a [`Fact::Deployed`]; judged as under Helm.
     #[serde(rename = "olm-v1")]
+    #[value(name = "olm-v1")]
     OlmV1,
+    /// `kubectl apply --server-side` of each release's manifests (its
+    /// chart as `helm template` renders it, the way a GitOps pipeline
+    /// applies a chart), retried as a pipeline does; the admission policy
+    /// is the brake. Judged as under Helm.
+    Kubectl,
 }
 
 impl Deployer {
@@ -100,7 +106,22 @@ impl Deployer {
             Deployer::Olm => "OLM",
             Deployer::Helm => "the deployer",
             Deployer::OlmV1 => "OLM v1",
+            Deployer::Kubectl => "the pipeline",
         }
+    }
+
+    /// Whether the admission policy is this deployer's brake (everything
+    /// but OLM v0, whose brake is the OperatorCondition).
+    pub fn admitted(self) -> bool {
+        self != Deployer::Olm
+    }
+
+    /// As the command line and the reports name it (`olm`, `helm`,
+    /// `olm-v1`, `kubectl`).
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -183,7 +204,7 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
     evidence.extend(found);
     let pending_seconds = match chain.deployer {
         Deployer::Olm => pending(events, &chain.next, zero, &mut evidence),
-        Deployer::Helm | Deployer::OlmV1 => {
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
             refused_for(events, chain.deployer, &chain.next, zero, &mut evidence)
         }
     };
@@ -195,7 +216,7 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
         (Some(middle), Deployer::Olm) if !raced => {
             olm_reaction(events, chain, middle, zero, &mut evidence)
         }
-        (Some(middle), Deployer::Helm | Deployer::OlmV1) if !raced => {
+        (Some(middle), Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl) if !raced => {
             deployer_reaction(events, chain, middle, zero, &mut evidence)
         }
         _ => None,
@@ -836,7 +857,7 @@ fn load(
     });
     let offered = match chain.deployer {
         Deployer::Olm => format!("OLM created CSV upgrade-gate.v{}", chain.next),
-        Deployer::Helm | Deployer::OlmV1 => {
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
             format!("{} first applied {}", chain.deployer.who(), chain.next)
         }
     };
@@ -863,7 +884,7 @@ fn load(
                 "load: never {offered}: not measurable",
                 offered = match chain.deployer {
                     Deployer::Olm => format!("did OLM create CSV upgrade-gate.v{}", chain.next),
-                    Deployer::Helm | Deployer::OlmV1 => {
+                    Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
                         format!("did {} apply {}", chain.deployer.who(), chain.next)
                     }
                 }
@@ -914,7 +935,7 @@ fn end_state(events: &[Event], chain: &Chain, zero: Timestamp, evidence: &mut Ve
     let mut missing = Vec::new();
     match chain.deployer {
         Deployer::Olm => olm_csv_end(events, last, zero, evidence, &mut missing),
-        Deployer::Helm | Deployer::OlmV1 => {
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
             deployer_end(events, last, zero, evidence, &mut missing)
         }
     }

@@ -289,6 +289,12 @@ impl OlmCluster for KubeconfigCluster {
         .await;
         since.elapsed()
     }
+
+    fn olm_v1(&self) -> crate::olm_v1::OlmV1Cluster {
+        panic!(
+            "OLM v1 runs on the harness's local cluster only (it needs the cluster's registry): UPGRADE_GATE_CLUSTER_PROVIDER=local"
+        )
+    }
 }
 
 /// The catalog's documents (`.json`, `.yaml`, `.yml` below `dir`) keyed as

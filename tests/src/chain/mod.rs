@@ -1,6 +1,7 @@
 //! The chain runner: the feature request's upgrade chain 7.9.3 → (channel
 //! switch) → 7.10.0 → 7.10.1 played through the real OLM from a
-//! file-based catalog (or pushed by Helm, the admission policy its brake), each run in a fresh namespace with its own database
+//! file-based catalog (or pushed by OLM v1, Helm or kubectl, the admission
+//! policy their brake), each run in a fresh namespace with its own database
 //! and Subscription, with a writer playing the application's clients,
 //! recorded as a timeline of facts and judged: raced, held or
 //! inconclusive? damaged?
@@ -26,6 +27,7 @@
 //! | [`catalog`] | test-time edits of a catalog (a release published later, a skipRange) |
 //! | [`report`] | `just race`'s and `just race-matrix`'s JSON and tables |
 //! | [`narrate`] | `just demo`'s narration |
+//! | [`pipeline`] | Helm and kubectl pushing a release as a pipeline does |
 //! | [`picture`] | each run's page: an SVG timeline of its facts, its verdict beneath; the matrix's page |
 //! | [`scale`] | `just bench-scale`: a fleet of Apps upgraded by OLM, measured |
 
@@ -38,6 +40,7 @@ pub mod judge;
 pub mod kubeconfig;
 pub mod narrate;
 pub mod picture;
+pub mod pipeline;
 pub mod record;
 pub mod report;
 pub mod run;

@@ -191,6 +191,7 @@ pub fn closing(report: &RunReport, chain: &Chain) -> Vec<String> {
             super::judge::Deployer::Olm => "OLM moved on to",
             super::judge::Deployer::Helm => "Helm applied",
             super::judge::Deployer::OlmV1 => "OLM v1 applied",
+            super::judge::Deployer::Kubectl => "kubectl applied",
         };
         lines.push(format!(
             "The race happened: {moved} {} before {middle}'s upgrade had completed.",

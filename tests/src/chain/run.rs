@@ -42,14 +42,13 @@ use serde_json::{Value, json};
 use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout};
 use super::judge::{self, Chain, Deployer, EndChecks, Verdict};
+use super::pipeline::{Pipeline, Pushed};
 use super::record::{Recorders, app_api, csv_api, dynamic_api, read_history};
 use super::timeline::{self, Event, Fact, JobChange, PodKind, Timeline};
 use super::writer::{self, RunningWriter, WriterVerdict};
 use crate::cluster_database::TestDatabase;
-use crate::helm::{Helm, HelmRun};
 use crate::olm_v1::{
-    CatalogGuard, Extension, ExtensionGuard, Installer, OlmV1Cluster, cluster_extensions,
-    installer_rights,
+    CatalogGuard, Extension, ExtensionGuard, Installer, cluster_extensions, installer_rights,
 };
 use crate::wait;
 
@@ -112,6 +111,10 @@ pub struct RunOptions {
     pub to_channel: String,
     /// How long the chain may take from the switch to its end.
     pub chain_deadline: Duration,
+    /// Under Helm, kubectl and OLM v1: `release` flags of the charts' or
+    /// bundles' test variant (`--successor naive`, [`super::arm::Arm::release_flags`]);
+    /// OLM v0's variants are in `catalog_dir`.
+    pub release_variant: Vec<&'static str>,
 }
 
 impl RunOptions {
@@ -134,6 +137,7 @@ impl RunOptions {
             from_channel: "7.9.x".to_owned(),
             to_channel: "7.10.x".to_owned(),
             chain_deadline: Duration::from_secs(600),
+            release_variant: Vec::new(),
         }
     }
 }
@@ -320,8 +324,8 @@ pub struct ChainRun {
     setup_seconds: f64,
     switched: Option<Instant>,
     _catalog: Option<ServedCatalog>,
-    /// The deployer when it is Helm ([`Deployer::Helm`]).
-    helm: Option<Arc<Helm>>,
+    /// The deployer when it pushes by command (Helm, kubectl).
+    pipeline: Option<Arc<Pipeline>>,
     _claim: BackupClaim,
     pub database: TestDatabase,
 }
@@ -338,15 +342,15 @@ impl ChainRun {
         let namespace = cluster.namespace(&options.prefix).await;
         let client = namespace.client();
         let ns = namespace.name.clone();
-        let helm = match options.chain.deployer {
-            Deployer::Olm | Deployer::OlmV1 => None,
-            Deployer::Helm => Some(Arc::new(Helm::new(
-                cluster.kubeconfig(),
-                &ns,
-                cluster.image(),
-            ))),
-        };
-        let catalog = match (&helm, options.chain.deployer) {
+        let pipeline = Pipeline::new(
+            options.chain.deployer,
+            cluster.kubeconfig(),
+            &ns,
+            cluster.image(),
+            &options.release_variant,
+        )
+        .map(Arc::new);
+        let catalog = match (&pipeline, options.chain.deployer) {
             (Some(_), _) | (None, Deployer::OlmV1) => None,
             (None, _) => {
                 let catalog = cluster
@@ -378,7 +382,7 @@ impl ChainRun {
         let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
         let from = options.chain.from.clone();
         let mut olm_v1 = None;
-        let (app, claim) = match (options.start, &helm) {
+        let (app, claim) = match (options.start, &pipeline) {
             _ if options.chain.deployer == Deployer::OlmV1 => {
                 assert_eq!(
                     options.start,
@@ -397,26 +401,27 @@ impl ChainRun {
                 olm_v1 = Some(run);
                 created
             }
-            (Start::FirstRelease, Some(helm)) => {
+            (Start::FirstRelease, Some(pipeline)) => {
                 crate::operator_install::install_app_crd(&client).await;
                 recorders.watch_apps(&client, &ns, &timeline).await;
                 let installed = Instant::now();
-                let ran = helm_apply(helm, &from).await;
-                assert!(ran.success, "helm install of {from}:\n{}", ran.output);
+                let ran = pipeline_push(pipeline, &from).await;
+                let command = pipeline.command();
+                assert!(ran.accepted, "{command} of {from}:\n{}", ran.output);
                 timeline.push(Fact::Injected {
-                    what: format!("helm installed {from}"),
+                    what: format!("{command} installed {from}"),
                 });
                 let created =
                     create_app(cluster, &namespace, &database.url, &bundle_examples(&from)).await;
                 wait_app_ready(&timeline, &created.0, &from).await;
                 println!(
-                    "{ns}: {from} installed by Helm, its App Ready, {:.1} s after helm install",
+                    "{ns}: {from} installed by {command}, its App Ready, {:.1} s after",
                     installed.elapsed().as_secs_f64()
                 );
                 created
             }
             (Start::MiddleRelease, Some(_)) => {
-                panic!("a Helm run starts at its first release (Start::FirstRelease)")
+                panic!("a Helm or kubectl run starts at its first release (Start::FirstRelease)")
             }
             (Start::FirstRelease, None) => {
                 let subscribed = Instant::now();
@@ -483,7 +488,7 @@ impl ChainRun {
             setup_seconds: started.elapsed().as_secs_f64(),
             switched: None,
             _catalog: catalog,
-            helm,
+            pipeline,
             _claim: claim,
             database,
         }
@@ -508,12 +513,12 @@ impl ChainRun {
         self.switched = Some(Instant::now());
         let client = self.client();
         let ns = &self.namespace.name;
-        if let Some(helm) = &self.helm {
+        if let Some(pipeline) = &self.pipeline {
             // Time zero is the first apply of the middle release (the
             // first release may not have recorded completion yet: retried).
             let middle = middle_release(&self.chain);
             push(
-                helm,
+                pipeline,
                 &self.timeline,
                 &middle,
                 PUSH_RETRY,
@@ -579,7 +584,7 @@ impl ChainRun {
         self.timeline.push_at(at, fact);
     }
 
-    /// Under Helm: applies `release` every `retry`, as a deployer's
+    /// Under Helm or kubectl: applies `release` every `retry`, as a deployer's
     /// pipeline would, until it is accepted (or `timeout`); each apply is
     /// a [`Fact::Deployed`]. Runs in the background: await the handle.
     pub fn push_until_accepted(
@@ -588,13 +593,13 @@ impl ChainRun {
         retry: Duration,
         timeout: Duration,
     ) -> tokio::task::JoinHandle<()> {
-        let helm = self
-            .helm
+        let pipeline = self
+            .pipeline
             .clone()
-            .unwrap_or_else(|| panic!("push_until_accepted needs a Helm run"));
+            .unwrap_or_else(|| panic!("push_until_accepted needs a Helm or kubectl run"));
         let timeline = self.timeline.clone();
         let release = release.to_owned();
-        tokio::spawn(async move { push(&helm, &timeline, &release, retry, timeout).await })
+        tokio::spawn(async move { push(&pipeline, &timeline, &release, retry, timeout).await })
     }
 
     /// Checks that `release`'s gate init container closed the gate before
@@ -1092,7 +1097,7 @@ const PUSH_RETRY: Duration = Duration::from_secs(1);
 /// Applies `release` every `retry` until accepted (each apply a fact);
 /// panics after `timeout`.
 async fn push(
-    helm: &Arc<Helm>,
+    pipeline: &Arc<Pipeline>,
     timeline: &Timeline,
     release: &str,
     retry: Duration,
@@ -1100,35 +1105,36 @@ async fn push(
 ) {
     let deadline = Instant::now() + timeout;
     loop {
-        // Stamped when helm returned: the API server decided somewhere
+        // Stamped when the command returned: the API server decided somewhere
         // within the command, and the deployer knows the answer from then.
-        let ran = helm_apply(helm, release).await;
+        let ran = pipeline_push(pipeline, release).await;
         timeline.push(deployed(release, &ran));
-        if ran.success {
+        if ran.accepted {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "helm upgrade to {release} still refused after {timeout:?}:\n{}",
+            "{} of {release} still refused after {timeout:?}:\n{}",
+            pipeline.command(),
             ran.output
         );
         tokio::time::sleep(retry).await;
     }
 }
 
-/// `helm upgrade --install` of `release`'s chart, off the async threads.
-async fn helm_apply(helm: &Arc<Helm>, release: &str) -> HelmRun {
-    let helm = Arc::clone(helm);
+/// One push of `release`, off the async threads.
+async fn pipeline_push(pipeline: &Arc<Pipeline>, release: &str) -> Pushed {
+    let pipeline = Arc::clone(pipeline);
     let release = release.to_owned();
-    tokio::task::spawn_blocking(move || helm.upgrade(&release, &[]))
+    tokio::task::spawn_blocking(move || pipeline.push(&release))
         .await
-        .unwrap_or_else(|error| panic!("running helm: {error}"))
+        .unwrap_or_else(|error| panic!("running the pipeline: {error}"))
 }
 
 /// What an apply said, as a fact: the refusal's reason from the API
 /// server's message (after "denied request: "), else its last line.
-fn deployed(release: &str, ran: &HelmRun) -> Fact {
-    let message = if ran.success {
+fn deployed(release: &str, ran: &Pushed) -> Fact {
+    let message = if ran.accepted {
         String::new()
     } else {
         let output = ran.output.trim();
@@ -1140,7 +1146,7 @@ fn deployed(release: &str, ran: &HelmRun) -> Fact {
     };
     Fact::Deployed {
         release: release.to_owned(),
-        accepted: ran.success,
+        accepted: ran.accepted,
         message,
     }
 }
@@ -1389,11 +1395,11 @@ async fn install_with_olm_v1(
     recorders: &mut Recorders,
     timeline: &Timeline,
 ) -> (OlmV1Run, (String, BackupClaim)) {
-    let olm = OlmV1Cluster::from_env();
+    let olm = cluster.olm_v1();
     let turn = olm.one_extension_at_a_time().await;
     let admin = olm.cluster.admin_client().await;
     let ns = &namespace.name;
-    let published = olm.published().await;
+    let published = olm.published_variant(&options.release_variant).await;
     let catalog = CatalogGuard::create(&olm.cluster, ns, &published.catalog).await;
     catalog.wait_serving(&admin).await;
     let chain = &options.chain;
