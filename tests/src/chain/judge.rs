@@ -457,14 +457,23 @@ pub fn after_restore(
     }
 }
 
-/// Whether the chain stopped short of its end for good: the last release's
-/// CSV `Succeeded` and the App's upgrade waiting for a person (`GaveUp` or
+/// Whether the chain stopped short of its end for good: the last release
+/// in place (OLM v0: its CSV `Succeeded`; the other deployers: it was
+/// applied) and the App's upgrade waiting for a person (`GaveUp` or
 /// `Refused`), which no operator retries on its own. Says why.
 pub fn chain_stopped(events: &[Event], chain: &Chain) -> Option<String> {
-    let last_csv = events.iter().rev().find(|event| {
-        matches!(&event.fact, Fact::CsvPhase { release, .. } | Fact::CsvDeleted { release } if *release == chain.last)
-    })?;
-    if !matches!(&last_csv.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded") {
+    let in_place = match chain.deployer {
+        Deployer::Olm => {
+            let last_csv = events.iter().rev().find(|event| {
+                matches!(&event.fact, Fact::CsvPhase { release, .. } | Fact::CsvDeleted { release } if *release == chain.last)
+            })?;
+            matches!(&last_csv.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded")
+        }
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => events.iter().any(|event| {
+            matches!(&event.fact, Fact::Deployed { release, accepted: true, .. } if *release == chain.last)
+        }),
+    };
+    if !in_place {
         return None;
     }
     let app = events
@@ -2100,6 +2109,37 @@ mod tests {
             phase("7.10.1", "Pending", "OperatorConditionNotUpgradeable"),
         );
         assert_eq!(chain_stopped(&events(facts), &chain()), None);
+    }
+
+    /// Under the deployers the policy holds, the last release is in place
+    /// once it was applied (there is no CSV).
+    #[test]
+    fn a_pushed_chain_waiting_for_a_person_has_stopped_once_its_last_release_was_applied() {
+        let gave_up = Fact::AppStatus {
+            app: "shop".into(),
+            phase: "Degraded".into(),
+            database_release: Some("7.9.3".into()),
+            ready: false,
+            upgrade: Some("7.9.3 -> 7.10.1 shop-db-7-10-1-1 (GaveUp)".into()),
+            upgrade_phase: Some("GaveUp".into()),
+        };
+        let applied = |accepted: bool| Fact::Deployed {
+            release: "7.10.1".into(),
+            accepted,
+            message: String::new(),
+        };
+        for deployer in [Deployer::Helm, Deployer::OlmV1, Deployer::Kubectl] {
+            let chain = Chain {
+                deployer,
+                ..chain()
+            };
+            let refused = events(vec![(10, applied(false)), (20, gave_up.clone())]);
+            assert_eq!(chain_stopped(&refused, &chain), None, "{deployer:?}");
+            let accepted = events(vec![(10, applied(true)), (20, gave_up.clone())]);
+            let why = chain_stopped(&accepted, &chain)
+                .unwrap_or_else(|| panic!("{deployer:?}: not stopped"));
+            assert!(why.contains("waits for a person"), "{why}");
+        }
     }
 
     /// After a fault the operator repaired, OLM may let the next release
