@@ -446,10 +446,94 @@ pub fn olm_v1_release_facts(previous: Option<&Value>, current: &Value, deleted: 
     }
 }
 
+/// What a watch of the admission record is called in a gap's fact.
+pub const ADMISSION_RECORD: &str = "the admission record";
+
+/// Facts of the namespace's admission record (UpgradeRecord
+/// `upgrade-gate`): one per operator entry whose release or state
+/// changed, every entry of its first version.
+pub fn admission_record_facts(
+    previous: Option<&Value>,
+    current: &Value,
+    deleted: bool,
+) -> Vec<Fact> {
+    let entries = |record: &Value| -> std::collections::BTreeMap<String, (String, String)> {
+        record["spec"]["operators"]
+            .as_object()
+            .map(|operators| {
+                operators
+                    .iter()
+                    .map(|(operator, entry)| {
+                        (
+                            operator.clone(),
+                            (
+                                text(entry, &["release"]).to_owned(),
+                                text(entry, &["state"]).to_owned(),
+                            ),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if deleted {
+        return Vec::new();
+    }
+    let before = previous.map(entries).unwrap_or_default();
+    entries(current)
+        .into_iter()
+        .filter(|(operator, now)| before.get(operator) != Some(now))
+        .map(|(operator, (release, state))| Fact::AdmissionRecord {
+            operator,
+            release,
+            state,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_admission_record_reports_each_entry_that_changed() {
+        let record = |entries: Value| json!({"spec": {"operators": entries}});
+        let fact = |release: &str, state: &str| Fact::AdmissionRecord {
+            operator: "app-operator".into(),
+            release: release.into(),
+            state: state.into(),
+        };
+        let first = record(
+            json!({"app-operator": {"release": "7.10.0", "state": "InProgress", "message": "m"}}),
+        );
+        assert_eq!(
+            admission_record_facts(None, &first, false),
+            [fact("7.10.0", "InProgress")]
+        );
+        // A message alone is no change.
+        let reworded = record(
+            json!({"app-operator": {"release": "7.10.0", "state": "InProgress", "message": "n"}}),
+        );
+        assert_eq!(admission_record_facts(Some(&first), &reworded, false), []);
+        let complete = record(
+            json!({"app-operator": {"release": "7.10.0", "state": "Complete"},
+                                     "other": {"release": "1.0.0", "state": "Complete"}}),
+        );
+        assert_eq!(
+            admission_record_facts(Some(&reworded), &complete, false),
+            [
+                fact("7.10.0", "Complete"),
+                Fact::AdmissionRecord {
+                    operator: "other".into(),
+                    release: "1.0.0".into(),
+                    state: "Complete".into(),
+                }
+            ]
+        );
+        assert_eq!(admission_record_facts(Some(&complete), &complete, true), []);
+        assert_eq!(admission_record_facts(None, &json!({}), false), []);
+    }
 
     fn csv(phase: &str, reason: &str) -> Value {
         json!({"metadata": {"name": "upgrade-gate.v7.10.1"},

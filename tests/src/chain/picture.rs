@@ -286,6 +286,21 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
                 );
                 (name, Shape::Tick, colour)
             }
+            "admission_record" => {
+                let operator = text_of(entry, "operator");
+                let state = text_of(entry, "state");
+                let name = lane("the admission record".to_owned());
+                let key = (name.clone(), operator.clone());
+                close(&mut spans, &mut open, key.clone(), t);
+                // Complete lets the next release through; anything else
+                // holds it.
+                let colour = if state == "Complete" { GREEN } else { RED };
+                open.insert(
+                    key,
+                    (t, colour, None, format!("{operator}: {release} {state}")),
+                );
+                (name, Shape::Tick, colour)
+            }
             "condition_created" | "condition_override" | "condition_deleted" => {
                 (lane(format!("gate of {release}")), Shape::Diamond, PURPLE)
             }
@@ -499,7 +514,8 @@ const LEGEND: &str = "<p class=\"legend\">\
 <span><i class=\"swatch\" style=\"background:#6a3d9a\"></i>the runner's acts, the gate's object</span>\
 </p>\n<p>Release lanes: upper half the CSV's phase (OLM v0), lower half its operator pod's life; \
 a deployer's refused applies (the admission policy's refusals) are red crosses, its accepted ones green diamonds. \
-Gate lanes (OLM v0): upper half the OperatorCondition's spec (what the gate wrote), lower half OLM's copy in status. \
+Gate lanes (OLM v0): upper half the OperatorCondition's spec (what the gate wrote), lower half OLM's copy in status; \
+the admission record's lane (the other deployers): red while the running release's upgrade is in progress, green once complete. \
 Hover a mark for its fact.</p>\n";
 
 /// One run's section: banner, timeline, verdict's evidence, writer counts.
@@ -635,6 +651,7 @@ mod tests {
                 {"t": 0.4, "fact": "csv_created", "release": "7.10.0", "text": "CSV upgrade-gate.v7.10.0 created"},
                 {"t": 0.5, "fact": "csv_phase", "release": "7.10.0", "phase": "Installing", "text": "Installing"},
                 {"t": 1.0, "fact": "pod", "pod": "op-1", "kind": "operator", "release": "7.10.0", "change": "created", "text": "pod"},
+                {"t": 1.2, "fact": "admission_record", "operator": "app-operator", "release": "7.10.0", "state": "InProgress", "text": "record InProgress"},
                 {"t": 1.5, "fact": "condition_spec", "release": "7.10.0", "status": "False", "text": "spec False"},
                 {"t": 1.8, "fact": "condition_status", "release": "7.10.0", "status": "False", "text": "status False"},
                 {"t": 2.0, "fact": "csv_created", "release": "7.10.1", "text": "CSV upgrade-gate.v7.10.1 created"},
@@ -644,6 +661,7 @@ mod tests {
                 {"t": 9.0, "fact": "writer_resumed", "refused": 3, "text": "writes resumed"},
                 {"t": 10.0, "fact": "migration_applied", "version": 3, "name": "v3", "applied_on": "x", "text": "V3 applied"},
                 {"t": 19.0, "fact": "job", "job": "db-7-10-0", "release": "7.10.0", "change": "succeeded", "text": "Job succeeded"},
+                {"t": 20.0, "fact": "admission_record", "operator": "app-operator", "release": "7.10.0", "state": "Complete", "text": "record Complete"},
                 {"t": 20.1, "fact": "condition_spec", "release": "7.10.0", "status": "True", "text": "spec True"},
                 {"t": 21.0, "fact": "csv_phase", "release": "7.10.1", "phase": "Installing", "text": "Installing"},
                 {"t": 22.0, "fact": "pod", "pod": "op-2", "kind": "operator", "release": "7.10.1", "change": "started", "text": "pod"},
@@ -701,6 +719,22 @@ mod tests {
             .map(|span| (span.start, span.end, span.colour))
             .collect();
         assert_eq!(gate, [(1.5, Some(20.1), RED), (20.1, None, GREEN)]);
+    }
+
+    #[test]
+    fn the_admission_record_holds_red_until_complete() {
+        let (lanes, _, spans) = layout(held_run()["timeline"].as_array().unwrap());
+        assert!(lanes.iter().any(|lane| lane == "the admission record"));
+        let record: Vec<&Span> = spans
+            .iter()
+            .filter(|span| span.lane == "the admission record")
+            .collect();
+        assert_eq!(record.len(), 2, "{record:?}");
+        assert_eq!(
+            (record[0].start, record[0].end, record[0].colour),
+            (1.2, Some(20.0), RED)
+        );
+        assert_eq!((record[1].start, record[1].colour), (20.0, GREEN));
     }
 
     #[test]

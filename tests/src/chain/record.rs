@@ -168,6 +168,31 @@ impl Recorders {
         .await;
     }
 
+    /// Starts watching the namespace's admission record (UpgradeRecord
+    /// `upgrade-gate`): each operator entry's release and state is a
+    /// [`Fact::AdmissionRecord`]. Needs the record's CRD installed.
+    pub async fn watch_admission_record(
+        &mut self,
+        client: &Client,
+        namespace: &str,
+        timeline: &Timeline,
+    ) {
+        self.watch(
+            facts::ADMISSION_RECORD,
+            dynamic_api(
+                client,
+                namespace,
+                "upgrade-gate.dev",
+                "v1alpha1",
+                "UpgradeRecord",
+                "upgraderecords",
+            ),
+            timeline,
+            facts::admission_record_facts,
+        )
+        .await;
+    }
+
     /// Starts watching the revisions of OLM v1's Helm release of
     /// ClusterExtension `extension` (Secrets in operator-controller's
     /// namespace, read with `admin`): each applied or refused release is a

@@ -380,6 +380,15 @@ impl ChainRun {
         };
         let timeline = Timeline::new();
         let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
+        if options.chain.deployer.admitted() {
+            // The record's CRD and the policies, never a binding (that is
+            // the gate, bound or not by the caller): what the operators
+            // record is watched whether or not the policy holds.
+            crate::admission_policy::install(&cluster.client().await).await;
+            recorders
+                .watch_admission_record(&client, &ns, &timeline)
+                .await;
+        }
         let from = options.chain.from.clone();
         let mut olm_v1 = None;
         let (app, claim) = match (options.start, &pipeline) {

@@ -88,6 +88,15 @@ pub enum Fact {
         accepted: bool,
         message: String,
     },
+    /// An operator's entry in the namespace's admission record
+    /// (UpgradeRecord `upgrade-gate`, what the admission policy reads)
+    /// changed: the release it runs and its upgrade's state
+    /// (`InProgress`, `Complete`).
+    AdmissionRecord {
+        operator: String,
+        release: String,
+        state: String,
+    },
     CsvCreated {
         release: String,
     },
@@ -282,6 +291,14 @@ impl fmt::Display for Fact {
             } => write!(
                 f,
                 "the deployer's apply of release {release} refused: {message}"
+            ),
+            Fact::AdmissionRecord {
+                operator,
+                release,
+                state,
+            } => write!(
+                f,
+                "admission record: {operator} runs release {release}, its upgrade {state}"
             ),
             Fact::CsvCreated { release } => write!(f, "{} created", csv(release)),
             Fact::CsvPhase {
