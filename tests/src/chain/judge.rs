@@ -331,8 +331,18 @@ fn holes(events: &[Event], chain: &Chain, checks: &EndChecks, zero: Timestamp) -
         let applied = after(events, zero).find(|event| {
             matches!(&event.fact, Fact::Deployed { release: of, accepted: true, .. } if of == release)
         });
+        // Replaced by another release before its Deployment made a pod (a
+        // pipeline pushing at once): no pod of it ever existed, which the
+        // pod watch, without a gap above, would otherwise have seen.
+        let superseded = applied.is_some_and(|applied| {
+            events.iter().any(|event| {
+                event.at >= applied.at
+                    && matches!(&event.fact, Fact::Deployed { release: of, accepted: true, .. } if of != release)
+            })
+        });
         if let Some(applied) = applied
             && !pod_seen
+            && !superseded
         {
             holes.push(format!(
                 "the deployer applied {release} at {} but no operator pod of {release} was observed: when it started cannot be told",
@@ -1626,6 +1636,43 @@ mod tests {
         );
         // Applied, but its operator pod never seen: a hole.
         let facts: Vec<(i64, Fact)> = pushed()
+            .into_iter()
+            .filter(|(_, fact)| !matches!(fact, Fact::Pod { release, .. } if release == "7.10.1"))
+            .collect();
+        let verdict = judge(&events(facts), &helm_chain(), &checks());
+        assert_eq!(
+            verdict.verdict,
+            RunVerdict::Inconclusive,
+            "{:#?}",
+            verdict.evidence
+        );
+    }
+
+    /// A pipeline pushing 7.10.1 at once may replace 7.10.0 before its
+    /// Deployment made a pod: no pod of it ever existed, and the run raced
+    /// (not a hole in the record).
+    #[test]
+    fn a_release_replaced_before_its_pod_existed_raced() {
+        let facts = vec![
+            (-100, migration(1)),
+            (-100, migration(2)),
+            (0, deployed("7.10.0", true)),
+            (11, deployed("7.10.1", true)),
+            (12, pod("op-a", "7.9.3", PodChange::Stopping)),
+            (16, pod("op-c", "7.10.1", PodChange::Created)),
+            (28, pod("op-c", "7.10.1", PodChange::Started)),
+            (190, job("7.10.1", JobChange::Created)),
+            (290, migration(5)),
+        ];
+        let verdict = judge(&events(facts.clone()), &helm_chain(), &checks());
+        assert_eq!(
+            verdict.verdict,
+            RunVerdict::Raced,
+            "{:#?}",
+            verdict.evidence
+        );
+        // The last release with no pod at all is still a hole.
+        let facts: Vec<(i64, Fact)> = facts
             .into_iter()
             .filter(|(_, fact)| !matches!(fact, Fact::Pod { release, .. } if release == "7.10.1"))
             .collect();
