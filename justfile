@@ -187,7 +187,7 @@ base-image:
 opm-image: cluster-bins
     @UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh opm
 
-# OLM v1 on the local cluster (`cluster up --olm-v1`, docs/olm-v1.md).
+# OLM v1 on the local cluster (`cluster up --olm-v1`, docs/harness-olm-v1.md).
 # Build localhost/{catalogd,operator-controller}:<olm v1 version> (the tools' binaries alone, FROM scratch) + OCI archives.
 olm-v1-images: cluster-bins
     @UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh olm-v1

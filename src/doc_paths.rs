@@ -56,7 +56,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("docs/olm-v1.md", "docs/concepts/upgrade-support.md"),
     ("docs/olm-v1.md", "docs/draft/concepts/clusterobjectsets.md"),
     ("docs/olm-v1.md", "docs/howto/derive-service-account.md"),
-    ("docs/olm-v1.md", "manifests/standard.yaml"),
+    ("docs/harness-olm-v1.md", "manifests/standard.yaml"),
 ];
 
 fn root() -> PathBuf {

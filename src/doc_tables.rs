@@ -65,3 +65,23 @@ fn a_table_row_is_read_without_its_backticks() {
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[&0], "done: hold ok");
 }
+
+#[test]
+fn every_page_in_docs_is_in_the_index() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let index = std::fs::read_to_string(root.join("docs/README.md")).expect("docs/README.md");
+    let mut pages: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/ is readable")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".md") && name != "README.md")
+        .collect();
+    pages.sort();
+    let missing: Vec<&String> = pages
+        .iter()
+        .filter(|page| !index.contains(&format!("| [{page}]({page}) |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/README.md, the table \"Every page\", has no row for: {missing:?}"
+    );
+}

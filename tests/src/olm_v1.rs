@@ -13,7 +13,7 @@
 //! of our bundles ([`OlmV1Cluster::one_extension_at_a_time`]). Must not
 //! touch: the committed `bundle/` and `catalog/`, or other tests' objects.
 //!
-//! The shared cluster forces two choices (docs/olm-v1.md says what was
+//! The shared cluster forces two choices (docs/harness-olm-v1.md says what was
 //! measured):
 //! - every extension is installed for its own namespace alone
 //!   (`olm.operatorframework.io/watch-namespace`, with the feature gate the
