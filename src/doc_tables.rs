@@ -85,3 +85,38 @@ fn every_page_in_docs_is_in_the_index() {
         "docs/README.md, the table \"Every page\", has no row for: {missing:?}"
     );
 }
+
+/// The value after `key` on the first line of `text` that starts with it,
+/// without quotes: `rust-version = "1.92"` → `1.92`, `go 1.26.0` → `1.26.0`.
+fn setting<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(key))
+        .map(|value| value.trim().trim_start_matches('=').trim().trim_matches('"'))
+}
+
+#[test]
+fn a_setting_is_read_from_its_line() {
+    assert_eq!(setting("x\nrust-version = \"1.92\"\n", "rust-version"), Some("1.92"));
+    assert_eq!(setting("module m\n\ngo 1.26.0\n", "go "), Some("1.26.0"));
+    assert_eq!(setting("module m\n", "go "), None);
+}
+
+#[test]
+fn the_readme_asks_for_the_rust_and_go_the_build_needs() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).expect(path);
+    let readme = read("README.md");
+    let rust = read("Cargo.toml");
+    let go = read("tools/kubernetes/go.mod");
+    let rust = setting(&rust, "rust-version").expect("Cargo.toml has a rust-version");
+    let go = setting(&go, "go ").expect("tools/kubernetes/go.mod has a go directive");
+    for (row, code, source) in [
+        (format!("| Rust | >= {rust} ("), rust, "Cargo.toml's rust-version"),
+        (format!("| Go | >= {go} ("), go, "tools/kubernetes/go.mod's go directive"),
+    ] {
+        assert!(
+            readme.contains(&row),
+            "README.md, the table of what the two commands need: no row {row:?}; {source} says {code}"
+        );
+    }
+}
