@@ -674,13 +674,15 @@ enum PluginOutput {
     Yaml,
 }
 
-fn plugin_exit_codes_help() -> String {
-    let codes = [0, 2, 3, 4, 5, 7, 8, 10];
+/// The plugin's exit codes: those of the gate's table it uses, said for a
+/// list (its deadline is kubectl's `--request-timeout`), and its own.
+fn plugin_exit_codes() -> Vec<(u8, String)> {
+    let codes = [0, 2, 3, 4, 5, 7, 8, 10, 11];
     let not_in_force = (
         plugin::HOLD_NOT_IN_FORCE_EXIT,
         "a hold not in force: a server-side dry-run moving an opted-in Deployment whose upgrade is not complete was admitted (the warning says which and why)".to_owned(),
     );
-    let rows: Vec<(u8, String)> = gate::EXIT_CODES
+    gate::EXIT_CODES
         .iter()
         .filter(|(code, _)| codes.contains(code))
         .map(|(code, meaning)| {
@@ -688,13 +690,18 @@ fn plugin_exit_codes_help() -> String {
                 0 => "listed (or the cluster serves no OLM API: one line says so); --watch ended by Ctrl-C".to_owned(),
                 4 => "forbidden: list and watch on clusterserviceversions and operatorconditions are needed (under OLM v1 alone: list on clusterextensions and deployments)".to_owned(),
                 5 => "not found: the cluster does not serve the listed resource".to_owned(),
+                11 => "stopped by SIGTERM or SIGINT (Ctrl-C) before the list was printed".to_owned(),
                 // The plugin's deadline is kubectl's flag.
                 _ => meaning.replace("--timeout", "--request-timeout"),
             };
             (*code, meaning)
         })
         .chain([not_in_force])
-        .collect();
+        .collect()
+}
+
+fn plugin_exit_codes_help() -> String {
+    let rows = plugin_exit_codes();
     format!(
         "Exit codes (one line on stderr says why):\n{}",
         gate::exit_table(rows.iter().map(|(code, meaning)| (*code, meaning.as_str())))
@@ -937,5 +944,73 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
         PluginCli::command().debug_assert();
+    }
+}
+
+/// docs/gate.md's tables of flags and exit codes, checked against the clap
+/// definitions above and the code's exit codes (`upgrade_gate::doc_check`).
+#[cfg(test)]
+mod doc_tests {
+    use super::*;
+    use clap::CommandFactory;
+    use upgrade_gate::doc_check;
+
+    fn gate_md() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/gate.md");
+        std::fs::read_to_string(path).expect("docs/gate.md")
+    }
+
+    #[test]
+    fn docs_gate_md_lists_every_flag_of_upgrade_gate_as_clap_defines_it() {
+        let wrong = doc_check::flag_table_mismatches(
+            "docs/gate.md",
+            &gate_md(),
+            "## Flags and environment",
+            &Cli::command(),
+        )
+        .expect("the table is readable");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn docs_gate_md_lists_every_flag_of_the_kubectl_plugin_as_clap_defines_it() {
+        let wrong = doc_check::flag_table_mismatches(
+            "docs/gate.md",
+            &gate_md(),
+            "### The plugin's flags",
+            &PluginCli::command(),
+        )
+        .expect("the table is readable");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn docs_gate_md_has_the_plugins_exit_codes() {
+        let codes = plugin_exit_codes();
+        let codes: Vec<(u8, &str)> = codes
+            .iter()
+            .map(|(code, meaning)| (*code, meaning.as_str()))
+            .collect();
+        let wrong = doc_check::exit_table_mismatches(
+            "docs/gate.md",
+            &gate_md(),
+            "### The plugin's exit codes",
+            &codes,
+        )
+        .expect("the table is readable");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn docs_gate_md_has_the_lint_exit_codes() {
+        for (heading, codes) in [
+            ("### lint-bundle's exit codes", LINT_EXIT_CODES),
+            ("### lint-catalog's exit codes", CATALOG_LINT_EXIT_CODES),
+        ] {
+            let wrong =
+                doc_check::exit_table_mismatches("docs/gate.md", &gate_md(), heading, codes)
+                    .expect("the table is readable");
+            assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        }
     }
 }

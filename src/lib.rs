@@ -62,6 +62,8 @@ pub struct AdoptGuide;
 pub mod admission;
 pub mod bundle_lint;
 pub mod catalog_lint;
+#[doc(hidden)]
+pub mod doc_check;
 #[cfg(test)]
 mod doc_paths;
 #[cfg(test)]
