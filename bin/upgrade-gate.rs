@@ -45,8 +45,10 @@ that is not the pod's CSV. Under OLM v0 with no name and no way to find one, hol
 never passes silently.
 
 Without OLM (the cluster serves neither OLM v0's operatorconditions nor OLM v1's clusterextensions), \
-under OLM v1 (which has no OperatorConditions) and for a Deployment OLM did not install, every command \
-logs why in one line and exits 0. An API server that cannot be reached fails closed.
+under OLM v1 (which has no OperatorConditions) and for a Deployment OLM did not install, `hold`, \
+`release` and `status` log why in one line and exit 0. `record` writes the admission policy's record \
+whatever OLM there is; `lint-bundle` and `lint-catalog` read files only. An API server that cannot be \
+reached fails closed.
 
 Also: `upgrade-gate lint-bundle DIR` checks an operator's bundle for what the gate needs, \
 `upgrade-gate lint-catalog DIR` a file-based catalog's upgrade edges under OLM v0 and v1; as \
@@ -226,14 +228,22 @@ struct LintArgs {
     must_run: Vec<Version>,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CatalogLintOutput {
+    /// One line per finding (`FILE: SEVERITY: FIELD: MESSAGE`), info lines included.
+    Text,
+    /// One JSON document.
+    Json,
+}
+
 #[derive(Debug, Args)]
 struct CatalogLintArgs {
     /// File-based catalog directories (the *.yaml, *.yml and *.json files below each).
     #[arg(required = true, value_name = "DIR")]
     catalogs: Vec<PathBuf>,
-    /// Output: one line per finding (`FILE: SEVERITY: FIELD: MESSAGE`), or one JSON document.
-    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
-    output: Output,
+    /// Output format on stdout.
+    #[arg(short = 'o', long, value_enum, default_value_t = CatalogLintOutput::Text)]
+    output: CatalogLintOutput,
     /// Count warnings as problems (exit 1); info lines never count.
     #[arg(long)]
     strict: bool,
@@ -393,7 +403,7 @@ fn lint_catalogs(args: &CatalogLintArgs) -> u8 {
         }
     }
     match args.output {
-        Output::Text => {
+        CatalogLintOutput::Text => {
             for report in &reports {
                 for finding in &report.findings {
                     println!("{}", finding.line());
@@ -425,7 +435,7 @@ fn lint_catalogs(args: &CatalogLintArgs) -> u8 {
                 );
             }
         }
-        Output::Json => {
+        CatalogLintOutput::Json => {
             match serde_json::to_string_pretty(&serde_json::json!({ "catalogs": reports })) {
                 Ok(text) => println!("{text}"),
                 Err(error) => {
@@ -1012,5 +1022,12 @@ mod doc_tests {
                     .expect("the table is readable");
             assert!(wrong.is_empty(), "{}", wrong.join("\n"));
         }
+    }
+
+    #[test]
+    fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
+        let mut gaps = doc_check::help_gaps(&Cli::command());
+        gaps.extend(doc_check::help_gaps(&PluginCli::command()));
+        assert!(gaps.is_empty(), "{}", gaps.join("\n"));
     }
 }

@@ -126,6 +126,40 @@ fn collect(command: &clap::Command, path: &str, found: &mut Vec<Flag>) {
     }
 }
 
+/// What `--help` lacks in `command` and its subcommands: a visible flag
+/// without a help line, a (sub)command whose `--help` does not list the
+/// exit codes (`Exit codes` in its text).
+pub fn help_gaps(command: &clap::Command) -> Vec<String> {
+    let mut gaps: Vec<String> = flags(command)
+        .into_iter()
+        .filter(|flag| flag.help.as_deref().is_none_or(str::is_empty))
+        .map(|flag| format!("{}: {} has no help line", flag.command, flag.long))
+        .collect();
+    let mut command = command.clone();
+    command.build();
+    let name = command.get_name().to_owned();
+    exit_code_gaps(&mut command, name, &mut gaps);
+    gaps
+}
+
+fn exit_code_gaps(command: &mut clap::Command, path: String, gaps: &mut Vec<String>) {
+    // clap's own `help` subcommand prints the others' help.
+    if command.get_name() == "help" {
+        return;
+    }
+    if !command
+        .render_long_help()
+        .to_string()
+        .contains("Exit codes")
+    {
+        gaps.push(format!("{path}: --help does not list the exit codes"));
+    }
+    for sub in command.get_subcommands_mut() {
+        let path = format!("{path} {}", sub.get_name());
+        exit_code_gaps(sub, path, gaps);
+    }
+}
+
 /// The first `--flag` in a cell: "`--ready-when started\|…`" → `--ready-when`.
 fn long_in(cell: &str) -> Option<String> {
     let at = cell.find("--")?;
@@ -365,6 +399,30 @@ mod tests {
                 "expected {expected:?} in {found:#?}"
             );
         }
+    }
+
+    #[test]
+    fn help_gaps_name_flags_without_help_and_commands_without_exit_codes() {
+        let with_help = |command: Command| command.after_help("Exit codes:\n  0  done");
+        let good = with_help(Command::new("tool"))
+            .arg(
+                Arg::new("wait")
+                    .long("wait")
+                    .help("Wait.")
+                    .action(ArgAction::SetTrue),
+            )
+            .subcommand(with_help(Command::new("run")));
+        assert_eq!(help_gaps(&good), Vec::<String>::new());
+        let bad = with_help(Command::new("tool"))
+            .arg(Arg::new("wait").long("wait").action(ArgAction::SetTrue))
+            .subcommand(Command::new("run"));
+        assert_eq!(
+            help_gaps(&bad),
+            [
+                "tool: --wait has no help line",
+                "tool run: --help does not list the exit codes"
+            ]
+        );
     }
 
     #[test]

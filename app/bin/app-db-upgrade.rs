@@ -52,19 +52,25 @@ enum Output {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show the current schema, the release's target and the pending migrations.
+    #[command(after_help = EXIT_CODES)]
     Plan {
+        /// Output on stdout: text, or one JSON document.
         #[arg(long, short, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
     /// Lock writers out, back up, apply every pending migration in one transaction, verify.
+    #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
     /// Add N realistic sample rows at the database's current release.
+    #[command(after_help = EXIT_CODES)]
     Seed {
+        /// How many executions to add (with their connections, integrations and steps).
         #[arg(long)]
         rows: u64,
     },
     /// Put a backup back (after a failed upgrade): the archive is proven
     /// whole first, then restored in one transaction.
+    #[command(after_help = EXIT_CODES)]
     Restore {
         /// The backup archive (pg_dump custom format); its `.sha256` beside it is checked.
         #[arg(long)]
@@ -77,12 +83,15 @@ enum Command {
         table_lock_timeout: u64,
     },
     /// List backups: App, release, migration, time, size, checksum.
+    #[command(after_help = EXIT_CODES)]
     Backups {
+        /// Backup root: the directory `run --backup-dir` wrote to.
         #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR")]
         backup_dir: PathBuf,
         /// Only this App's backups (default: every App under the directory).
         #[arg(long, env = "UPGRADE_GATE_APP")]
         app: Option<String>,
+        /// Output on stdout: text, or one JSON document.
         #[arg(long, short, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
@@ -124,6 +133,7 @@ struct RunArgs {
     /// `server` keeps the server's setting).
     #[arg(long, env = "UPGRADE_GATE_MAINTENANCE_WORK_MEM", default_value = DEFAULT_MAINTENANCE_WORK_MEM)]
     maintenance_work_mem: String,
+    /// Output on stdout: text, or one JSON document (the outcome).
     #[arg(long, short, value_enum, default_value_t = Output::Text)]
     output: Output,
     /// Where the outcome JSON goes for the operator. A given path is created;
@@ -376,5 +386,18 @@ async fn main() -> ExitCode {
             }
             ExitCode::from(error.exit_code())
         }
+    }
+}
+
+/// What `--help` lacks (`upgrade_gate::doc_check`).
+#[cfg(test)]
+mod doc_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
+        let gaps = upgrade_gate::doc_check::help_gaps(&Cli::command());
+        assert!(gaps.is_empty(), "{}", gaps.join("\n"));
     }
 }

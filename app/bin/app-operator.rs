@@ -26,11 +26,37 @@ use upgrade_gate::leader::LeaseSettings;
 use upgrade_gate::shutdown::{self, StopSignals};
 use upgrade_gate::telemetry::{error_chain, init_logging};
 
+/// The exit codes of `app-operator`, as `--help` prints them and
+/// docs/operator.md lists them.
+const EXIT_CODES: &[(u8, &str)] = &[
+    (
+        0,
+        "stopped by SIGTERM or SIGINT after in-flight work finished (run), or the CRD written (crd)",
+    ),
+    (
+        1,
+        "cannot start: the configuration, the cluster client or the listen address (run); cannot write the CRD (crd)",
+    ),
+    (2, "invalid command line"),
+    (
+        3,
+        "lost the leader Lease: stopped reconciling; restart as a follower",
+    ),
+];
+
+fn exit_codes_help() -> String {
+    format!(
+        "Exit codes (one line on stderr says why):\n{}",
+        upgrade_gate::gate::exit_table(EXIT_CODES.iter().copied())
+    )
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "app-operator",
     version,
-    about = "Upgrades each App's database, then opens the OLM upgrade gate"
+    about = "Upgrades each App's database, then opens the OLM upgrade gate",
+    after_help = exit_codes_help()
 )]
 struct Cli {
     #[command(flatten)]
@@ -42,8 +68,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the operator.
+    #[command(after_help = exit_codes_help())]
     Run(Box<RunArgs>),
     /// Write the App CRD yaml (generated from the Rust types).
+    #[command(after_help = exit_codes_help())]
     Crd {
         /// Output file; `-` for stdout.
         #[arg(
@@ -318,4 +346,48 @@ fn write_crd(output: &std::path::Path) -> ExitCode {
 fn fail(error: &dyn std::error::Error) -> ExitCode {
     eprintln!("app-operator: {}", error_chain(error));
     ExitCode::from(1)
+}
+
+/// docs/operator.md's flags table, checked against the clap definition
+/// above (`upgrade_gate::doc_check`).
+#[cfg(test)]
+mod doc_tests {
+    use super::*;
+    use clap::CommandFactory;
+    use upgrade_gate::doc_check;
+
+    fn operator_md() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operator.md");
+        std::fs::read_to_string(path).expect("docs/operator.md")
+    }
+
+    #[test]
+    fn docs_operator_md_lists_every_flag_of_app_operator_as_clap_defines_it() {
+        let wrong = doc_check::flag_table_mismatches(
+            "docs/operator.md",
+            &operator_md(),
+            "## Runtime",
+            &Cli::command(),
+        )
+        .expect("the table is readable");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn docs_operator_md_has_the_exit_codes() {
+        let wrong = doc_check::exit_table_mismatches(
+            "docs/operator.md",
+            &operator_md(),
+            "### Exit codes",
+            EXIT_CODES,
+        )
+        .expect("the table is readable");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
+        let gaps = doc_check::help_gaps(&Cli::command());
+        assert!(gaps.is_empty(), "{}", gaps.join("\n"));
+    }
 }

@@ -2,8 +2,7 @@
 //! and `/healthz`; refuses to start unless the database is exactly at its
 //! release's schema.
 //!
-//! Exit codes: 0 stopped on SIGTERM/SIGINT; 1 cannot connect or read the
-//! schema, or cannot listen; 3 the schema is not this release's; 2 usage.
+//! Exit codes: `EXIT_CODES` below, printed by `--help`.
 
 use std::process::ExitCode;
 
@@ -16,11 +15,33 @@ use clap::Parser;
 use upgrade_gate::shutdown::{self, StopSignal};
 use upgrade_gate::telemetry::{error_chain, init_logging};
 
+/// The exit codes of `app-server`, as `--help` prints them.
+const EXIT_CODES: &[(u8, &str)] = &[
+    (0, "stopped by SIGTERM or SIGINT"),
+    (
+        1,
+        "cannot connect to the database, read its schema or listen on the address",
+    ),
+    (2, "invalid command line or release"),
+    (
+        3,
+        "the database's schema is not this release's: refused to serve",
+    ),
+];
+
+fn exit_codes_help() -> String {
+    format!(
+        "Exit codes (one line on stderr says why):\n{}",
+        upgrade_gate::gate::exit_table(EXIT_CODES.iter().copied())
+    )
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "app-server",
     version,
-    about = "The sample application server (refuses a schema that is not its release's)"
+    about = "The sample application server (refuses a schema that is not its release's)",
+    after_help = exit_codes_help()
 )]
 struct Cli {
     #[command(flatten)]
@@ -97,4 +118,17 @@ fn stopped(signal: StopSignal) -> ExitCode {
 fn fail(error: &dyn std::error::Error, code: u8) -> ExitCode {
     eprintln!("app-server: {}", error_chain(error));
     ExitCode::from(code)
+}
+
+/// What `--help` lacks (`upgrade_gate::doc_check`).
+#[cfg(test)]
+mod doc_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
+        let gaps = upgrade_gate::doc_check::help_gaps(&Cli::command());
+        assert!(gaps.is_empty(), "{}", gaps.join("\n"));
+    }
 }
