@@ -64,7 +64,8 @@ test-machine:
 
 # PostgreSQL tests libtest runs at once, each with a server of its own
 # (UPGRADE_GATE_POSTGRES_TEST_THREADS overrides): all of them, as they wait on
-# signals, locks and sessions as much as they compute (25 tests here: 41 s
+# signals, locks and sessions as much as they compute (measured 2026-12-01 with
+# the 25 tests of then, `just test-postgres`: 41 s
 # on 2 threads, 28-32 s all at once; 23-25 s since servers copy one initdb).
 postgres_test_threads := env_var_or_default("UPGRADE_GATE_POSTGRES_TEST_THREADS", "32")
 
@@ -225,7 +226,8 @@ olm_v1_up := "--olm-v1 --olm-v1-image " + cache / "images/catalogd-" + olm_v1_ve
 # Cluster tests libtest runs at once, each in namespaces of its own
 # (UPGRADE_GATE_CLUSTER_TEST_THREADS overrides): all of them. The node's CPU
 # is the limit, and started together the long tests no longer start last and
-# OLM's loops while upgrades are held overlap (25 tests: 278 s at once,
+# OLM's loops while upgrades are held overlap (measured
+# 2026-12-01 with the 25 tests of then, `just test-cluster`: 278 s at once,
 # 298 s with 6 threads).
 cluster_test_threads := env_var_or_default("UPGRADE_GATE_CLUSTER_TEST_THREADS", "32")
 

@@ -90,3 +90,100 @@ fn the_readme_asks_for_the_rust_and_go_the_build_needs() {
         );
     }
 }
+
+/// The test functions in a Rust source: lines that are a `#[test]` or
+/// `#[tokio::test…]` attribute (libtest lists one test for each).
+fn tests_in(source: &str) -> usize {
+    source
+        .lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with("#[test]") || line.starts_with("#[tokio::test"))
+        .count()
+}
+
+/// The integration crate's test targets (tests/Cargo.toml's `[[test]]`
+/// sections): each name with its sources, the whole folder of a `main.rs`
+/// or the one file.
+fn test_targets(root: &std::path::Path) -> Vec<(String, Vec<PathBuf>)> {
+    let manifest =
+        std::fs::read_to_string(root.join("tests/Cargo.toml")).expect("tests/Cargo.toml");
+    let mut targets = Vec::new();
+    for section in manifest.split("[[test]]").skip(1) {
+        let section = section.split("\n[").next().unwrap_or_default();
+        let name = setting(section.trim_start(), "name").expect("a [[test]] has a name");
+        let path = section
+            .lines()
+            .find_map(|line| setting(line, "path"))
+            .expect("a [[test]] has a path");
+        let path = root.join("tests").join(path);
+        let files = if path.file_name().is_some_and(|file| file == "main.rs") {
+            rust_files(path.parent().expect("main.rs has a folder"))
+        } else {
+            vec![path]
+        };
+        targets.push((name.to_owned(), files));
+    }
+    targets
+}
+
+fn rust_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)
+        .expect("a test folder is readable")
+        .flatten()
+    {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn test_functions_are_counted_by_their_attribute() {
+    let source = "#[test]\nfn a() {}\n    #[tokio::test(flavor = \"multi_thread\")]\n    async fn b() {}\n// #[test] in a comment\n#[cfg(test)]\nmod tests {}\n";
+    assert_eq!(tests_in(source), 2);
+}
+
+#[test]
+fn the_test_counts_in_docs_testing_md_are_the_sources() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("docs/testing.md")).expect("docs/testing.md");
+    let rows = crate::doc_check::table_rows("docs/testing.md", &text, "## Test counts")
+        .expect("the table is readable");
+    let documented: std::collections::BTreeMap<String, String> = rows
+        .into_iter()
+        .filter_map(|row| Some((row.first()?.replace('`', ""), row.get(1)?.clone())))
+        .collect();
+    let mut wrong = Vec::new();
+    for (target, files) in test_targets(&root) {
+        let counted: usize = files
+            .iter()
+            .map(|file| {
+                tests_in(&std::fs::read_to_string(file).expect("a test source is readable"))
+            })
+            .sum();
+        match documented.get(&target) {
+            None => wrong.push(format!(
+                "docs/testing.md, ## Test counts: no row for the test target {target} ({counted} tests)"
+            )),
+            Some(row) if *row != counted.to_string() => wrong.push(format!(
+                "docs/testing.md, row {target}:\n  the doc says:  {row} tests\n  the sources have: {counted} (#[test] and #[tokio::test] under tests/, the target's folder)"
+            )),
+            Some(_) => {}
+        }
+    }
+    let targets: Vec<String> = test_targets(&root)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    for target in documented.keys().filter(|target| !targets.contains(target)) {
+        wrong.push(format!(
+            "docs/testing.md counts the tests of {target}, which tests/Cargo.toml does not have"
+        ));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
