@@ -18,11 +18,12 @@ target_dir := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "tar
 # Built tools, base images and other caches live outside the work tree.
 cache := env_var_or_default("UPGRADE_GATE_CACHE", env_var("HOME") / ".cache/upgrade-gate")
 
+# List the recipes, one line each (what `just` alone does).
 default:
     @just --list
 
-# Everything CI runs: lint, packaging, unit + mocked tests, then the
-# real-component tests; prints each stage's time at the end (also on failure).
+# Prints each stage's time at the end (also on failure).
+# Everything CI runs: lint, packaging, unit + mocked tests, then PostgreSQL and cluster tests.
 test:
     #!/usr/bin/env bash
     set -uo pipefail
@@ -42,16 +43,15 @@ test:
     for entry in "${times[@]}"; do printf '  %-14s %5s\n' ${entry}; done
     exit "$status"
 
-# Every workspace member's unit, mocked-API and doc tests (what plain `cargo test`
-# runs, and the integration crate's library), and the binaries as processes.
 # Every cargo command here says --workspace: the same features, so each crate is built once.
+# Unit, mocked-API and doc tests of every workspace member, and the binaries as processes.
 test-fast:
     cargo build --workspace --bins
     cargo test --workspace
 
-# Runs' pictures (the demo's and the race's HTML timelines) opened in headless
-# Chromium, its network off: every fact has its mark, nothing loads from outside.
-# Installs Debian's chromium when missing (root).
+# Every fact has its mark, nothing loads from outside; installs Debian's
+# chromium when missing (root).
+# Runs' pictures (the demo's and the race's HTML timelines) in headless Chromium, network off.
 test-browser:
     UPGRADE_GATE_BROWSER="$(tools/browser.sh)" cargo test --workspace --test browser
 
@@ -107,8 +107,9 @@ measure-demo MODE="cold":
 crd:
     cargo run --quiet --package upgrade-gate-app --bin app-operator -- crd --output manifests/crd/apps.upgrade-gate.dev.yaml
 
-# Formatting and clippy with warnings as errors, also on the integration
-# tests run only when named (`test = false`, which --all-targets leaves out).
+# Also on the integration tests run only when named (`test = false`, which
+# --all-targets leaves out).
+# Formatting and clippy with warnings as errors.
 lint:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -143,6 +144,7 @@ catalog REGISTRY="ghcr.io/upgrade-gate":
 
 # Generated files up to date, bundle validators, lint-bundle, the kubebuilder component's
 # bundles (tools/adopt-kubebuilder.sh), lint-catalog (both catalogs), opm validate, actionlint.
+# What OLM users get is current and valid: bundles, catalogs, chart, CI workflows.
 validate: cluster-bins
     CARGO_TARGET_DIR="{{target_dir}}" release-tools/validate.sh
 
@@ -160,14 +162,14 @@ e2e-kind:
 cluster-bins:
     UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh
 
-# Build kubebuilder, controller-gen and kustomize (tools/kubebuilder/; skips built
-# ones); prints their bin/. Apart from cluster-bins: 210 s cold here.
+# Apart from cluster-bins; prints their bin/ (cold build time: docs/local-cluster-tools.md).
+# Build kubebuilder, controller-gen and kustomize (tools/kubebuilder/; skips built ones).
 adopt-tools:
     UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh adopt
 
-# A kubebuilder-scaffolded operator with the gate's kustomize component
-# (adopt/kubebuilder/): `make bundle` for 0.1.0 and 0.2.0 into OUT/bundles/,
-# each checked by lint-bundle (docs/adopt.md, "With operator-sdk or kubebuilder").
+# `make bundle` for 0.1.0 and 0.2.0 into OUT/bundles/, each checked by
+# lint-bundle (docs/adopt.md, "With operator-sdk or kubebuilder").
+# A kubebuilder-scaffolded operator with the gate's kustomize component (adopt/kubebuilder/).
 adopt-kubebuilder OUT="target/adopt-kubebuilder":
     CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh {{OUT}}
 
@@ -193,9 +195,10 @@ opm-image: cluster-bins
 olm-v1-images: cluster-bins
     @UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh olm-v1
 
-# Build both images + OCI archives: the sample's localhost/upgrade-gate:<version>
-# (every binary, PostgreSQL client) and the gate-only localhost/upgrade-gate-hold:<gate version>.
-# PROFILE: cargo's release (what users run) or dev (the tests' build, stripped).
+# The sample's localhost/upgrade-gate:<version> (every binary, PostgreSQL client) and the
+# gate-only localhost/upgrade-gate-hold:<gate version>. PROFILE: cargo's release (what users
+# run) or dev (the tests' build, stripped).
+# Build both images and their OCI archives, from cargo's PROFILE build.
 image PROFILE="release":
     UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh app {{PROFILE}}
     UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh gate {{PROFILE}}
@@ -208,8 +211,8 @@ image-archive:
 gate-image-archive:
     @echo "{{justfile_directory()}}/target/images/upgrade-gate-hold-{{gate_version}}.oci.tar"
 
-# Install the kubectl plugin (`kubectl upgrade-gate status`): the upgrade-gate
-# binary under the name kubectl looks for, in DIR (on PATH).
+# The upgrade-gate binary under the name kubectl looks for, in DIR (on PATH).
+# Install the kubectl plugin (`kubectl upgrade-gate status`) into DIR.
 install-plugin DIR=(env_var("HOME") / ".local/bin"):
     cargo build --release --package upgrade-gate --bin upgrade-gate
     install -D -m 0755 "{{target_dir}}/release/upgrade-gate" "{{DIR}}/kubectl-upgrade_gate"
@@ -396,6 +399,7 @@ bench-scale *SETTINGS: _chain-prerequisites
 # Our two images are built from the dev profile (`just image dev`), the build the tests use.
 # Every image is built with podman's OCI runtime made unusable
 # (tools/image-any-runtime.sh): none needs one, as on a machine where it cannot run.
+# The cluster tests on a fresh local cluster with OLM v0 and v1, torn down and checked after.
 test-cluster FILTER="": cluster-bins
     #!/usr/bin/env bash
     set -euo pipefail

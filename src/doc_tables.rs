@@ -187,3 +187,175 @@ fn the_test_counts_in_docs_testing_md_are_the_sources() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A recipe of the justfile: its name, whether `just --list` shows it,
+/// and the comment lines right above it (attributes skipped), top first.
+#[derive(Debug, PartialEq, Eq)]
+struct Recipe {
+    name: String,
+    listed: bool,
+    comments: Vec<String>,
+}
+
+/// The recipes of a justfile: lines starting a recipe (`name ARGS:`, not
+/// an assignment `name := …`).
+fn recipes(justfile: &str) -> Vec<Recipe> {
+    let lines: Vec<&str> = justfile.lines().collect();
+    let mut found = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let first = line.chars().next().unwrap_or(' ');
+        let head = line.split(':').next().unwrap_or_default();
+        let starts = (first.is_ascii_lowercase() || first == '_' || first == '@')
+            && line.contains(':')
+            && !line.contains(":=")
+            && !head.contains('#');
+        let is_setting = ["set ", "export ", "alias ", "import ", "mod "]
+            .iter()
+            .any(|keyword| line.starts_with(keyword));
+        if !starts || is_setting {
+            continue;
+        }
+        let name = head
+            .trim_start_matches('@')
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let mut comments = Vec::new();
+        let mut private = name.starts_with('_');
+        for above in lines[..at].iter().rev() {
+            if above.starts_with('[') {
+                private |= above.contains("private");
+                continue;
+            }
+            match above.strip_prefix('#') {
+                Some(comment) => comments.push(comment.trim().to_owned()),
+                None => break,
+            }
+        }
+        comments.reverse();
+        found.push(Recipe {
+            name,
+            listed: !private,
+            comments,
+        });
+    }
+    found
+}
+
+/// Why the line `just --list` shows for a recipe (the last comment line
+/// above it) is not a useful one: none, or a sentence's middle.
+fn list_line_problem(recipe: &Recipe) -> Option<String> {
+    let Some(line) = recipe.comments.last() else {
+        return Some("no comment line above it".to_owned());
+    };
+    let starts_a_sentence = line
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_uppercase() || c == '`' || c == '(');
+    let previous_ends_one = recipe.comments.len() < 2
+        || recipe.comments[recipe.comments.len() - 2]
+            .trim_end()
+            .ends_with(['.', ':', ')', '`']);
+    (!starts_a_sentence || !previous_ends_one)
+        .then(|| format!("its line is the middle of a sentence: {line:?}"))
+}
+
+#[test]
+fn recipes_and_their_list_lines_are_read() {
+    let justfile = "set shell := [\"bash\"]\nx := \"1\"\n\n# Runs it all.\ntest:\n    true\n\n# Two lines of\n# a sentence.\n# Renders one.\nbundle RELEASE=\"7\": test\n    true\n\n# the end of a sentence.\n[private]\nhidden:\n\n_helper FOR:\n\nbare:\n";
+    let found = recipes(justfile);
+    let names: Vec<(&str, bool)> = found
+        .iter()
+        .map(|recipe| (recipe.name.as_str(), recipe.listed))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("test", true),
+            ("bundle", true),
+            ("hidden", false),
+            ("_helper", false),
+            ("bare", true)
+        ]
+    );
+    assert_eq!(list_line_problem(&found[0]), None);
+    assert_eq!(list_line_problem(&found[1]), None);
+    let fragment = Recipe {
+        name: "x".into(),
+        listed: true,
+        comments: vec!["Builds the first half of".into(), "the second half.".into()],
+    };
+    assert!(list_line_problem(&fragment).is_some());
+    assert!(list_line_problem(&found[4]).is_some());
+}
+
+#[test]
+fn just_list_shows_one_useful_line_per_recipe() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let justfile = std::fs::read_to_string(root.join("justfile")).expect("justfile");
+    let wrong: Vec<String> = recipes(&justfile)
+        .iter()
+        .filter(|recipe| recipe.listed)
+        .filter_map(|recipe| {
+            list_line_problem(recipe)
+                .map(|problem| format!("justfile, recipe {}: {problem}", recipe.name))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "`just --list` shows the last comment line above each recipe:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn every_recipe_the_docs_name_is_in_the_justfile() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let justfile = std::fs::read_to_string(root.join("justfile")).expect("justfile");
+    let known: Vec<String> = recipes(&justfile)
+        .into_iter()
+        .map(|recipe| recipe.name)
+        .collect();
+    let mut documents = vec![root.join("README.md"), root.join("CONTRIBUTING.md")];
+    documents.extend(
+        std::fs::read_dir(root.join("docs"))
+            .expect("docs/ is readable")
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "md")),
+    );
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for document in documents {
+        let text = std::fs::read_to_string(&document).expect("a document is readable");
+        let shown = document
+            .strip_prefix(&root)
+            .unwrap_or(&document)
+            .display()
+            .to_string();
+        for (at, _) in text.match_indices("`just ") {
+            let name: String = text[at + 6..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            // `just --list`, and a bare `just`.
+            if name.is_empty() || name.starts_with('-') {
+                continue;
+            }
+            checked += 1;
+            if !known.contains(&name) {
+                wrong.push(format!(
+                    "{shown}: `just {name}`, which the justfile has no recipe for"
+                ));
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(
+        checked > 50,
+        "only {checked} recipes named: is the search broken?"
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
