@@ -268,17 +268,12 @@ fn catalog_lint_exit_codes_help() -> String {
     exit_code_table(CATALOG_LINT_EXIT_CODES)
 }
 
+/// A timeout flag: the binaries' one duration syntax
+/// (`upgrade_gate::duration`), longer than zero.
 fn parse_timeout(text: &str) -> Result<Duration, String> {
-    let seconds = text.parse::<u64>().map(Duration::from_secs);
-    let friendly = || {
-        text.parse::<k8s_openapi::jiff::SignedDuration>()
-            .map_err(|e| e.to_string())
-            .and_then(|d| Duration::try_from(d).map_err(|e| e.to_string()))
-    };
-    match seconds.or_else(|_| friendly()) {
-        Ok(duration) if !duration.is_zero() => Ok(duration),
-        Ok(_) => Err("the timeout must be longer than zero".into()),
-        Err(e) => Err(format!("{text:?} is not a duration like 120s or 2m: {e}")),
+    match upgrade_gate::duration::flag(text)? {
+        duration if duration.is_zero() => Err("the timeout must be longer than zero".into()),
+        duration => Ok(duration),
     }
 }
 

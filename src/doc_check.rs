@@ -253,6 +253,71 @@ pub fn flag_table_mismatches(
     Ok(wrong)
 }
 
+/// An environment table (columns `variable`, `flag`, `meaning`) under
+/// `heading` against `command`'s flags: a row whose flag clap does not
+/// have or reads from another variable, a default clap has that the
+/// meaning does not show (backticked), and a flag read from a variable
+/// with no row. Rows without a flag (`–`) are the doc's own.
+pub fn env_table_mismatches(
+    doc: &str,
+    text: &str,
+    heading: &str,
+    command: &clap::Command,
+) -> Result<Vec<String>, TableError> {
+    let rows = table_rows(doc, text, heading)?;
+    let code = flags(command);
+    let binary = command.get_name();
+    let mut wrong = Vec::new();
+    let mut documented = Vec::new();
+    for row in &rows {
+        let [env_cell, flag_cell, meaning, ..] = row.as_slice() else {
+            wrong.push(format!(
+                "{doc}, {heading}: a row without variable, flag and meaning: {row:?}"
+            ));
+            continue;
+        };
+        let Some(long) = long_in(flag_cell) else {
+            continue;
+        };
+        documented.push(long.clone());
+        let defined: Vec<&Flag> = code.iter().filter(|flag| flag.long == long).collect();
+        if defined.is_empty() {
+            wrong.push(format!("{doc}, row {long}: {binary} has no flag {long}"));
+        }
+        let env = quoted(env_cell).first().map(|env| (*env).to_owned());
+        for flag in defined {
+            if flag.env != env {
+                wrong.push(format!(
+                    "{doc}, row {long}, variable:\n  the doc says:  {}\n  the code says: {} ({})",
+                    env.as_deref().unwrap_or("none"),
+                    flag.env.as_deref().unwrap_or("none"),
+                    flag.command
+                ));
+            }
+            if let Some(default) = &flag.default
+                && !default_written(default, meaning)
+            {
+                wrong.push(format!(
+                    "{doc}, row {long}, default:\n  the doc says:  {meaning}\n  the code says: `{default}` ({})",
+                    flag.command
+                ));
+            }
+        }
+    }
+    for flag in code.iter().filter(|flag| flag.env.is_some()) {
+        if !documented.contains(&flag.long) {
+            wrong.push(format!(
+                "{doc}, {heading}: no row for {} ({}, {}), which the code reads",
+                flag.env.as_deref().unwrap_or_default(),
+                flag.long,
+                flag.command
+            ));
+        }
+    }
+    wrong.dedup();
+    Ok(wrong)
+}
+
 /// An exit-code table (`| code | meaning |`, or any table whose first
 /// cell is the code) under `heading` against `codes`: a code the doc
 /// lacks, has in addition, or describes otherwise (backticks ignored).
@@ -423,6 +488,21 @@ mod tests {
                 "tool run: --help does not list the exit codes"
             ]
         );
+    }
+
+    #[test]
+    fn an_environment_table_is_compared_with_the_flags_read_from_variables() {
+        let doc = "## Environment\n\n| variable | flag | meaning |\n| --- | --- | --- |\n| `TOOL_TIMEOUT` | `--timeout` | give up (default `30s`) |\n| `PGHOST` | – | libpq's |\n";
+        let check = |command: &Command| {
+            env_table_mismatches("t.md", doc, "## Environment", command).unwrap()
+        };
+        assert_eq!(check(&tool("30s", "TOOL_TIMEOUT")), Vec::<String>::new());
+        let wrong =
+            check(&tool("2m", "TOOL_DEADLINE").arg(Arg::new("dir").long("dir").env("TOOL_DIR")));
+        assert_eq!(wrong.len(), 3, "{wrong:#?}");
+        assert!(wrong[0].starts_with("t.md, row --timeout, variable:"));
+        assert!(wrong[1].starts_with("t.md, row --timeout, default:"));
+        assert!(wrong[2].starts_with("t.md, ## Environment: no row for TOOL_DIR (--dir, tool)"));
     }
 
     #[test]

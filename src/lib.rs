@@ -48,6 +48,7 @@
 //! | [`catalog_lint`] | `upgrade-gate lint-catalog`: a file-based catalog's upgrade edges that jump over a data upgrade, where OLM v0 and v1 part ways, and its bundles' gate set-up |
 //! | [`plugin`] | `kubectl upgrade-gate status`: every CSV's gate and the CSV waiting on it |
 //! | [`telemetry`] | logging set-up and one-line error rendering |
+//! | [`duration`] | the one duration syntax of every binary's flags (`30s`, `2m`, `90`) |
 //! | [`shutdown`] | the SIGTERM / SIGINT stop request a process honours (PID 1 in a container) |
 //! | `testing` (feature `testing`) | a fake API server with OLM's copy rules, for tests without a cluster |
 #![warn(missing_docs)]
@@ -68,6 +69,7 @@ pub mod doc_check;
 mod doc_paths;
 #[cfg(test)]
 mod doc_tables;
+pub mod duration;
 pub mod gate;
 pub mod keeper;
 pub mod leader;

@@ -39,6 +39,9 @@ struct Cli {
 
 /// pg_dump's compression for backups (see docs/database-upgrade.md).
 const DEFAULT_COMPRESSION: &str = "gzip:1";
+/// The shortest wait for a table lock: PostgreSQL's lock_timeout 0 would
+/// mean no limit at all.
+const MIN_TABLE_LOCK_TIMEOUT: Duration = Duration::from_secs(1);
 /// maintenance_work_mem for the index builds (see docs/database-upgrade.md).
 const DEFAULT_MAINTENANCE_WORK_MEM: &str = "server";
 
@@ -78,9 +81,9 @@ enum Command {
         /// Replace schema public (and everything in it) if the database is not empty.
         #[arg(long)]
         clean: bool,
-        /// How long to wait for a table lock, in seconds.
-        #[arg(long, env = "UPGRADE_GATE_TABLE_LOCK_TIMEOUT", default_value_t = 30)]
-        table_lock_timeout: u64,
+        /// How long to wait for a table lock (e.g. 30s, 2m; a bare number is seconds).
+        #[arg(long, env = "UPGRADE_GATE_TABLE_LOCK_TIMEOUT", default_value = "30s", value_parser = upgrade_gate::duration::flag)]
+        table_lock_timeout: Duration,
     },
     /// List backups: App, release, migration, time, size, checksum.
     #[command(after_help = EXIT_CODES)]
@@ -122,13 +125,15 @@ struct RunArgs {
     /// UPGRADE_GATE_BACKUP_DIR, not over --backup-dir.
     #[arg(long, group = "backup")]
     no_backup: bool,
-    /// How long to wait for another upgrade's lock, in seconds.
-    #[arg(long, env = "UPGRADE_GATE_LOCK_TIMEOUT", default_value_t = 120)]
-    lock_timeout: u64,
-    /// How long to wait for each table lock, in seconds: a client still
-    /// using a table makes the run fail (exit 15) naming it, never wait forever.
-    #[arg(long, env = "UPGRADE_GATE_TABLE_LOCK_TIMEOUT", default_value_t = 30)]
-    table_lock_timeout: u64,
+    /// How long to wait for another upgrade's lock (e.g. 120s, 2m; a bare
+    /// number is seconds).
+    #[arg(long, env = "UPGRADE_GATE_LOCK_TIMEOUT", default_value = "120s", value_parser = upgrade_gate::duration::flag)]
+    lock_timeout: Duration,
+    /// How long to wait for each table lock (e.g. 30s; a bare number is
+    /// seconds, at least 1): a client still using a table makes the run
+    /// fail (exit 15) naming it, never wait forever.
+    #[arg(long, env = "UPGRADE_GATE_TABLE_LOCK_TIMEOUT", default_value = "30s", value_parser = upgrade_gate::duration::flag)]
+    table_lock_timeout: Duration,
     /// maintenance_work_mem for the migrations' index builds (e.g. 256MB;
     /// `server` keeps the server's setting).
     #[arg(long, env = "UPGRADE_GATE_MAINTENANCE_WORK_MEM", default_value = DEFAULT_MAINTENANCE_WORK_MEM)]
@@ -309,8 +314,8 @@ async fn execute(
                 app,
                 keep_backups: usize::try_from(args.keep_backups).unwrap_or(usize::MAX),
                 compression: args.backup_compression,
-                lock_timeout: Duration::from_secs(args.lock_timeout),
-                table_lock_timeout: Duration::from_secs(args.table_lock_timeout.max(1)),
+                lock_timeout: args.lock_timeout,
+                table_lock_timeout: args.table_lock_timeout.max(MIN_TABLE_LOCK_TIMEOUT),
                 maintenance_work_mem: (args.maintenance_work_mem != "server")
                     .then(|| args.maintenance_work_mem.clone()),
                 tools,
@@ -350,7 +355,7 @@ async fn execute(
             table_lock_timeout,
         } => {
             let settings = settings()?;
-            let lock_timeout = Duration::from_secs(table_lock_timeout.max(1));
+            let lock_timeout = table_lock_timeout.max(MIN_TABLE_LOCK_TIMEOUT);
             unless_stopped(
                 stop,
                 db_upgrade::restore(&settings, &tools, &from, clean, lock_timeout),
@@ -389,7 +394,8 @@ async fn main() -> ExitCode {
     }
 }
 
-/// What `--help` lacks (`upgrade_gate::doc_check`).
+/// What `--help` lacks, and docs/database-upgrade.md's variables checked
+/// against the clap definition (`upgrade_gate::doc_check`).
 #[cfg(test)]
 mod doc_tests {
     use super::*;
@@ -399,5 +405,19 @@ mod doc_tests {
     fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
         let gaps = upgrade_gate::doc_check::help_gaps(&Cli::command());
         assert!(gaps.is_empty(), "{}", gaps.join("\n"));
+    }
+
+    #[test]
+    fn docs_database_upgrade_md_lists_every_variable_as_clap_reads_it() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/database-upgrade.md");
+        let text = std::fs::read_to_string(path).expect("docs/database-upgrade.md");
+        let wrong = upgrade_gate::doc_check::env_table_mismatches(
+            "docs/database-upgrade.md",
+            &text,
+            "## Environment variables",
+            &Cli::command(),
+        )
+        .expect("the table is readable");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }

@@ -172,17 +172,13 @@ struct ElectionArgs {
     leader_elect_release_on_stop: bool,
 }
 
-/// `15s`, `1500ms` or `15` (seconds).
+/// `15s`, `1500ms`, `1m` or `15` (seconds): every binary's one duration
+/// syntax (`upgrade_gate::duration`), longer than zero.
 fn seconds(text: &str) -> Result<Duration, String> {
-    let invalid = || format!("{text:?} is not a duration like 15s, 1500ms or 15");
-    if let Some(millis) = text.strip_suffix("ms") {
-        return millis
-            .parse()
-            .map(Duration::from_millis)
-            .map_err(|_| invalid());
+    match upgrade_gate::duration::flag(text)? {
+        duration if duration.is_zero() => Err("the duration must be longer than zero".into()),
+        duration => Ok(duration),
     }
-    let secs = text.strip_suffix('s').unwrap_or(text);
-    secs.parse().map(Duration::from_secs).map_err(|_| invalid())
 }
 
 /// A unique identity per process start: the pod's name (or host name) and
