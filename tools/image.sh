@@ -15,7 +15,7 @@
 #   tools/image.sh olm-v1                localhost/catalogd:<v> and localhost/operator-controller:<v>
 #                                        (<v>: tools/olm-v1/go.mod): the tools' static binaries
 #                                        alone, FROM scratch, user 65532, for the local
-#                                        cluster's OLM v1 (`cluster up --olm-v1`, docs/olm-v1.md)
+#                                        cluster's OLM v1 (`cluster up --olm-v1`, docs/harness-olm-v1.md)
 #
 # PROFILE is cargo's: `release` (the default: what users run, `just image`)
 # or `dev`, the profile `cargo build` and the tests already built, its

@@ -63,7 +63,7 @@ pub enum Crd {
     Bundled,
     /// Neither in the bundle nor owned by its CSV: for a cluster that
     /// serves the CRD already and where OLM v1 must not take it over (OLM
-    /// v1 beside OLM v0 on the shared test cluster, docs/olm-v1.md). A
+    /// v1 beside OLM v0 on the shared test cluster, docs/harness-olm-v1.md). A
     /// test-time rendering.
     External,
 }

@@ -4,7 +4,7 @@
 //! cert-manager: the harness's PKI signs what cert-manager would issue, and
 //! the two Secrets the Deployments mount are written from it. The manifest
 //! is applied minus its cert-manager objects and catalogd's mutating webhook
-//! (docs/olm-v1.md says why), with our images and the names the pods must
+//! (docs/harness-olm-v1.md says why), with our images and the names the pods must
 //! resolve without cluster DNS (`hostAliases`, a fixed ClusterIP for
 //! catalogd's Service). Also the registry OLM v1 pulls catalog and bundle
 //! images from: `registry` (tools/olm-v1/cmd/registry) on the node IP.
