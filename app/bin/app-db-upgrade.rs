@@ -13,7 +13,7 @@ use app::db_upgrade::compression::Compression;
 use app::db_upgrade::monitor::Display;
 use app::db_upgrade::outcome::{self, TerminationLog, Written};
 use app::db_upgrade::{
-    self, BackupChoice, BackupPolicy, DbUpgradeError, EXIT_CODES, RunOptions, refusal_exit_code,
+    self, BackupChoice, BackupPolicy, DbUpgradeError, RunOptions, refusal_exit_code,
 };
 use app::migrations::Release;
 use app::schema::UpgradeModel;
@@ -24,7 +24,7 @@ use upgrade_gate::shutdown::{self, StopSignals};
 use upgrade_gate::telemetry::{LogFormat, error_chain, init_logging};
 
 #[derive(Debug, Parser)]
-#[command(name = "app-db-upgrade", version, about = "Upgrades the application's PostgreSQL schema, safely", after_help = EXIT_CODES)]
+#[command(name = "app-db-upgrade", version, about = "Upgrades the application's PostgreSQL schema, safely", after_help = db_upgrade::exit_codes_help())]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,
@@ -55,17 +55,17 @@ enum Output {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show the current schema, the release's target and the pending migrations.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = db_upgrade::exit_codes_help())]
     Plan {
         /// Output on stdout: text, or one JSON document.
         #[arg(long, short, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
     /// Lock writers out, back up, apply every pending migration in one transaction, verify.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = db_upgrade::exit_codes_help())]
     Run(RunArgs),
     /// Add N realistic sample rows at the database's current release.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = db_upgrade::exit_codes_help())]
     Seed {
         /// How many executions to add (with their connections, integrations and steps).
         #[arg(long)]
@@ -73,7 +73,7 @@ enum Command {
     },
     /// Put a backup back (after a failed upgrade): the archive is proven
     /// whole first, then restored in one transaction.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = db_upgrade::exit_codes_help())]
     Restore {
         /// The backup archive (pg_dump custom format); its `.sha256` beside it is checked.
         #[arg(long)]
@@ -86,7 +86,7 @@ enum Command {
         table_lock_timeout: Duration,
     },
     /// List backups: App, release, migration, time, size, checksum.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = db_upgrade::exit_codes_help())]
     Backups {
         /// Backup root: the directory `run --backup-dir` wrote to.
         #[arg(long, env = "UPGRADE_GATE_BACKUP_DIR")]

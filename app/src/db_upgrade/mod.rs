@@ -56,25 +56,66 @@ use upgrade_gate::telemetry::error_chain;
 pub const APPLICATION_NAME: &str = progress::PREFIX;
 
 /// Exit codes, as `--help` and the docs show them.
-pub const EXIT_CODES: &str = "\
-Exit codes:
-  0   success (run: the database is at the release's target)
-  2   invalid command line
-  3   invalid configuration (connection settings, release, backup directory, App)
-  4   cannot connect to or authenticate with the database
-  5   another upgrade holds the lock (timed out waiting)
-  6   the database is newer than this release
-  7   the migration history diverges from the embedded migrations
-  8   the backup failed or could not be verified (nothing was migrated)
-  9   a migration failed (the whole upgrade rolled back; the database is as before the run)
-  10  restore refused: the database is not empty (use --clean)
-  11  restore failed (rolled back; the database is as it was)
-  12  a database query failed
-  13  seed refused: the database is not at a release boundary
-  14  stopped by SIGTERM or SIGINT (the transaction in flight is rolled back; the database is as before the run)
-  15  a table the upgrade must lock is in use by another session (timed out; nothing changed)
-  16  not enough free space in the backup directory (nothing changed)
-  17  restore refused: the archive is damaged, truncated or unreadable (nothing changed)";
+pub const EXIT_CODES: &[(u8, &str)] = &[
+    (0, "success (run: the database is at the release's target)"),
+    (2, "invalid command line"),
+    (
+        3,
+        "invalid configuration (connection settings, release, backup directory, App, a compression the installed pg_dump lacks)",
+    ),
+    (4, "cannot connect to or authenticate with the database"),
+    (5, "another upgrade holds the lock (timed out waiting)"),
+    (6, "the database is newer than this release"),
+    (
+        7,
+        "the migration history diverges from the embedded migrations",
+    ),
+    (
+        8,
+        "the backup failed or could not be verified (nothing was migrated)",
+    ),
+    (
+        9,
+        "a migration failed (the whole upgrade rolled back; the database is as before the run)",
+    ),
+    (
+        10,
+        "restore refused: the database is not empty (use --clean)",
+    ),
+    (
+        11,
+        "restore failed (rolled back; the database is as it was)",
+    ),
+    (12, "a database query failed"),
+    (
+        13,
+        "seed refused: the database is not at a release boundary",
+    ),
+    (
+        14,
+        "stopped by SIGTERM or SIGINT (the transaction in flight is rolled back; the database is as before the run)",
+    ),
+    (
+        15,
+        "a table the upgrade must lock is in use by another session (timed out; nothing changed)",
+    ),
+    (
+        16,
+        "not enough free space in the backup directory (nothing changed)",
+    ),
+    (
+        17,
+        "restore refused: the archive is damaged, truncated or unreadable (nothing changed)",
+    ),
+];
+
+/// [`EXIT_CODES`] as `--help` prints them.
+pub fn exit_codes_help() -> String {
+    format!(
+        "Exit codes:\n{}",
+        upgrade_gate::gate::exit_table(EXIT_CODES.iter().copied())
+    )
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbUpgradeError {
@@ -776,14 +817,68 @@ mod tests {
 
     #[test]
     fn every_exit_code_is_documented() {
-        for code in [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] {
-            assert!(
-                EXIT_CODES
-                    .lines()
-                    .any(|l| l.trim_start().starts_with(&format!("{code} "))),
-                "{code}"
-            );
+        let documented: Vec<u8> = EXIT_CODES.iter().map(|(code, _)| *code).collect();
+        assert_eq!(
+            documented,
+            [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]
+        );
+        assert!(exit_codes_help().contains("  14  stopped by SIGTERM or SIGINT"));
+    }
+
+    fn database_upgrade_md() -> String {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/database-upgrade.md");
+        std::fs::read_to_string(path).expect("docs/database-upgrade.md")
+    }
+
+    #[test]
+    fn docs_database_upgrade_md_has_the_exit_codes() {
+        let wrong = upgrade_gate::doc_check::exit_table_mismatches(
+            "docs/database-upgrade.md",
+            &database_upgrade_md(),
+            "## Exit codes",
+            EXIT_CODES,
+        )
+        .expect("the table is readable");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn docs_database_upgrade_md_says_which_failure_kinds_are_permanent() {
+        let text = database_upgrade_md();
+        let rows = upgrade_gate::doc_check::table_rows(
+            "docs/database-upgrade.md",
+            &text,
+            "### The termination message",
+        )
+        .expect("the table is readable");
+        let mut wrong = Vec::new();
+        for row in &rows {
+            let [kind_cell, exit, permanent, ..] = row.as_slice() else {
+                panic!("docs/database-upgrade.md: a kind row without exit and permanent: {row:?}");
+            };
+            let kind = kind_cell.split('`').nth(1).unwrap_or(kind_cell);
+            let Ok(parsed) =
+                serde_json::from_value::<outcome::FailureKind>(serde_json::json!(kind))
+            else {
+                wrong.push(format!(
+                    "docs/database-upgrade.md, row {kind}: no such failure kind in the code"
+                ));
+                continue;
+            };
+            let says = if parsed.is_permanent() { "yes" } else { "no" };
+            if permanent != says {
+                wrong.push(format!(
+                    "docs/database-upgrade.md, row {kind}, permanent:\n  the doc says:  {permanent}\n  the code says: {says}"
+                ));
+            }
+            if !EXIT_CODES.iter().any(|(code, _)| code.to_string() == *exit) {
+                wrong.push(format!(
+                    "docs/database-upgrade.md, row {kind}: exit {exit} is no exit code of the code"
+                ));
+            }
         }
+        assert!(rows.len() >= 10, "only {} kinds read", rows.len());
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 
     #[test]
