@@ -29,14 +29,7 @@
 //! All start their own cluster (`--cluster`, torn down at the end unless
 //! `--keep`), or use a running one with `--reuse`.
 //!
-//! Exit codes: 0 every run conclusive and as its arm expects (docs/race.md),
-//! or bench-scale's figures all met; 1 a run against its arm's
-//! expectation, or a bench-scale figure missed; 2 usage; 3 the cluster or a run
-//! could not be set up (the reason is printed); 4 the cluster's teardown
-//! left something behind; 5 stopped by SIGINT (Ctrl-C) or SIGTERM — the
-//! cluster is torn down all the same (kept with --keep); 6 a run
-//! inconclusive (a hole in its record, or a load too small to show a race)
-//! or no runs at all, or a bench-scale figure that cannot be trusted.
+//! Exit codes: [`EXIT_CODES`] (docs/demo.md's table, kept equal by a test).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,11 +57,49 @@ const EXIT_TEARDOWN: u8 = 4;
 const EXIT_STOPPED: u8 = 5;
 const EXIT_INCONCLUSIVE: u8 = 6;
 
+/// Every exit code and what it means (`--help` and docs/demo.md say the same).
+const EXIT_CODES: &[(u8, &str)] = &[
+    (
+        0,
+        "every run conclusive and as its arm expects (bench-scale: every figure met)",
+    ),
+    (
+        EXIT_NOT_MET,
+        "a run against its arm's expectation (bench-scale: a figure missed)",
+    ),
+    (2, "usage"),
+    (
+        EXIT_SETUP,
+        "the cluster or a run could not be set up (the reason is printed)",
+    ),
+    (
+        EXIT_TEARDOWN,
+        "the cluster's teardown left something behind",
+    ),
+    (
+        EXIT_STOPPED,
+        "stopped by SIGINT (Ctrl-C) or SIGTERM: the cluster is torn down all the same (kept with KEEP=1)",
+    ),
+    (
+        EXIT_INCONCLUSIVE,
+        "a run inconclusive (a hole in its record, or a load too small to show a race), or no runs (bench-scale: a figure cannot be trusted)",
+    ),
+];
+
+/// `--help`'s closing lines: the exit codes.
+fn exit_help() -> String {
+    let mut help = String::from("Exit codes:");
+    for (code, meaning) in EXIT_CODES {
+        help.push_str(&format!("\n  {code}  {meaning}"));
+    }
+    help
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "chain",
     about = "The upgrade chain 7.9.3 -> 7.10.0 -> 7.10.1 through OLM, recorded and judged",
-    after_help = "Exit codes: 0 every run conclusive and as its arm expects (bench-scale: every figure met); 1 a run against its arm's expectation (bench-scale: a figure missed); 2 usage; 3 set-up failed; 4 teardown left something; 5 stopped by SIGINT or SIGTERM (the cluster is torn down all the same); 6 a run inconclusive, or no runs (bench-scale: a figure cannot be trusted)."
+    after_help = exit_help()
 )]
 struct Cli {
     #[command(flatten)]
@@ -892,4 +923,37 @@ async fn demo_admitted(
         keep,
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_code_table_in_docs_demo_md_is_the_codes() {
+        let text =
+            std::fs::read_to_string(repository_root().join("docs/demo.md")).expect("docs/demo.md");
+        let wrong = upgrade_gate::doc_check::exit_table_mismatches(
+            "docs/demo.md",
+            &text,
+            "## Exit codes",
+            EXIT_CODES,
+        )
+        .expect("the table is readable");
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn help_lists_every_exit_code() {
+        use clap::CommandFactory;
+        // Wrapped to the terminal: compared with whitespace collapsed.
+        let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let help = words(&Cli::command().render_help().to_string());
+        for (code, meaning) in EXIT_CODES {
+            assert!(
+                help.contains(&words(&format!("{code} {meaning}"))),
+                "{help}"
+            );
+        }
+    }
 }
