@@ -541,29 +541,9 @@ async fn race(
                 options.release_variant = arm.release_flags();
             }
             let mut run = ChainRun::prepare(cluster, options).await;
-            let ns = run.namespace.name.clone();
-            let _policy = match (admitted, arm.gate) {
-                (true, Gate::On) => Some(
-                    admission_policy::Policy::apply(
-                        &cluster.client().await,
-                        cluster.kubeconfig(),
-                        &format!("upgrade-gate.dev-{ns}"),
-                        &[&ns],
-                    )
-                    .await,
-                ),
-                _ => None,
-            };
+            let _policy = bind_policy(cluster, &run, deployer, arm.gate).await;
             run.start_upgrade().await;
-            if pushed(deployer) {
-                let next = run.chain.next.clone();
-                if let Err(error) = run
-                    .push_until_accepted(&next, PIPELINE_RETRY, PIPELINE_FOR)
-                    .await
-                {
-                    eprintln!("chain race: the pipeline pushing {next}: {error}");
-                }
-            }
+            push_next(&run, deployer).await;
             let report = run.finish().await;
             println!(
                 "    run {index}: {}, damaged {}, chain {:.1} s, 7.10.1 Pending {}",
@@ -793,6 +773,44 @@ fn pushed(deployer: Deployer) -> bool {
     matches!(deployer, Deployer::Helm | Deployer::Kubectl)
 }
 
+/// Under the deployers the admission policy holds, with the gate on: the
+/// policy bound to the run's namespace (unbound when the guard drops).
+async fn bind_policy(
+    cluster: &LocalCluster,
+    run: &ChainRun,
+    deployer: Deployer,
+    gate: Gate,
+) -> Option<admission_policy::Policy> {
+    if !deployer.admitted() || gate == Gate::Off {
+        return None;
+    }
+    let ns = &run.namespace.name;
+    Some(
+        admission_policy::Policy::apply(
+            &cluster.client().await,
+            cluster.kubeconfig(),
+            &format!("upgrade-gate.dev-{ns}"),
+            &[ns],
+        )
+        .await,
+    )
+}
+
+/// Under Helm and kubectl: the next release pushed every second until
+/// accepted, as a pipeline would (OLM v0 and v1 move on by themselves).
+async fn push_next(run: &ChainRun, deployer: Deployer) {
+    if !pushed(deployer) {
+        return;
+    }
+    let next = run.chain.next.clone();
+    if let Err(error) = run
+        .push_until_accepted(&next, PIPELINE_RETRY, PIPELINE_FOR)
+        .await
+    {
+        eprintln!("chain: the pipeline pushing {next}: {error}");
+    }
+}
+
 /// The arms of `just race-matrix` for the deployers the admission policy
 /// holds: its binding on and off, for each successor (slow start).
 fn admitted_arms() -> Vec<Arm> {
@@ -879,19 +897,7 @@ async fn demo_admitted(
     options.chain.deployer = deployer;
     options.release_variant = arm.release_flags();
     let mut run = ChainRun::prepare(cluster, options).await;
-    let ns = run.namespace.name.clone();
-    let _policy = match arm.gate {
-        Gate::On => Some(
-            admission_policy::Policy::apply(
-                &cluster.client().await,
-                cluster.kubeconfig(),
-                &format!("upgrade-gate.dev-{ns}"),
-                &[&ns],
-            )
-            .await,
-        ),
-        Gate::Off => None,
-    };
+    let _policy = bind_policy(cluster, &run, deployer, arm.gate).await;
     println!(
         "    set up in {:.1} s; data before the upgrade: {}",
         set_up.elapsed().as_secs_f64(),
@@ -901,15 +907,7 @@ async fn demo_admitted(
     run.start_upgrade().await;
     let zero = timeline::zero_at(&run.timeline.snapshot()).unwrap_or_else(jiff::Timestamp::now);
     let narration = LiveNarration::start(&run.timeline, zero);
-    if pushed(deployer) {
-        let next = run.chain.next.clone();
-        if let Err(error) = run
-            .push_until_accepted(&next, PIPELINE_RETRY, PIPELINE_FOR)
-            .await
-        {
-            eprintln!("chain demo: the pipeline pushing {next}: {error}");
-        }
-    }
+    push_next(&run, deployer).await;
     let chain = run.chain.clone();
     let report = run.finish().await;
     narration.stop(&run.timeline);
