@@ -586,7 +586,7 @@ async fn race(
         }
         let arms: Vec<_> = reports.iter().map(ArmReport::to_json).collect();
         let page = dir.join("matrix.html");
-        if let Err(error) = std::fs::write(&page, picture::matrix_page(&arms)) {
+        if let Err(error) = std::fs::write(&page, picture::matrix_page(&deployer.name(), &arms)) {
             panic!("writing {}: {error}", page.display());
         }
         println!(

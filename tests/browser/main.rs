@@ -151,7 +151,7 @@ fn the_matrix_page_has_a_row_per_arm_in_a_real_browser() {
     raced["raced"] = Value::from(1);
     let dir = out_dir();
     let page = dir.join("matrix.html");
-    std::fs::write(&page, picture::matrix_page(&[held, raced])).expect("writing the page");
+    std::fs::write(&page, picture::matrix_page("olm", &[held, raced])).expect("writing the page");
     let dom = render(&page, &dir.join("matrix.png"));
     assert_eq!(dom.matches("class=\"arm\"").count(), 2, "{dom}");
     assert!(dom.contains("data-arm=\"gate-off-slow-naive\""));

@@ -583,9 +583,11 @@ pub fn arm_page(arm: &Value) -> String {
 
 /// The page comparing arms (`just race-matrix`): each arm's counts as bars
 /// and each run's Pending time and load margin as dots.
-pub fn matrix_page(arms: &[Value]) -> String {
-    let mut out = head("upgrade-gate: the race matrix");
-    out.push_str("<body>\n<h1>The race matrix</h1>\n<table class=\"matrix\">\n<tr><th>arm</th><th>expected</th><th>held / raced / inconclusive</th><th>damaged</th><th>Pending (s), each run</th><th>load margin (s), each run</th></tr>\n");
+pub fn matrix_page(deployer: &str, arms: &[Value]) -> String {
+    let title = format!("The race matrix, pushed by {}", escape(deployer));
+    let mut out = head(&format!("upgrade-gate: {title}"));
+    let _ = write!(out, "<body>\n<h1>{title}</h1>\n");
+    out.push_str("<table class=\"matrix\">\n<tr><th>arm</th><th>expected</th><th>held / raced / inconclusive</th><th>damaged</th><th>Pending (s), each run</th><th>load margin (s), each run</th></tr>\n");
     let dots = |arm: &Value, key: &str| -> String {
         let values: Vec<f64> = arm["runs"]
             .as_array()
@@ -771,7 +773,8 @@ mod tests {
             json!({"arm": name, "expectation": "x", "held": held, "raced": raced, "inconclusive": 0, "damaged": 0, "total": held + raced,
                    "runs": [{"pending_seconds": 3.2, "load_margin_seconds": 1.0}, {"pending_seconds": null}]})
         };
-        let page = matrix_page(&[arm("gate-on", 10, 0), arm("gate-off", 1, 9)]);
+        let page = matrix_page("olm", &[arm("gate-on", 10, 0), arm("gate-off", 1, 9)]);
+        assert!(page.contains("pushed by olm"));
         assert_eq!(page.matches("<tr class=\"arm\"").count(), 2);
         assert!(page.contains("data-arm=\"gate-off\""));
         assert_eq!(page.matches("class=\"dot\"").count(), 4);
