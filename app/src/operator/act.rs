@@ -285,6 +285,29 @@ async fn apply_server(
                     source,
                 });
         }
+        // Nothing ran before: there is no release to bring back.
+        (ServerGoal::Serving, None) => return Ok(()),
+        (ServerGoal::Serving, Some(current)) => {
+            let replicas = app.spec.server.replicas;
+            if current.spec.as_ref().and_then(|s| s.replicas) == Some(replicas) {
+                return Ok(());
+            }
+            let deployments: Api<Deployment> =
+                Api::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
+            let name = current.name_any();
+            return deployments
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"spec": {"replicas": replicas}})),
+                )
+                .await
+                .map(|_| tracing::info!(deployment = %name, replicas, "server serves again while the App waits"))
+                .map_err(|source| ActError::Server {
+                    deployment: name,
+                    source,
+                });
+        }
         (ServerGoal::RunningThisRelease, current) => {
             let desired = resources::server_deployment(app, app.spec.server.replicas, ctx.pods);
             if current

@@ -22,6 +22,13 @@
 //! after a backoff until `spec.upgrade.retryLimit`; one that refused the
 //! database (newer, diverged, misconfigured) is not retried: the App is
 //! Degraded until a person acts.
+//!
+//! The server while an upgrade cannot start: until an intent is recorded
+//! (queued, or the database blocked) no Job has touched the database, so
+//! the server keeps, or gets back, `spec.server.replicas` at the release it
+//! runs (`ServerGoal::Serving`). Once a Job of the upgrade has run, the
+//! server stays stopped until the upgrade is verified: that Job may have
+//! left the database between releases.
 
 use std::time::Duration;
 
@@ -327,6 +334,11 @@ pub enum ServerGoal {
     Stopped,
     /// `spec.server.replicas` pods of this release.
     RunningThisRelease,
+    /// `spec.server.replicas` pods of the release the Deployment already
+    /// runs (its replica count alone is written; nothing without a
+    /// Deployment): the App waits for an upgrade no Job has begun, so its
+    /// server serves meanwhile (see `steps::server_while_waiting`).
+    Serving,
 }
 
 /// Normal or Warning Event.

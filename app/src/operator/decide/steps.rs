@@ -6,6 +6,25 @@
 
 use super::*;
 
+/// The server while the App waits (queued, or its database blocked): it
+/// serves at the release it runs as long as no Job of an upgrade has
+/// touched the database — no upgrade recorded in status, and no Job of the
+/// App that may still run (another intent's, unfinished; a Job not the
+/// App's) — so an App scaled down for an attempt that could not begin gets
+/// its replicas back. Otherwise it is left as it is: after a Job ran, the
+/// database may be between releases until the upgrade is verified.
+pub(super) fn server_while_waiting(observed: &Observed) -> ServerGoal {
+    let no_job_runs = matches!(
+        observed.job,
+        JobObservation::Absent | JobObservation::Stale { finished: true, .. }
+    );
+    if observed.status.upgrade.is_none() && no_job_runs {
+        ServerGoal::Serving
+    } else {
+        ServerGoal::Keep
+    }
+}
+
 pub(super) fn report_blocked(observed: &Observed, blocker: Blocker, detail: &str) -> Decision {
     let message = format!("App {}: {detail}; {}", observed.name, blocker.advice());
     let status = StatusBuilder::new(observed)
@@ -17,7 +36,7 @@ pub(super) fn report_blocked(observed: &Observed, blocker: Blocker, detail: &str
     decision(
         Step::ReportBlocked,
         status,
-        ServerGoal::Keep,
+        server_while_waiting(observed),
         event(EventReason::Degraded(blocker.reason()), message),
         REQUEUE_BLOCKED,
     )
@@ -40,13 +59,18 @@ pub(super) fn queued(
     wait: &QueueWait,
 ) -> Decision {
     let message = format!(
-        "App {} waits to upgrade its database from release {} to {}: position {} of {} waiting; {}; its server and database are left as they are until its turn",
+        "App {} waits to upgrade its database from release {} to {}: position {} of {} waiting; {}; {} until its turn",
         observed.name,
         release_label(current),
         target.release,
         wait.position,
         wait.waiting,
-        wait.why()
+        wait.why(),
+        match server_while_waiting(observed) {
+            ServerGoal::Serving => "its server serves and its database is left as it is",
+            _ =>
+                "its database and its server are left as they are (a Job of this upgrade has run or may run)",
+        }
     );
     let status = StatusBuilder::new(observed)
         .queue(Some(QueueStatus {
@@ -60,7 +84,7 @@ pub(super) fn queued(
     decision(
         Step::Queue,
         status,
-        ServerGoal::Keep,
+        server_while_waiting(observed),
         on_entry(
             observed,
             ConditionReason::UpgradeQueued,

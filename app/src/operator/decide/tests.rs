@@ -1046,9 +1046,29 @@ fn check_invariants(observed: &Observed) {
             "{context}"
         );
     }
+    // The server serves while the App waits only when no Job of an
+    // upgrade has touched its database, or may still: otherwise it is left
+    // as it is.
+    if decision.server == ServerGoal::Serving {
+        assert!(matches!(decision.step, Queue | ReportBlocked), "{context}");
+        assert_eq!(recorded, None, "{context}");
+        assert!(
+            matches!(
+                observed.job,
+                JobObservation::Absent | JobObservation::Stale { finished: true, .. }
+            ),
+            "{context}"
+        );
+    }
+    if matches!(decision.step, Queue | ReportBlocked) && recorded.is_none() {
+        assert!(
+            matches!(decision.server, ServerGoal::Serving | ServerGoal::Keep),
+            "{context}"
+        );
+    }
     if decision.step == Queue {
         assert!(matches!(observed.slot, Slot::Waiting(_)), "{context}");
-        assert_eq!(decision.server, ServerGoal::Keep, "{context}");
+        assert_ne!(decision.server, ServerGoal::Stopped, "{context}");
         assert_eq!(
             decision.status.upgrade, observed.status.upgrade,
             "{context}"
@@ -1271,7 +1291,7 @@ fn an_app_without_a_slot_queues_and_keeps_its_place_until_the_intent() {
     let queued = decide(&waiting, &target());
     assert_eq!(
         (queued.step, queued.server, queued.requeue),
-        (Queue, ServerGoal::Keep, REQUEUE_QUEUED)
+        (Queue, ServerGoal::Serving, REQUEUE_QUEUED)
     );
     assert_eq!(queued.status.phase, Some(AppPhase::Queued));
     assert_eq!(
@@ -1359,6 +1379,125 @@ fn an_app_without_a_slot_queues_and_keeps_its_place_until_the_intent() {
     );
     assert_eq!(blocked.step, ReportBlocked);
     assert_eq!(blocked.status.queue, None);
+}
+
+/// An App whose upgrade cannot begin — admitted and scaled down, then
+/// queued again (its reservation lapsed) or its database unreachable
+/// before the intent — gets its server back while it waits; once a Job of
+/// the upgrade has run, or one of the App's may still run, the server is
+/// left as it is.
+#[test]
+fn an_app_whose_upgrade_cannot_begin_gets_its_server_back() {
+    let scaled_down = Observed {
+        status: AppStatus {
+            queue: Some(QueueStatus {
+                since: Time(now() - SignedDuration::from_secs(60)),
+                position: None,
+            }),
+            ..AppStatus::default()
+        },
+        server_replicas: Some(0),
+        ..observed(None, JobObservation::Absent, Db::Behind, BASE)
+    };
+    // (what happened next, slot, database, Job) → (step, server).
+    let cases: Vec<(&str, Slot, Db, JobObservation, Step, ServerGoal)> = vec![
+        (
+            "queued again",
+            Slot::Waiting(full_slots()),
+            Db::Behind,
+            JobObservation::Absent,
+            Queue,
+            ServerGoal::Serving,
+        ),
+        (
+            "the database unreachable",
+            Slot::Granted,
+            Db::Unreachable,
+            JobObservation::Absent,
+            ReportBlocked,
+            ServerGoal::Serving,
+        ),
+        (
+            "the database newer",
+            Slot::Granted,
+            Db::Newer,
+            JobObservation::Absent,
+            ReportBlocked,
+            ServerGoal::Serving,
+        ),
+        (
+            "queued, an earlier finished Job in the name",
+            Slot::Waiting(full_slots()),
+            Db::Behind,
+            JOBS[3](),
+            Queue,
+            ServerGoal::Serving,
+        ),
+        (
+            "unreachable while an earlier Job of the App still runs",
+            Slot::Granted,
+            Db::Unreachable,
+            JOBS[2](),
+            ReportBlocked,
+            ServerGoal::Keep,
+        ),
+        (
+            "unreachable, a Job that is not the App's in the name",
+            Slot::Granted,
+            Db::Unreachable,
+            JOBS[1](),
+            ReportBlocked,
+            ServerGoal::Keep,
+        ),
+        (
+            "admitted: the server goes down for the attempt",
+            Slot::Granted,
+            Db::Behind,
+            JobObservation::Absent,
+            RecordIntent,
+            ServerGoal::Stopped,
+        ),
+    ];
+    for (case, slot, db, job, step, server) in cases {
+        let decision = decide(
+            &Observed {
+                slot,
+                database: database(db),
+                job,
+                ..scaled_down.clone()
+            },
+            &target(),
+        );
+        assert_eq!((decision.step, decision.server), (step, server), "{case}");
+    }
+    let queued = decide(
+        &Observed {
+            slot: Slot::Waiting(full_slots()),
+            ..scaled_down.clone()
+        },
+        &target(),
+    );
+    let message = &condition(&queued.status, ConditionType::Progressing).message;
+    assert!(
+        message.ends_with("its server serves and its database is left as it is until its turn"),
+        "{message}"
+    );
+
+    // A failed attempt's retry waits for a slot with the server stopped:
+    // its Job may have left the database between releases.
+    let retry = decide(
+        &Observed {
+            slot: Slot::Waiting(full_slots()),
+            ..observed(Some(UpgradePhase::Failed), JOBS[7](), Db::Behind, BASE)
+        },
+        &target(),
+    );
+    assert_eq!((retry.step, retry.server), (Queue, ServerGoal::Keep));
+    let message = &condition(&retry.status, ConditionType::Progressing).message;
+    assert!(
+        message.contains("its database and its server are left as they are"),
+        "{message}"
+    );
 }
 
 #[test]
