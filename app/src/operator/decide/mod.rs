@@ -19,7 +19,8 @@
 //! the Job, which carries the intent → wait, reporting its progress → verify
 //! the schema with the operator's own read → mark Ready and run the server
 //! at this release. A Job that fails for a reason a retry can fix is retried
-//! after a backoff until `spec.upgrade.retryLimit`; one that refused the
+//! after a backoff until `spec.upgrade.retryLimit` (the retry waits, saying
+//! so, while the database cannot be read); one that refused the
 //! database (newer, diverged, misconfigured) is not retried: the App is
 //! Degraded until a person acts.
 //!
@@ -77,6 +78,12 @@ impl Blocker {
             Blocker::DatabaseNewerThanRelease => ConditionReason::DatabaseNewerThanRelease,
             Blocker::SchemaHistoryDiverged => ConditionReason::SchemaHistoryDiverged,
         }
+    }
+
+    /// Whether the operator goes on by itself once the cause passes (a
+    /// database down for a while), rather than waiting for a person.
+    pub fn passes_by_itself(self) -> bool {
+        self == Blocker::DatabaseUnreachable
     }
 
     /// What a person can do about it.
@@ -646,6 +653,18 @@ pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
             give_up(observed, ConditionReason::RetryLimitReached, &detail)
         }
         (Some(GaveUp), _, Db::Behind { .. }) => stay(observed),
+        // The retry needs the database read first: say so, look again. A
+        // given-up upgrade with budget left (its limit raised) likewise
+        // while its database is down; one given up on a database that must
+        // not be touched stays as it was.
+        (Some(Failed), _, Db::Blocked { blocker, detail }) if !limit_reached => {
+            blocked_before_retry(observed, *blocker, detail)
+        }
+        (Some(GaveUp), _, Db::Blocked { blocker, detail })
+            if !limit_reached && blocker.passes_by_itself() =>
+        {
+            blocked_before_retry(observed, *blocker, detail)
+        }
         (Some(Failed | GaveUp), _, Db::Blocked { .. }) => stay(observed),
     };
     with_retention(decision, observed)

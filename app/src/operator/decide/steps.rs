@@ -42,6 +42,43 @@ pub(super) fn report_blocked(observed: &Observed, blocker: Blocker, detail: &str
     )
 }
 
+/// A failed attempt whose retry cannot begin because the database cannot
+/// be read (or must not be touched): the failure stays in
+/// `status.upgrade`, the App is Degraded with the blocker, and the operator
+/// looks again every [`REQUEUE_BLOCKED`]; the retry follows (after its
+/// backoff) once the database reads as behind. The server stays stopped.
+pub(super) fn blocked_before_retry(
+    observed: &Observed,
+    blocker: Blocker,
+    detail: &str,
+) -> Decision {
+    let upgrade = in_flight(observed);
+    let message = format!(
+        "App {}: {detail}; attempt {} of {} (Job {}) to upgrade its database from release {} to {} failed, and the next one waits until the database can be read and upgraded: the operator looks again every {}s; {}",
+        observed.name,
+        upgrade.attempts,
+        observed.retry_limit,
+        upgrade.job,
+        upgrade.from,
+        upgrade.to,
+        REQUEUE_BLOCKED.as_secs(),
+        blocker.advice()
+    );
+    let status = StatusBuilder::new(observed)
+        .health(&Health::Blocked {
+            reason: blocker.reason(),
+            message: message.clone(),
+        })
+        .build();
+    decision(
+        Step::ReportBlocked,
+        status,
+        ServerGoal::Stopped,
+        event(EventReason::Degraded(blocker.reason()), message),
+        REQUEUE_BLOCKED,
+    )
+}
+
 /// Since when the App waits for its upgrade: kept from its first look
 /// until the intent is recorded.
 fn queued_since(observed: &Observed) -> Time {

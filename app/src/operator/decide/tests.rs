@@ -271,14 +271,16 @@ fn the_decision_table() {
         (p(UpgradePhase::Running), 8, [Refuse; 4]),
     ];
     let verifying = [Wait, GiveUp, RetryWithBackoff, MarkReady];
-    let retrying = [NothingToDo, NothingToDo, RecordIntent, MarkReady];
+    // A retry that needs the database read first says why and looks again.
+    let retrying = [ReportBlocked, ReportBlocked, RecordIntent, MarkReady];
+    let gave_up_with_budget = [ReportBlocked, NothingToDo, RecordIntent, MarkReady];
     let refused = [NothingToDo, NothingToDo, NothingToDo, MarkReady];
     let mut all: Vec<(Option<UpgradePhase>, usize, [Step; 4])> = rows.to_vec();
     for job in 0..JOBS.len() {
         all.push((p(UpgradePhase::Verifying), job, verifying));
         all.push((p(UpgradePhase::Failed), job, retrying));
         // Given up with budget left: the limit was raised, so it tries again.
-        all.push((p(UpgradePhase::GaveUp), job, retrying));
+        all.push((p(UpgradePhase::GaveUp), job, gave_up_with_budget));
         all.push((p(UpgradePhase::Refused), job, refused));
     }
     assert_eq!(
@@ -1498,6 +1500,77 @@ fn an_app_whose_upgrade_cannot_begin_gets_its_server_back() {
         message.contains("its database and its server are left as they are"),
         "{message}"
     );
+}
+
+/// A failed attempt whose database cannot be read when its retry is due:
+/// the App says so (Degraded with the blocker, the failure kept) and the
+/// operator looks again every 30 s; the retry begins once the database
+/// reads as behind. With no attempt left, it stays as it is.
+#[test]
+fn a_failed_attempt_whose_database_cannot_be_read_says_so_and_looks_again() {
+    let failed = observed(Some(UpgradePhase::Failed), JOBS[7](), Db::Unreachable, BASE);
+    let decision = decide(&failed, &target());
+    assert_eq!(
+        (decision.step, decision.server, decision.requeue),
+        (ReportBlocked, ServerGoal::Stopped, REQUEUE_BLOCKED)
+    );
+    assert_eq!(
+        decision
+            .status
+            .upgrade
+            .as_ref()
+            .map(|u| (u.phase, u.attempts)),
+        Some((UpgradePhase::Failed, 1))
+    );
+    let degraded = condition(&decision.status, ConditionType::Degraded);
+    assert_eq!(
+        (degraded.status, degraded.reason),
+        (ConditionStatus::True, ConditionReason::DatabaseUnreachable)
+    );
+    for needle in [
+        "App shop: cannot connect to host=db port=5432",
+        "attempt 1 of 3 (Job shop-db-7-10-1-1) to upgrade its database from release 7.9.3 to 7.10.1 failed",
+        "the operator looks again every 30s",
+    ] {
+        assert!(
+            degraded.message.contains(needle),
+            "{needle:?} missing in {}",
+            degraded.message
+        );
+    }
+    assert_eq!(
+        decision
+            .event
+            .as_ref()
+            .map(|e| (e.kind(), e.reason.as_str())),
+        Some((EventKind::Warning, "DatabaseUnreachable"))
+    );
+    // The database answers again: the retry (its backoff long past).
+    let back = decide(
+        &Observed {
+            status: decision.status.clone(),
+            database: database(Db::Behind),
+            ..failed.clone()
+        },
+        &target(),
+    );
+    assert_eq!(back.step, RecordIntent);
+    assert_eq!(back.status.upgrade.as_ref().map(|u| u.attempts), Some(2));
+    // No attempt left: nothing to wait for but a person.
+    let spent = World {
+        attempts: 3,
+        ..BASE
+    };
+    let last = decide(
+        &observed(
+            Some(UpgradePhase::Failed),
+            JOBS[7](),
+            Db::Unreachable,
+            spent,
+        ),
+        &target(),
+    );
+    assert_eq!(last.step, NothingToDo);
 }
 
 #[test]
