@@ -3,7 +3,9 @@
 //! Owns: the pure decision from every managed App's status to the
 //! `Upgradeable` answer, its reason and the message a person reads in
 //! `kubectl describe operatorcondition` (the fleet's counts and what
-//! blocks, bounded in size), and the fleet's summary the metrics show.
+//! blocks, bounded in size, saying for each failed or blocked App what the
+//! operator does next — [`Next`], read from its status as the decision
+//! table acts on it), and the fleet's summary the metrics show.
 //! Must not touch: the cluster (the answer is kept in the OperatorCondition
 //! by `upgrade_gate::keeper`) or any single App's status.
 //!
@@ -15,10 +17,12 @@
 
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-use crate::crd::{App, AppPhase, ConditionReason, ConditionType, UpgradePhase};
-use crate::operator::decide::SchemaTarget;
+use crate::crd::{App, AppPhase, ConditionReason, ConditionType, UpgradePhase, UpgradeStatus};
+use crate::operator::decide::{
+    Blocker, REQUEUE_BLOCKED, SchemaTarget, refusal_advice, retry_backoff, stalled_advice,
+};
 use upgrade_gate::operator_condition::{InvalidEntry, MAX_MESSAGE_BYTES, Reason, UpgradeableEntry};
 
 /// An App annotated `upgrade-gate.dev/exclude-from-gate: "true"` does not
@@ -78,13 +82,154 @@ pub enum Standing {
         reason: Option<ConditionReason>,
         /// The Job's own words.
         detail: Option<String>,
+        /// What the operator does about it.
+        next: Next,
     },
     /// The database cannot be read or must not be touched, or the upgrade
     /// waits on something a person must fix (its Job cannot start).
     Blocked {
         reason: ConditionReason,
         message: String,
+        /// What the operator does about it.
+        next: Next,
     },
+}
+
+/// What the operator does next for an App whose upgrade failed or is
+/// blocked, as the decision table does it (`decide`): the gate's message
+/// says it, so that a person knows whether to wait or to act.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Begins attempt `attempt` of `limit` by itself at `at`, the failed
+    /// attempt's backoff (`None`: its failure time is not in status).
+    RetryAt {
+        at: Option<Timestamp>,
+        attempt: i32,
+        limit: i32,
+    },
+    /// Attempt `attempt` of `limit` is due and waits for an upgrade slot
+    /// (`position`; `None`: admitted, its server stopping).
+    RetryQueued {
+        attempt: i32,
+        limit: i32,
+        position: Option<i32>,
+    },
+    /// Reads the database again every `every` and goes on by itself once
+    /// it answers: with attempt `attempt` of `limit` when one failed,
+    /// otherwise with the upgrade.
+    ReadsAgain {
+        every: Duration,
+        retry: Option<(i32, i32)>,
+    },
+    /// Nothing until a person acts; what they should do.
+    Person(String),
+}
+
+impl Next {
+    /// "the operator retries at 2026-01-01T00:00:30Z (attempt 2 of 3)",
+    /// "waits for a person to act: …".
+    fn say(&self) -> String {
+        match self {
+            Next::RetryAt {
+                at: Some(at),
+                attempt,
+                limit,
+            } => format!("the operator retries at {at} (attempt {attempt} of {limit})"),
+            Next::RetryAt {
+                at: None,
+                attempt,
+                limit,
+            } => format!("the operator retries after its backoff (attempt {attempt} of {limit})"),
+            Next::RetryQueued {
+                attempt,
+                limit,
+                position: Some(position),
+            } => format!(
+                "its retry (attempt {attempt} of {limit}) waits for an upgrade slot (position {position})"
+            ),
+            Next::RetryQueued {
+                attempt,
+                limit,
+                position: None,
+            } => format!("its retry (attempt {attempt} of {limit}) is starting"),
+            Next::ReadsAgain { every, retry } => {
+                let then = match retry {
+                    Some((attempt, limit)) => format!("retries (attempt {attempt} of {limit})"),
+                    None => "goes on with the upgrade".to_owned(),
+                };
+                format!(
+                    "the operator reads the database again every {}s and {then} by itself once it answers",
+                    every.as_secs()
+                )
+            }
+            Next::Person(what) => format!("waits for a person to act: {what}"),
+        }
+    }
+}
+
+/// What the operator does for a failed, given-up or refused `upgrade`
+/// with `limit` attempts allowed: `blocker` when the App is Degraded with
+/// one (its database cannot be read or must not be touched now), `queued`
+/// its place when its retry waits for a slot (`Some(None)`: admitted).
+fn next_after_failure(
+    upgrade: &UpgradeStatus,
+    limit: i32,
+    blocker: Option<Blocker>,
+    queued: Option<Option<i32>>,
+) -> Next {
+    let job = &upgrade.job;
+    match upgrade.phase {
+        UpgradePhase::Refused => {
+            let reason = upgrade
+                .last_failure
+                .as_ref()
+                .map_or(ConditionReason::UpgradeRefused, |f| f.reason);
+            return Next::Person(format!(
+                "{}, then edit the App's spec (e.g. raise spec.upgrade.retryLimit) for one more attempt",
+                refusal_advice(reason)
+            ));
+        }
+        _ if upgrade.attempts >= limit => {
+            return Next::Person(format!(
+                "read kubectl logs job/{job}, fix the cause (restore with app-db-upgrade restore if needed), then raise spec.upgrade.retryLimit"
+            ));
+        }
+        _ => {}
+    }
+    let (attempt, retry) = (upgrade.attempts + 1, Some((upgrade.attempts + 1, limit)));
+    match (blocker, queued) {
+        (Some(blocker), _) if blocker.passes_by_itself() => Next::ReadsAgain {
+            every: REQUEUE_BLOCKED,
+            retry,
+        },
+        (Some(blocker), _) => Next::Person(blocker.advice().to_owned()),
+        (None, Some(position)) => Next::RetryQueued {
+            attempt,
+            limit,
+            position,
+        },
+        (None, None) => Next::RetryAt {
+            at: upgrade.last_failure_time.as_ref().and_then(|failed| {
+                let backoff = SignedDuration::try_from(retry_backoff(upgrade.attempts)).ok()?;
+                failed.0.checked_add(backoff).ok()
+            }),
+            attempt,
+            limit,
+        },
+    }
+}
+
+/// What the operator does for an App Degraded with `reason` and no failed
+/// upgrade: a blocked database, or a Job that cannot start.
+fn next_when_blocked(reason: ConditionReason) -> Next {
+    match Blocker::of_reason(reason) {
+        Some(blocker) if blocker.passes_by_itself() => Next::ReadsAgain {
+            every: REQUEUE_BLOCKED,
+            retry: None,
+        },
+        Some(blocker) => Next::Person(blocker.advice().to_owned()),
+        None => Next::Person(stalled_advice(reason).to_owned()),
+    }
 }
 
 /// Why the gate is open or closed: the reason decides which, so the two
@@ -191,6 +336,8 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
                         UpgradePhase::Failed | UpgradePhase::GaveUp | UpgradePhase::Refused
                     ) =>
                 {
+                    let blocker = degraded.and_then(|d| Blocker::of_reason(d.reason));
+                    let queued = status.queue.as_ref().map(|q| q.position);
                     Standing::UpgradeFailed {
                         from: u.from.clone(),
                         to: u.to.clone(),
@@ -199,11 +346,13 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
                         phase: u.phase,
                         reason: u.last_failure.as_ref().map(|f| f.reason),
                         detail: u.last_failure.as_ref().map(|f| f.message.clone()),
+                        next: next_after_failure(u, app.spec.upgrade.retry_limit, blocker, queued),
                     }
                 }
                 (_, Some(degraded)) => Standing::Blocked {
                     reason: degraded.reason,
                     message: degraded.message.clone(),
+                    next: next_when_blocked(degraded.reason),
                 },
                 (Some(u), None) => Standing::Upgrading {
                     from: u.from.clone(),
@@ -393,13 +542,13 @@ pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision 
     let (reason, what_to_do, first) = if !failed.is_empty() {
         (
             GateReason::DatabaseUpgradeFailed,
-            "read the Job's logs (kubectl logs job/<job> -n <namespace>), fix the cause, and raise the App's spec.upgrade.retryLimit if it gave up; the other Apps go on upgrading; to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition, or exclude the App (annotation upgrade-gate.dev/exclude-from-gate=true)",
+            "each App named says whether the operator retries it by itself (when) or waits for a person (and what to do; kubectl logs job/<job> -n <namespace> shows a Job's output); the other Apps go on upgrading; to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition, or exclude the App (annotation upgrade-gate.dev/exclude-from-gate=true)",
             &failed,
         )
     } else if !blocked.is_empty() {
         (
             GateReason::DatabaseBlocked,
-            "fix what the App's Degraded condition names (kubectl describe app -n <namespace> <name>); to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition, or exclude the App (annotation upgrade-gate.dev/exclude-from-gate=true)",
+            "each App named says whether the operator goes on by itself or waits for a person (and what to do; kubectl describe app -n <namespace> <name>); the other Apps go on upgrading; to let OLM upgrade anyway, set spec.overrides Upgradeable=True on this OperatorCondition, or exclude the App (annotation upgrade-gate.dev/exclude-from-gate=true)",
             &blocked,
         )
     } else {
@@ -477,12 +626,17 @@ fn describe(app: &AppGateView) -> String {
             phase,
             reason,
             detail,
+            next,
         } => {
             let state = match phase {
-                UpgradePhase::GaveUp => "gave up",
-                UpgradePhase::Refused => "refused, not retried",
-                _ => "retrying",
+                UpgradePhase::GaveUp => ", gave up",
+                UpgradePhase::Refused => ", refused, not retried",
+                _ => "",
             };
+            // What happens next comes before the Job's words: a long
+            // failure is cut at the end, never what to do. A dash, not
+            // "; ": Apps are apart by "; " (`kubectl upgrade-gate` puts
+            // each on a line of its own).
             let why = match (reason, detail) {
                 (Some(r), Some(d)) => format!(" ({r}: {d})"),
                 (Some(r), None) => format!(" ({r})"),
@@ -490,11 +644,16 @@ fn describe(app: &AppGateView) -> String {
                 (None, None) => String::new(),
             };
             format!(
-                "App {name} failed to upgrade from release {from} to {to}, Job {job}, {attempts} attempt(s), {state}{why}"
+                "App {name} failed to upgrade from release {from} to {to}, Job {job}, {attempts} attempt(s){state} — {}{why}",
+                next.say()
             )
         }
-        Standing::Blocked { reason, message } => {
-            format!("App {name} blocked ({reason}): {message}")
+        Standing::Blocked {
+            reason,
+            message,
+            next,
+        } => {
+            format!("App {name} blocked ({reason}) — {}: {message}", next.say())
         }
     };
     shorten(&text, APP_TEXT_BYTES)
@@ -569,6 +728,7 @@ mod tests {
                 phase: UpgradePhase::GaveUp,
                 reason: Some(ConditionReason::DatabaseUpgradeFailed),
                 detail: Some("app-db-upgrade exited 14: stopped by SIGTERM".into()),
+                next: Next::Person("raise spec.upgrade.retryLimit".into()),
             },
         )
     }
@@ -579,6 +739,7 @@ mod tests {
             Standing::Blocked {
                 reason: ConditionReason::DatabaseUnreachable,
                 message: "cannot connect".into(),
+                next: next_when_blocked(ConditionReason::DatabaseUnreachable),
             },
         )
     }
@@ -692,6 +853,7 @@ mod tests {
                 phase: UpgradePhase::Refused,
                 reason: Some(ConditionReason::MigrationFailed),
                 detail: Some("migration refused: column \"state\" contains null values".into()),
+                next: Next::Person("grant what the migration needs".into()),
             },
         ));
         let decision = decide_gate(&apps, &target());
@@ -699,7 +861,7 @@ mod tests {
         let m = &decision.message;
         assert!(
             m.starts_with(
-                "37/100 upgraded, 4 running, 12 queued, 1 failed, 46 not yet checked (release 7.10.1): App ns/app-17 failed to upgrade from release 7.10.0 to 7.10.1, Job app-17-db-7-10-1-1, 1 attempt(s), refused, not retried (MigrationFailed: migration refused: column \"state\" contains null values); App ns/run-0 upgrading"
+                "37/100 upgraded, 4 running, 12 queued, 1 failed, 46 not yet checked (release 7.10.1): App ns/app-17 failed to upgrade from release 7.10.0 to 7.10.1, Job app-17-db-7-10-1-1, 1 attempt(s), refused, not retried — waits for a person to act: grant what the migration needs (MigrationFailed: migration refused: column \"state\" contains null values); App ns/run-0 upgrading"
             ),
             "{m}"
         );
@@ -760,6 +922,7 @@ mod tests {
             Standing::Blocked {
                 reason: ConditionReason::DatabaseUnreachable,
                 message: huge.clone(),
+                next: next_when_blocked(ConditionReason::DatabaseUnreachable),
             },
         );
         assert!(decide_gate(&[blocked], &target()).entry().is_ok());
@@ -883,5 +1046,125 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// Each failed or blocked App's status, and what the gate's message
+    /// says the operator does for it: when it retries by itself, or that
+    /// it waits for a person and what they should do.
+    #[test]
+    fn the_message_says_what_the_operator_does_for_each_failed_or_blocked_app() {
+        let upgrade = |phase: &str, attempts: i32, reason: &str| {
+            serde_json::json!({"from": "7.9.3", "to": "7.10.1", "job": format!("shop-db-7-10-1-{attempts}"),
+                "phase": phase, "attempts": attempts, "startTime": "2026-01-01T00:00:00Z",
+                "lastFailureTime": "2026-01-01T00:01:00Z", "backupLocation": "pvc/b",
+                "lastFailure": {"reason": reason, "retryable": reason == "DatabaseUpgradeFailed", "message": "the Job's words"}})
+        };
+        let degraded = |reason: &str| {
+            serde_json::json!([{"type": "Degraded", "status": "True", "reason": reason,
+                "message": "the App's words", "lastTransitionTime": "2026-01-01T00:01:00Z"}])
+        };
+        let failed = "DatabaseUpgradeFailed";
+        let retry_in_30s = Next::RetryAt {
+            at: Some("2026-01-01T00:01:30Z".parse().expect("time")),
+            attempt: 2,
+            limit: 3,
+        };
+        let reads_again = |retry| Next::ReadsAgain {
+            every: Duration::from_secs(30),
+            retry,
+        };
+        let cases: Vec<(&str, serde_json::Value, Next, &str)> = vec![
+            (
+                "a failed attempt: retried after its backoff",
+                serde_json::json!({"upgrade": upgrade("Failed", 1, failed)}),
+                retry_in_30s.clone(),
+                "1 attempt(s) — the operator retries at 2026-01-01T00:01:30Z (attempt 2 of 3) (DatabaseUpgradeFailed: the Job's words)",
+            ),
+            (
+                "a failed attempt whose database is unreachable: read again, then retried",
+                serde_json::json!({"upgrade": upgrade("Failed", 1, failed), "conditions": degraded("DatabaseUnreachable")}),
+                reads_again(Some((2, 3))),
+                "the operator reads the database again every 30s and retries (attempt 2 of 3) by itself once it answers",
+            ),
+            (
+                "a failed attempt whose Secret is gone: a person",
+                serde_json::json!({"upgrade": upgrade("Failed", 1, failed), "conditions": degraded("SecretNotFound")}),
+                Next::Person(Blocker::SecretNotFound.advice().to_owned()),
+                "waits for a person to act: create the Secret",
+            ),
+            (
+                "a retry due, waiting for a slot",
+                serde_json::json!({"upgrade": upgrade("Failed", 1, failed), "phase": "Queued",
+                    "queue": {"since": "2026-01-01T00:02:00Z", "position": 2}}),
+                Next::RetryQueued {
+                    attempt: 2,
+                    limit: 3,
+                    position: Some(2),
+                },
+                "its retry (attempt 2 of 3) waits for an upgrade slot (position 2)",
+            ),
+            (
+                "the last attempt failed: a person",
+                serde_json::json!({"upgrade": upgrade("Failed", 3, failed)}),
+                Next::Person("read kubectl logs job/shop-db-7-10-1-3, fix the cause (restore with app-db-upgrade restore if needed), then raise spec.upgrade.retryLimit".to_owned()),
+                "waits for a person to act: read kubectl logs job/shop-db-7-10-1-3",
+            ),
+            (
+                "given up: a person",
+                serde_json::json!({"upgrade": upgrade("GaveUp", 3, failed), "conditions": degraded(failed)}),
+                Next::Person("read kubectl logs job/shop-db-7-10-1-3, fix the cause (restore with app-db-upgrade restore if needed), then raise spec.upgrade.retryLimit".to_owned()),
+                "3 attempt(s), gave up — waits for a person to act: read kubectl logs",
+            ),
+            (
+                "given up, then the limit raised: retried",
+                serde_json::json!({"upgrade": upgrade("GaveUp", 1, failed)}),
+                retry_in_30s,
+                "the operator retries at 2026-01-01T00:01:30Z (attempt 2 of 3)",
+            ),
+            (
+                "refused: a person, with the refusal's advice",
+                serde_json::json!({"upgrade": upgrade("Refused", 1, "DatabaseNewerThanRelease"), "conditions": degraded("DatabaseNewerThanRelease")}),
+                Next::Person(format!("{}, then edit the App's spec (e.g. raise spec.upgrade.retryLimit) for one more attempt", refusal_advice(ConditionReason::DatabaseNewerThanRelease))),
+                "refused, not retried — waits for a person to act: install the operator release that matches the database",
+            ),
+            (
+                "no upgrade yet, the database unreachable: read again",
+                serde_json::json!({"conditions": degraded("DatabaseUnreachable")}),
+                reads_again(None),
+                "App ns/shop blocked (DatabaseUnreachable) — the operator reads the database again every 30s and goes on with the upgrade by itself once it answers: the App's words",
+            ),
+            (
+                "a diverged history: a person",
+                serde_json::json!({"conditions": degraded("SchemaHistoryDiverged")}),
+                Next::Person(Blocker::SchemaHistoryDiverged.advice().to_owned()),
+                "App ns/shop blocked (SchemaHistoryDiverged) — waits for a person to act: the database was changed outside this operator",
+            ),
+            (
+                "a Job that cannot start: a person",
+                serde_json::json!({"upgrade": upgrade("Running", 1, failed), "conditions": degraded("UpgradeJobUnschedulable")}),
+                Next::Person(stalled_advice(ConditionReason::UpgradeJobUnschedulable).to_owned()),
+                "waits for a person to act: fix what keeps the Job's pod from starting",
+            ),
+        ];
+        for (case, mut status, next, says) in cases {
+            status["observedGeneration"] = serde_json::json!(2);
+            let app = app_with(status, 2);
+            let view = view_of(&app, &target());
+            let seen = match &view.standing {
+                Standing::UpgradeFailed { next, .. } | Standing::Blocked { next, .. } => next,
+                other => panic!("{case}: {other:?}"),
+            };
+            assert_eq!(seen, &next, "{case}");
+            let said = describe(&view);
+            assert!(said.contains(says), "{case}: {says:?} missing in {said}");
+            // One App, one part: "; " separates Apps, so only advice that
+            // holds one itself may bring one.
+            if !next.say().contains("; ") {
+                assert!(!said.contains("; "), "{case}: {said}");
+            }
+            let gate = decide_gate(&[view], &target());
+            assert!(!gate.upgradeable(), "{case}");
+            assert!(gate.message.contains(says), "{case}: {}", gate.message);
+        }
     }
 }

@@ -1,11 +1,13 @@
-//! What a person does about a refused upgrade, per reason.
+//! What a person does about a refused upgrade, or an upgrade Job that
+//! cannot start, per reason (a blocked database's is `Blocker::advice`).
 //!
-//! Owns: that advice. Must not touch: the decision (`super`).
+//! Owns: that advice, which the App's messages and the gate's message
+//! quote. Must not touch: the decision (`super`).
 
 use super::*;
 
 /// What a person does about a refusal.
-pub(super) fn refusal_advice(reason: ConditionReason) -> &'static str {
+pub fn refusal_advice(reason: ConditionReason) -> &'static str {
     match reason {
         ConditionReason::DatabaseNewerThanRelease => {
             "install the operator release that matches the database, or restore a backup taken by an older release"
@@ -17,5 +19,18 @@ pub(super) fn refusal_advice(reason: ConditionReason) -> &'static str {
             "fix what the message names (the App's Secret or the operator's settings)"
         }
         _ => "fix what the message names",
+    }
+}
+
+/// What a person does about an upgrade Job that cannot start or whose name
+/// is taken; the operator goes on by itself once it is fixed.
+pub fn stalled_advice(reason: ConditionReason) -> &'static str {
+    match reason {
+        ConditionReason::UpgradeJobNameTaken => {
+            "delete or rename the Job that holds the upgrade Job's name"
+        }
+        _ => {
+            "fix what keeps the Job's pod from starting (kubectl describe job); the Job goes on by itself"
+        }
     }
 }

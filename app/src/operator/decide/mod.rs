@@ -80,6 +80,19 @@ impl Blocker {
         }
     }
 
+    /// The blocker a condition reason names, if it names one.
+    pub fn of_reason(reason: ConditionReason) -> Option<Blocker> {
+        [
+            Blocker::SecretNotFound,
+            Blocker::SecretInvalid,
+            Blocker::DatabaseUnreachable,
+            Blocker::DatabaseNewerThanRelease,
+            Blocker::SchemaHistoryDiverged,
+        ]
+        .into_iter()
+        .find(|blocker| blocker.reason() == reason)
+    }
+
     /// Whether the operator goes on by itself once the cause passes (a
     /// database down for a while), rather than waiting for a person.
     pub fn passes_by_itself(self) -> bool {
@@ -87,7 +100,7 @@ impl Blocker {
     }
 
     /// What a person can do about it.
-    fn advice(self) -> &'static str {
+    pub fn advice(self) -> &'static str {
         match self {
             Blocker::SecretNotFound => "create the Secret or fix spec.database.secretRef.name",
             Blocker::SecretInvalid => "fix the Secret's keys or spec.database.secretRef.keys",
@@ -721,13 +734,13 @@ mod retention;
 mod status;
 mod steps;
 
-use advice::*;
 #[cfg(test)]
 use job_progress::human_duration;
 use retention::with_retention;
 use status::*;
 use steps::*;
 
+pub use advice::{refusal_advice, stalled_advice};
 pub use job_progress::progress_to_show;
 pub use retention::jobs_past_retention;
 
