@@ -1,8 +1,9 @@
 //! A PostgreSQL database of one test on the shared cluster's server
 //! (`DATABASE_URL`, reachable from the host and from pods): created with the
 //! admin URL, brought to a release with the host's `app-db-upgrade`, given a
-//! read-only login, its upgrade lock held by the test; dropped (with the
-//! logins it made) by the guard, also when the test panics.
+//! read-only login, its upgrade lock held by the test, made unreachable and
+//! reachable again; dropped (with the logins it made) by the guard, also
+//! when the test panics.
 //!
 //! Touches only its own database and the roles it created.
 
@@ -150,6 +151,42 @@ impl TestDatabase {
         url.set_password(Some(&password))
             .unwrap_or_else(|()| panic!("setting the password of {url}"));
         url.to_string()
+    }
+
+    /// Makes the database unreachable: it refuses every new session,
+    /// superusers' too (`ALLOW_CONNECTIONS false`), and the sessions it has
+    /// (the operator's, a Job's, the test's own) are ended. The server and
+    /// every other database stay up. [`Self::accept_connections`] undoes it;
+    /// the guard's drop removes the database either way.
+    pub async fn refuse_connections(&self) {
+        let admin = connect(&self.admin_url).await;
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS false",
+                self.name
+            ))
+            .await
+            .unwrap_or_else(|error| panic!("closing database {}: {error}", self.name));
+        admin
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&self.name],
+            )
+            .await
+            .unwrap_or_else(|error| panic!("ending the sessions of {}: {error}", self.name));
+    }
+
+    /// Lets sessions in again after [`Self::refuse_connections`].
+    pub async fn accept_connections(&self) {
+        let admin = connect(&self.admin_url).await;
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS true",
+                self.name
+            ))
+            .await
+            .unwrap_or_else(|error| panic!("opening database {}: {error}", self.name));
     }
 
     /// Takes the upgrade lock in a session of the test's own: an upgrade Job
