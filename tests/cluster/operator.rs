@@ -10,8 +10,11 @@
 //! machine, so one test runs the scenarios concurrently and reports every
 //! scenario that failed. The fleet test (five Apps, two upgrades at once)
 //! is a test of its own: `just test-cluster
-//! FILTER=operator::fleet_upgrades`. Needs the shared test cluster (`just test-cluster`);
-//! panics without it.
+//! FILTER=operator::fleet_upgrades`; so is the fleet with one database
+//! that goes away (`fleet`: `FILTER=operator::fleet::`). Needs the shared
+//! test cluster (`just test-cluster`); panics without it.
+
+mod fleet;
 
 use std::process::Command;
 use std::time::Duration;
