@@ -3,9 +3,11 @@
 //! every other App is upgraded meanwhile, the gate stays closed naming that
 //! App and saying what the operator does for it (it reads the database
 //! again and retries by itself), and its upgrade resumes once the database
-//! is back, after which the gate opens.
+//! is back, after which the gate opens. And an App whose upgrade cannot
+//! begin serves while it waits: stopped for an upgrade, then blocked, it
+//! gets its server back.
 //!
-//! Owns this scenario; the namespace, databases, Apps and operator are
+//! Owns these scenarios; the namespace, databases, Apps and operator are
 //! made with the parent module's `Scenario`. Needs the shared test cluster
 //! (`just test-cluster FILTER=operator::fleet::`).
 
@@ -13,6 +15,9 @@ use std::time::Duration;
 
 use app::crd::{ConditionReason, ConditionType, UpgradePhase};
 use harness::testing::TestCluster;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
@@ -179,4 +184,88 @@ async fn one_unreachable_database_holds_the_gate_and_resumes_when_back() {
         back.elapsed().as_secs_f64()
     );
     drop(databases);
+}
+
+/// `spec.replicas` of the App's server Deployment (`None`: no Deployment).
+async fn server_replicas(scenario: &Scenario, app: &str) -> Option<i32> {
+    scenario
+        .namespace
+        .api::<Deployment>()
+        .get_opt(&format!("{app}-server"))
+        .await
+        .unwrap_or_else(|error| panic!("reading {app}-server: {error}"))
+        .and_then(|d| d.spec.and_then(|s| s.replicas))
+}
+
+/// A Ready App serving one replica; its database becomes unreachable and
+/// its server is stopped as the operator stops it when it admits an
+/// upgrade (an attempt whose intent now cannot be recorded): the operator
+/// brings `spec.server.replicas` back while the App waits, the gate stays
+/// closed, and the App is Ready again once its database is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_app_stopped_for_an_upgrade_gets_its_server_back() {
+    let scenario = Scenario::start(TestCluster::from_env(), "op-serve").await;
+    let database = scenario.database("shop").await;
+    scenario.create_app("shop", &database.url, 3, 1).await;
+    let operator = scenario.install_operator().await;
+    scenario
+        .wait_for_app("shop", "Ready", JOB_DONE, ready)
+        .await;
+    assert_eq!(server_replicas(&scenario, "shop").await, Some(1));
+
+    database.refuse_connections().await;
+    scenario
+        .wait_for_app("shop", "Degraded DatabaseUnreachable", POD_READY, |app| {
+            holds(
+                app,
+                ConditionType::Degraded,
+                ConditionReason::DatabaseUnreachable,
+            )
+        })
+        .await;
+    scenario
+        .namespace
+        .api::<Deployment>()
+        .patch(
+            "shop-server",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("scaling shop-server down: {error}"));
+    let stopped = Instant::now();
+    wait::until(
+        "shop-server back at spec.server.replicas (1)",
+        Duration::from_secs(90),
+        || async {
+            match server_replicas(&scenario, "shop").await {
+                Some(1) => Look::Done(()),
+                other => Look::NotYet(format!("spec.replicas {other:?}")),
+            }
+        },
+    )
+    .await;
+    println!(
+        "figure: a blocked App's server stopped → back at 1 replica {:.1} s",
+        stopped.elapsed().as_secs_f64()
+    );
+    let gate = operator
+        .wait_for_gate("the gate closed for the blocked App", POD_READY, |gate| {
+            gate.status == "False" && gate.current && gate.reason == "DatabaseBlocked"
+        })
+        .await;
+    assert!(
+        gate.message.contains(
+            "/shop blocked (DatabaseUnreachable) — the operator reads the database again every 30s and goes on with the upgrade by itself once it answers"
+        ),
+        "{gate:?}"
+    );
+
+    database.accept_connections().await;
+    scenario
+        .wait_for_app("shop", "Ready again", RESUMED, ready)
+        .await;
+    operator
+        .wait_for_gate("the gate open", POD_READY, GateInStatus::open)
+        .await;
 }
