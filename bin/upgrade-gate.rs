@@ -17,9 +17,9 @@ use upgrade_gate::admission;
 use upgrade_gate::bundle_lint::{self, LINT_EXIT_CODES, Version};
 use upgrade_gate::catalog_lint::{self, CATALOG_LINT_EXIT_CODES};
 use upgrade_gate::gate::{
-    self, EntryText, GateError, HoldOptions, NamespaceSource, OnOverride, Outcome, ReleaseOptions,
-    Target, TargetInput, WaitFor,
+    self, EntryText, GateError, HoldOptions, OnOverride, Outcome, ReleaseOptions, WaitFor,
 };
+use upgrade_gate::locate::{self, NamespaceSource, Target, TargetInput};
 use upgrade_gate::plugin::{self, Format, KubeconfigChoice, Scope};
 use upgrade_gate::shutdown;
 use upgrade_gate::telemetry::{KUBE_REQUEST_FAILURES, LogArgs, LogFormat, init_logging_without};
@@ -450,7 +450,7 @@ async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), 
         .namespace
         .as_deref()
         .is_some_and(|n| !n.trim().is_empty());
-    let file = (!given).then(gate::service_account_namespace).flatten();
+    let file = (!given).then(locate::service_account_namespace).flatten();
     let mut input = TargetInput {
         name: args.name.as_deref(),
         deployment: args.deployment.as_deref(),
@@ -461,15 +461,16 @@ async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), 
     };
     // The cluster's configuration is read before the target is checked
     // only when the kubeconfig context has to name the namespace.
-    let config = match gate::choose_namespace(&input) {
+    let config = match locate::choose_namespace(&input) {
         Some(_) => None,
         None => Some(gate::client_config().await?),
     };
     input.kubeconfig_namespace = config.as_ref().map(|c| c.default_namespace.as_str());
-    if let Some((namespace, NamespaceSource::KubeconfigContext)) = gate::choose_namespace(&input) {
+    if let Some((namespace, NamespaceSource::KubeconfigContext)) = locate::choose_namespace(&input)
+    {
         tracing::info!(%namespace, "the namespace is the kubeconfig context's (no --namespace, POD_NAMESPACE or service-account namespace file)");
     }
-    let target = gate::resolve_target(&input)?;
+    let target = locate::resolve_target(&input)?;
     let config = match config {
         Some(config) => config,
         None => gate::client_config().await?,
@@ -537,7 +538,7 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             let namespace = args
                 .namespace
                 .filter(|n| !n.trim().is_empty())
-                .or_else(|| gate::service_account_namespace().map(|n| n.trim().to_owned()))
+                .or_else(|| locate::service_account_namespace().map(|n| n.trim().to_owned()))
                 .ok_or_else(|| {
                     GateError::InvalidInput(
                         "record needs --namespace (POD_NAMESPACE) outside a pod".into(),
@@ -743,16 +744,16 @@ fn plugin_main() -> ExitCode {
             let deadline = Instant::now() + args.request_timeout;
             let listed = plugin::list(&client, &scope, deadline).await?;
             match listed.olm {
-                gate::Olm::V0 => {}
-                gate::Olm::V1 => {
-                    eprintln!("OLM v1 runs here: {}", gate::OLM_V1_PROTECTION);
+                locate::Olm::V0 => {}
+                locate::Olm::V1 => {
+                    eprintln!("OLM v1 runs here: {}", locate::OLM_V1_PROTECTION);
                     if args.watch {
                         return Err(GateError::InvalidInput(
                             "--watch follows CSVs and OperatorConditions, which OLM v1 does not have: run without --watch to list the ClusterExtensions".into(),
                         ));
                     }
                 }
-                gate::Olm::None => {
+                locate::Olm::None => {
                     eprintln!("the cluster serves no OLM API: no CSVs, no gates");
                     return Ok(0);
                 }
@@ -776,7 +777,7 @@ fn plugin_main() -> ExitCode {
                 && matches!(format, Format::Table | Format::Wide)
             {
                 let what = match listed.olm {
-                    gate::Olm::V1 => "ClusterExtensions",
+                    locate::Olm::V1 => "ClusterExtensions",
                     _ if listed.extensions.is_some() => "ClusterServiceVersions or ClusterExtensions",
                     _ => "ClusterServiceVersions",
                 };

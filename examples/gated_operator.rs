@@ -12,9 +12,9 @@ use std::error::Error;
 use std::time::Duration;
 
 use tokio::sync::watch;
-use upgrade_gate::gate::Target;
 use upgrade_gate::keeper::Keeper;
 use upgrade_gate::leader::{Elector, LeaseSettings, Standing};
+use upgrade_gate::locate::Target;
 use upgrade_gate::operator_condition::{Reason, UpgradeableEntry};
 use upgrade_gate::shutdown;
 use upgrade_gate::telemetry::{LogFormat, init_logging};

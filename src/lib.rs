@@ -40,7 +40,8 @@
 //! | module | concern |
 //! | --- | --- |
 //! | [`operator_condition`] | OLM's v2 `OperatorCondition`: the `Upgradeable` entry, OLM's verdict, writes that wait for OLM |
-//! | [`gate`] | `upgrade-gate hold` / `release` / `status`: which OLM, which OperatorCondition (fail closed), the init container's steps and exit codes |
+//! | [`locate`] | which OLM runs, which OperatorCondition guards an operator (fail closed) and who owns its pod: [`locate::Target`], [`locate::find`] |
+//! | [`gate`] | `upgrade-gate hold` / `release` / `status` on top of [`locate`]: the init container's steps and exit codes |
 //! | [`keeper`] | keeps an operator's verdict in its OperatorCondition while it runs: restores it after a deletion or a foreign write, never writes a stale one, writes only while leading |
 //! | [`admission`] | the state the admission policy reads (`manifests/admission/`): which release completed its upgrade, recorded while the operator leads, for every deployer (Helm, `kubectl apply`, OLM) |
 //! | [`leader`] | leader election over a Lease with client-go's rules: one writer of the gate at a time, released on stop |
@@ -73,6 +74,7 @@ pub mod duration;
 pub mod gate;
 pub mod keeper;
 pub mod leader;
+pub mod locate;
 pub mod operator_condition;
 pub mod plugin;
 pub mod shutdown;

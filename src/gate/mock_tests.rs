@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use crate::gate::{
-    self, EntryText, GateError, HoldOptions, OnOverride, Outcome, OutsideOlm, ReleaseOptions,
-    SetupError, Target, WaitFor,
+    self, EntryText, GateError, HoldOptions, OnOverride, Outcome, ReleaseOptions, WaitFor,
 };
+use crate::locate::{OutsideOlm, SetupError, Target};
 use crate::operator_condition::{Error as ConditionError, GateState};
 use crate::testing::{
     DISCOVERY_V0, DISCOVERY_V1, FakeCluster, Fault, On, Recorded, condition, controlled,

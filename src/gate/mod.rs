@@ -1,13 +1,12 @@
 //! The gate: `upgrade-gate hold` (the operator pod's init container),
 //! `release` and `status`, as library code under the thin `bin/upgrade-gate.rs`.
 //!
-//! Owns: the order of steps for each command — which OLM (discovery), who
-//! owns the pod (its owner chain), which OperatorCondition (the set-up
-//! rules of [`decide`]), write, wait for OLM — and how each ends
-//! ([`Outcome`], [`GateError`], [`exit_code`]). Must not touch: how the
-//! OperatorCondition is written or read (that is
-//! [`crate::operator_condition`]'s), or any object but the OperatorCondition
-//! and reads of the pod, its ReplicaSet and its Deployment.
+//! Owns: the order of steps for each command — locate the OperatorCondition
+//! ([`crate::locate::find`]: which OLM, the pod's owner chain, the set-up
+//! rules), write, wait for OLM — and how each ends ([`Outcome`],
+//! [`GateError`], [`exit_code`]). Must not touch: how the OperatorCondition
+//! is found (that is [`crate::locate`]'s) or written and read (that is
+//! [`crate::operator_condition`]'s), or any object but the OperatorCondition.
 //!
 //! `hold` closes the race of the feature request: OLM may create the next CSV
 //! seconds after this one succeeds, so the gate must be closed — and OLM
@@ -15,11 +14,12 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use upgrade_gate::gate::{self, EntryText, HoldOptions, OnOverride, Outcome, TargetInput};
+//! use upgrade_gate::gate::{self, EntryText, HoldOptions, OnOverride, Outcome};
+//! use upgrade_gate::locate::{self, TargetInput};
 //!
 //! # async fn example() -> Result<(), upgrade_gate::gate::GateError> {
 //! let client = gate::connect().await?;
-//! let target = gate::resolve_target(&TargetInput {
+//! let target = locate::resolve_target(&TargetInput {
 //!     name: Some("my-operator.v1.2.0"),
 //!     namespace: Some("operators"),
 //!     ..TargetInput::default()
@@ -40,35 +40,17 @@
 //! # }
 //! ```
 
-mod detect;
 mod outcome;
-mod owner_chain;
 mod report;
-mod setup;
-mod target;
 
-pub use detect::{
-    CLUSTER_EXTENSIONS, CLUSTER_EXTENSIONS_GROUP_VERSION, Olm, cluster_extensions_served,
-    detect_olm,
-};
 pub use outcome::{
     EXIT_CODES, GateError, HELP_TABLE_WIDTH, Outcome, exit_code, exit_code_table, exit_table,
 };
-pub use owner_chain::{
-    Chain, OLM_MANAGED_LABEL, OLM_OWNER_KIND_LABEL, OLM_OWNER_LABEL, OLM_V1_OWNER_KIND_LABEL,
-    OLM_V1_OWNER_NAME_LABEL, Owner, controller_of, deployment_owner, owning_csv, read_chain,
-};
 pub use report::{EntryReport, StatusReport};
-pub use setup::{
-    ADD_NAME_TO_CSV, Located, NameFound, OLM_V1_PROTECTION, OutsideOlm, SetupError, decide,
-};
-pub use target::{
-    NamespaceSource, SERVICE_ACCOUNT_NAMESPACE_FILE, Target, TargetInput, choose_namespace,
-    resolve_target,
-};
 
 use tokio::time::Instant;
 
+use crate::locate::{self, Located, OutsideOlm, Target};
 use crate::operator_condition::{OlmVerdict, OperatorConditionClient, Reason, UpgradeableEntry};
 
 /// The reason `hold` writes unless told otherwise.
@@ -152,11 +134,6 @@ fn checked_reason(reason: &str) -> Result<Reason, GateError> {
     Reason::new(reason).map_err(|e| GateError::InvalidInput(e.to_string()))
 }
 
-/// Reads the pod's namespace from the service-account mount, if there is one.
-pub fn service_account_namespace() -> Option<String> {
-    std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE).ok()
-}
-
 /// A client from the in-cluster service account or the kubeconfig.
 pub async fn connect() -> Result<kube::Client, GateError> {
     client(client_config().await?)
@@ -177,43 +154,12 @@ pub fn client(config: kube::Config) -> Result<kube::Client, GateError> {
     kube::Client::try_from(config).map_err(|e| GateError::NoClusterConfig(e.to_string()))
 }
 
-/// Observes (which OLM; the pod's owners, when OLM v0 is served) and
-/// decides where the gate acts ([`decide`]).
-pub async fn locate(
-    client: &kube::Client,
-    target: &Target,
-    deadline: Instant,
-) -> Result<(Olm, Located), GateError> {
-    let olm = detect_olm(client, deadline).await?;
-    let chain = if olm == Olm::V0 {
-        read_chain(client, target, deadline).await?
-    } else {
-        Chain::NotAsked
-    };
-    if let Chain::Unreadable(why) = &chain {
-        tracing::info!(%why, "the pod's owners cannot be read (get on pods, replicasets and deployments is optional)");
-    }
-    let located = decide(olm, target.name.as_deref(), &chain)?;
-    if let Located::Gate { name, found } = &located {
-        match found {
-            NameFound::Configured => {}
-            NameFound::ConfirmedByOwner { deployment } => {
-                tracing::info!(operator_condition = %name, %deployment, "the pod's Deployment belongs to the configured CSV")
-            }
-            NameFound::FromOwner { deployment } => {
-                tracing::info!(operator_condition = %name, %deployment, "found the OperatorCondition name on the pod's Deployment")
-            }
-        }
-    }
-    Ok((olm, located))
-}
-
 async fn condition_client(
     client: &kube::Client,
     target: &Target,
     deadline: Instant,
 ) -> Result<Result<OperatorConditionClient, OutsideOlm>, GateError> {
-    Ok(match locate(client, target, deadline).await?.1 {
+    Ok(match locate::find(client, target, deadline).await?.1 {
         Located::Gate { name, .. } => Ok(OperatorConditionClient::new(
             client.clone(),
             &target.namespace,
@@ -303,7 +249,7 @@ pub async fn status(
     target: &Target,
     deadline: Instant,
 ) -> Result<Outcome, GateError> {
-    let (olm, located) = locate(client, target, deadline).await?;
+    let (olm, located) = locate::find(client, target, deadline).await?;
     let name = match located {
         Located::Gate { name, .. } => name,
         Located::Outside(

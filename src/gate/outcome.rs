@@ -3,11 +3,11 @@
 //! Owns: the exit-code table (one documented code per outcome, also printed
 //! by `--help`) and the pure mapping to it. Must not touch: I/O.
 
+use crate::locate::{self, InvalidTarget, OutsideOlm, SetupError};
 use crate::operator_condition::{Confirmed, Error as ConditionError, Obstacle};
 use crate::shutdown::StopSignal;
 
 use super::report::StatusReport;
-use super::setup::{OutsideOlm, SetupError};
 
 /// A successful ending.
 #[derive(Clone, Debug)]
@@ -77,6 +77,21 @@ pub enum GateError {
         "stopped by {0} before the command finished: the gate was not confirmed (an entry may already be written to spec)"
     )]
     Stopped(StopSignal),
+}
+
+impl From<InvalidTarget> for GateError {
+    fn from(InvalidTarget(why): InvalidTarget) -> GateError {
+        GateError::InvalidInput(why)
+    }
+}
+
+impl From<locate::Error> for GateError {
+    fn from(error: locate::Error) -> GateError {
+        match error {
+            locate::Error::Api(error) => GateError::Condition(error),
+            locate::Error::Setup(error) => GateError::Setup(error),
+        }
+    }
 }
 
 /// The exit codes, documented once: used by [`exit_code`], `--help` and

@@ -9,8 +9,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::detect::Olm;
-use super::setup::OLM_V1_PROTECTION;
+use crate::locate::{OLM_V1_PROTECTION, Olm};
 use crate::operator_condition::{ConditionView, CopyState, OlmVerdict, OperatorCondition};
 
 /// One `Upgradeable` entry as shown to people.

@@ -15,7 +15,7 @@
 //! [`WRITE_BUDGET`].
 //!
 //! Owns: finding the OperatorCondition as `hold` does
-//! ([`crate::gate::locate`]: the configured name, checked against the
+//! ([`crate::locate::find`]: the configured name, checked against the
 //! pod's owners when it may read them; nothing outside OLM or under OLM
 //! v1), reading what the object shows, writing the verdict's entry, and
 //! reporting what it did ([`KeeperStatus`], [`KeeperEvents`], tracing).
@@ -25,7 +25,7 @@
 //!
 //! ```no_run
 //! use tokio::sync::watch;
-//! use upgrade_gate::gate::Target;
+//! use upgrade_gate::locate::Target;
 //! use upgrade_gate::keeper::Keeper;
 //! use upgrade_gate::operator_condition::{Reason, UpgradeableEntry};
 //!
@@ -60,7 +60,7 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
 
-use crate::gate::Target;
+use crate::locate::Target;
 use crate::operator_condition::UpgradeableEntry;
 
 pub use rules::{Found, POLL_INTERVAL, WATCHED_POLL_INTERVAL, WatchState};

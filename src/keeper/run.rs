@@ -5,7 +5,7 @@
 //! Owns: the loop, its wake-ups (a new verdict, a change of leadership,
 //! the object's watch, the poll timer, stop) and what each round logs and
 //! reports. Must not touch: any object but the OperatorCondition (and
-//! what `gate::locate` reads to find it).
+//! what `locate::find` reads to find it).
 
 use std::future::Future;
 use std::time::Duration;
@@ -24,7 +24,7 @@ use super::{
     KeeperEvents, KeeperStatus, LOCATE_BUDGET, LastWrite, Place, READ_BUDGET, STALE_RECHECK,
     Verdict, WRITE_BUDGET,
 };
-use crate::gate::{self, GateError, Located};
+use crate::locate::{self, Located};
 use crate::operator_condition::{OperatorConditionClient, UpgradeableEntry};
 use crate::telemetry::error_chain;
 
@@ -128,17 +128,17 @@ pub(super) async fn keep<V: Verdict>(
 /// none (logged once). Discovery or API failures are retried until found.
 async fn locate<V: Verdict>(
     client: &kube::Client,
-    target: &gate::Target,
+    target: &locate::Target,
     inputs: &Inputs<V>,
 ) -> Result<String, String> {
     loop {
-        match gate::locate(client, target, Instant::now() + LOCATE_BUDGET).await {
+        match locate::find(client, target, Instant::now() + LOCATE_BUDGET).await {
             Ok((_, Located::Gate { name, .. })) => return Ok(name),
             Ok((_, Located::Outside(outside))) => {
                 tracing::info!(why = %outside, "no OperatorCondition guards this operator: the verdict is not written");
                 return Err(outside.to_string());
             }
-            Err(GateError::Setup(setup)) => {
+            Err(locate::Error::Setup(setup)) => {
                 tracing::warn!(error = %setup, "no OperatorCondition to keep the verdict in: the verdict is not written");
                 return Err(setup.to_string());
             }

@@ -29,7 +29,7 @@ use serde_json::Value;
 use super::holds::{Hold, POLICY_DENIAL, UpgradeRecord};
 use super::rows::{age, summary};
 use crate::admission::{ADMISSION_LABEL, ENFORCE};
-use crate::gate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL};
+use crate::locate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL};
 
 /// The prefix of operator-controller's message for a failed apply.
 const RESOLVED_PREFIX: &str = "error for resolved bundle ";

@@ -62,7 +62,8 @@ pub use rows::{
     render_table, rows, summary, table_cells,
 };
 
-use crate::gate::{GateError, Olm, cluster_extensions_served, detect_olm};
+use crate::gate::GateError;
+use crate::locate::{Olm, cluster_extensions_served, detect_olm};
 use crate::operator_condition::{self, Obstacle, OperatorCondition};
 
 /// Which namespaces to show.
@@ -317,7 +318,7 @@ pub async fn list(
 fn cluster_extension_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("olm.operatorframework.io", "v1", "ClusterExtension"),
-        crate::gate::CLUSTER_EXTENSIONS,
+        crate::locate::CLUSTER_EXTENSIONS,
     )
 }
 
@@ -394,7 +395,10 @@ async fn read_extensions(
         .map(str::to_owned)
         .collect();
     let mut deployments = Vec::new();
-    let owned = format!("{}=ClusterExtension", crate::gate::OLM_V1_OWNER_KIND_LABEL);
+    let owned = format!(
+        "{}=ClusterExtension",
+        crate::locate::OLM_V1_OWNER_KIND_LABEL
+    );
     for namespace in &namespaces {
         let api = Api::<Deployment>::namespaced(client.clone(), namespace);
         let listed = api
@@ -470,7 +474,7 @@ fn csv_owner<'a>(deployment: &Deployment, owners: &'a [String]) -> Option<&'a St
         .metadata
         .labels
         .as_ref()
-        .and_then(|labels| labels.get(crate::gate::OLM_OWNER_LABEL));
+        .and_then(|labels| labels.get(crate::locate::OLM_OWNER_LABEL));
     owners
         .iter()
         .find(|owner| Some(*owner) == installed_for)

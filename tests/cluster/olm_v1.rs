@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use upgrade_gate::admission::{
     ADMISSION_LABEL, ENFORCE, RECORD_NAME, RELEASE_LABEL, record_resource,
 };
-use upgrade_gate::gate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL, OLM_V1_PROTECTION};
+use upgrade_gate::locate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL, OLM_V1_PROTECTION};
 use upgrade_gate::plugin::HOLD_NOT_IN_FORCE_EXIT;
 use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::apiserver_without_olm::ApiserverWithoutOlm;

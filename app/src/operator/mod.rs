@@ -51,11 +51,11 @@ use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
 use crate::operator::queue::{FleetSlots, UpgradeQueue};
 use crate::operator::resources::{APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
 use upgrade_gate::admission;
-use upgrade_gate::gate::Target;
 use upgrade_gate::keeper::{Keeper, KeeperStatus, Verdict};
 use upgrade_gate::leader::{
     Elector, Leadership, LeaseSettings, LostLease, SettingsError, Standing,
 };
+use upgrade_gate::locate::Target;
 use upgrade_gate::operator_condition::UpgradeableEntry;
 use upgrade_gate::telemetry::error_chain;
 

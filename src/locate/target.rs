@@ -11,7 +11,11 @@
 //! the cluster; whether a name is needed, and which, is decided with the
 //! cluster's answers in [`super::setup`].
 
-use super::GateError;
+/// What the gate was told is unusable: a name that is not an object name,
+/// a namespace that is not a namespace name, or no namespace at all.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid input: {0}")]
+pub struct InvalidTarget(pub String);
 
 /// Where the pod's namespace is mounted in every pod with a service account.
 pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
@@ -37,7 +41,7 @@ impl Target {
     /// `POD_NAME` (downward API; the owner chain is read only where the pod
     /// may `get` pods, ReplicaSets and Deployments), and `POD_NAMESPACE`,
     /// else the service-account namespace file.
-    pub fn from_env() -> Result<Target, GateError> {
+    pub fn from_env() -> Result<Target, InvalidTarget> {
         let var = |name: &str| std::env::var(name).ok();
         let (name, deployment, pod, namespace) = (
             var("OPERATOR_CONDITION_NAME"),
@@ -113,7 +117,7 @@ pub fn choose_namespace<'a>(input: &TargetInput<'a>) -> Option<(&'a str, Namespa
 /// contents of the service-account namespace file and the kubeconfig
 /// context's namespace ([`choose_namespace`]). Empty values count as
 /// absent; the namespace is required.
-pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, GateError> {
+pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, InvalidTarget> {
     let TargetInput {
         name,
         deployment,
@@ -129,12 +133,12 @@ pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, GateError> {
     let deployment = checked("Deployment name", deployment)?;
     let pod = checked("pod name", pod)?;
     let (namespace, _) = choose_namespace(input).ok_or_else(|| {
-        GateError::InvalidInput(format!(
+        InvalidTarget(format!(
             "no namespace: pass --namespace, set POD_NAMESPACE, run in a pod ({SERVICE_ACCOUNT_NAMESPACE_FILE}) or use a kubeconfig"
         ))
     })?;
     if !is_dns_label(namespace) {
-        return Err(GateError::InvalidInput(format!(
+        return Err(InvalidTarget(format!(
             "namespace {namespace:?} is not a valid namespace name"
         )));
     }
@@ -150,12 +154,12 @@ fn present(value: Option<&str>) -> Option<&str> {
     value.map(str::trim).filter(|v| !v.is_empty())
 }
 
-fn checked_name(what: &str, name: &str) -> Result<String, GateError> {
+fn checked_name(what: &str, name: &str) -> Result<String, InvalidTarget> {
     let valid = name.len() <= 253 && name.split('.').all(is_dns_label);
     if valid {
         Ok(name.to_owned())
     } else {
-        Err(GateError::InvalidInput(format!(
+        Err(InvalidTarget(format!(
             "{what} {name:?} is not a valid object name (lowercase letters, digits, '-' and '.')"
         )))
     }
@@ -261,7 +265,7 @@ mod tests {
             });
             match (result, expected) {
                 (Ok(target), Ok(expected)) => assert_eq!(target, expected, "case: {case}"),
-                (Err(GateError::InvalidInput(message)), Err(part)) => {
+                (Err(InvalidTarget(message)), Err(part)) => {
                     assert!(message.contains(part), "case: {case}: {message}")
                 }
                 (other, expected) => panic!("case: {case}: got {other:?}, expected {expected:?}"),
