@@ -65,6 +65,8 @@ pub mod admission;
 pub mod bundle_lint;
 pub mod catalog_lint;
 #[doc(hidden)]
+pub mod cli;
+#[doc(hidden)]
 pub mod doc_check;
 #[cfg(test)]
 mod doc_paths;

@@ -22,7 +22,7 @@ use super::rules::{Findings, KnownImage, argv, known_image, list, runs_hold, tex
 use crate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL};
 
 /// The env var the sample's binaries and `upgrade-gate record` read their
-/// release from (`--release`; app/src/cli.rs, bin/upgrade-gate.rs).
+/// release from (`--release`; app/src/cli.rs, src/cli/commands.rs).
 pub(super) const RELEASE_ENV: &str = "UPGRADE_GATE_RELEASE";
 /// The flag that sets it, and wins over the env var.
 const RELEASE_FLAG: &str = "--release";

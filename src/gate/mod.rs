@@ -1,5 +1,5 @@
 //! The gate: `upgrade-gate hold` (the operator pod's init container),
-//! `release` and `status`, as library code under the thin `bin/upgrade-gate.rs`.
+//! `release` and `status`, as library code under the command line (`src/cli/`).
 //!
 //! Owns: the order of steps for each command — locate the OperatorCondition
 //! ([`crate::locate::find`]: which OLM, the pod's owner chain, the set-up
