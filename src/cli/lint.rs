@@ -1,14 +1,15 @@
-//! `upgrade-gate lint-bundle` and `lint-catalog`: their flags, each
-//! directory linted, the worst exit code kept, the findings printed as text
-//! or one JSON document.
+//! `upgrade-gate lint-bundle` and `lint-catalog`: their flags, and the one
+//! front-end both run through — each directory linted, the worst exit
+//! code kept, the findings printed as text or one JSON document.
 //!
 //! Owns: how a linter's reports reach stdout and stderr, and the exit code
 //! of a run. Must not touch: the checks themselves
 //! ([`crate::bundle_lint`], [`crate::catalog_lint`]), or any cluster.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
+use serde::Serialize;
 
 use super::{exit_codes_help, one_line};
 use crate::bundle_lint::{self, LINT_EXIT_CODES, Version};
@@ -73,117 +74,190 @@ pub(super) fn catalog_lint_exit_codes_help() -> String {
     exit_codes_help(CATALOG_LINT_EXIT_CODES)
 }
 
-/// `lint-bundle`: pure file checks, no runtime.
-pub(super) fn lint_bundles(args: &LintArgs) -> u8 {
-    let mut reports = Vec::new();
-    let mut code = 0;
-    for dir in &args.bundles {
-        match bundle_lint::lint_bundle(dir, &args.must_run) {
-            Ok(report) => {
-                code = code.max(report.exit_code(args.strict));
-                reports.push(report);
-            }
-            Err(error) => {
-                eprintln!("upgrade-gate lint-bundle: {}", one_line(&error.to_string()));
-                code = 2;
-            }
-        }
-    }
-    match args.output {
-        LintOutput::Text => {
-            for report in &reports {
-                for finding in &report.findings {
-                    println!("{}", finding.line());
-                }
-                if report.findings.is_empty() {
-                    eprintln!(
-                        "{}: {} passes lint-bundle's checks",
-                        report.bundle, report.csv
-                    );
-                }
-            }
-            if !reports.is_empty() {
-                eprintln!("{}", bundle_lint::NOT_CHECKED);
-            }
-        }
-        LintOutput::Json => {
-            let document = serde_json::json!({
-                "bundles": reports,
-                "notChecked": bundle_lint::NOT_CHECKED,
-            });
-            match serde_json::to_string_pretty(&document) {
-                Ok(text) => println!("{text}"),
-                Err(error) => {
-                    eprintln!("upgrade-gate lint-bundle: cannot render JSON: {error}");
-                    code = 2;
-                }
-            }
-        }
-    }
-    code
+/// What a linter tells the front-end ([`run`]).
+trait Linter {
+    /// The subcommand, for its error lines.
+    const COMMAND: &'static str;
+    /// One directory's report.
+    type Report: Serialize;
+    /// Why a directory could not be linted.
+    type Error: std::fmt::Display;
+    /// Lints one directory.
+    fn lint(&self, dir: &Path) -> Result<Self::Report, Self::Error>;
+    /// The report's exit code (warnings count with `--strict`).
+    fn exit_code(report: &Self::Report, strict: bool) -> u8;
+    /// The report's findings, one line each, for stdout.
+    fn finding_lines(report: &Self::Report) -> Vec<String>;
+    /// The line on stderr after a report's findings, if any.
+    fn summary(report: &Self::Report) -> Option<String>;
+    /// The line on stderr after every report, if any.
+    fn closing(reports: &[Self::Report]) -> Option<String>;
+    /// The reports as one JSON document.
+    fn document(reports: &[Self::Report]) -> serde_json::Value;
 }
 
-/// `lint-catalog`: pure file checks, no runtime.
-pub(super) fn lint_catalogs(args: &CatalogLintArgs) -> u8 {
+/// Lints each directory, prints the reports (`json`: one document; else
+/// text) and returns the worst exit code (2 when a directory cannot be read).
+fn run<L: Linter>(linter: &L, dirs: &[PathBuf], json: bool, strict: bool) -> u8 {
     let mut reports = Vec::new();
     let mut code = 0;
-    for dir in &args.catalogs {
-        match catalog_lint::lint_catalog(dir) {
+    for dir in dirs {
+        match linter.lint(dir) {
             Ok(report) => {
-                code = code.max(report.exit_code(args.strict));
+                code = code.max(L::exit_code(&report, strict));
                 reports.push(report);
             }
             Err(error) => {
                 eprintln!(
-                    "upgrade-gate lint-catalog: {}",
+                    "upgrade-gate {}: {}",
+                    L::COMMAND,
                     one_line(&error.to_string())
                 );
                 code = 2;
             }
         }
     }
-    match args.output {
-        CatalogLintOutput::Text => {
-            for report in &reports {
-                for finding in &report.findings {
-                    println!("{}", finding.line());
-                }
-                let packages: Vec<String> = report
-                    .packages
-                    .iter()
-                    .map(|p| {
-                        format!(
-                            "{} ({} channels, {} bundles)",
-                            p.name, p.channels, p.bundles
-                        )
-                    })
-                    .collect();
-                let count = |severity| {
-                    report
-                        .findings
-                        .iter()
-                        .filter(|finding| finding.severity == severity)
-                        .count()
-                };
-                eprintln!(
-                    "{}: {}: {} errors, {} warnings, {} info",
-                    report.catalog,
-                    packages.join(", "),
-                    count(catalog_lint::Severity::Error),
-                    count(catalog_lint::Severity::Warning),
-                    count(catalog_lint::Severity::Info)
-                );
+    if json {
+        match serde_json::to_string_pretty(&L::document(&reports)) {
+            Ok(text) => println!("{text}"),
+            Err(error) => {
+                eprintln!("upgrade-gate {}: cannot render JSON: {error}", L::COMMAND);
+                code = 2;
             }
         }
-        CatalogLintOutput::Json => {
-            match serde_json::to_string_pretty(&serde_json::json!({ "catalogs": reports })) {
-                Ok(text) => println!("{text}"),
-                Err(error) => {
-                    eprintln!("upgrade-gate lint-catalog: cannot render JSON: {error}");
-                    code = 2;
-                }
+    } else {
+        for report in &reports {
+            for line in L::finding_lines(report) {
+                println!("{line}");
             }
+            if let Some(line) = L::summary(report) {
+                eprintln!("{line}");
+            }
+        }
+        if let Some(line) = L::closing(&reports) {
+            eprintln!("{line}");
         }
     }
     code
+}
+
+/// `lint-bundle`: pure file checks, no runtime.
+pub(super) fn lint_bundles(args: &LintArgs) -> u8 {
+    let linter = Bundles {
+        must_run: &args.must_run,
+    };
+    let json = args.output == LintOutput::Json;
+    run(&linter, &args.bundles, json, args.strict)
+}
+
+/// `lint-catalog`: pure file checks, no runtime.
+pub(super) fn lint_catalogs(args: &CatalogLintArgs) -> u8 {
+    let json = args.output == CatalogLintOutput::Json;
+    run(&Catalogs, &args.catalogs, json, args.strict)
+}
+
+struct Bundles<'a> {
+    must_run: &'a [Version],
+}
+
+impl Linter for Bundles<'_> {
+    const COMMAND: &'static str = "lint-bundle";
+    type Report = bundle_lint::Report;
+    type Error = bundle_lint::LintError;
+
+    fn lint(&self, dir: &Path) -> Result<Self::Report, Self::Error> {
+        bundle_lint::lint_bundle(dir, self.must_run)
+    }
+
+    fn exit_code(report: &Self::Report, strict: bool) -> u8 {
+        report.exit_code(strict)
+    }
+
+    fn finding_lines(report: &Self::Report) -> Vec<String> {
+        report
+            .findings
+            .iter()
+            .map(bundle_lint::Finding::line)
+            .collect()
+    }
+
+    fn summary(report: &Self::Report) -> Option<String> {
+        report.findings.is_empty().then(|| {
+            format!(
+                "{}: {} passes lint-bundle's checks",
+                report.bundle, report.csv
+            )
+        })
+    }
+
+    fn closing(reports: &[Self::Report]) -> Option<String> {
+        (!reports.is_empty()).then(|| bundle_lint::NOT_CHECKED.to_owned())
+    }
+
+    fn document(reports: &[Self::Report]) -> serde_json::Value {
+        serde_json::json!({
+            "bundles": reports,
+            "notChecked": bundle_lint::NOT_CHECKED,
+        })
+    }
+}
+
+struct Catalogs;
+
+impl Linter for Catalogs {
+    const COMMAND: &'static str = "lint-catalog";
+    type Report = catalog_lint::Report;
+    type Error = catalog_lint::LintError;
+
+    fn lint(&self, dir: &Path) -> Result<Self::Report, Self::Error> {
+        catalog_lint::lint_catalog(dir)
+    }
+
+    fn exit_code(report: &Self::Report, strict: bool) -> u8 {
+        report.exit_code(strict)
+    }
+
+    fn finding_lines(report: &Self::Report) -> Vec<String> {
+        report
+            .findings
+            .iter()
+            .map(catalog_lint::Finding::line)
+            .collect()
+    }
+
+    fn summary(report: &Self::Report) -> Option<String> {
+        let packages: Vec<String> = report
+            .packages
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} ({} channels, {} bundles)",
+                    p.name, p.channels, p.bundles
+                )
+            })
+            .collect();
+        let count = |severity| {
+            report
+                .findings
+                .iter()
+                .filter(|finding| finding.severity == severity)
+                .count()
+        };
+        Some(format!(
+            "{}: {}: {} errors, {} warnings, {} info",
+            report.catalog,
+            packages.join(", "),
+            count(catalog_lint::Severity::Error),
+            count(catalog_lint::Severity::Warning),
+            count(catalog_lint::Severity::Info)
+        ))
+    }
+
+    fn closing(_reports: &[Self::Report]) -> Option<String> {
+        None
+    }
+
+    fn document(reports: &[Self::Report]) -> serde_json::Value {
+        serde_json::json!({ "catalogs": reports })
+    }
 }
