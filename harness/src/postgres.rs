@@ -42,10 +42,6 @@ use nix::unistd::{Uid, User, chown};
 
 use crate::process::{ProcessError, ProcessRecord, ProcessSpec, StopSignal};
 
-/// Where Debian's PostgreSQL 15 server binaries are; `UPGRADE_GATE_PG15_DIR`
-/// (the directory above `bin/`) overrides it.
-pub const DEFAULT_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
-
 /// A PostgreSQL server the harness can start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ServerVersion {
@@ -58,9 +54,6 @@ pub enum ServerVersion {
 }
 
 impl ServerVersion {
-    /// The oldest and the newest server the project supports.
-    pub const TESTED: [ServerVersion; 2] = [ServerVersion::V15, ServerVersion::V18];
-
     pub fn major(self) -> u32 {
         match self {
             ServerVersion::V15 => 15,
