@@ -22,6 +22,16 @@ use crate::telemetry::{KUBE_REQUEST_FAILURES, LogFormat, init_logging_without};
 
 const PLUGIN_ABOUT: &str = "Every CSV with its upgrade gate (OLM's verdict, the CSV waiting on it and since when), and every OLM v1 ClusterExtension with the release it waits to apply";
 
+impl From<plugin::Error> for GateError {
+    fn from(error: plugin::Error) -> GateError {
+        match error {
+            plugin::Error::NoClusterConfig(why) => GateError::NoClusterConfig(why),
+            plugin::Error::Condition(error) => GateError::Condition(error),
+            plugin::Error::Render(why) => GateError::InvalidInput(why),
+        }
+    }
+}
+
 /// `kubectl upgrade-gate`'s command line.
 #[derive(Debug, Parser)]
 #[command(name = "kubectl upgrade-gate", bin_name = "kubectl upgrade-gate", version, about = PLUGIN_ABOUT, after_long_help = plugin_exit_codes_help())]
@@ -167,7 +177,8 @@ pub fn main(cli: PluginCli) -> ExitCode {
                     print!("{text}")
                 })
                 .await
-                .map(|()| 0);
+                .map(|()| 0)
+                .map_err(GateError::from);
             }
             let no_extensions = listed.extensions.as_ref().is_none_or(Vec::is_empty);
             if listed.rows.is_empty()

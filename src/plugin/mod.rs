@@ -14,9 +14,10 @@
 //! Owns: connecting the way kubectl does (`--kubeconfig`, `--context`), the
 //! list and watch of ClusterServiceVersions and OperatorConditions, the list
 //! of ClusterExtensions and what their rows read, the reads and dry-runs of
-//! the holds, and the output formats. Must not touch: any object (read-only:
-//! list, get and watch; the one write is a `dryRun=All` patch, which the API
-//! server never stores).
+//! the holds, the output formats, and its own [`Error`]. Must not touch:
+//! any object (read-only: list, get and watch; the one write is a
+//! `dryRun=All` patch, which the API server never stores), or the command
+//! line and its exit codes (`src/cli/kubectl_plugin.rs`).
 //!
 //! The `upgrade-gate` binary becomes this plugin when it runs under the
 //! name `kubectl-upgrade_gate` (a copy or link on `PATH`): kubectl then
@@ -62,9 +63,23 @@ pub use rows::{
     render_table, rows, summary, table_cells,
 };
 
-use crate::gate::GateError;
 use crate::locate::{Olm, cluster_extensions_served, detect_olm};
 use crate::operator_condition::{self, Obstacle, OperatorCondition};
+
+/// Why the plugin could not list, watch or render. The command line maps
+/// each onto the gate's exit codes (`crate::gate::EXIT_CODES`).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No kubeconfig, or not the context asked for.
+    #[error("no cluster configuration: {0}")]
+    NoClusterConfig(String),
+    /// Discovery, a list or a watch failed (or was refused).
+    #[error(transparent)]
+    Condition(#[from] operator_condition::Error),
+    /// The rows could not be rendered as asked.
+    #[error("invalid input: {0}")]
+    Render(String),
+}
 
 /// Which namespaces to show.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +116,7 @@ pub struct KubeconfigChoice<'a> {
 
 /// A client the way kubectl makes one, from `choice`; also the context's
 /// namespace.
-pub async fn connect(choice: KubeconfigChoice<'_>) -> Result<(kube::Client, String), GateError> {
+pub async fn connect(choice: KubeconfigChoice<'_>) -> Result<(kube::Client, String), Error> {
     let KubeconfigChoice {
         path: kubeconfig,
         context,
@@ -111,7 +126,7 @@ pub async fn connect(choice: KubeconfigChoice<'_>) -> Result<(kube::Client, Stri
         ..KubeConfigOptions::default()
     };
     let unusable = |error: &dyn std::error::Error| {
-        GateError::NoClusterConfig(crate::telemetry::error_chain(error))
+        Error::NoClusterConfig(crate::telemetry::error_chain(error))
     };
     let config = match (kubeconfig, context) {
         (Some(path), _) => {
@@ -155,11 +170,7 @@ fn condition_api(client: &kube::Client, scope: &Scope) -> Api<OperatorCondition>
 
 /// Lists, retrying what is transient until `deadline`; 403 and 404 end it
 /// at once (exit 4 and 5).
-async fn list_all<K>(
-    api: &Api<K>,
-    what: &'static str,
-    deadline: Instant,
-) -> Result<Vec<K>, GateError>
+async fn list_all<K>(api: &Api<K>, what: &'static str, deadline: Instant) -> Result<Vec<K>, Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -175,7 +186,7 @@ where
     operator_condition::with_retries(deadline, what, list)
         .await?
         .map_err(|obstacle| {
-            GateError::Condition(operator_condition::Error::Failed {
+            Error::Condition(operator_condition::Error::Failed {
                 action: what,
                 obstacle,
             })
@@ -244,7 +255,7 @@ pub async fn list(
     client: &kube::Client,
     scope: &Scope,
     deadline: Instant,
-) -> Result<Listed, GateError> {
+) -> Result<Listed, Error> {
     let olm = detect_olm(client, deadline).await?;
     let mut listed = Listed {
         olm,
@@ -373,7 +384,7 @@ async fn read_extensions(
     client: &kube::Client,
     scope: &Scope,
     deadline: Instant,
-) -> Result<ExtensionsRead, GateError> {
+) -> Result<ExtensionsRead, Error> {
     use k8s_openapi::api::core::v1::Secret;
     let extensions = list_all(
         &Api::<DynamicObject>::all_with(client.clone(), &cluster_extension_resource()),
@@ -425,8 +436,8 @@ async fn read_extensions(
     })
 }
 
-fn listing_failed(action: &'static str, error: &kube::Error) -> GateError {
-    GateError::Condition(operator_condition::Error::Failed {
+fn listing_failed(action: &'static str, error: &kube::Error) -> Error {
+    Error::Condition(operator_condition::Error::Failed {
         action,
         obstacle: Obstacle::of(error),
     })
@@ -633,10 +644,9 @@ pub fn render(
     format: Format,
     namespace: bool,
     now: k8s_openapi::jiff::Timestamp,
-) -> Result<String, GateError> {
-    let invalid = |error: &dyn std::error::Error| {
-        GateError::InvalidInput(format!("cannot render the rows: {error}"))
-    };
+) -> Result<String, Error> {
+    let invalid =
+        |error: &dyn std::error::Error| Error::Render(format!("cannot render the rows: {error}"));
     match format {
         Format::Table | Format::Wide => {
             let columns = Columns {
@@ -686,10 +696,9 @@ fn render_change(
     namespace: bool,
     header: bool,
     now: k8s_openapi::jiff::Timestamp,
-) -> Result<String, GateError> {
-    let invalid = |error: &dyn std::error::Error| {
-        GateError::InvalidInput(format!("cannot render the row: {error}"))
-    };
+) -> Result<String, Error> {
+    let invalid =
+        |error: &dyn std::error::Error| Error::Render(format!("cannot render the row: {error}"));
     match format {
         Format::Table | Format::Wide => {
             let columns = Columns {
@@ -733,7 +742,7 @@ pub async fn watch(
     format: Format,
     namespace_column: bool,
     mut print: impl FnMut(&str),
-) -> Result<(), GateError> {
+) -> Result<(), Error> {
     let config = watcher::Config::default();
     let csvs = watcher(csv_api(client, scope), config.clone()).map(|event| event.map(Change::Csv));
     let conditions =
@@ -746,7 +755,7 @@ pub async fn watch(
     let mut header = true;
     while let Some(event) = events.next().await {
         let event = event.map_err(|error| {
-            GateError::Condition(operator_condition::Error::Failed {
+            Error::Condition(operator_condition::Error::Failed {
                 action: "watching",
                 obstacle: Obstacle::Unexpected(crate::telemetry::error_chain(&error)),
             })
