@@ -99,6 +99,8 @@ enum Command {
     LintCatalog(CatalogLintArgs),
 }
 
+// `<deployment>` in the help text is a placeholder, not an HTML tag.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Args)]
 struct RecordArgs {
     /// The operator's Deployment: the state's keys are named after it (<deployment>.completed,
