@@ -296,14 +296,6 @@ impl ConnectionSettings {
         Ok(())
     }
 
-    /// The same server and credentials, another database.
-    pub fn with_dbname(&self, dbname: &str) -> Self {
-        ConnectionSettings {
-            dbname: dbname.to_owned(),
-            ..self.clone()
-        }
-    }
-
     /// The environment for a libpq child process (`pg_dump`, `pg_restore`):
     /// the password travels here, never in argv.
     pub fn libpq_env(&self) -> Vec<(&'static str, String)> {

@@ -436,11 +436,6 @@ impl Readiness {
         )
     }
 
-    /// Whether the operator is ready.
-    pub fn is_ready(&self) -> bool {
-        self.verdict().is_ok()
-    }
-
     fn mode(&self) -> ReadyWhen {
         self.mode
     }
