@@ -20,6 +20,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use app::crd::{App, AppCondition, ConditionReason, ConditionStatus, ConditionType, UpgradePhase};
+use app::operator::job_state::condition_holds;
 use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
@@ -239,17 +240,6 @@ fn upgrade_phase(app: &App) -> Option<UpgradePhase> {
     app.status.as_ref()?.upgrade.as_ref().map(|u| u.phase)
 }
 
-fn job_condition(job: &Job, type_: &str) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == type_ && c.status == "True")
-        })
-}
-
 fn timestamp(text: &str) -> Timestamp {
     text.parse()
         .unwrap_or_else(|error| panic!("{text:?} is not an RFC 3339 time: {error}"))
@@ -295,7 +285,7 @@ async fn follow_upgrade(
         let gate = operator.gate().await;
         let jobs = scenario.jobs_of(app).await;
         let current = scenario.app(app).await;
-        let job_done = !jobs.is_empty() && jobs.iter().all(|job| job_condition(job, "Complete"));
+        let job_done = !jobs.is_empty() && jobs.iter().all(|job| condition_holds(job, "Complete"));
         let app_ready = current.as_ref().is_some_and(ready);
         if job_done && timeline.job_done_at.is_none() {
             timeline.job_done_at = Some(Instant::now());
@@ -469,7 +459,10 @@ async fn stop_job_pods_until_failed(scenario: &Scenario, lock: &HeldUpgradeLock,
             .get_opt(job)
             .await
             .unwrap_or_else(|error| panic!("reading Job {job}: {error}"));
-        if current.as_ref().is_some_and(|j| job_condition(j, "Failed")) {
+        if current
+            .as_ref()
+            .is_some_and(|j| condition_holds(j, "Failed"))
+        {
             return Look::Done(());
         }
         if lock.waiters().await == 0 {
@@ -575,7 +568,7 @@ async fn transient_failures_retry_with_backoff_then_give_up(cluster: TestCluster
     let jobs = scenario.jobs_of("shop").await;
     let mut failed_jobs: Vec<(String, bool)> = jobs
         .iter()
-        .map(|job| (job.name_any(), job_condition(job, "Failed")))
+        .map(|job| (job.name_any(), condition_holds(job, "Failed")))
         .collect();
     failed_jobs.sort();
     assert_eq!(

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use app::operator::job_state::is_finished;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::WatchStreamExt;
@@ -35,22 +36,6 @@ impl JobsAtOnce {
     pub fn whole(&self) -> bool {
         self.errors == 0
     }
-}
-
-fn condition(job: &Job, type_: &str) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == type_ && c.status == "True")
-        })
-}
-
-/// Whether the Job has finished (its `Complete` or `Failed` condition).
-pub fn finished(job: &Job) -> bool {
-    condition(job, "Complete") || condition(job, "Failed")
 }
 
 /// Watches the Jobs of `namespace` until `stop` resolves; a watch error
@@ -85,7 +70,7 @@ pub async fn watch(
         match event {
             Event::Apply(job) => {
                 seen.seen.insert(job.name_any());
-                unfinished.insert(job.name_any(), !finished(&job));
+                unfinished.insert(job.name_any(), !is_finished(&job));
             }
             Event::Delete(job) => {
                 unfinished.remove(&job.name_any());
@@ -94,7 +79,7 @@ pub async fn watch(
             Event::InitApply(job) => {
                 seen.seen.insert(job.name_any());
                 if let Some(list) = relisting.as_mut() {
-                    list.insert(job.name_any(), !finished(&job));
+                    list.insert(job.name_any(), !is_finished(&job));
                 }
             }
             Event::InitDone => {

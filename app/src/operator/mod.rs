@@ -18,6 +18,7 @@ pub mod db_sessions;
 pub mod decide;
 pub mod gate;
 pub mod http;
+pub mod job_state;
 pub mod metrics;
 pub mod observe;
 pub mod queue;

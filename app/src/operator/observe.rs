@@ -34,6 +34,7 @@ use crate::operator::decide::{
     Blocker, DatabaseObservation, FinishedJob, JobFailure, JobObservation, Observed, SchemaTarget,
     Slot, StartFailure, StartFailureKind, job_name,
 };
+use crate::operator::job_state::{condition_holds, is_finished};
 use crate::operator::resources::{
     self, APP_LABEL, APP_UID_LABEL, COMPONENT_LABEL, JOB_CONTAINER, JobIntent, SERVER_COMPONENT,
     server_name,
@@ -382,23 +383,6 @@ pub fn database_observation(state: &SchemaState, release: &Release) -> DatabaseO
             detail: refusal.to_string(),
         },
     }
-}
-
-fn condition_holds(job: &Job, type_: &str) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| c.type_ == type_ && c.status == "True")
-        })
-}
-
-/// Its `Complete` or `Failed` condition is True (a pending `FailureTarget`
-/// is not terminal yet).
-pub fn is_finished(job: &Job) -> bool {
-    condition_holds(job, "Complete") || condition_holds(job, "Failed")
 }
 
 /// Why a Job is not this App's, or `None` when it is: its controller is this

@@ -42,7 +42,6 @@ use crate::crd::{
 };
 use crate::db_upgrade::outcome::FailureKind;
 use crate::db_upgrade::progress::{self, Progress};
-use crate::operator::queue::QueueWait;
 
 /// What this operator release brings every database to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -730,6 +729,7 @@ fn backoff_remaining(observed: &Observed) -> Option<Duration> {
 
 mod advice;
 mod job_progress;
+mod queue_wait;
 mod retention;
 mod status;
 mod steps;
@@ -742,6 +742,7 @@ use steps::*;
 
 pub use advice::{refusal_advice, stalled_advice};
 pub use job_progress::progress_to_show;
+pub use queue_wait::QueueWait;
 pub use retention::jobs_past_retention;
 
 #[cfg(test)]
