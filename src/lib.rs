@@ -80,6 +80,7 @@ pub mod locate;
 pub mod operator_condition;
 pub mod plugin;
 pub mod shutdown;
+pub mod task;
 pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]

@@ -20,6 +20,7 @@ use super::record::{Override, RECORD_KIND, RECORD_NAME, override_of, record_patc
 use super::{Record, STATE_CONFIGMAP, data_patch, initial_data, record_resource};
 use crate::keeper::Verdict;
 use crate::operator_condition::GateState;
+use crate::task::TaskHandle;
 
 /// How often the record is read back and put right when someone changed it.
 pub const REASSERT_INTERVAL: Duration = Duration::from_secs(5);
@@ -131,16 +132,13 @@ impl Recorder {
     }
 
     /// Starts recording the latest verdict of `verdicts` (`None`: none yet)
-    /// until [`RecorderHandle::stop`] or until the sender is dropped.
+    /// until [`TaskHandle::stop`] or until the sender is dropped.
     pub fn start<V: Verdict>(self, verdicts: watch::Receiver<Option<V>>) -> RecorderHandle {
-        let (status_tx, status) = watch::channel(RecorderStatus::default());
-        let (stop_tx, stop) = watch::channel(false);
-        let task = tokio::spawn(self.run(verdicts, status_tx, stop));
-        RecorderHandle {
-            status,
-            stop: stop_tx,
-            task: Some(task),
-        }
+        TaskHandle::spawn(
+            "admission recorder",
+            RecorderStatus::default(),
+            |status, stop| self.run(verdicts, status, stop),
+        )
     }
 
     async fn run<V: Verdict>(
@@ -535,37 +533,9 @@ async fn forward_after_record<V: Verdict>(
     }
 }
 
-/// A running recorder.
-pub struct RecorderHandle {
-    status: watch::Receiver<RecorderStatus>,
-    stop: watch::Sender<bool>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl RecorderHandle {
-    /// What it recorded, as it changes.
-    pub fn status(&self) -> watch::Receiver<RecorderStatus> {
-        self.status.clone()
-    }
-
-    /// Stops it: a write under way is abandoned; returns once it ended.
-    pub async fn stop(mut self) {
-        self.stop.send_replace(true);
-        if let Some(task) = self.task.take()
-            && let Err(error) = task.await
-        {
-            tracing::warn!(%error, "the admission recorder ended abnormally");
-        }
-    }
-}
-
-impl Drop for RecorderHandle {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
+/// A running recorder: [`TaskHandle::status`] says what it recorded,
+/// [`TaskHandle::stop`] stops it.
+pub type RecorderHandle = TaskHandle<RecorderStatus>;
 
 #[cfg(test)]
 mod tests {

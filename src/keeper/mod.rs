@@ -62,6 +62,7 @@ use tokio::sync::watch;
 
 use crate::locate::Target;
 use crate::operator_condition::UpgradeableEntry;
+use crate::task::TaskHandle;
 
 pub use rules::{Found, POLL_INTERVAL, WATCHED_POLL_INTERVAL, WatchState};
 
@@ -219,53 +220,18 @@ impl Keeper {
     }
 
     /// Starts keeping the latest verdict of `verdicts` (`None`: none yet,
-    /// nothing is written) until [`KeeperHandle::stop`], or until the
+    /// nothing is written) until [`TaskHandle::stop`], or until the
     /// sender is dropped.
     pub fn start<V: Verdict>(self, verdicts: watch::Receiver<Option<V>>) -> KeeperHandle {
-        let (status_tx, status) = watch::channel(KeeperStatus::default());
-        let (stop_tx, stop) = watch::channel(false);
-        let task = tokio::spawn(run::keep(self, verdicts, status_tx, stop));
-        KeeperHandle {
-            status,
-            stop: stop_tx,
-            task: Some(task),
-        }
+        TaskHandle::spawn("keeper", KeeperStatus::default(), |status, stop| {
+            run::keep(self, verdicts, status, stop)
+        })
     }
 }
 
-/// A running keeper.
-pub struct KeeperHandle {
-    status: watch::Receiver<KeeperStatus>,
-    stop: watch::Sender<bool>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl KeeperHandle {
-    /// What it did, as it changes.
-    pub fn status(&self) -> watch::Receiver<KeeperStatus> {
-        self.status.clone()
-    }
-
-    /// Stops it: no write starts after this is called, a write under way
-    /// is abandoned, and it returns once the keeper has ended. Call it
-    /// before leadership is released, so that no two processes write.
-    pub async fn stop(mut self) {
-        self.stop.send_replace(true);
-        if let Some(task) = self.task.take()
-            && let Err(error) = task.await
-        {
-            tracing::warn!(%error, "the keeper ended abnormally");
-        }
-    }
-}
-
-impl Drop for KeeperHandle {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
+/// A running keeper: [`TaskHandle::status`] says what it did,
+/// [`TaskHandle::stop`] stops it before leadership is released.
+pub type KeeperHandle = TaskHandle<KeeperStatus>;
 
 #[cfg(test)]
 mod tests;
