@@ -208,10 +208,16 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
             refused_for(events, chain.deployer, &chain.next, zero, &mut evidence)
         }
     };
-    let (load_margin_seconds, load_ok) = match &chain.middle {
-        Some(middle) => load(events, chain, middle, zero, &mut evidence),
-        None => (None, None),
-    };
+    let load = chain
+        .middle
+        .as_ref()
+        .map(|middle| load(events, chain, middle, zero));
+    if let Some(load) = &load {
+        evidence.push(load.line.clone());
+    }
+    let (load_margin_seconds, load_ok) = load
+        .as_ref()
+        .map_or((None, None), |load| (load.margin, load.ok));
     let olm_reaction_seconds = match (&chain.middle, chain.deployer) {
         (Some(middle), Deployer::Olm) if !raced => {
             olm_reaction(events, chain, middle, zero, &mut evidence)
@@ -240,10 +246,8 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
     if chain.middle.is_some() && !raced && load_ok != Some(true) {
         inconclusive.push(format!(
             "not raced, but the load check did not pass ({}): the run could not have shown a race",
-            evidence
-                .iter()
-                .find(|line| line.starts_with("load") || line.starts_with("LOAD"))
-                .map_or("no load line", String::as_str)
+            load.as_ref()
+                .map_or("no load line", |load| load.line.as_str())
         ));
     }
     for reason in &inconclusive {
@@ -862,13 +866,18 @@ fn applied_versions(message: &str) -> Option<Vec<i64>> {
         .collect()
 }
 
-fn load(
-    events: &[Event],
-    chain: &Chain,
-    middle: &str,
-    zero: Timestamp,
-    evidence: &mut Vec<String>,
-) -> (Option<f64>, Option<bool>) {
+/// Whether the run carried load enough to show a race: the middle
+/// release's Job outlasting the next release's offer by [`LOAD_MARGIN`].
+struct Load {
+    /// Seconds from the offer to the Job's success, when both happened.
+    margin: Option<f64>,
+    /// Whether `margin` reached [`LOAD_MARGIN`]; `None`: not measurable.
+    ok: Option<bool>,
+    /// The evidence line saying so.
+    line: String,
+}
+
+fn load(events: &[Event], chain: &Chain, middle: &str, zero: Timestamp) -> Load {
     // When the next release was offered: OLM created its CSV, or the
     // deployer first applied it (accepted or not).
     let next_created = after(events, zero).find(|event| {
@@ -887,7 +896,7 @@ fn load(
         (Some(next), Some(done)) => {
             let margin = seconds_between(next.at, done.at);
             let ok = margin >= LOAD_MARGIN;
-            evidence.push(if ok {
+            let line = if ok {
                 format!(
                     "load: {middle}'s Job succeeded {margin:.1} s after {offered} (at least {LOAD_MARGIN} s needed)"
                 )
@@ -895,11 +904,17 @@ fn load(
                 format!(
                     "LOAD TOO SMALL: {middle}'s Job succeeded only {margin:.1} s after {offered} (at least {LOAD_MARGIN} s needed): this run cannot show the race; seed more rows"
                 )
-            });
-            (Some(margin), Some(ok))
+            };
+            Load {
+                margin: Some(margin),
+                ok: Some(ok),
+                line,
+            }
         }
-        (None, _) => {
-            evidence.push(format!(
+        (None, _) => Load {
+            margin: None,
+            ok: None,
+            line: format!(
                 "load: never {offered}: not measurable",
                 offered = match chain.deployer {
                     Deployer::Olm => format!("did OLM create CSV upgrade-gate.v{}", chain.next),
@@ -907,9 +922,8 @@ fn load(
                         format!("did {} apply {}", chain.deployer.who(), chain.next)
                     }
                 }
-            ));
-            (None, None)
-        }
+            ),
+        },
         (Some(next), None) => {
             let reshaped = job_outcomes(events)
                 .applied
@@ -922,7 +936,7 @@ fn load(
                 })
                 .map(|(pod, applied)| format!("{pod} applied {}", versions(&applied)))
                 .collect::<Vec<_>>();
-            evidence.push(format!(
+            let line = format!(
                 "load: {middle}'s Job never succeeded ({offered} at {}): not measurable; {}",
                 offset(zero, next.at),
                 if reshaped.is_empty() {
@@ -930,8 +944,12 @@ fn load(
                 } else {
                     reshaped.join("; ")
                 }
-            ));
-            (None, None)
+            );
+            Load {
+                margin: None,
+                ok: None,
+                line,
+            }
         }
     }
 }
