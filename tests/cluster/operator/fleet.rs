@@ -211,7 +211,15 @@ async fn a_blocked_app_stopped_for_an_upgrade_gets_its_server_back() {
     scenario
         .wait_for_app("shop", "Ready", JOB_DONE, ready)
         .await;
-    assert_eq!(server_replicas(&scenario, "shop").await, Some(1));
+    // The operator may mark the App Ready a reconcile before its server's
+    // Deployment exists: serving is waited for, not assumed.
+    wait::until("shop-server at 1 replica", POD_READY, || async {
+        match server_replicas(&scenario, "shop").await {
+            Some(1) => Look::Done(()),
+            other => Look::NotYet(format!("spec.replicas {other:?}")),
+        }
+    })
+    .await;
 
     database.refuse_connections().await;
     scenario
