@@ -108,8 +108,8 @@ crd:
     cargo run --quiet --package upgrade-gate-app --bin app-operator -- crd --output manifests/crd/apps.upgrade-gate.dev.yaml
 
 # Also on the integration tests run only when named (`test = false`, which
-# --all-targets leaves out).
-# Formatting and clippy with warnings as errors.
+# --all-targets leaves out), and the library's rustdoc.
+# Formatting, clippy and the library's docs with warnings as errors.
 lint:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -122,6 +122,8 @@ lint:
             if target["kind"] == ["test"] and not target["test"]:
                 print("--test=" + target["name"])')
     cargo clippy --workspace "${named[@]}" -- -D warnings
+    # The library's docs as docs.rs builds them: a broken or private link fails.
+    RUSTDOCFLAGS="-D warnings" cargo doc --package upgrade-gate --no-deps --quiet
 
 # ---- OLM packaging (release-tools/, docs/olm.md) ----
 release := "cargo run --quiet --package upgrade-gate-release-tools --bin release --"

@@ -52,7 +52,7 @@
 //! | [`duration`] | the one duration syntax of every binary's flags (`30s`, `2m`, `90`) |
 //! | [`shutdown`] | the SIGTERM / SIGINT stop request a process honours (PID 1 in a container) |
 //! | `testing` (feature `testing`) | a fake API server with OLM's copy rules, for tests without a cluster |
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 /// docs/adopt.md's Rust code, compiled as a doc test so that the guide

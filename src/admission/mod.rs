@@ -5,7 +5,7 @@
 //! it runs has completed its upgrade (docs/admission.md).
 //!
 //! Owns: the names the policy and the operator share (the opt-in, release
-//! and operator labels; the record, [`record`], and the ConfigMap the
+//! and operator labels; the record, `record`, and the ConfigMap the
 //! previous policy read, with its keys), the pure rule from a verdict to
 //! the state to record and from the recorded state to the merge patch that
 //! records it, and [`Recorder`], which keeps that state written for as

@@ -40,7 +40,7 @@ pub const COMPLETED_ANNOTATION: &str = "upgrade-gate.dev/completed";
 /// that every one is a change of the ServiceAccount.
 pub const WAKE_ANNOTATION: &str = "upgrade-gate.dev/wake";
 /// How many times the ServiceAccount is annotated once a release's
-/// completion is recorded, one [`REASSERT_INTERVAL`] apart. More than once:
+/// completion is recorded, one `REASSERT_INTERVAL` (5 s) apart. More than once:
 /// the API server judges by its informer's copy of the record, which may
 /// lag the write; a deployer's retry inside that lag is refused
 /// again, and only a later change wakes it.
@@ -98,7 +98,7 @@ impl Recorder {
     /// Once the record says this release completed, annotates
     /// ServiceAccount `service_account` of the namespace with
     /// [`COMPLETED_ANNOTATION`]: the release, and [`WAKE_ANNOTATION`],
-    /// [`WAKES`] times, [`REASSERT_INTERVAL`] apart.
+    /// [`WAKES`] times, `REASSERT_INTERVAL` (5 s) apart.
     ///
     /// Why: when the admission policy refused OLM v0's update of the
     /// Deployment (the OperatorCondition did not hold it back: deleted,

@@ -230,7 +230,7 @@ pub fn upgrade_of(spec: Option<&Value>, operator: &str, release: Option<&str>) -
 }
 
 /// The release label the dry-run moves to: the running one with
-/// [`DRY_RUN_SUFFIX`], cut to a valid label value.
+/// `DRY_RUN_SUFFIX` (`-upgrade-gate-dry-run`), cut to a valid label value.
 pub fn dry_run_release(release: Option<&str>) -> String {
     let release = release.unwrap_or_default();
     if release.is_empty() {

@@ -197,7 +197,7 @@ const SUMMARY_CHARS: usize = 80;
 /// The gate message's summary for the table: its first clause (up to the
 /// first ": "), as an operator writes its headline there (app-operator:
 /// "37/100 upgraded, 4 running, 12 queued, 1 failed (release 7.10.1)"),
-/// or its first [`SUMMARY_CHARS`] characters.
+/// or its first `SUMMARY_CHARS` (80) characters.
 pub fn summary(message: &str) -> String {
     let first = message.split_once(": ").map_or(message, |(head, _)| head);
     let first = first.lines().next().unwrap_or_default().trim();
