@@ -470,18 +470,37 @@ async fn plugin_verifies_each_hold_by_dry_run(v1: &ApiserverWithoutOlm, plugin: 
             .unwrap_or_else(|error| panic!("applying the UpgradeRecord in {namespace}: {error}"));
         let labels = json!({OLM_V1_OWNER_KIND_LABEL: "ClusterExtension",
             OLM_V1_OWNER_NAME_LABEL: namespace, ADMISSION_LABEL: ENFORCE, RELEASE_LABEL: "7.10.0"});
-        Api::<Deployment>::namespaced(client.clone(), namespace)
-            .patch(
-                DEPLOYMENT,
-                &apply,
-                &Patch::Apply(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": DEPLOYMENT, "labels": labels},
-                    "spec": {"selector": {"matchLabels": {"app": DEPLOYMENT}},
-                        "template": {"metadata": {"labels": {"app": DEPLOYMENT}},
-                            "spec": {"containers": [{"name": OPERATOR_CONTAINER, "image": "registry.invalid/app-operator:7.10.0"}]}}}})),
-            )
-            .await
-            .unwrap_or_else(|error| panic!("applying the Deployment in {namespace}: {error}"));
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": DEPLOYMENT, "labels": labels},
+            "spec": {"selector": {"matchLabels": {"app": DEPLOYMENT}},
+                "template": {"metadata": {"labels": {"app": DEPLOYMENT}},
+                    "spec": {"containers": [{"name": OPERATOR_CONTAINER, "image": "registry.invalid/app-operator:7.10.0"}]}}}});
+        // The record's CRD was created moments ago on this API server:
+        // until the policy's parameter informer has synced it, the policy
+        // refuses (fail closed, "not yet synced"); that answer alone is
+        // waited out.
+        wait::until(
+            &format!("the Deployment in {namespace} applied"),
+            Duration::from_secs(60),
+            || {
+                let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
+                let apply = apply.clone();
+                let deployment = deployment.clone();
+                async move {
+                    match deployments
+                        .patch(DEPLOYMENT, &apply, &Patch::Apply(deployment))
+                        .await
+                    {
+                        Ok(_) => Look::Done(()),
+                        Err(error) if error.to_string().contains("not yet synced") => {
+                            Look::NotYet(error.to_string())
+                        }
+                        Err(error) => panic!("applying the Deployment in {namespace}: {error}"),
+                    }
+                }
+            },
+        )
+        .await;
     }
     let status = |args: &'static [&'static str]| async move {
         tokio::process::Command::new(plugin)
