@@ -636,11 +636,7 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
         cluster.name(),
         arm.describe()
     );
-    if arm.successor == Successor::Naive {
-        println!(
-            "    the naive successor is a MODEL of the feature request's operator: each release's upgrade applies only its own migrations, assuming its predecessor's upgrade happened (never in a catalog users install)"
-        );
-    }
+    say_if_naive(arm);
     println!(
         "\n==> Setting up: catalog served, 7.9.3 installed through OLM (Subscription on 7.9.x), the App of alm-examples on a database of its own, {rows} rows seeded, a writer writing"
     );
@@ -697,6 +693,15 @@ async fn demo(cluster: &LocalCluster, arm: Arm, rows: u64, keep: bool) -> Outcom
         keep,
     )
     .await
+}
+
+/// Says, for the naive successor, that it is a model and never shipped.
+fn say_if_naive(arm: Arm) {
+    if arm.successor == Successor::Naive {
+        println!(
+            "    the naive successor is a MODEL of the feature request's operator: each release's upgrade applies only its own migrations, assuming its predecessor's upgrade happened (never in a release users install)"
+        );
+    }
 }
 
 /// The end of a demo: what happened and what the App's user sees, the
@@ -774,7 +779,8 @@ fn pushed(deployer: Deployer) -> bool {
 }
 
 /// Under the deployers the admission policy holds, with the gate on: the
-/// policy bound to the run's namespace (unbound when the guard drops).
+/// policy bound to the run's namespace (unbound when the guard drops). The
+/// run installed the policy already (`ChainRun::prepare`).
 async fn bind_policy(
     cluster: &LocalCluster,
     run: &ChainRun,
@@ -786,7 +792,7 @@ async fn bind_policy(
     }
     let ns = &run.namespace.name;
     Some(
-        admission_policy::Policy::apply(
+        admission_policy::Policy::bind_installed(
             &cluster.client().await,
             cluster.kubeconfig(),
             &format!("upgrade-gate.dev-{ns}"),
@@ -881,11 +887,7 @@ async fn demo_admitted(
         cluster.name(),
         arm.describe()
     );
-    if arm.successor == Successor::Naive {
-        println!(
-            "    the naive successor is a MODEL of the feature request's operator: each release's upgrade applies only its own migrations, assuming its predecessor's upgrade happened (never in a release users install)"
-        );
-    }
+    say_if_naive(arm);
     println!(
         "\n==> Setting up: 7.9.3 installed by {install}, the App on a database of its own, {rows} rows seeded, a writer writing"
     );

@@ -73,6 +73,18 @@ impl Policy {
         namespaces: &[&str],
     ) -> Policy {
         install(client).await;
+        Self::bind_installed(client, kubeconfig, name, namespaces).await
+    }
+
+    /// [`Policy::apply`] where [`install`] already ran (a chain run of an
+    /// admitted deployer installs before its first release): the
+    /// bindings alone.
+    pub async fn bind_installed(
+        client: &Client,
+        kubeconfig: &Path,
+        name: &str,
+        namespaces: &[&str],
+    ) -> Policy {
         let mut guard = Policy {
             kubeconfig: kubeconfig.to_owned(),
             bindings: Vec::new(),
