@@ -43,6 +43,7 @@
 //! | [`locate`] | which OLM runs, which OperatorCondition guards an operator (fail closed) and who owns its pod: [`locate::Target`], [`locate::find`] |
 //! | [`gate`] | `upgrade-gate hold` / `release` / `status` on top of [`locate`]: the init container's steps and exit codes |
 //! | [`keeper`] | keeps an operator's verdict in its OperatorCondition while it runs: restores it after a deletion or a foreign write, never writes a stale one, writes only while leading |
+//! | [`completion`] | `upgrade-gate keep`: the gate kept for an operator that writes none, from what its custom resources show (a CEL rule per object) |
 //! | [`admission`] | the state the admission policy reads (`manifests/admission/`): which release completed its upgrade, recorded while the operator leads, for every deployer (Helm, `kubectl apply`, OLM) |
 //! | [`leader`] | leader election over a Lease with client-go's rules: one writer of the gate at a time, released on stop |
 //! | [`bundle_lint`] | `upgrade-gate lint-bundle`: what an operator's bundle needs for the gate to hold |
@@ -66,6 +67,7 @@ pub mod bundle_lint;
 pub mod catalog_lint;
 #[doc(hidden)]
 pub mod cli;
+pub mod completion;
 #[doc(hidden)]
 pub mod doc_check;
 #[cfg(test)]
