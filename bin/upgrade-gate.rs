@@ -1,7 +1,8 @@
 //! `upgrade-gate`: the init container that closes the OLM upgrade gate
 //! before the operator starts (`hold`), the tool that opens it (`release`)
 //! or explains it (`status`), records an upgrade for the admission policy
-//! (`record`), the bundle and catalog checkers (`lint-bundle`,
+//! (`record`), keeps it as a sidecar for an operator that writes none
+//! (`keep`), the bundle and catalog checkers (`lint-bundle`,
 //! `lint-catalog`) — and, run under the name `kubectl-upgrade_gate`, the
 //! kubectl plugin (`kubectl upgrade-gate status`). Parses the command line
 //! and calls the library (`upgrade_gate::cli`), which prints the result

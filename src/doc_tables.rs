@@ -20,6 +20,20 @@ fn the_exit_code_table_in_docs_gate_md_is_the_codes() {
 }
 
 #[test]
+fn keeps_exit_code_table_in_docs_gate_md_is_the_codes() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/gate.md");
+    let text = std::fs::read_to_string(&path).expect("docs/gate.md");
+    let wrong = crate::doc_check::exit_table_mismatches(
+        "docs/gate.md",
+        &text,
+        "### keep's exit codes",
+        crate::cli::keep::KEEP_EXIT_CODES,
+    )
+    .expect("the table is readable");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
 fn every_page_in_docs_is_in_the_index() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let index = std::fs::read_to_string(root.join("docs/README.md")).expect("docs/README.md");

@@ -1,5 +1,5 @@
 //! `upgrade-gate`'s command line: `hold`, `release`, `status`, `record`,
-//! and the two linters' subcommands; how each runs and what it prints.
+//! `keep` (its flags in [`super::keep`]) and the two linters' subcommands; how each runs and what it prints.
 //!
 //! Owns: the flags (clap), turning them into the library's inputs
 //! ([`crate::locate::TargetInput`], [`crate::gate::HoldOptions`], …), and
@@ -13,6 +13,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::time::Instant;
 
+use super::keep::{self, KeepArgs, keep_exit_codes_help};
 use super::lint::{
     self, CatalogLintArgs, LintArgs, catalog_lint_exit_codes_help, lint_exit_codes_help,
 };
@@ -89,6 +90,13 @@ enum Command {
     /// Jobs and scripts; a Rust operator keeps it with upgrade_gate::admission::Recorder.
     #[command(after_long_help = exit_codes_help())]
     Record(RecordArgs),
+    /// Keep the gate for an operator that writes none: closed until every object of the given
+    /// custom resources shows this release's upgrade done (a field equal to the release, a
+    /// CEL rule), open then; the OperatorCondition under OLM v0 and, with --record, the
+    /// admission record. A sidecar container beside the operator; writes only while it holds
+    /// its Lease.
+    #[command(after_long_help = keep_exit_codes_help())]
+    Keep(KeepArgs),
     /// Check an operator's bundle (registry+v1 directory) for what the gate needs.
     #[command(after_long_help = lint_exit_codes_help())]
     LintBundle(LintArgs),
@@ -208,11 +216,12 @@ enum Output {
 pub fn main(cli: Cli) -> ExitCode {
     // Every retry logs one line with what failed and when it tries again.
     init_logging_without(cli.logging.log_format, &[KUBE_REQUEST_FAILURES]);
-    match &cli.command {
-        Command::LintBundle(args) => return ExitCode::from(lint::lint_bundles(args)),
-        Command::LintCatalog(args) => return ExitCode::from(lint::lint_catalogs(args)),
-        _ => {}
-    }
+    let command = match cli.command {
+        Command::LintBundle(args) => return ExitCode::from(lint::lint_bundles(&args)),
+        Command::LintCatalog(args) => return ExitCode::from(lint::lint_catalogs(&args)),
+        Command::Keep(args) => return keep::main(args),
+        command => command,
+    };
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
@@ -220,7 +229,7 @@ pub fn main(cli: Cli) -> ExitCode {
     let result = runtime.block_on(async {
         // Installed before any request: as PID 1 an unhandled SIGTERM is ignored.
         let mut stop = shutdown::listen();
-        stop.unless_stopped(run(cli.command))
+        stop.unless_stopped(run(command))
             .await
             .unwrap_or_else(|signal| Err(GateError::Stopped(signal)))
     });
@@ -237,18 +246,30 @@ pub fn main(cli: Cli) -> ExitCode {
 /// The target, the deadline and the client of a cluster command.
 async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), GateError> {
     let deadline = Instant::now() + args.timeout;
-    let given = args
-        .namespace
-        .as_deref()
-        .is_some_and(|n| !n.trim().is_empty());
-    let file = (!given).then(locate::service_account_namespace).flatten();
-    let mut input = TargetInput {
+    let (target, client) = target_and_client(TargetInput {
         name: args.name.as_deref(),
         deployment: args.deployment.as_deref(),
         pod: args.pod.as_deref(),
         namespace: args.namespace.as_deref(),
+        service_account_namespace: None,
+        kubeconfig_namespace: None,
+    })
+    .await?;
+    Ok((target, deadline, client))
+}
+
+/// The target `given` names (its namespace from the flags, the
+/// service-account file, or the kubeconfig context, in that order) and a
+/// client of the cluster.
+pub(super) async fn target_and_client(
+    given: TargetInput<'_>,
+) -> Result<(Target, kube::Client), GateError> {
+    let named = given.namespace.is_some_and(|n| !n.trim().is_empty());
+    let file = (!named).then(locate::service_account_namespace).flatten();
+    let mut input = TargetInput {
         service_account_namespace: file.as_deref(),
         kubeconfig_namespace: None,
+        ..given
     };
     // The cluster's configuration is read before the target is checked
     // only when the kubeconfig context has to name the namespace.
@@ -266,7 +287,7 @@ async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), 
         Some(config) => config,
         None => gate::client_config().await?,
     };
-    Ok((target, deadline, gate::client(config)?))
+    Ok((target, gate::client(config)?))
 }
 
 async fn run(command: Command) -> Result<Outcome, GateError> {
@@ -363,10 +384,10 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
                 wrote,
             })
         }
-        // Checked before the runtime starts (main); no cluster involved.
-        Command::LintBundle(_) | Command::LintCatalog(_) => Err(GateError::InvalidInput(
-            "lint-bundle and lint-catalog run without a cluster".into(),
-        )),
+        // Run before this runtime starts (main).
+        Command::LintBundle(_) | Command::LintCatalog(_) | Command::Keep(_) => Err(
+            GateError::InvalidInput("lint-bundle, lint-catalog and keep run on their own".into()),
+        ),
     }
 }
 

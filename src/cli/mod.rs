@@ -10,6 +10,7 @@
 //! this module.
 
 pub mod commands;
+pub mod keep;
 pub mod kubectl_plugin;
 mod lint;
 

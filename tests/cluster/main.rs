@@ -9,6 +9,7 @@ mod adopt;
 mod adopt_kubebuilder;
 mod faults;
 mod gate;
+mod keep;
 mod manifests;
 mod olm_install;
 mod olm_v1;
