@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::unistd::{Uid, User, chown};
 
-use crate::process::{ProcessError, ProcessRecord, ProcessSpec, StopSignal};
+use crate::process::{ProcessError, ProcessRecord, ProcessSpec, StopSignal, Stopped};
 
 /// A PostgreSQL server the harness can start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -103,6 +103,8 @@ impl Installation {
 }
 const READY_DEADLINE: Duration = Duration::from_secs(30);
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long a killed postmaster's processes may take to notice and exit.
+const LEFT_BEHIND_GONE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum PostgresError {
@@ -131,6 +133,12 @@ pub enum PostgresError {
         "PostgreSQL 18 is not fetched: run `tools/postgresql.sh fetch` (`just test-postgres` does) and set UPGRADE_GATE_PG18_DIR to its server/ directory (`tools/postgresql.sh fetch`/server)"
     )]
     NotFetched,
+    #[error("the server was never started")]
+    NotStarted,
+    #[error("the server still runs: stop or kill it before starting it again")]
+    StillRunning,
+    #[error("processes of the previous server still run after {LEFT_BEHIND_GONE:?}: {0:?}")]
+    LeftBehind(Vec<i32>),
     #[error(transparent)]
     Process(#[from] ProcessError),
 }
@@ -308,6 +316,7 @@ impl TempPostgresBuilder {
         let mut instance = TempPostgres {
             dir: Some(dir),
             record: None,
+            spec: None,
             address: self.listen_address,
             port,
             password: self.superuser_password.clone(),
@@ -375,28 +384,8 @@ impl TempPostgresBuilder {
         if let Some(netns) = &self.netns {
             spec = spec.in_netns(format!("/run/netns/{netns}"));
         }
-        let record = spec.start()?;
-        instance.record = Some(record.clone());
-        let pg_isready = bin_dir.join("pg_isready");
-        record
-            .wait_ready(READY_DEADLINE, || {
-                let mut check = tokio::process::Command::new(&pg_isready);
-                check
-                    .arg("--host")
-                    .arg(&root)
-                    .arg("--port")
-                    .arg(port.to_string())
-                    .arg("--username=postgres");
-                async move {
-                    let output = check.output().await.map_err(|e| e.to_string())?;
-                    if output.status.success() {
-                        Ok(())
-                    } else {
-                        Err(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-                    }
-                }
-            })
-            .await?;
+        instance.spec = Some(spec);
+        instance.launch().await?;
         instance.psql(
             "postgres",
             &format!(
@@ -542,6 +531,8 @@ fn make_template(
 pub struct TempPostgres {
     dir: Option<tempfile::TempDir>,
     record: Option<ProcessRecord>,
+    /// How the postmaster is started (again, by [`Self::start_again`]).
+    spec: Option<ProcessSpec>,
     address: IpAddr,
     port: u16,
     password: String,
@@ -655,6 +646,78 @@ impl TempPostgres {
         })
     }
 
+    /// Starts the postmaster from its spec and waits until it accepts
+    /// connections on its socket.
+    async fn launch(&mut self) -> Result<Duration, PostgresError> {
+        let spec = self.spec.clone().ok_or(PostgresError::NotStarted)?;
+        let record = spec.start()?;
+        self.record = Some(record.clone());
+        let (pg_isready, socket_dir, port) = (
+            self.bin_dir.join("pg_isready"),
+            self.dir().to_owned(),
+            self.port,
+        );
+        let waited = record
+            .wait_ready(READY_DEADLINE, || {
+                let mut check = tokio::process::Command::new(&pg_isready);
+                check
+                    .arg("--host")
+                    .arg(&socket_dir)
+                    .arg("--port")
+                    .arg(port.to_string())
+                    .arg("--username=postgres");
+                async move {
+                    let output = check.output().await.map_err(|e| e.to_string())?;
+                    if output.status.success() {
+                        Ok(())
+                    } else {
+                        Err(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+                    }
+                }
+            })
+            .await?;
+        Ok(waited)
+    }
+
+    /// Stops the server with a fast shutdown (SIGINT: every session ended,
+    /// open transactions rolled back, a checkpoint written), SIGKILL after
+    /// a grace period, and returns once it is gone. The data directory
+    /// stays, for [`Self::start_again`].
+    pub fn shut_down_server(&mut self) -> Stopped {
+        self.record
+            .as_ref()
+            .map_or(Stopped::AlreadyGone, |record| record.stop(STOP_GRACE))
+    }
+
+    /// Kills the postmaster alone with SIGKILL, as a crash would: its
+    /// backends and auxiliary processes, left behind, notice and exit on
+    /// their own; nothing is checkpointed, so the next start recovers from
+    /// the WAL. Returns once the postmaster is gone.
+    pub fn kill_postmaster(&mut self) -> Stopped {
+        self.record
+            .as_ref()
+            .map_or(Stopped::AlreadyGone, ProcessRecord::kill)
+    }
+
+    /// Starts the server again on its data directory, once the previous
+    /// postmaster and every process of it are gone (after
+    /// [`Self::kill_postmaster`] its backends exit on their own; a new
+    /// postmaster refuses shared memory still attached), and returns once
+    /// it accepts connections, with how long the start took (crash
+    /// recovery included).
+    pub async fn start_again(&mut self) -> Result<Duration, PostgresError> {
+        if self.record.as_ref().is_some_and(ProcessRecord::is_running) {
+            return Err(PostgresError::StillRunning);
+        }
+        let data = self.data_dir();
+        let gone =
+            crate::process::wait_until(|| server_processes(&data).is_empty(), LEFT_BEHIND_GONE);
+        if !gone {
+            return Err(PostgresError::LeftBehind(server_processes(&data)));
+        }
+        self.launch().await
+    }
+
     fn shut_down(&mut self) {
         if let Some(record) = self.record.take() {
             record.stop(STOP_GRACE);
@@ -670,6 +733,20 @@ impl Drop for TempPostgres {
     fn drop(&mut self) {
         self.shut_down();
     }
+}
+
+/// The processes working in the data directory `data`: a postmaster and
+/// every process it started (they all run there), whether or not their
+/// postmaster is alive. Zombies have no working directory.
+fn server_processes(data: &Path) -> Vec<i32> {
+    let data = data.canonicalize().unwrap_or_else(|_| data.to_owned());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == data))
+        .collect()
 }
 
 /// Whether `user` may traverse every directory down to `path`.
@@ -879,11 +956,58 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn a_stopped_or_killed_server_starts_again_on_its_data() {
+        let mut pg = TempPostgres::builder()
+            .start()
+            .await
+            .expect("throwaway PostgreSQL (needs root and postgresql-15)");
+        pg.psql(
+            "postgres",
+            "CREATE TABLE kept (n int); INSERT INTO kept VALUES (1)",
+        )
+        .expect("write");
+        assert!(
+            matches!(pg.start_again().await, Err(PostgresError::StillRunning)),
+            "a running server is not started twice"
+        );
+        assert_eq!(pg.shut_down_server(), Stopped::OnSignal);
+        pg.start_again().await.expect("start after a fast shutdown");
+        pg.psql("postgres", "INSERT INTO kept VALUES (2)")
+            .expect("write");
+        let data = pg.data_dir();
+        assert!(
+            server_processes(&data).len() > 1,
+            "a running postmaster and its auxiliary processes work in its data directory"
+        );
+        assert_eq!(pg.kill_postmaster(), Stopped::Killed);
+        pg.start_again().await.expect("start after a crash");
+        assert_eq!(
+            pg.psql(
+                "postgres",
+                "SELECT string_agg(n::text, ',' ORDER BY n) FROM kept"
+            )
+            .expect("read")
+            .trim(),
+            "1,2",
+            "every committed row survives both"
+        );
+        let dir = pg.dir().to_owned();
+        drop(pg);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+        assert_eq!(
+            server_processes(&data),
+            Vec::<i32>::new(),
+            "no process left"
+        );
+    }
+
     #[test]
     fn invalid_database_names_are_refused_before_sql() {
         let pg = TempPostgres {
             dir: None,
             record: None,
+            spec: None,
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 1,
             password: "pw".into(),
@@ -903,6 +1027,7 @@ mod tests {
         let pg = TempPostgres {
             dir: None,
             record: None,
+            spec: None,
             address: "::1".parse().expect("v6"),
             port: 5433,
             password: "pw".into(),

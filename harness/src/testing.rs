@@ -6,8 +6,11 @@
 //! rights under test, with tokens from the TokenRequest API.
 //!
 //! Creates only namespaced objects in the test's namespace (and the
-//! namespace itself); never tears the shared cluster down.
+//! namespace itself), and for a test that restarts its database server, a
+//! PostgreSQL of its own in the cluster's network namespace; never tears
+//! the shared cluster down.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,6 +22,7 @@ use kube::config::AuthInfo;
 use kube::{Api, Client};
 
 use crate::layout::ClusterName;
+use crate::postgres::TempPostgres;
 use crate::process::ProcessRecord;
 
 /// How to get a cluster, quoted by every panic about a missing one.
@@ -100,6 +104,52 @@ impl TestCluster {
             .restart_olm()
             .await
             .unwrap_or_else(|error| panic!("restarting olm on cluster {}: {error}", self.name))
+    }
+}
+
+impl TestCluster {
+    /// A PostgreSQL server of one test's own beside the cluster's: in the
+    /// cluster's network namespace on the node IP at `port` (not the
+    /// cluster server's), reachable from this process and from pods as the
+    /// cluster's is, so a test can stop, kill and start it again without
+    /// disturbing the other tests. Its directory is under the cluster's
+    /// state directory (reusing the cluster's `initdb` template; the
+    /// cluster's teardown ends the server and removes it should the test
+    /// process die), its log in the cluster's log directory
+    /// (`postgres-<port>.log`). Stopped and removed when dropped.
+    pub async fn private_postgres(&self, port: u16) -> TempPostgres {
+        assert_ne!(
+            port,
+            crate::layout::POSTGRES_PORT,
+            "port {port} is the cluster's PostgreSQL"
+        );
+        let cluster = crate::cluster::Cluster::attach(&self.name)
+            .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"));
+        let layout = cluster.layout();
+        TempPostgres::builder()
+            .netns(layout.machine().netns)
+            .listen_address(IpAddr::V4(layout.node_ip()))
+            .port(port)
+            .hba_line(format!("host all all {} scram-sha-256", layout.pod_cidr()))
+            .hba_line(format!(
+                "host all all {}/32 scram-sha-256",
+                layout.host_ip()
+            ))
+            .base_dir(layout.path("postgres"))
+            .log_file(
+                layout
+                    .machine()
+                    .log_dir
+                    .join(format!("postgres-{port}.log")),
+            )
+            .start()
+            .await
+            .unwrap_or_else(|error| {
+                panic!(
+                    "starting a PostgreSQL on port {port} in cluster {}: {error}",
+                    self.name
+                )
+            })
     }
 }
 
