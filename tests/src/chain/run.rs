@@ -43,7 +43,7 @@ use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout};
 use super::judge::{self, Chain, Deployer, EndChecks, Verdict};
 use super::pipeline::{Pipeline, Pushed};
-use super::record::{Recorders, app_api, csv_api, dynamic_api, read_history};
+use super::record::{HistoryPaused, Recorders, app_api, csv_api, dynamic_api, read_history};
 use super::timeline::{self, Event, Fact, JobChange, PodKind, Timeline};
 use super::writer::{self, RunningWriter, WriterVerdict};
 use crate::cluster_database::TestDatabase;
@@ -115,6 +115,10 @@ pub struct RunOptions {
     /// bundles' test variant (`--successor naive`, [`super::arm::Arm::release_flags`]);
     /// OLM v0's variants are in `catalog_dir`.
     pub release_variant: Vec<&'static str>,
+    /// The admin URL of the PostgreSQL server the run's database is made
+    /// on, reachable from this process and from pods (`None`: the
+    /// cluster's): a server of the test's own, which it may restart.
+    pub database_server: Option<String>,
 }
 
 impl RunOptions {
@@ -138,6 +142,7 @@ impl RunOptions {
             to_channel: "7.10.x".to_owned(),
             chain_deadline: Duration::from_secs(600),
             release_variant: Vec::new(),
+            database_server: None,
         }
     }
 }
@@ -362,20 +367,17 @@ impl ChainRun {
         };
 
         let database_name = ns.replace('-', "_");
+        let server = options
+            .database_server
+            .as_deref()
+            .unwrap_or_else(|| cluster.database_url());
         let database = match &options.data {
-            Data::Seed { .. } => TestDatabase::create(cluster.database_url(), &database_name).await,
+            Data::Seed { .. } => TestDatabase::create(server, &database_name).await,
             Data::Migrated { rows } => {
-                create_at_release(
-                    cluster.database_url(),
-                    &database_name,
-                    &options.chain.from,
-                    *rows,
-                )
-                .await
+                create_at_release(server, &database_name, &options.chain.from, *rows).await
             }
             Data::Template { database, .. } => {
-                TestDatabase::create_from_template(cluster.database_url(), &database_name, database)
-                    .await
+                TestDatabase::create_from_template(server, &database_name, database).await
             }
         };
         let timeline = Timeline::new();
@@ -505,6 +507,13 @@ impl ChainRun {
 
     pub fn client(&self) -> Client {
         self.namespace.client()
+    }
+
+    /// Pauses the poll of the migration history until the guard drops
+    /// ([`Recorders::pause_history`]: for a caller that takes the
+    /// database's server down, and answers for the window).
+    pub fn pause_history(&self) -> HistoryPaused {
+        self.recorders.pause_history()
     }
 
     /// Records something the caller did to the chain.
