@@ -13,6 +13,8 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -80,6 +82,16 @@ pub fn app_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
 pub struct Recorders {
     _histories: Vec<Box<dyn Any + Send + Sync>>,
     tasks: Vec<JoinHandle<()>>,
+    history_paused: Arc<AtomicBool>,
+}
+
+/// The history poll paused ([`Recorders::pause_history`]) until this drops.
+pub struct HistoryPaused(Arc<AtomicBool>);
+
+impl Drop for HistoryPaused {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Recorders {
@@ -103,6 +115,7 @@ impl Recorders {
         let mut recorders = Recorders {
             _histories: Vec::new(),
             tasks: Vec::new(),
+            history_paused: Arc::new(AtomicBool::new(false)),
         };
         let as_json = |derive: fn(Option<&Value>, &Value, bool) -> Vec<Fact>| {
             move |previous: Option<&Value>, current: &Value, deleted: bool| {
@@ -152,8 +165,21 @@ impl Recorders {
         recorders.tasks.push(tokio::spawn(poll_history(
             database_url.to_owned(),
             timeline.clone(),
+            recorders.history_paused.clone(),
         )));
         recorders
+    }
+
+    /// Stops reading the migration history until the guard drops, for a
+    /// caller that takes the database's server down on purpose: reads can
+    /// only fail then, and each failure would be a gap in the record. The
+    /// caller answers for the window: the history cannot change in it
+    /// unseen (the server is down, or the one writer of the history is
+    /// held). The first read after it reports what changed meanwhile, as
+    /// between any two reads.
+    pub fn pause_history(&self) -> HistoryPaused {
+        self.history_paused.store(true, Ordering::SeqCst);
+        HistoryPaused(self.history_paused.clone())
     }
 
     /// Starts watching the Apps of `namespace`: once the first release is
@@ -389,7 +415,7 @@ pub fn history_facts(before: &[HistoryRow], now: &[HistoryRow]) -> Vec<Fact> {
     facts
 }
 
-async fn poll_history(url: String, timeline: Timeline) {
+async fn poll_history(url: String, timeline: Timeline, paused: Arc<AtomicBool>) {
     let mut seen: Vec<HistoryRow> = Vec::new();
     let mut session: Option<tokio_postgres::Client> = None;
     let mut failing = false;
@@ -397,6 +423,9 @@ async fn poll_history(url: String, timeline: Timeline) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
+        if paused.load(Ordering::SeqCst) {
+            continue;
+        }
         let read = read_once(&url, &mut session).await;
         match read {
             Ok(now) => {
@@ -417,27 +446,37 @@ async fn poll_history(url: String, timeline: Timeline) {
     }
 }
 
-/// One read of the history on the poll's session (opened when needed).
+/// One read of the history on the poll's session (opened when needed). A
+/// session the server ended since the last read (a restart) is opened
+/// again and the read made on the new one: a stale session is no gap.
 async fn read_once(
     url: &str,
     session: &mut Option<tokio_postgres::Client>,
 ) -> Result<Vec<HistoryRow>, String> {
-    if session
-        .as_ref()
-        .is_none_or(tokio_postgres::Client::is_closed)
-    {
-        let (client, connection) = tokio_postgres::connect(url, NoTls)
-            .await
-            .map_err(|error| format!("connecting: {error}"))?;
-        tokio::spawn(connection);
-        *session = Some(client);
+    let reused = session.as_ref().is_some_and(|client| !client.is_closed());
+    match read_on(url, session).await {
+        Err(error) if reused && error.is_closed() => {
+            *session = None;
+            read_on(url, session).await
+        }
+        read => read,
     }
-    let Some(client) = session.as_ref() else {
-        return Err("no session".to_owned());
+    .map_err(|error| format!("reading: {error}"))
+}
+
+async fn read_on(
+    url: &str,
+    session: &mut Option<tokio_postgres::Client>,
+) -> Result<Vec<HistoryRow>, tokio_postgres::Error> {
+    let client = match session.take() {
+        Some(client) if !client.is_closed() => session.insert(client),
+        _ => {
+            let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+            tokio::spawn(connection);
+            session.insert(client)
+        }
     };
-    read_history(client)
-        .await
-        .map_err(|error| format!("reading: {error}"))
+    read_history(client).await
 }
 
 #[cfg(test)]
