@@ -13,6 +13,7 @@
 //! | [`process_output`] | assertions on a finished process's output |
 //! | [`gate_process`] | the `upgrade-gate` binary run on the host |
 //! | [`cluster_database`] | a test's database on the cluster's PostgreSQL |
+//! | [`schema_release`] | which release's schema a database is exactly at (7.9.3 or 7.10.0, or between) |
 //! | [`backup_volume`] | the backup claim an upgrade Job mounts |
 //! | [`operator_install`] | `app-operator` installed from `manifests/` |
 //! | [`helm`] | the operator's chart installed and upgraded by the `helm` CLI |
@@ -41,6 +42,7 @@ pub mod object_history;
 pub mod olm_v1;
 pub mod operator_install;
 pub mod process_output;
+pub mod schema_release;
 pub mod wait;
 
 use std::path::PathBuf;
