@@ -13,6 +13,7 @@ use super::{Finding, Rule, Severity};
 
 /// The env var that names the OperatorCondition.
 const CONDITION_NAME_ENV: &str = "OPERATOR_CONDITION_NAME";
+const CSV_NAME_ENV: &str = "UPGRADE_GATE_CSV_NAME";
 /// The annotation `kubectl` reads for a pod's default container.
 const DEFAULT_CONTAINER_ANNOTATION: &str = "kubectl.kubernetes.io/default-container";
 
@@ -153,32 +154,49 @@ fn check_commands(findings: &mut Findings<'_>, deployments: &[Value]) {
     }
 }
 
-/// The name `hold` is given: `--name X` / `--name=X`, else the
-/// `OPERATOR_CONDITION_NAME` env entry. `Err`: set, but not literally.
-fn configured_name(container: &Value) -> Option<Result<(String, String), String>> {
+/// A name given to `hold`: (its value, where), or where it is set other
+/// than literally.
+type GivenName = Result<(String, String), String>;
+
+/// The names `hold` is given, each with the variable that names it: `--name X` /
+/// `--name=X`, else the `OPERATOR_CONDITION_NAME` env entry; `--csv-name`,
+/// else `UPGRADE_GATE_CSV_NAME` (the name written for OLM's installs in
+/// manifests also deployed without OLM). A value `Err`: set, but not
+/// literally.
+fn configured_names(container: &Value) -> Vec<(&'static str, GivenName)> {
     let argv = argv(container);
-    for (index, argument) in argv.iter().enumerate() {
-        if let Some(value) = argument.strip_prefix("--name=") {
-            return Some(Ok((value.to_owned(), "args".to_owned())));
-        }
-        if *argument == "--name" {
-            return Some(
+    let env = list(&container["env"]);
+    let mut names = Vec::new();
+    for (flag, variable) in [("--name", CONDITION_NAME_ENV), ("--csv-name", CSV_NAME_ENV)] {
+        let from_args = argv.iter().enumerate().find_map(|(index, argument)| {
+            if let Some(value) = argument
+                .strip_prefix(flag)
+                .and_then(|v| v.strip_prefix('='))
+            {
+                return Some(Ok((value.to_owned(), "args".to_owned())));
+            }
+            (*argument == flag).then(|| {
                 argv.get(index + 1)
                     .map(|value| ((*value).to_owned(), "args".to_owned()))
-                    .ok_or_else(|| "args".to_owned()),
-            );
+                    .ok_or_else(|| "args".to_owned())
+            })
+        });
+        let from_env = || {
+            env.iter().enumerate().find_map(|(index, entry)| {
+                (text(&entry["name"]) == variable).then(|| {
+                    let field = format!("env[{index}]");
+                    match entry.get("value").and_then(Value::as_str) {
+                        Some(value) => Ok((value.to_owned(), format!("{field}.value"))),
+                        None => Err(field),
+                    }
+                })
+            })
+        };
+        if let Some(found) = from_args.or_else(from_env) {
+            names.push((variable, found));
         }
     }
-    let env = list(&container["env"]);
-    env.iter().enumerate().find_map(|(index, entry)| {
-        (text(&entry["name"]) == CONDITION_NAME_ENV).then(|| {
-            let field = format!("env[{index}]");
-            match entry.get("value").and_then(Value::as_str) {
-                Some(value) => Ok((value.to_owned(), format!("{field}.value"))),
-                None => Err(field),
-            }
-        })
-    })
+    names
 }
 
 /// Checks one CSV (as parsed from `file`). `must_run`: releases whose
@@ -252,23 +270,28 @@ fn check_deployment(findings: &mut Findings<'_>, csv_name: &str, index: usize, d
                 "restartPolicy: Always makes the gate a native sidecar: the kubelet starts the operator's containers as soon as it has started, not once hold has confirmed the gate, and restarts it whenever it exits, so every restart runs hold again and closes the gate the operator opened; remove restartPolicy (an init container then runs to completion before the next starts)".into(),
             );
         }
-        match configured_name(container) {
-            None => findings.error(
+        let names = configured_names(container);
+        if names.is_empty() {
+            findings.error(
                 Rule::ConditionName,
                 format!("{field}.env"),
-                format!("no {CONDITION_NAME_ENV}: OLM injects it into containers, never into init containers; add {{name: {CONDITION_NAME_ENV}, value: {csv_name}}} (the CSV's metadata.name)"),
-            ),
-            Some(Err(place)) => findings.error(
-                Rule::ConditionName,
-                format!("{field}.{place}"),
-                format!("{CONDITION_NAME_ENV} must be written literally (value: {csv_name}); OLM fills no valueFrom with the CSV's name"),
-            ),
-            Some(Ok((value, place))) if value != csv_name => findings.error(
-                Rule::ConditionName,
-                format!("{field}.{place}"),
-                format!("the OperatorCondition name is {value:?} but the CSV is {csv_name:?}: a copied CSV that kept its predecessor's name closes the wrong gate"),
-            ),
-            Some(Ok(_)) => {}
+                format!("no {CONDITION_NAME_ENV}: OLM injects it into containers, never into init containers; add {{name: {CONDITION_NAME_ENV}, value: {csv_name}}} (the CSV's metadata.name), or {CSV_NAME_ENV} with POD_NAME where the same manifests are also deployed without OLM"),
+            );
+        }
+        for (variable, name) in names {
+            match name {
+                Err(place) => findings.error(
+                    Rule::ConditionName,
+                    format!("{field}.{place}"),
+                    format!("{variable} must be written literally (value: {csv_name}); OLM fills no valueFrom with the CSV's name"),
+                ),
+                Ok((value, place)) if value != csv_name => findings.error(
+                    Rule::ConditionName,
+                    format!("{field}.{place}"),
+                    format!("the OperatorCondition name is {value:?} ({variable}) but the CSV is {csv_name:?}: a copied CSV that kept its predecessor's name closes the wrong gate"),
+                ),
+                Ok(_) => {}
+            }
         }
     }
     check_strategy(findings, &base, spec);

@@ -79,6 +79,19 @@ fn a_good_csv_passes() {
     assert_eq!(check_csv(&good(), FILE, &[]), []);
 }
 
+/// The kustomize component's way (docs/adopt.md, "With operator-sdk or
+/// kubebuilder"): the CSV name in `UPGRADE_GATE_CSV_NAME`, with `POD_NAME`
+/// so that `make deploy`'s pod is seen not to be OLM's.
+#[test]
+fn a_csv_name_for_olms_installs_passes() {
+    let mut csv = good();
+    pod(&mut csv)["initContainers"][0]["env"] = json!([
+        {"name": "UPGRADE_GATE_CSV_NAME", "value": "op.v1.1.0"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    ]);
+    assert_eq!(check_csv(&csv, FILE, &[]), []);
+}
+
 #[test]
 fn broken_copies_are_caught_by_rule_and_field() {
     let cases: Vec<(&str, Break, Rule, Severity, String)> = vec![
@@ -171,6 +184,28 @@ fn broken_copies_are_caught_by_rule_and_field() {
                 pod(csv)["initContainers"][0]["env"] = json!([]);
                 pod(csv)["initContainers"][0]["command"] = json!(["/upgrade-gate"]);
                 pod(csv)["initContainers"][0]["args"] = json!(["hold", "--name", "op.v1.0.0"]);
+            },
+            Rule::ConditionName,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].args"),
+        ),
+        (
+            "a copied CSV name (UPGRADE_GATE_CSV_NAME) beside a right OPERATOR_CONDITION_NAME",
+            |csv| {
+                pod(csv)["initContainers"][0]["env"]
+                    .as_array_mut()
+                    .expect("env")
+                    .push(json!({"name": "UPGRADE_GATE_CSV_NAME", "value": "op.v1.0.0"}));
+            },
+            Rule::ConditionName,
+            Severity::Error,
+            format!("{DEPLOYMENT}.template.spec.initContainers[0].env[1].value"),
+        ),
+        (
+            "a wrong --csv-name",
+            |csv| {
+                pod(csv)["initContainers"][0]["env"] = json!([]);
+                pod(csv)["initContainers"][0]["args"] = json!(["hold", "--csv-name=op.v1.0.0"]);
             },
             Rule::ConditionName,
             Severity::Error,

@@ -140,6 +140,12 @@ struct TargetArgs {
     /// OPERATOR_CONDITION_NAME into init containers, so set it literally in the CSV.
     #[arg(long, env = "OPERATOR_CONDITION_NAME")]
     name: Option<String>,
+    /// The CSV's metadata.name when OLM installs this pod's Deployment, written into manifests
+    /// that are also deployed without OLM (a kustomize component's, `make deploy`): used only
+    /// where the pod's owners are OLM's (POD_NAME and `get` on pods, replicasets and
+    /// deployments to see them); where they cannot be read, used as is.
+    #[arg(long, env = "UPGRADE_GATE_CSV_NAME")]
+    csv_name: Option<String>,
     /// The operator Deployment: its `olm.owner` label or ClusterServiceVersion ownerReference
     /// gives the name, or checks the configured one (needs `get` on that Deployment).
     #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
@@ -248,6 +254,7 @@ async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), 
     let deadline = Instant::now() + args.timeout;
     let (target, client) = target_and_client(TargetInput {
         name: args.name.as_deref(),
+        csv_name: args.csv_name.as_deref(),
         deployment: args.deployment.as_deref(),
         pod: args.pod.as_deref(),
         namespace: args.namespace.as_deref(),

@@ -596,6 +596,7 @@ fn at_start_of_pod_chain(name: Option<&str>) -> Target {
     Target {
         namespace: NAMESPACE.into(),
         name: name.map(Into::into),
+        csv_name: None,
         pod: Some(POD.into()),
         deployment: None,
     }
@@ -890,6 +891,7 @@ async fn the_deployment_flag_finds_or_checks_the_name_and_plain_deployments_are_
     let by_deployment = |name: Option<&str>| Target {
         namespace: NAMESPACE.into(),
         name: name.map(Into::into),
+        csv_name: None,
         deployment: Some(DEPLOYMENT.into()),
         pod: None,
     };
@@ -947,4 +949,63 @@ async fn a_pod_of_an_olm_v1_extension_is_outside_the_gate_where_both_olms_run() 
         "{result:?}"
     );
     assert!(log.iter().all(|request| request.path != OBJECT));
+}
+
+/// Issue 40: the name a kustomize component writes for OLM's installs
+/// (`UPGRADE_GATE_CSV_NAME`) is also in `make deploy`'s Deployment. Where
+/// OLM v0 runs but did not install the pod, `hold` sees that through the
+/// owner chain and does nothing, in one line saying why; where OLM did, it
+/// holds that CSV's gate; where the chain cannot be read, it holds (the
+/// safe choice on OLM's install) and fails closed elsewhere.
+#[tokio::test(start_paused = true)]
+async fn a_csv_name_is_used_only_where_olm_installed_the_pod() {
+    let with_csv_name = |csv_name: &str| Target {
+        csv_name: Some(csv_name.into()),
+        ..at_start_of_pod_chain(None)
+    };
+
+    let cluster = with_pod_chain(fake(Some(fresh())), json!({"app": "x"}));
+    let (result, log, _) = hold_with(cluster, with_csv_name(NAME), Duration::from_secs(60)).await;
+    assert_eq!(gate::exit_code(&result), 0, "{result:?}");
+    match &result {
+        Ok(Outcome::OutsideOlm(outside @ OutsideOlm::NotManagedByOlm { csv_name, .. })) => {
+            assert_eq!(csv_name.as_deref(), Some(NAME));
+            let line = outside.to_string();
+            assert!(
+                line.contains("was not installed by OLM") && line.contains("UPGRADE_GATE_CSV_NAME"),
+                "{line}"
+            );
+        }
+        other => panic!("not installed by OLM: {other:?}"),
+    }
+    assert!(
+        log.iter().all(|request| request.path != OBJECT),
+        "the OperatorCondition was not touched"
+    );
+
+    let cluster = with_pod_chain(fake(Some(fresh())), olm_owner(NAME));
+    let (result, _, _) = hold_with(cluster, with_csv_name(NAME), Duration::from_secs(60)).await;
+    assert_held(&result, true);
+
+    let cluster = with_pod_chain(fake(Some(fresh())), olm_owner(NAME));
+    let (result, _, _) = hold_with(
+        cluster,
+        with_csv_name("widget-operator.v0.1.0"),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        gate::exit_code(&result),
+        14,
+        "a copied name is refused: {result:?}"
+    );
+
+    let mut forbidden = with_pod_chain(fake(Some(fresh())), olm_owner(NAME));
+    forbidden.faults = vec![Fault::new(
+        On::Path(pod_path(NAMESPACE, POD)),
+        403,
+        usize::MAX,
+    )];
+    let (result, _, _) = hold_with(forbidden, with_csv_name(NAME), Duration::from_secs(60)).await;
+    assert_held(&result, true);
 }

@@ -253,7 +253,9 @@ pub async fn status(
     let name = match located {
         Located::Gate { name, .. } => name,
         Located::Outside(
-            outside @ (OutsideOlm::NotManagedByOlm { .. } | OutsideOlm::ManagedByOlmV1 { .. }),
+            outside @ (OutsideOlm::NotManagedByOlm { .. }
+            | OutsideOlm::NotADeployment { .. }
+            | OutsideOlm::ManagedByOlmV1 { .. }),
         ) => {
             return Ok(Outcome::OutsideOlm(outside));
         }

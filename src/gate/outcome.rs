@@ -352,6 +352,7 @@ mod tests {
             (
                 "name mismatch",
                 Err(GateError::Setup(SetupError::NameMismatch {
+                    setting: crate::locate::NAME_SETTING,
                     configured: "a.v1".into(),
                     deployment: "op".into(),
                     csv: "b.v1".into(),

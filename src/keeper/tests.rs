@@ -118,6 +118,7 @@ fn target() -> Target {
     Target {
         namespace: NAMESPACE.to_owned(),
         name: Some(NAME.to_owned()),
+        csv_name: None,
         deployment: None,
         pod: None,
     }

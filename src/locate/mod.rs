@@ -42,7 +42,8 @@ pub use owner_chain::{
     OLM_V1_OWNER_NAME_LABEL, Owner, controller_of, deployment_owner, owning_csv, read_chain,
 };
 pub use setup::{
-    ADD_NAME_TO_CSV, Located, NameFound, OLM_V1_PROTECTION, OutsideOlm, SetupError, decide,
+    ADD_NAME_TO_CSV, CSV_NAME_SETTING, Located, NAME_SETTING, NameFound, Names, OLM_V1_PROTECTION,
+    OutsideOlm, SetupError, decide,
 };
 pub use target::{
     InvalidTarget, NamespaceSource, SERVICE_ACCOUNT_NAMESPACE_FILE, Target, TargetInput,
@@ -85,10 +86,17 @@ pub async fn find(
     if let Chain::Unreadable(why) = &chain {
         tracing::info!(%why, "the pod's owners cannot be read (get on pods, replicasets and deployments is optional)");
     }
-    let located = decide(olm, target.name.as_deref(), &chain)?;
+    let names = Names {
+        configured: target.name.as_deref(),
+        csv: target.csv_name.as_deref(),
+    };
+    let located = decide(olm, names, &chain)?;
     if let Located::Gate { name, found } = &located {
         match found {
             NameFound::Configured => {}
+            NameFound::CsvNameUnchecked { why } => {
+                tracing::warn!(operator_condition = %name, %why, "using the CSV name ({CSV_NAME_SETTING}) without knowing whether OLM installed this pod: on OLM's install that is its gate; anywhere else no one makes that OperatorCondition and the wait fails (closed): let the pod get pods, replicasets and deployments, and set POD_NAME, so a Deployment OLM did not install is seen as such")
+            }
             NameFound::ConfirmedByOwner { deployment } => {
                 tracing::info!(operator_condition = %name, %deployment, "the pod's Deployment belongs to the configured CSV")
             }

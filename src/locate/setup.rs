@@ -6,21 +6,52 @@
 //! not touch: the cluster (the observations come from
 //! [`super::detect`] and [`super::owner_chain`]).
 //!
+//! Two names can be given, and they mean different things: the configured
+//! name (`--name`, `OPERATOR_CONDITION_NAME`) is the one a person asked for,
+//! used wherever the pod runs; the CSV name (`--csv-name`,
+//! `UPGRADE_GATE_CSV_NAME`) is the one written into a Deployment for OLM's
+//! installs of it (a kustomize component writes it into every build,
+//! `make deploy`'s too), used only where OLM installed the pod.
+//!
 //! The rules:
 //! - No OLM API served: nothing to gate. OLM v1 only: nothing to gate
 //!   either (v1 has no OperatorConditions) — said so in one line.
 //! - OLM v0 served, the chain names the pod's CSV: that is the name; a
-//!   configured name that differs is refused ([`SetupError::NameMismatch`]).
-//! - OLM v0 served, the chain shows a Deployment OLM did not make: a
-//!   configured name is used as given (an OperatorCondition made by hand);
-//!   without one there is nothing to gate.
+//!   configured or CSV name that differs is refused
+//!   ([`SetupError::NameMismatch`]).
 //! - OLM v0 served, the chain shows an OLM v1 ClusterExtension: nothing to gate.
-//! - OLM v0 served and no chain (not asked, or unreadable: the rights are
-//!   optional): a configured name is used; without one the gate fails
+//! - OLM v0 served, a configured name and no CSV owner (a Deployment OLM
+//!   did not make, a Job, no chain): the configured name is used as given
+//!   (an OperatorCondition made by hand).
+//! - OLM v0 served, only a CSV name, and the chain shows a pod OLM did not
+//!   install (a Deployment without OLM's marks, or no Deployment at all):
+//!   nothing to gate — the name is for OLM's installs, and this is not one
+//!   (`make deploy` on a cluster that also runs OLM).
+//! - OLM v0 served, only a CSV name, and the chain cannot tell (unreadable,
+//!   not asked, or `olm.managed` without a CSV): the CSV name is used. On
+//!   OLM's install that is the right gate; elsewhere `hold` waits for an
+//!   OperatorCondition nobody makes and fails — closed, never open.
+//! - OLM v0 served and no name at all: the chain's CSV, or nothing to gate
+//!   for a Deployment without OLM's marks; otherwise the gate fails
 //!   ([`SetupError::NameUnknown`]) — it never passes silently under OLM v0.
 
 use super::detect::Olm;
 use super::owner_chain::{Chain, Owner};
+
+/// What the gate was told about the name ([`decide`]'s input).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Names<'a> {
+    /// `--name`, `OPERATOR_CONDITION_NAME`: the name a person asked for.
+    pub configured: Option<&'a str>,
+    /// `--csv-name`, `UPGRADE_GATE_CSV_NAME`: the CSV's name when OLM
+    /// installs this Deployment; used only where the pod is OLM's.
+    pub csv: Option<&'a str>,
+}
+
+/// The setting that gives the CSV name, as a person writes it.
+pub const CSV_NAME_SETTING: &str = "UPGRADE_GATE_CSV_NAME (or --csv-name)";
+/// The setting that gives the configured name, as a person writes it.
+pub const NAME_SETTING: &str = "OPERATOR_CONDITION_NAME (or --name)";
 
 /// How the name was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,7 +59,14 @@ pub enum NameFound {
     /// Configured (`--name`, `OPERATOR_CONDITION_NAME`); the chain could
     /// not confirm or contradict it.
     Configured,
-    /// Configured, and the pod's Deployment belongs to the CSV of that name.
+    /// The CSV name (`--csv-name`, `UPGRADE_GATE_CSV_NAME`), which the
+    /// chain could not check: holding is the safe choice where OLM may have
+    /// installed the pod.
+    CsvNameUnchecked {
+        /// Why the chain could not tell whether OLM installed the pod.
+        why: String,
+    },
+    /// Configured or the CSV name, and the pod's Deployment belongs to the CSV of that name.
     ConfirmedByOwner {
         /// The Deployment whose owner confirmed it.
         deployment: String,
@@ -74,6 +112,18 @@ pub enum OutsideOlm {
     NotManagedByOlm {
         /// The pod's Deployment.
         deployment: String,
+        /// The CSV name it was given for OLM's installs, which this is not.
+        csv_name: Option<String>,
+    },
+    /// The pod is not run by a Deployment (OLM v0 installs operators only
+    /// as Deployments) and only a CSV name is given.
+    NotADeployment {
+        /// The pod.
+        pod: String,
+        /// Its controller as `Kind/name`, if it has one.
+        controller: Option<String>,
+        /// The CSV name it was given for OLM's installs, which this is not.
+        csv_name: String,
     },
 }
 
@@ -98,9 +148,28 @@ impl std::fmt::Display for OutsideOlm {
                 f,
                 "Deployment {deployment} belongs to OLM v1's ClusterExtension {extension}: {OLM_V1_PROTECTION}"
             ),
-            OutsideOlm::NotManagedByOlm { deployment } => write!(
+            OutsideOlm::NotManagedByOlm {
+                deployment,
+                csv_name: None,
+            } => write!(
                 f,
                 "Deployment {deployment} was not installed by OLM (no olm.owner label, no ClusterServiceVersion owner) and no OperatorCondition name is configured: nothing to gate"
+            ),
+            OutsideOlm::NotManagedByOlm {
+                deployment,
+                csv_name: Some(csv_name),
+            } => write!(
+                f,
+                "Deployment {deployment} was not installed by OLM (no olm.owner label, no ClusterServiceVersion owner): its CSV name {csv_name} ({CSV_NAME_SETTING}) is for OLM's installs only, so the gate does nothing here (installed by kubectl, make deploy or another deployer; upgrade-gate's admission policy holds those, docs/admission.md)"
+            ),
+            OutsideOlm::NotADeployment {
+                pod,
+                controller,
+                csv_name,
+            } => write!(
+                f,
+                "pod {pod} is run by {}, not by a Deployment, so OLM did not install it: its CSV name {csv_name} ({CSV_NAME_SETTING}) is for OLM's installs only, so the gate does nothing here",
+                controller.as_deref().unwrap_or("no controller")
             ),
         }
     }
@@ -121,12 +190,14 @@ pub enum SetupError {
         /// Why the chain gave no name.
         why: String,
     },
-    /// The configured name is not the CSV that owns the pod's Deployment.
+    /// The configured (or CSV) name is not the CSV that owns the pod's Deployment.
     #[error(
-        "OPERATOR_CONDITION_NAME (or --name) is {configured:?}, but Deployment {deployment} belongs to CSV {csv:?}: set it to {csv:?}, the CSV's metadata.name, in the CSV's init container"
+        "{setting} is {configured:?}, but Deployment {deployment} belongs to CSV {csv:?}: set it to {csv:?}, the CSV's metadata.name, in the CSV's init container"
     )]
     NameMismatch {
-        /// The configured name.
+        /// Which setting gave it ([`NAME_SETTING`], [`CSV_NAME_SETTING`]).
+        setting: &'static str,
+        /// The name given.
         configured: String,
         /// The pod's Deployment.
         deployment: String,
@@ -136,69 +207,103 @@ pub enum SetupError {
 }
 
 /// Decides where the gate acts (see the module's rules).
-pub fn decide(olm: Olm, configured: Option<&str>, chain: &Chain) -> Result<Located, SetupError> {
+pub fn decide(olm: Olm, names: Names<'_>, chain: &Chain) -> Result<Located, SetupError> {
     match olm {
         Olm::None => return Ok(Located::Outside(OutsideOlm::NoOlm)),
         Olm::V1 => return Ok(Located::Outside(OutsideOlm::OlmV1)),
         Olm::V0 => {}
     }
-    let configured_gate = |name: &str, found: NameFound| {
+    let gate = |name: &str, found: NameFound| {
         Ok(Located::Gate {
             name: name.to_owned(),
             found,
         })
     };
+    let unchecked = |name: &str, why: String| gate(name, NameFound::CsvNameUnchecked { why });
     let unknown = |why: String| Err(SetupError::NameUnknown { why });
-    match (chain, configured) {
-        (Chain::Read(Owner::Csv { deployment, csv }), Some(name)) if name != csv => {
-            Err(SetupError::NameMismatch {
-                configured: name.to_owned(),
-                deployment: deployment.clone(),
-                csv: csv.clone(),
-            })
-        }
-        (Chain::Read(Owner::Csv { deployment, csv }), configured) => configured_gate(
-            csv,
-            match configured {
-                Some(_) => NameFound::ConfirmedByOwner {
-                    deployment: deployment.clone(),
-                },
-                None => NameFound::FromOwner {
-                    deployment: deployment.clone(),
-                },
-            },
-        ),
+    match (chain, names.configured, names.csv) {
+        (Chain::Read(Owner::Csv { deployment, csv }), ..) => owned_by_csv(names, deployment, csv),
         (
             Chain::Read(Owner::ClusterExtension {
                 deployment,
                 extension,
             }),
-            _,
+            ..,
         ) => Ok(Located::Outside(OutsideOlm::ManagedByOlmV1 {
             deployment: deployment.clone(),
             extension: extension.clone(),
         })),
-        (_, Some(name)) => configured_gate(name, NameFound::Configured),
-        (Chain::Read(Owner::NotOlm { deployment }), None) => {
+        (_, Some(name), _) => gate(name, NameFound::Configured),
+        (Chain::Read(Owner::NotOlm { deployment }), None, csv_name) => {
             Ok(Located::Outside(OutsideOlm::NotManagedByOlm {
                 deployment: deployment.clone(),
+                csv_name: csv_name.map(str::to_owned),
             }))
         }
-        (Chain::Read(Owner::OlmManagedWithoutCsv { deployment }), None) => unknown(format!(
+        (Chain::Read(Owner::NotADeployment { pod, controller }), None, Some(csv_name)) => {
+            Ok(Located::Outside(OutsideOlm::NotADeployment {
+                pod: pod.clone(),
+                controller: controller.clone(),
+                csv_name: csv_name.to_owned(),
+            }))
+        }
+        (Chain::Read(Owner::OlmManagedWithoutCsv { deployment }), None, Some(csv_name)) => {
+            unchecked(
+                csv_name,
+                format!("Deployment {deployment} is labelled olm.managed but names no CSV"),
+            )
+        }
+        (Chain::Unreadable(why), None, Some(csv_name)) => {
+            unchecked(csv_name, format!("the pod's owners cannot be read: {why}"))
+        }
+        (Chain::NotAsked, None, Some(csv_name)) => unchecked(
+            csv_name,
+            "no POD_NAME (downward API) or --deployment to read the pod's owners from".to_owned(),
+        ),
+        (Chain::Read(Owner::OlmManagedWithoutCsv { deployment }), None, None) => unknown(format!(
             "Deployment {deployment} is labelled olm.managed but names no CSV"
         )),
-        (Chain::Read(Owner::NotADeployment { pod, controller }), None) => unknown(format!(
+        (Chain::Read(Owner::NotADeployment { pod, controller }), None, None) => unknown(format!(
             "pod {pod} is run by {}, not by a Deployment",
             controller.as_deref().unwrap_or("no controller")
         )),
-        (Chain::Unreadable(why), None) => unknown(format!(
+        (Chain::Unreadable(why), None, None) => unknown(format!(
             "no name configured, and the pod's owners cannot be read: {why}"
         )),
-        (Chain::NotAsked, None) => unknown(
+        (Chain::NotAsked, None, None) => unknown(
             "no name configured, and no POD_NAME (downward API) or --deployment to find it from"
                 .to_owned(),
         ),
     }
+}
+
+/// The pod's Deployment belongs to CSV `csv`: that is the gate, and every
+/// name given must be it.
+fn owned_by_csv(names: Names<'_>, deployment: &str, csv: &str) -> Result<Located, SetupError> {
+    let given = [
+        (names.configured, NAME_SETTING),
+        (names.csv, CSV_NAME_SETTING),
+    ];
+    for (name, setting) in given {
+        if let Some(name) = name.filter(|name| *name != csv) {
+            return Err(SetupError::NameMismatch {
+                setting,
+                configured: name.to_owned(),
+                deployment: deployment.to_owned(),
+                csv: csv.to_owned(),
+            });
+        }
+    }
+    let deployment = deployment.to_owned();
+    let found = if names.configured.is_some() || names.csv.is_some() {
+        NameFound::ConfirmedByOwner { deployment }
+    } else {
+        NameFound::FromOwner { deployment }
+    };
+    Ok(Located::Gate {
+        name: csv.to_owned(),
+        found,
+    })
 }
 
 #[cfg(test)]
@@ -232,67 +337,131 @@ mod tests {
         let confirmed = NameFound::ConfirmedByOwner {
             deployment: "op".into(),
         };
-        type Case<'a> = (
-            &'a str,
-            Olm,
-            Option<&'a str>,
-            &'a Chain,
-            Result<Located, &'a str>,
-        );
+        let configured = |name| Names {
+            configured: Some(name),
+            csv: None,
+        };
+        let csv_name = |name| Names {
+            configured: None,
+            csv: Some(name),
+        };
+        let both = |name, csv| Names {
+            configured: Some(name),
+            csv: Some(csv),
+        };
+        let nothing = Names::default();
+        let gate = |name: &str, found: NameFound| {
+            Ok(Located::Gate {
+                name: name.into(),
+                found,
+            })
+        };
+        let unchecked = |name: &str, why: &str| {
+            gate(
+                name,
+                NameFound::CsvNameUnchecked {
+                    why: why.to_owned(),
+                },
+            )
+        };
+        type Case<'a> = (&'a str, Olm, Names<'a>, &'a Chain, Result<Located, &'a str>);
         let outside = |why| Ok(Located::Outside(why));
         let cases: Vec<Case> = vec![
             (
                 "no OLM",
                 Olm::None,
-                Some("op.v2"),
+                configured("op.v2"),
                 &csv,
                 outside(OutsideOlm::NoOlm),
             ),
             (
                 "no OLM, nothing configured",
                 Olm::None,
-                None,
+                nothing,
+                &Chain::NotAsked,
+                outside(OutsideOlm::NoOlm),
+            ),
+            (
+                "no OLM, only a CSV name",
+                Olm::None,
+                csv_name("op.v2"),
                 &Chain::NotAsked,
                 outside(OutsideOlm::NoOlm),
             ),
             (
                 "OLM v1 only",
                 Olm::V1,
-                Some("op.v2"),
+                configured("op.v2"),
                 &Chain::NotAsked,
                 outside(OutsideOlm::OlmV1),
             ),
             (
                 "v0: name found on the owner",
                 Olm::V0,
-                None,
+                nothing,
                 &csv,
-                Ok(Located::Gate {
-                    name: "op.v2".into(),
-                    found: from_owner.clone(),
-                }),
+                gate("op.v2", from_owner.clone()),
             ),
             (
                 "v0: configured and confirmed",
                 Olm::V0,
-                Some("op.v2"),
+                configured("op.v2"),
                 &csv,
-                Ok(Located::Gate {
-                    name: "op.v2".into(),
-                    found: confirmed.clone(),
-                }),
+                gate("op.v2", confirmed.clone()),
+            ),
+            (
+                "v0: CSV name confirmed by OLM's owner chain",
+                Olm::V0,
+                csv_name("op.v2"),
+                &csv,
+                gate("op.v2", confirmed.clone()),
+            ),
+            (
+                "v0: both names, both the owner's",
+                Olm::V0,
+                both("op.v2", "op.v2"),
+                &csv,
+                gate("op.v2", confirmed.clone()),
             ),
             (
                 "v0: configured name is another CSV's",
                 Olm::V0,
-                Some("op.v1"),
+                configured("op.v1"),
                 &csv,
-                Err("belongs to CSV \"op.v2\""),
+                Err(
+                    "OPERATOR_CONDITION_NAME (or --name) is \"op.v1\", but Deployment op belongs to CSV \"op.v2\"",
+                ),
+            ),
+            (
+                "v0: CSV name is another CSV's (a copied CSV kept its predecessor's)",
+                Olm::V0,
+                csv_name("op.v1"),
+                &csv,
+                Err(
+                    "UPGRADE_GATE_CSV_NAME (or --csv-name) is \"op.v1\", but Deployment op belongs to CSV \"op.v2\"",
+                ),
+            ),
+            (
+                "v0: configured right, CSV name wrong",
+                Olm::V0,
+                both("op.v2", "op.v1"),
+                &csv,
+                Err("UPGRADE_GATE_CSV_NAME (or --csv-name) is \"op.v1\""),
             ),
             (
                 "v0: pod of an OLM v1 extension",
                 Olm::V0,
-                Some("op.v2"),
+                configured("op.v2"),
+                &v1_owned,
+                outside(OutsideOlm::ManagedByOlmV1 {
+                    deployment: "op".into(),
+                    extension: "shop".into(),
+                }),
+            ),
+            (
+                "v0: pod of an OLM v1 extension, only a CSV name",
+                Olm::V0,
+                csv_name("op.v2"),
                 &v1_owned,
                 outside(OutsideOlm::ManagedByOlmV1 {
                     deployment: "op".into(),
@@ -302,93 +471,137 @@ mod tests {
             (
                 "v0: configured, Deployment not OLM's (hand-made condition)",
                 Olm::V0,
-                Some("x.v1"),
+                configured("x.v1"),
                 &not_olm,
-                Ok(Located::Gate {
-                    name: "x.v1".into(),
-                    found: NameFound::Configured,
-                }),
+                gate("x.v1", NameFound::Configured),
+            ),
+            (
+                "v0: both names, Deployment not OLM's: the person's name counts",
+                Olm::V0,
+                both("x.v1", "op.v2"),
+                &not_olm,
+                gate("x.v1", NameFound::Configured),
             ),
             (
                 "v0: not configured, Deployment not OLM's",
                 Olm::V0,
-                None,
+                nothing,
                 &not_olm,
                 outside(OutsideOlm::NotManagedByOlm {
                     deployment: "op".into(),
+                    csv_name: None,
+                }),
+            ),
+            (
+                "v0: only a CSV name, Deployment not OLM's (make deploy)",
+                Olm::V0,
+                csv_name("op.v2"),
+                &not_olm,
+                outside(OutsideOlm::NotManagedByOlm {
+                    deployment: "op".into(),
+                    csv_name: Some("op.v2".into()),
                 }),
             ),
             (
                 "v0: olm.managed without a CSV, nothing configured",
                 Olm::V0,
-                None,
+                nothing,
                 &hand_made,
                 Err("labelled olm.managed but names no CSV"),
             ),
             (
                 "v0: olm.managed without a CSV, configured",
                 Olm::V0,
-                Some("x.v1"),
+                configured("x.v1"),
                 &hand_made,
-                Ok(Located::Gate {
-                    name: "x.v1".into(),
-                    found: NameFound::Configured,
-                }),
+                gate("x.v1", NameFound::Configured),
+            ),
+            (
+                "v0: olm.managed without a CSV, only a CSV name: holds",
+                Olm::V0,
+                csv_name("op.v2"),
+                &hand_made,
+                unchecked(
+                    "op.v2",
+                    "Deployment op is labelled olm.managed but names no CSV",
+                ),
             ),
             (
                 "v0: a Job's pod without a name",
                 Olm::V0,
-                None,
+                nothing,
                 &job,
                 Err("run by Job/upgrade, not by a Deployment"),
             ),
             (
                 "v0: a Job's pod with a name",
                 Olm::V0,
-                Some("x.v1"),
+                configured("x.v1"),
                 &job,
-                Ok(Located::Gate {
-                    name: "x.v1".into(),
-                    found: NameFound::Configured,
+                gate("x.v1", NameFound::Configured),
+            ),
+            (
+                "v0: a Job's pod with only a CSV name: OLM installs only Deployments",
+                Olm::V0,
+                csv_name("op.v2"),
+                &job,
+                outside(OutsideOlm::NotADeployment {
+                    pod: "p".into(),
+                    controller: Some("Job/upgrade".into()),
+                    csv_name: "op.v2".into(),
                 }),
             ),
             (
                 "v0: chain forbidden, configured (literal name, only the condition's rights)",
                 Olm::V0,
-                Some("x.v1"),
+                configured("x.v1"),
                 &forbidden,
-                Ok(Located::Gate {
-                    name: "x.v1".into(),
-                    found: NameFound::Configured,
-                }),
+                gate("x.v1", NameFound::Configured),
+            ),
+            (
+                "v0: chain forbidden, only a CSV name: holds (fails closed off OLM)",
+                Olm::V0,
+                csv_name("op.v2"),
+                &forbidden,
+                unchecked(
+                    "op.v2",
+                    "the pod's owners cannot be read: reading Pod p: forbidden (403): no",
+                ),
             ),
             (
                 "v0: chain forbidden, nothing configured",
                 Olm::V0,
-                None,
+                nothing,
                 &forbidden,
                 Err("cannot be read: reading Pod p: forbidden"),
             ),
             (
                 "v0: nothing to start from, configured",
                 Olm::V0,
-                Some("x.v1"),
+                configured("x.v1"),
                 &Chain::NotAsked,
-                Ok(Located::Gate {
-                    name: "x.v1".into(),
-                    found: NameFound::Configured,
-                }),
+                gate("x.v1", NameFound::Configured),
+            ),
+            (
+                "v0: nothing to start from, only a CSV name: holds",
+                Olm::V0,
+                csv_name("op.v2"),
+                &Chain::NotAsked,
+                unchecked(
+                    "op.v2",
+                    "no POD_NAME (downward API) or --deployment to read the pod's owners from",
+                ),
             ),
             (
                 "v0: nothing at all: never passes silently",
                 Olm::V0,
-                None,
+                nothing,
                 &Chain::NotAsked,
                 Err("no POD_NAME (downward API) or --deployment"),
             ),
         ];
-        for (case, olm, configured, chain, expected) in cases {
-            let decided = decide(olm, configured, chain);
+        for (case, olm, names, chain, expected) in cases {
+            let decided = decide(olm, names, chain);
             match (decided, expected) {
                 (Ok(located), Ok(expected)) => assert_eq!(located, expected, "case: {case}"),
                 (Err(error), Err(part)) => {
@@ -405,5 +618,33 @@ mod tests {
                 (other, expected) => panic!("case: {case}: got {other:?}, expected {expected:?}"),
             }
         }
+    }
+
+    /// Where the gate does nothing because the pod is not OLM's, the one
+    /// line says so in the words of what was given.
+    #[test]
+    fn a_csv_name_off_olm_says_why_the_gate_does_nothing() {
+        let line = OutsideOlm::NotManagedByOlm {
+            deployment: "widget-operator-controller-manager".into(),
+            csv_name: Some("widget-operator.v0.1.0".into()),
+        }
+        .to_string();
+        assert!(!line.contains('\n'), "{line}");
+        for part in [
+            "Deployment widget-operator-controller-manager was not installed by OLM",
+            "widget-operator.v0.1.0 (UPGRADE_GATE_CSV_NAME (or --csv-name)) is for OLM's installs only",
+            "the gate does nothing here",
+        ] {
+            assert!(line.contains(part), "{part:?} in {line}");
+        }
+        let without = OutsideOlm::NotManagedByOlm {
+            deployment: "op".into(),
+            csv_name: None,
+        }
+        .to_string();
+        assert!(
+            without.contains("no OperatorCondition name is configured"),
+            "{without}"
+        );
     }
 }

@@ -28,6 +28,10 @@ pub struct Target {
     pub namespace: String,
     /// The configured name (`--name`, `OPERATOR_CONDITION_NAME`).
     pub name: Option<String>,
+    /// The CSV's name when OLM installs this pod's Deployment (`--csv-name`,
+    /// `UPGRADE_GATE_CSV_NAME`): used only where the pod's owners are OLM's
+    /// or cannot be read ([`super::decide`]).
+    pub csv_name: Option<String>,
     /// The operator Deployment to read the owner from (`--deployment`).
     pub deployment: Option<String>,
     /// This pod's name (`POD_NAME` from the downward API), where the owner
@@ -37,14 +41,16 @@ pub struct Target {
 
 impl Target {
     /// What an operator's own container is told: `OPERATOR_CONDITION_NAME`
-    /// (OLM injects it into containers), `UPGRADE_GATE_DEPLOYMENT`,
+    /// (OLM injects it into containers), `UPGRADE_GATE_CSV_NAME`,
+    /// `UPGRADE_GATE_DEPLOYMENT`,
     /// `POD_NAME` (downward API; the owner chain is read only where the pod
     /// may `get` pods, ReplicaSets and Deployments), and `POD_NAMESPACE`,
     /// else the service-account namespace file.
     pub fn from_env() -> Result<Target, InvalidTarget> {
         let var = |name: &str| std::env::var(name).ok();
-        let (name, deployment, pod, namespace) = (
+        let (name, csv_name, deployment, pod, namespace) = (
             var("OPERATOR_CONDITION_NAME"),
+            var("UPGRADE_GATE_CSV_NAME"),
             var("UPGRADE_GATE_DEPLOYMENT"),
             var("POD_NAME"),
             var("POD_NAMESPACE"),
@@ -52,6 +58,7 @@ impl Target {
         let namespace_file = std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE).ok();
         resolve_target(&TargetInput {
             name: name.as_deref(),
+            csv_name: csv_name.as_deref(),
             deployment: deployment.as_deref(),
             pod: pod.as_deref(),
             namespace: namespace.as_deref(),
@@ -67,6 +74,8 @@ impl Target {
 pub struct TargetInput<'a> {
     /// `--name`, `OPERATOR_CONDITION_NAME`.
     pub name: Option<&'a str>,
+    /// `--csv-name`, `UPGRADE_GATE_CSV_NAME`.
+    pub csv_name: Option<&'a str>,
     /// `--deployment`, `UPGRADE_GATE_DEPLOYMENT`.
     pub deployment: Option<&'a str>,
     /// `--pod`, `POD_NAME`.
@@ -112,7 +121,7 @@ pub fn choose_namespace<'a>(input: &TargetInput<'a>) -> Option<(&'a str, Namespa
     .find_map(|(value, source)| present(value).map(|namespace| (namespace, source)))
 }
 
-/// Checks name, Deployment, pod and namespace from the command line (clap
+/// Checks name, CSV name, Deployment, pod and namespace from the command line (clap
 /// has already merged each flag with its environment variable), the
 /// contents of the service-account namespace file and the kubeconfig
 /// context's namespace ([`choose_namespace`]). Empty values count as
@@ -120,6 +129,7 @@ pub fn choose_namespace<'a>(input: &TargetInput<'a>) -> Option<(&'a str, Namespa
 pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, InvalidTarget> {
     let TargetInput {
         name,
+        csv_name,
         deployment,
         pod,
         ..
@@ -130,6 +140,7 @@ pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, InvalidTarget> 
             .transpose()
     };
     let name = checked("OperatorCondition name", name)?;
+    let csv_name = checked("CSV name", csv_name)?;
     let deployment = checked("Deployment name", deployment)?;
     let pod = checked("pod name", pod)?;
     let (namespace, _) = choose_namespace(input).ok_or_else(|| {
@@ -145,6 +156,7 @@ pub fn resolve_target(input: &TargetInput<'_>) -> Result<Target, InvalidTarget> 
     Ok(Target {
         namespace: namespace.to_owned(),
         name,
+        csv_name,
         deployment,
         pod,
     })
@@ -187,6 +199,7 @@ mod tests {
             |name: Option<&str>, deployment: Option<&str>, pod: Option<&str>, ns: &str| Target {
                 namespace: ns.into(),
                 name: name.map(Into::into),
+                csv_name: None,
                 deployment: deployment.map(Into::into),
                 pod: pod.map(Into::into),
             };
@@ -257,6 +270,7 @@ mod tests {
         for (case, [name, deployment, pod, namespace, file], expected) in cases {
             let result = resolve_target(&TargetInput {
                 name,
+                csv_name: None,
                 deployment,
                 pod,
                 namespace,
@@ -271,6 +285,28 @@ mod tests {
                 (other, expected) => panic!("case: {case}: got {other:?}, expected {expected:?}"),
             }
         }
+    }
+
+    /// The CSV name is checked as a name is, and kept apart from the
+    /// configured name: the two mean different things to the decision.
+    #[test]
+    fn the_csv_name_is_kept_apart_from_the_configured_name() {
+        let input = |csv_name| TargetInput {
+            csv_name,
+            namespace: Some("ns"),
+            ..TargetInput::default()
+        };
+        let target = resolve_target(&input(Some("op.v1.2.0"))).expect("valid");
+        assert_eq!(
+            (target.name, target.csv_name.as_deref()),
+            (None, Some("op.v1.2.0"))
+        );
+        assert_eq!(
+            resolve_target(&input(Some(" "))).expect("valid").csv_name,
+            None
+        );
+        let InvalidTarget(message) = resolve_target(&input(Some("Op_v1"))).expect_err("invalid");
+        assert!(message.contains("CSV name \"Op_v1\""), "{message}");
     }
 
     /// The namespace comes from the flag (or POD_NAMESPACE), then the pod's

@@ -576,6 +576,7 @@ async fn lead(
             .operator_condition_name
             .clone()
             .filter(|name| !name.is_empty()),
+        csv_name: None,
         deployment: config.admission_deployment.clone(),
         pod: None,
     };
