@@ -415,10 +415,13 @@ test-cluster FILTER="": cluster-bins
     tests_bin=$(cargo test --quiet --workspace --test cluster --no-run --message-format=json \
       | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
     # The kubebuilder-scaffolded operator of tests/cluster/adopt_kubebuilder.rs:
-    # its two releases' bundles, made with the gate's kustomize component, and its image.
+    # its two releases' bundles, made with the gate's kustomize component, its
+    # project (for `make deploy`'s manifests) and its image.
     adopt_dir="{{target_dir}}/adopt-kubebuilder"
     CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh --image "$adopt_dir" >/dev/null
     export UPGRADE_GATE_KUBEBUILDER_BUNDLES="$adopt_dir/bundles"
+    # The project itself, for the test that deploys it as `make deploy` does.
+    export UPGRADE_GATE_KUBEBUILDER_PROJECT="$adopt_dir/widget-operator"
     name="test-$$"
     samples=$(mktemp)
     sampler=""

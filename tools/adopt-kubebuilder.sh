@@ -12,8 +12,10 @@
 #      module proxy here) — plus the one line the component needs;
 #   4. copies the component to config/upgrade-gate/, lists it in
 #      config/default/kustomization.yaml and pins the gate-only image;
-#   5. runs `make bundle` for each release (0.1.0, then 0.2.0 replacing it)
-#      and checks each bundle with `upgrade-gate lint-bundle --strict`;
+#   5. runs `make bundle` once with the component's placeholder digest left
+#      (lint-bundle must fail it for that), then for each release (0.1.0,
+#      then 0.2.0 replacing it) and checks each bundle with
+#      `upgrade-gate lint-bundle --strict`;
 #   6. with --image, builds the manager (static, CGO_ENABLED=0) and the
 #      image OPERATOR_IMAGE FROM scratch with podman, saved as an OCI
 #      archive (the scaffold's Dockerfile pulls golang and distroless
@@ -168,7 +170,7 @@ BUNDLE_GEN_FLAGS ?= --version \$(VERSION) --channels \$(CHANNELS) --default-chan
 .PHONY: bundle
 bundle: manifests kustomize ## Generate bundle manifests and metadata.
 	cd config/manager && \$(KUSTOMIZE) edit set image controller=\$(IMG)
-	cd config/upgrade-gate && \$(KUSTOMIZE) edit set configmap upgrade-gate-release --from-literal=csvName=$package.v\$(VERSION)
+	cd config/upgrade-gate && \$(KUSTOMIZE) edit set configmap upgrade-gate-release --from-literal=csvName=$package.v\$(VERSION) --from-literal=release=\$(VERSION)
 	\$(KUSTOMIZE) build config/manifests | \$(GENERATE_BUNDLE) \$(BUNDLE_GEN_FLAGS)
 EOF
 
@@ -180,6 +182,28 @@ cat >>config/default/kustomization.yaml <<'EOF'
 components:
 - ../upgrade-gate
 EOF
+
+# Before the image is pinned: the component's placeholder digest cannot be
+# pulled, and lint-bundle must fail the bundle for it.
+step_started=$(now)
+make --no-print-directory bundle "${tool_versions[@]}" VERSION="${versions[0]}" \
+  IMG="$operator_image" >"$out/make-bundle-placeholder.log" 2>&1 || {
+  cat "$out/make-bundle-placeholder.log" >&2
+  exit 1
+}
+if "$bin_dir/upgrade-gate" lint-bundle bundle >"$out/lint-placeholder.log" 2>&1; then
+  cat "$out/lint-placeholder.log" >&2
+  log "lint-bundle passed a bundle whose gate image is pinned to the placeholder digest"
+  exit 1
+fi
+grep -q 'is pinned to "sha256:<digest from the release>", which is no digest' "$out/lint-placeholder.log" || {
+  cat "$out/lint-placeholder.log" >&2
+  log "lint-bundle failed the placeholder's bundle, but not for its digest"
+  exit 1
+}
+rm -rf bundle
+log "lint-bundle fails the bundle while the placeholder digest is left, in $(elapsed_since "$step_started") s"
+
 (cd config/upgrade-gate && "$project/bin/kustomize" edit set image \
   "ghcr.io/upgrade-gate/upgrade-gate-hold=$hold_image")
 

@@ -5,27 +5,41 @@
 //! names them, and the cluster has its image loaded).
 //!
 //! - 0.1.0 installs: its init container (`upgrade-gate hold`, the gate-only
-//!   image, the name the component wrote) closes its OperatorCondition with
-//!   the Role the component bound, and the manager starts after it;
+//!   image, the name the component wrote) confirms the name through the
+//!   pod's owners and closes its OperatorCondition with the Role the
+//!   component bound, and the manager starts after it;
 //! - 0.2.0 waits `Pending` (`OperatorConditionNotUpgradeable`) while
 //!   0.1.0's release is withheld (the scaffold never opens its gate);
-//! - `upgrade-gate release` (by hand, as docs/adopt.md step 3 allows) lets
-//!   OLM install 0.2.0, whose own gate is then closed.
+//! - docs/adopt.md step 3's Job (the migration, `upgrade-gate record`,
+//!   then `upgrade-gate release --wait`, finding the gate through the
+//!   operator's Deployment) lets OLM install 0.2.0, whose own gate is then
+//!   closed.
+//!
+//! And `make deploy` of the same project where OLM v0 runs (OpenShift, or
+//! kind with OLM installed): the manifests the component changed, applied
+//! without OLM, start the manager; `hold` sees through the pod's owners
+//! that OLM did not install the Deployment and does nothing, in one line
+//! saying why (`UPGRADE_GATE_PROJECT`: the project).
 //!
 //! Creates namespaced objects in its own namespace, an `opm serve` process
-//! (stopped by its guard) and a temp dir with the catalog.
+//! (stopped by its guard) and a temp dir with the catalog; `make deploy`'s
+//! ClusterRoles and ClusterRoleBindings, named after the namespace and
+//! deleted by a guard.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
-use harness::testing::TestCluster;
-use kube::api::{Api, DynamicObject};
+use harness::testing::{TestCluster, delete_on_drop};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, DynamicObject, ListParams, LogParams};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use upgrade_gate_tests::gate_process::release_and_wait;
+use upgrade_gate_tests::kubectl::Kubectl;
 use upgrade_gate_tests::object_history::ObjectHistory;
 use upgrade_gate_tests::wait::{self, Look};
 
@@ -217,6 +231,22 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
         "False",
         "{v1}'s init container closed its gate with the component's name and Role"
     );
+    let pods = namespace.api::<Pod>();
+    let operator_pods = pods
+        .list(&ListParams::default().labels("control-plane=controller-manager"))
+        .await
+        .unwrap_or_else(|error| panic!("listing the operator's pods: {error}"));
+    let operator_pod = operator_pods
+        .items
+        .first()
+        .and_then(|pod| pod.metadata.name.clone())
+        .unwrap_or_else(|| panic!("{v1} runs no operator pod"));
+    let hold_log = container_log(&pods, &operator_pod, "upgrade-gate").await;
+    assert!(
+        hold_log.contains("the pod's Deployment belongs to the configured CSV")
+            && hold_log.contains(&v1),
+        "hold confirmed the CSV name through the pod's owners (POD_NAME, the component's rights):\n{hold_log}"
+    );
 
     switch_package_channel(&namespace, PACKAGE, &channel_until(VERSIONS[1])).await;
     let message = csvs
@@ -226,7 +256,34 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
         .await;
     eprintln!("{v2} waits: {message}");
 
-    release_and_wait(&cluster.kubeconfig, &v1, &namespace.name).await;
+    // docs/adopt.md step 3's Job, as 0.1.0's operator would create it: the
+    // release finds the gate through the operator's Deployment and its CSV.
+    let csv = bundle_objects(&bundles.join(VERSIONS[0]))
+        .into_iter()
+        .find(|object| object["kind"] == "ClusterServiceVersion")
+        .unwrap_or_else(|| panic!("the bundle of {v1} has no CSV"));
+    let deployment = &csv["spec"]["install"]["spec"]["deployments"][0];
+    let operator = deployment["name"].as_str().unwrap_or_default();
+    let pod_spec = &deployment["spec"]["template"]["spec"];
+    let job = migration_then_release_job(
+        pod_spec["serviceAccountName"].as_str().unwrap_or_default(),
+        &cluster.image,
+        pod_spec["initContainers"][0]["image"]
+            .as_str()
+            .unwrap_or_default(),
+        operator,
+        VERSIONS[0],
+    );
+    let created =
+        Kubectl::new(&cluster.kubeconfig).run(&["-n", &namespace.name, "create"], Some(&job));
+    assert!(created.accepted, "creating the Job: {}", created.output);
+    let job_pod = job_succeeded(&pods).await;
+    let release_log = container_log(&pods, &job_pod, "release").await;
+    assert!(
+        release_log.contains("found the OperatorCondition name on the pod's Deployment")
+            && release_log.contains(&v1),
+        "the Job's release found {v1} through the operator's Deployment:\n{release_log}"
+    );
     csvs.wait_for(
         &format!("{v2} to succeed after the release"),
         OLM_STEP,
@@ -244,4 +301,373 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
     );
     drop(namespace);
     drop(served);
+}
+
+/// The scaffolded project tools/adopt-kubebuilder.sh made (its Makefile's
+/// kustomize in `bin/`, the component in `config/upgrade-gate/`, its image
+/// and the gate's pinned to the images the cluster has).
+fn project_dir() -> PathBuf {
+    match std::env::var("UPGRADE_GATE_KUBEBUILDER_PROJECT") {
+        Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => panic!(
+            "UPGRADE_GATE_KUBEBUILDER_PROJECT is not set: `just test-cluster` runs tools/adopt-kubebuilder.sh --image, loads the image and exports it"
+        ),
+    }
+}
+
+/// What `make deploy` applies (`kustomize build config/default`, with the
+/// Makefile's kustomize), moved into `namespace` and its objects named
+/// after it (its random part) by an overlay, so that runs and the OLM test on
+/// the same cluster do not meet. Left out: the Namespace (the test's
+/// exists) and the CRD, which the OLM test's CSVs own on this cluster (the
+/// gate does not need it; the manager starts and is ready without it).
+fn make_deploy_manifests(project: &Path, namespace: &str) -> Vec<Value> {
+    // Beside config/default (kustomize takes no absolute path to a base),
+    // removed when this returns.
+    let overlay = tempfile::tempdir_in(project.join("config"))
+        .unwrap_or_else(|error| panic!("temp dir in the project's config/: {error}"));
+    // The namespace's random part: the scaffold's Service name is 50
+    // characters of the 63 a Service may have.
+    let prefix = namespace.rsplit('-').next().unwrap_or(namespace);
+    let kustomization =
+        format!("namespace: {namespace}\nnamePrefix: {prefix}-\nresources:\n- ../default\n");
+    std::fs::write(overlay.path().join("kustomization.yaml"), kustomization)
+        .unwrap_or_else(|error| panic!("writing the overlay: {error}"));
+    let kustomize = project.join("bin/kustomize");
+    let output = Command::new(&kustomize)
+        .arg("build")
+        .arg(overlay.path())
+        .output()
+        .unwrap_or_else(|error| panic!("running {}: {error}", kustomize.display()));
+    assert!(
+        output.status.success(),
+        "kustomize build: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|document| {
+            Value::deserialize(document)
+                .unwrap_or_else(|error| panic!("kustomize's output: {error}"))
+        })
+        .filter(|object| {
+            !matches!(
+                object["kind"].as_str(),
+                Some("Namespace" | "CustomResourceDefinition")
+            )
+        })
+        .collect()
+}
+
+/// Deletes `make deploy`'s cluster-wide objects when dropped.
+struct ClusterWide {
+    kubeconfig: PathBuf,
+    objects: Vec<(String, String)>,
+}
+
+impl Drop for ClusterWide {
+    fn drop(&mut self) {
+        for (kind, name) in &self.objects {
+            match kind.as_str() {
+                "ClusterRole" => delete_on_drop::<ClusterRole>(&self.kubeconfig, name),
+                "ClusterRoleBinding" => {
+                    delete_on_drop::<ClusterRoleBinding>(&self.kubeconfig, name)
+                }
+                other => eprintln!("left {other} {name}: no clean-up for its kind"),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_deploy_where_olm_runs_starts_the_manager_and_says_why_the_gate_does_nothing() {
+    let started = Instant::now();
+    let cluster = TestCluster::from_env();
+    let project = project_dir();
+    let namespace = cluster.namespace("kb-deploy").await;
+    let objects = make_deploy_manifests(&project, &namespace.name);
+    let cluster_wide = ClusterWide {
+        kubeconfig: cluster.kubeconfig.clone(),
+        objects: objects
+            .iter()
+            .filter(|object| object["metadata"]["namespace"].is_null())
+            .map(|object| {
+                let field = |key: &str| object[key].as_str().unwrap_or_default().to_owned();
+                (
+                    field("kind"),
+                    object["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                )
+            })
+            .collect(),
+    };
+    let deployment = objects
+        .iter()
+        .find(|object| object["kind"] == "Deployment")
+        .unwrap_or_else(|| panic!("make deploy's manifests have no Deployment"));
+    let deployment_name = deployment["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let gate = &deployment["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(
+        gate["name"], "upgrade-gate",
+        "the component's init container is first"
+    );
+    let csv_name = gate["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|entry| entry["name"] == "UPGRADE_GATE_CSV_NAME")
+        .and_then(|entry| entry["value"].as_str())
+        .unwrap_or_else(|| panic!("the init container has no UPGRADE_GATE_CSV_NAME: {gate}"))
+        .to_owned();
+
+    let applied = Kubectl::new(&cluster.kubeconfig).run(
+        &["apply"],
+        Some(&json!({"apiVersion": "v1", "kind": "List", "items": objects})),
+    );
+    assert!(
+        applied.accepted,
+        "kubectl apply of make deploy's manifests: {}",
+        applied.output
+    );
+
+    let pods = namespace.api::<Pod>();
+    let selector = deployment["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| format!("{key}={}", value.as_str().unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pod = wait::until(
+        &format!("the manager of Deployment {deployment_name} to start (ready), after its gate"),
+        Duration::from_secs(120),
+        || async {
+            let list = match pods.list(&ListParams::default().labels(&selector)).await {
+                Ok(list) => list,
+                Err(error) => return Look::NotYet(error.to_string()),
+            };
+            let Some(pod) = list.items.into_iter().next() else {
+                return Look::NotYet("no pod yet".into());
+            };
+            let status = pod.status.clone().unwrap_or_default();
+            let gate = status
+                .init_container_statuses
+                .iter()
+                .flatten()
+                .find(|container| container.name == "upgrade-gate")
+                .and_then(|container| container.state.as_ref()?.terminated.as_ref())
+                .map(|terminated| terminated.exit_code);
+            let ready = status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|condition| condition.type_ == "Ready" && condition.status == "True");
+            match (gate, ready) {
+                (Some(0), true) => Look::Done(pod),
+                (Some(code), _) if code != 0 => {
+                    panic!("hold exited {code}: make deploy's pod cannot start ({status:?})")
+                }
+                _ => Look::NotYet(format!(
+                    "init containers {:?}, conditions {:?}",
+                    status.init_container_statuses, status.conditions
+                )),
+            }
+        },
+    )
+    .await;
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let log = pods
+        .logs(
+            &pod_name,
+            &LogParams {
+                container: Some("upgrade-gate".into()),
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap_or_else(|error| panic!("hold's log: {error}"));
+    let why: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("was not installed by OLM"))
+        .collect();
+    assert_eq!(
+        why.len(),
+        1,
+        "one line says why the gate does nothing:\n{log}"
+    );
+    for part in [
+        format!("Deployment {deployment_name} was not installed by OLM"),
+        format!("its CSV name {csv_name} (UPGRADE_GATE_CSV_NAME"),
+        "the gate does nothing here".to_owned(),
+    ] {
+        assert!(
+            why[0].contains(&part),
+            "{part:?} in hold's line: {}",
+            why[0]
+        );
+    }
+    eprintln!(
+        "make deploy where OLM runs: manager ready after {:.1} s, hold said: {}",
+        started.elapsed().as_secs_f64(),
+        why[0]
+    );
+
+    // docs/adopt.md step 3's Job, as the operator would create it from its
+    // own env (the component's): migrate, record, then release.
+    let manager = deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|container| container["name"] == "manager")
+        .unwrap_or_else(|| panic!("no manager container: {deployment}"));
+    let env = |name: &str| {
+        manager["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|entry| entry["name"] == name)
+            .and_then(|entry| entry["value"].as_str())
+            .unwrap_or_else(|| panic!("the manager has no {name}: {manager}"))
+            .to_owned()
+    };
+    let (operator, release) = (env("UPGRADE_GATE_DEPLOYMENT"), env("UPGRADE_GATE_RELEASE"));
+    assert_eq!(
+        operator, deployment_name,
+        "the manager is told its prefixed Deployment name"
+    );
+    let job = migration_then_release_job(
+        deployment["spec"]["template"]["spec"]["serviceAccountName"]
+            .as_str()
+            .unwrap_or_default(),
+        &cluster.image,
+        gate["image"].as_str().unwrap_or_default(),
+        &operator,
+        &release,
+    );
+    let created =
+        Kubectl::new(&cluster.kubeconfig).run(&["-n", &namespace.name, "create"], Some(&job));
+    assert!(created.accepted, "creating the Job: {}", created.output);
+    let job_started = Instant::now();
+    let job_pod = job_succeeded(&pods).await;
+    let release_log = container_log(&pods, &job_pod, "release").await;
+    assert!(
+        release_log.contains(&format!(
+            "Deployment {deployment_name} was not installed by OLM"
+        )) && release_log.contains("nothing to gate"),
+        "the release found no gate through the operator's Deployment:\n{release_log}"
+    );
+    let state: Api<ConfigMap> = namespace.api();
+    let recorded = state
+        .get("upgrade-gate-state")
+        .await
+        .unwrap_or_else(|error| panic!("the record's ConfigMap: {error}"));
+    assert_eq!(
+        recorded
+            .data
+            .unwrap_or_default()
+            .get(&format!("{operator}.completed")),
+        Some(&release),
+        "the Job recorded {release} complete under the operator's name"
+    );
+    eprintln!(
+        "the migration-then-release Job succeeded in {:.1} s (test {:.1} s)",
+        job_started.elapsed().as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    drop(namespace);
+    drop(cluster_wide);
+}
+
+/// docs/adopt.md step 3's Job: the migration as the first init container
+/// (played by the sample image's shell), `upgrade-gate record --complete`
+/// after it, and `upgrade-gate release --wait` as the one container, which
+/// runs only once both exited 0. The gate is found through the operator's
+/// Deployment (`UPGRADE_GATE_DEPLOYMENT`, no name): its CSV under OLM,
+/// nothing to gate where OLM did not install it. Under the operator's
+/// ServiceAccount, whose rights are the component's.
+fn migration_then_release_job(
+    service_account: &str,
+    migrate_image: &str,
+    gate_image: &str,
+    operator: &str,
+    release: &str,
+) -> Value {
+    let gate_env = json!([
+        {"name": "UPGRADE_GATE_DEPLOYMENT", "value": operator},
+        {"name": "UPGRADE_GATE_RELEASE", "value": release}
+    ]);
+    let restricted = json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "capabilities": {"drop": ["ALL"]}
+    });
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "migrate"},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"spec": {
+                "serviceAccountName": service_account,
+                "restartPolicy": "Never",
+                "initContainers": [
+                    {"name": "migrate", "image": migrate_image,
+                     "command": ["sh", "-c", "echo the data is at the new release"],
+                     "securityContext": restricted},
+                    {"name": "record", "image": gate_image,
+                     "args": ["record", "--complete"],
+                     "env": gate_env, "securityContext": restricted}
+                ],
+                "containers": [
+                    {"name": "release", "image": gate_image,
+                     "args": ["release", "--wait", "--message", format!("the data is at {release}")],
+                     "env": gate_env, "securityContext": restricted}
+                ]
+            }}
+        }
+    })
+}
+
+/// The name of the pod of [`migration_then_release_job`], once it succeeded.
+async fn job_succeeded(pods: &Api<Pod>) -> String {
+    wait::until(
+        "the migration Job to succeed",
+        Duration::from_secs(90),
+        || async {
+            let list = match pods
+                .list(&ListParams::default().labels("job-name=migrate"))
+                .await
+            {
+                Ok(list) => list,
+                Err(error) => return Look::NotYet(error.to_string()),
+            };
+            let Some(pod) = list.items.into_iter().next() else {
+                return Look::NotYet("no pod yet".into());
+            };
+            let status = pod.status.clone().unwrap_or_default();
+            match status.phase.as_deref() {
+                Some("Succeeded") => Look::Done(pod.metadata.name.clone().unwrap_or_default()),
+                Some("Failed") => panic!("the Job's pod failed: {status:?}"),
+                _ => Look::NotYet(format!("{status:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// The log of container `container` of pod `pod`.
+async fn container_log(pods: &Api<Pod>, pod: &str, container: &str) -> String {
+    let params = LogParams {
+        container: Some(container.into()),
+        ..LogParams::default()
+    };
+    pods.logs(pod, &params)
+        .await
+        .unwrap_or_else(|error| panic!("the log of {pod}/{container}: {error}"))
 }
