@@ -94,6 +94,10 @@ pub struct KeepArgs {
     /// OPERATOR_CONDITION_NAME into the Deployment's containers, this one included.
     #[arg(long, env = "OPERATOR_CONDITION_NAME")]
     name: Option<String>,
+    /// The CSV's metadata.name when OLM installs this pod's Deployment, written into manifests
+    /// that are also deployed without OLM: used only where the pod's owners are OLM's.
+    #[arg(long, env = "UPGRADE_GATE_CSV_NAME")]
+    csv_name: Option<String>,
     /// The operator Deployment: checks the OperatorCondition's name against its owner, and
     /// names the admission record's entry.
     #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
@@ -192,6 +196,7 @@ async fn prepare(args: &KeepArgs) -> Result<(kube::Client, KeepSettings), GateEr
     };
     let (target, client) = target_and_client(TargetInput {
         name: args.name.as_deref(),
+        csv_name: args.csv_name.as_deref(),
         deployment,
         pod: args.pod.as_deref(),
         namespace: args.namespace.as_deref(),

@@ -33,6 +33,7 @@ const GATE_ENVIRONMENT: &[&str] = &[
     "UPGRADE_GATE_WAKE_SERVICE_ACCOUNT",
     "UPGRADE_GATE_LEASE",
     "WATCH_NAMESPACE",
+    "UPGRADE_GATE_CSV_NAME",
 ];
 
 /// How a finished run ended.
