@@ -59,6 +59,11 @@
 //!   the gate's container, or names a kubeconfig there (`KUBECONFIG`):
 //!   else hold has no credentials and exits 10 on every cluster.
 //!
+//! - an `upgrade-gate keep` sidecar (an operator that writes no gate of its
+//!   own): a container, not an init container; a rule that can be built
+//!   and reads the release; resources the CSV owns or requires; list and
+//!   watch on them for the pod's ServiceAccount.
+//!
 //! A directory without `manifests/` holding one ClusterServiceVersion, or
 //! without `metadata/annotations.yaml` saying media type `registry+v1`, is
 //! no bundle: refused (exit 2), never checked half.
@@ -82,6 +87,7 @@
 //! ```
 
 mod deployed;
+mod keep;
 mod rules;
 mod skips;
 
@@ -141,6 +147,14 @@ pub enum Rule {
     ImageDigest,
     /// The gate's container has a service-account token to act with.
     GateCredentials,
+    /// `upgrade-gate keep` runs as a container, not an init container.
+    KeepSidecar,
+    /// keep's rule can be built and reads the release.
+    KeepRule,
+    /// keep's resources are resource names the CSV owns or requires.
+    KeepResources,
+    /// keep's pod may list and watch its resources.
+    KeepRights,
 }
 
 /// One problem, located by file and field path.

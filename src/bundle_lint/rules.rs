@@ -239,6 +239,7 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
     deployed::check_admission_release(&mut findings, csv, deployments);
     deployed::check_image_digests(&mut findings, csv, deployments);
     deployed::check_gate_credentials(&mut findings, &gated);
+    super::keep::check_keep(&mut findings, csv, deployments);
     let grants = check_rights(&mut findings, install, name);
     check_gate_account(&mut findings, name, &gated, &grants);
     check_skips(&mut findings, csv, must_run);
