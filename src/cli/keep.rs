@@ -40,6 +40,8 @@ pub fn keep_exit_codes_help() -> String {
 }
 
 /// `upgrade-gate keep`'s flags.
+// `<plural>` in the help text is a placeholder, not an HTML tag.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Args)]
 pub struct KeepArgs {
     /// A custom resource whose every object must show this release's upgrade done, named as

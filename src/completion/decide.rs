@@ -3,7 +3,7 @@
 //! the running release's upgrade done.
 //!
 //! Owns: that rule and the words of the entry's message. Must not touch:
-//! reading the objects ([`super::run`]) or the rule's evaluation
+//! reading the objects ([`super::keep()`]) or the rule's evaluation
 //! ([`super::Rule`]); pure.
 
 use std::collections::BTreeMap;

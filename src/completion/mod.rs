@@ -13,8 +13,8 @@
 //! Lease ([`crate::leader`]).
 //!
 //! Owns: naming the resources ([`ResourceName`]), the rule ([`rule`]), the
-//! verdict from what every watch shows ([`decide`]) and running the whole
-//! ([`run`]). Must not touch: how the verdict is written and restored (the
+//! verdict from what every watch shows ([`decide()`]) and running the whole
+//! ([`run()`](mod@run)). Must not touch: how the verdict is written and restored (the
 //! keeper's and the recorder's), or the operator's objects (read only).
 //!
 //! A rule must read the running release: right after an upgrade every

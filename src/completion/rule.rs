@@ -6,7 +6,7 @@
 //! Owns: compiling the rule, refusing one that cannot tell this release's
 //! "done" from the previous release's, and evaluating it on one object.
 //! Must not touch: which objects there are, or what follows from them
-//! ([`super::decide`]).
+//! ([`super::decide()`]).
 
 use std::fmt;
 

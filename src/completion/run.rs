@@ -5,7 +5,7 @@
 //! Owns: the watches (one per resource and namespace, found by discovery,
 //! retried while the resource is not served), what each one shows
 //! ([`Watched`]), and the order of start and stop. Must not touch: the
-//! verdict's rule ([`super::decide`]) or how it is written (the keeper's
+//! verdict's rule ([`super::decide()`]) or how it is written (the keeper's
 //! and the recorder's).
 
 use std::collections::BTreeMap;
