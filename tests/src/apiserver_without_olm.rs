@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use harness::cluster::Cluster;
 use harness::components::KubeApiserver;
-use harness::process::ProcessRecord;
+use harness::process::{ProcessRecord, ProcessSpec};
 use harness::testing::{HOW_TO_START, TestCluster};
 
 /// A port on the node IP no cluster component uses (one per test that
@@ -28,6 +28,9 @@ pub struct ApiserverWithoutOlm {
     /// An admin (system:masters) kubeconfig for this API server.
     pub kubeconfig: PathBuf,
     record: ProcessRecord,
+    /// How it was started: [`ApiserverWithoutOlm::restart`] starts the
+    /// same again (same port, same storage).
+    spec: ProcessSpec,
     _dir: tempfile::TempDir,
 }
 
@@ -64,6 +67,7 @@ impl ApiserverWithoutOlm {
         let guard = Self {
             kubeconfig: dir.path().join("admin.kubeconfig"),
             record,
+            spec,
             _dir: dir,
         };
         let server = format!("https://{}:{port}", attached.layout().node_ip());
@@ -74,12 +78,30 @@ impl ApiserverWithoutOlm {
         let client = harness::api::client_from_kubeconfig(&guard.kubeconfig)
             .await
             .unwrap_or_else(|error| panic!("{error}"));
+        guard.wait_ready(&client).await;
         guard
-            .record
-            .wait_ready(READY_WITHIN, || KubeApiserver::ready(&client))
+    }
+
+    async fn wait_ready(&self, client: &kube::Client) {
+        self.record
+            .wait_ready(READY_WITHIN, || KubeApiserver::ready(client))
             .await
             .unwrap_or_else(|error| panic!("the kube-apiserver without OLM: {error}"));
-        guard
+    }
+
+    /// Stops it (SIGTERM, as a restart by its supervisor does: watches
+    /// cut, admission caches gone) and starts it again on the same port
+    /// and storage; returns once its `/readyz` says ok, with how long it
+    /// was away.
+    pub async fn restart(&mut self) -> Duration {
+        let started = tokio::time::Instant::now();
+        self.record.stop(Duration::from_secs(10));
+        self.record = self.spec.start().unwrap_or_else(|error| {
+            panic!("starting the kube-apiserver without OLM again: {error}")
+        });
+        let client = self.admin_client().await;
+        self.wait_ready(&client).await;
+        started.elapsed()
     }
 
     pub async fn admin_client(&self) -> kube::Client {
