@@ -45,9 +45,10 @@ use upgrade_gate_tests::chain::catalog::{
 };
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
 use upgrade_gate_tests::chain::judge::{AfterRestore, RunVerdict, after_restore, race_of};
+use upgrade_gate_tests::chain::predicates::closed_again_by;
 use upgrade_gate_tests::chain::record::{dynamic_api, read_history};
 use upgrade_gate_tests::chain::run::{
-    ChainRun, Data, RunOptions, RunReport, Start, chain, closed_again_by, connect,
+    ChainRun, Data, RunOptions, RunReport, Start, chain, connect,
 };
 use upgrade_gate_tests::chain::timeline::{
     self, Event, Fact, JobChange, PodChange, PodKind, seconds_between,

@@ -18,6 +18,8 @@ pub const CSV_PREFIX: &str = "upgrade-gate.v";
 pub const OPERATOR_POD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "app-operator");
 /// The operator's main container.
 pub const OPERATOR_CONTAINER: &str = "app-operator";
+/// The gate's init container (`upgrade-gate hold`) in the operator's pod.
+pub const GATE_CONTAINER: &str = "upgrade-gate";
 /// The env var naming the release an operator pod acts as.
 pub const RELEASE_ENV: &str = "UPGRADE_GATE_RELEASE";
 /// The label the operator puts on its Jobs and their pods.

@@ -24,6 +24,7 @@
 //! | [`writer`] | the application's clients writing through the upgrade |
 //! | [`digest`] | what a row means, in each schema layout |
 //! | [`judge`] | raced / damaged, with evidence (pure) |
+//! | [`predicates`] | what the runner waits on and the cluster tests assert, read from the timeline (pure) |
 //! | [`catalog`] | test-time edits of a catalog (a release published later, a skipRange) |
 //! | [`report`] | `just race`'s and `just race-matrix`'s JSON and tables |
 //! | [`narrate`] | `just demo`'s narration |
@@ -41,6 +42,7 @@ pub mod kubeconfig;
 pub mod narrate;
 pub mod picture;
 pub mod pipeline;
+pub mod predicates;
 pub mod record;
 pub mod report;
 pub mod run;
