@@ -1,0 +1,125 @@
+//! A run under Helm or kubectl: the first release applied as the
+//! deployer's pipeline applies it, time zero its first apply of the middle
+//! release, each later release pushed until the admission policy lets it
+//! through; every apply a [`Fact::Deployed`]. No catalog is served.
+//!
+//! Owns: the pushes and how an apply's answer reads as a fact. Must not
+//! touch: the chart or the commands (`chain::pipeline` runs them).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use harness::testing::TestNamespace;
+
+use super::{bundle_examples, create_app, middle_release, wait_app_ready};
+use crate::chain::cluster::{BackupClaim, OlmCluster};
+use crate::chain::judge::Chain;
+use crate::chain::pipeline::{Pipeline, Pushed};
+use crate::chain::record::Recorders;
+use crate::chain::timeline::{Fact, Timeline};
+
+/// Applies the first release as the deployer would, then creates the App
+/// of its bundle's `alm-examples` and waits until it is Ready.
+pub(super) async fn install_first_release(
+    cluster: &impl OlmCluster,
+    namespace: &TestNamespace,
+    pipeline: &Arc<Pipeline>,
+    from: &str,
+    database_url: &str,
+    recorders: &mut Recorders,
+    timeline: &Timeline,
+) -> (String, BackupClaim) {
+    let client = namespace.client();
+    let ns = &namespace.name;
+    crate::operator_install::install_app_crd(&client).await;
+    recorders.watch_apps(&client, ns, timeline).await;
+    let installed = Instant::now();
+    let ran = pipeline_push(pipeline, from).await;
+    let command = pipeline.command();
+    assert!(ran.accepted, "{command} of {from}:\n{}", ran.output);
+    timeline.push(Fact::Injected {
+        what: format!("{command} installed {from}"),
+    });
+    let created = create_app(cluster, namespace, database_url, &bundle_examples(from)).await;
+    wait_app_ready(timeline, &created.0, from).await;
+    println!(
+        "{ns}: {from} installed by {command}, its App Ready, {:.1} s after",
+        installed.elapsed().as_secs_f64()
+    );
+    created
+}
+
+/// Time zero: the first apply of the middle release (the first release
+/// may not have recorded completion yet: retried every [`PUSH_RETRY`]).
+pub(super) async fn start_upgrade(pipeline: &Arc<Pipeline>, timeline: &Timeline, chain: &Chain) {
+    let middle = middle_release(chain);
+    push(
+        pipeline,
+        timeline,
+        &middle,
+        PUSH_RETRY,
+        Duration::from_secs(120),
+    )
+    .await;
+}
+
+/// How often [`start_upgrade`] applies the middle release again
+/// under Helm until it is accepted.
+const PUSH_RETRY: Duration = Duration::from_secs(1);
+
+/// Applies `release` every `retry` until accepted (each apply a fact);
+/// panics after `timeout`.
+pub(super) async fn push(
+    pipeline: &Arc<Pipeline>,
+    timeline: &Timeline,
+    release: &str,
+    retry: Duration,
+    timeout: Duration,
+) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        // Stamped when the command returned: the API server decided somewhere
+        // within the command, and the deployer knows the answer from then.
+        let ran = pipeline_push(pipeline, release).await;
+        timeline.push(deployed(release, &ran));
+        if ran.accepted {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {release} still refused after {timeout:?}:\n{}",
+            pipeline.command(),
+            ran.output
+        );
+        tokio::time::sleep(retry).await;
+    }
+}
+
+/// One push of `release`, off the async threads.
+async fn pipeline_push(pipeline: &Arc<Pipeline>, release: &str) -> Pushed {
+    let pipeline = Arc::clone(pipeline);
+    let release = release.to_owned();
+    tokio::task::spawn_blocking(move || pipeline.push(&release))
+        .await
+        .unwrap_or_else(|error| panic!("running the pipeline: {error}"))
+}
+
+/// What an apply said, as a fact: the refusal's reason from the API
+/// server's message (after "denied request: "), else its last line.
+fn deployed(release: &str, ran: &Pushed) -> Fact {
+    let message = if ran.accepted {
+        String::new()
+    } else {
+        let output = ran.output.trim();
+        output
+            .rfind("denied request: ")
+            .map(|at| output[at + "denied request: ".len()..].to_owned())
+            .or_else(|| output.lines().last().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    Fact::Deployed {
+        release: release.to_owned(),
+        accepted: ran.accepted,
+        message,
+    }
+}

@@ -1,0 +1,586 @@
+//! One run of the upgrade chain through OLM, in a namespace, with a
+//! database and a Subscription of its own: set up (catalog served, then
+//! either the first release installed from the first channel with the App
+//! of `alm-examples` Ready, or — [`Start::MiddleRelease`] — only the App
+//! created on a database at the first release's schema), data in place, the
+//! writer writing; then [`ChainRun::start_upgrade`] (time zero: the channel
+//! switch, or the Subscription starting at the middle release), whatever
+//! the caller does to it (faults, narration), [`ChainRun::finish`]: the end
+//! checks and the verdict.
+//!
+//! The set-up and time zero differ by deployer, a file each (below):
+//! under OLM v0 a Subscription and its channel switch; under OLM v1 a
+//! ClusterExtension and its switch; under Helm or kubectl the deployer's
+//! applies, [`ChainRun::push_until_accepted`] pushing the next release as
+//! a pipeline would.
+//!
+//! Owns: the run's namespace, database, backup claim, served catalog (or
+//! Helm and its charts, or OLM v1's catalog, installer and extension),
+//! recorders and writer (all removed when the run
+//! drops). Must not touch:
+//! anything of another run; the cluster-wide OLM only through `restart_olm`;
+//! the App CRD only as `operator_install::install_app_crd` applies it.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `mod.rs` | [`ChainRun`]: set-up, time zero, the waits, the end checks; [`RunReport`] |
+//! | `options.rs` | what a run plays: [`RunOptions`], [`Data`], [`Start`], the chain |
+//! | `olm_v0.rs` | under OLM v0: the catalog served, the Subscription, the install's gate checks, the channel switch |
+//! | `olm_v1.rs` | under OLM v1: catalogd's catalog, the installer, the ClusterExtension and its switch |
+//! | `helm_kubectl.rs` | under Helm or kubectl: the first release applied, each push a fact |
+//! | `user_view.rs` | what a user of the App would look at after the chain |
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use harness::testing::TestNamespace;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{DynamicObject, PostParams};
+use serde_json::{Value, json};
+
+use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
+use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout};
+use super::judge::{self, Chain, Deployer, EndChecks, Verdict};
+use super::pipeline::Pipeline;
+use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left};
+use super::record::{Recorders, app_api, read_history};
+use super::timeline::{Event, Fact, Timeline};
+use super::writer::{self, RunningWriter, WriterVerdict};
+use crate::cluster_database::TestDatabase;
+
+mod helm_kubectl;
+mod olm_v0;
+mod olm_v1;
+mod options;
+mod user_view;
+
+pub use olm_v0::wait_gate_open;
+pub(crate) use olm_v0::{serve_to_olm, subscribe};
+pub use options::{Data, RunOptions, SeedTemplate, Start, chain};
+
+use olm_v1::OlmV1Run;
+use options::{create_at_release, middle_release};
+use user_view::schema_at_target;
+
+/// What a finished run reports.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    pub namespace: String,
+    pub verdict: Verdict,
+    pub events: Vec<Event>,
+    /// The channel switch.
+    pub zero: Timestamp,
+    /// Set-up: namespace to the switch.
+    pub setup_seconds: f64,
+    /// The switch to the end of the chain (or the deadline).
+    pub chain_seconds: f64,
+    /// Whether the chain reached its end before the deadline.
+    pub ended: bool,
+    /// The writer's writes checked against the database at the end.
+    pub writer: WriterVerdict,
+}
+
+impl RunReport {
+    /// Prints the verdict and its evidence, a line each (a test's output).
+    pub fn show(&self) {
+        println!(
+            "{}: {}, damaged {}, chain {:.1} s",
+            self.namespace,
+            self.verdict.verdict.name(),
+            self.verdict.damaged,
+            self.chain_seconds
+        );
+        for line in &self.verdict.evidence {
+            println!("  {line}");
+        }
+    }
+
+    /// One run as `just race` writes it.
+    pub fn to_json(&self) -> Value {
+        let round = |seconds: f64| (seconds * 10.0).round() / 10.0;
+        json!({
+            "verdict": self.verdict.verdict.name(),
+            "raced": self.verdict.raced,
+            "damaged": self.verdict.damaged,
+            "inconclusive": self.verdict.inconclusive,
+            "evidence": self.verdict.evidence,
+            "timeline": self.events.iter().map(|event| timeline_entry(event, self.zero)).collect::<Vec<_>>(),
+            "namespace": self.namespace,
+            "setup_seconds": round(self.setup_seconds),
+            "chain_seconds": round(self.chain_seconds),
+            "ended": self.ended,
+            "pending_seconds": self.verdict.pending_seconds.map(round),
+            "load_margin_seconds": self.verdict.load_margin_seconds.map(round),
+            "load_ok": self.verdict.load_ok,
+            "olm_reaction_seconds": self.verdict.olm_reaction_seconds.map(round),
+            "writer": {
+                "acknowledged": self.writer.inserts_acknowledged + self.writer.updates_acknowledged,
+                "refused": self.writer.failed.refused,
+                "sql_errors": self.writer.failed.sql_errors,
+                "connections_lost": self.writer.failed.connections_lost,
+                "unexpected": self.writer.failed.unexpected,
+                "unknown": self.writer.unknown,
+                "lost": self.writer.lost.len(),
+                "changed": self.writer.changed.len(),
+                "reappeared": self.writer.reappeared.len(),
+            },
+        })
+    }
+}
+
+/// One timeline entry: `t` (seconds from the switch), `at`, the fact's fields.
+pub fn timeline_entry(event: &Event, zero: Timestamp) -> Value {
+    let mut entry = json!({
+        "t": (event.seconds_from(zero) * 1000.0).round() / 1000.0,
+        "at": event.at.to_string(),
+        "text": event.fact.to_string(),
+    });
+    if let (Some(entry), Ok(Value::Object(fact))) =
+        (entry.as_object_mut(), serde_json::to_value(&event.fact))
+    {
+        entry.extend(fact);
+    }
+    entry
+}
+
+/// A chain run set up at its first release.
+pub struct ChainRun {
+    recorders: Recorders,
+    /// Under OLM v1: before the namespace, which its uninstall needs.
+    olm_v1: Option<OlmV1Run>,
+    writer: Option<RunningWriter>,
+    pub timeline: Timeline,
+    pub namespace: TestNamespace,
+    pub app: String,
+    pub chain: Chain,
+    pub data_before: DataDigest,
+    /// The layout of `executions` when the writer started.
+    layout_before: ExecutionsLayout,
+    start: Start,
+    to_channel: String,
+    chain_deadline: Duration,
+    setup_seconds: f64,
+    switched: Option<Instant>,
+    _catalog: Option<ServedCatalog>,
+    /// The deployer when it pushes by command (Helm, kubectl).
+    pipeline: Option<Arc<Pipeline>>,
+    _claim: BackupClaim,
+    pub database: TestDatabase,
+}
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).unwrap_or_else(|error| panic!("building an object: {error}"))
+}
+
+impl ChainRun {
+    /// Sets a run up to the moment before the channel switch. Panics,
+    /// saying what failed, when the set-up does.
+    pub async fn prepare(cluster: &impl OlmCluster, options: RunOptions) -> Self {
+        let started = Instant::now();
+        let namespace = cluster.namespace(&options.prefix).await;
+        let client = namespace.client();
+        let ns = namespace.name.clone();
+        let pipeline = Pipeline::new(
+            options.chain.deployer,
+            cluster.kubeconfig(),
+            &ns,
+            cluster.image(),
+            &options.release_variant,
+        )
+        .map(Arc::new);
+        let catalog = match (&pipeline, options.chain.deployer) {
+            (Some(_), _) | (None, Deployer::OlmV1) => None,
+            (None, _) => Some(olm_v0::serve(cluster, &client, &ns, &options).await),
+        };
+
+        let database_name = ns.replace('-', "_");
+        let database = match &options.data {
+            Data::Seed { .. } => TestDatabase::create(cluster.database_url(), &database_name).await,
+            Data::Migrated { rows } => {
+                create_at_release(
+                    cluster.database_url(),
+                    &database_name,
+                    &options.chain.from,
+                    *rows,
+                )
+                .await
+            }
+            Data::Template { database, .. } => {
+                TestDatabase::create_from_template(cluster.database_url(), &database_name, database)
+                    .await
+            }
+        };
+        let timeline = Timeline::new();
+        let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
+        if options.chain.deployer.admitted() {
+            // The record's CRD and the policies, never a binding (that is
+            // the gate, bound or not by the caller): what the operators
+            // record is watched whether or not the policy holds.
+            crate::admission_policy::install(&cluster.client().await).await;
+            recorders
+                .watch_admission_record(&client, &ns, &timeline)
+                .await;
+        }
+        let mut olm_v1 = None;
+        let (app, claim) = match (options.start, &pipeline) {
+            _ if options.chain.deployer == Deployer::OlmV1 => {
+                let (run, created) = olm_v1::install_first_release(
+                    cluster,
+                    &namespace,
+                    &options,
+                    &database.url,
+                    &mut recorders,
+                    &timeline,
+                )
+                .await;
+                olm_v1 = Some(run);
+                created
+            }
+            (Start::FirstRelease, Some(pipeline)) => {
+                helm_kubectl::install_first_release(
+                    cluster,
+                    &namespace,
+                    pipeline,
+                    &options.chain.from,
+                    &database.url,
+                    &mut recorders,
+                    &timeline,
+                )
+                .await
+            }
+            (Start::MiddleRelease, Some(_)) => {
+                panic!("a Helm or kubectl run starts at its first release (Start::FirstRelease)")
+            }
+            (Start::FirstRelease, None) => {
+                olm_v0::install_first_release(
+                    cluster,
+                    &namespace,
+                    &options,
+                    &database.url,
+                    &mut recorders,
+                    &timeline,
+                )
+                .await
+            }
+            (Start::MiddleRelease, None) => {
+                olm_v0::start_at_middle_release(
+                    cluster,
+                    &namespace,
+                    &options,
+                    &database.url,
+                    &mut recorders,
+                    &timeline,
+                )
+                .await
+            }
+        };
+        if let Data::Seed { rows } = options.data
+            && rows > 0
+        {
+            database
+                .app_db_upgrade_async(&["seed", "--rows", &rows.to_string()])
+                .await;
+        }
+        let admin = connect(&database.url).await;
+        let data_before = data_digest(&admin, None)
+            .await
+            .unwrap_or_else(|error| panic!("digesting the data before the run: {error}"));
+        let layout_before = executions_layout(&admin)
+            .await
+            .unwrap_or_else(|error| panic!("reading the executions layout: {error}"));
+        let writer = RunningWriter::start(&database.url, timeline.clone());
+        Self {
+            recorders,
+            olm_v1,
+            writer: Some(writer),
+            timeline,
+            namespace,
+            app,
+            chain: options.chain,
+            data_before,
+            layout_before,
+            start: options.start,
+            to_channel: options.to_channel,
+            chain_deadline: options.chain_deadline,
+            setup_seconds: started.elapsed().as_secs_f64(),
+            switched: None,
+            _catalog: catalog,
+            pipeline,
+            _claim: claim,
+            database,
+        }
+    }
+
+    pub fn client(&self) -> Client {
+        self.namespace.client()
+    }
+
+    /// Records something the caller did to the chain.
+    pub fn note(&self, what: &str) {
+        self.timeline.push(Fact::Injected {
+            what: what.to_owned(),
+        });
+    }
+
+    /// Time zero: switches the Subscription to the second channel
+    /// ([`Start::FirstRelease`]), or subscribes to it starting at the
+    /// middle release ([`Start::MiddleRelease`]).
+    pub async fn start_upgrade(&mut self) {
+        let at = Timestamp::now();
+        self.switched = Some(Instant::now());
+        if let Some(pipeline) = &self.pipeline {
+            helm_kubectl::start_upgrade(pipeline, &self.timeline, &self.chain).await;
+            return;
+        }
+        if let Some(olm_v1) = &self.olm_v1 {
+            olm_v1
+                .switch(&mut self.recorders, &self.timeline, &self.to_channel, at)
+                .await;
+            return;
+        }
+        let fact = olm_v0::switch(
+            &self.client(),
+            &self.namespace.name,
+            self.start,
+            &self.to_channel,
+            &self.chain,
+        )
+        .await;
+        self.timeline.push_at(at, fact);
+    }
+
+    /// Under Helm or kubectl: applies `release` every `retry`, as a deployer's
+    /// pipeline would, until it is accepted (or `timeout`); each apply is
+    /// a [`Fact::Deployed`]. Runs in the background: await the handle.
+    pub fn push_until_accepted(
+        &self,
+        release: &str,
+        retry: Duration,
+        timeout: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let pipeline = self
+            .pipeline
+            .clone()
+            .unwrap_or_else(|| panic!("push_until_accepted needs a Helm or kubectl run"));
+        let timeline = self.timeline.clone();
+        let release = release.to_owned();
+        tokio::spawn(async move {
+            helm_kubectl::push(&pipeline, &timeline, &release, retry, timeout).await
+        })
+    }
+
+    /// Checks that `release`'s gate init container closed the gate before
+    /// its operator started (as the install checks it), waiting for it to exit.
+    pub async fn check_gate_closed_first(&self, release: &str) {
+        olm_v0::check_closed_first(
+            &self.client(),
+            &self.namespace.name,
+            &self.timeline,
+            release,
+        )
+        .await;
+    }
+
+    /// Panics unless operator pod `pod`'s gate init container logged that
+    /// OLM confirmed `Upgradeable=False`.
+    pub async fn assert_gate_confirmed_by(&self, pod: &str) {
+        olm_v0::assert_gate_confirmed(&self.client(), &self.namespace.name, pod).await;
+    }
+
+    /// Waits until `find` matches the timeline; panics naming `what` and
+    /// the newest events after `timeout`.
+    pub async fn wait_for<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        find: impl FnMut(&[Event]) -> Option<T>,
+    ) -> T {
+        self.timeline
+            .wait_for(timeout, find)
+            .await
+            .unwrap_or_else(|error| panic!("{}: waiting for {what}: {error}", self.namespace.name))
+    }
+
+    /// Waits until the next release's CSV is `Pending` with reason
+    /// `OperatorConditionNotUpgradeable` while a Job of the middle release
+    /// runs: the gate holding.
+    pub async fn wait_held(&self, timeout: Duration) -> Timestamp {
+        let next = self.chain.next.clone();
+        let middle = self.chain.middle.clone().unwrap_or_default();
+        self.wait_for(
+            &format!("CSV upgrade-gate.v{next} held Pending while {middle}'s Job runs"),
+            timeout,
+            |events| held_while_job_runs(events, &next, &middle),
+        )
+        .await
+    }
+
+    /// Waits, after [`ChainRun::wait_held`], until the next release's CSV
+    /// has existed for [`judge::LOAD_MARGIN`] seconds. A caller holding the
+    /// upgrade lock until then has the middle release's Job outlast OLM's
+    /// step to the next release by at least the margin the judge's load
+    /// check asks for, on a loaded machine or an idle one.
+    pub async fn wait_load_margin(&self) {
+        let next = &self.chain.next;
+        let left = load_margin_left(&self.timeline.snapshot(), next, Timestamp::now())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: neither CSV upgrade-gate.v{next} nor an apply of it is in the timeline: call wait_held (or push) first",
+                    self.namespace.name
+                )
+            });
+        tokio::time::sleep(left).await;
+    }
+
+    /// Waits for the end of the chain (at most the run's deadline, or
+    /// until it stopped for good: the App waiting for a person at the last
+    /// release), stops the writer, checks the data and the history, and
+    /// judges the run. The run's namespace and database stay until the run
+    /// drops.
+    pub async fn finish(&mut self) -> RunReport {
+        let chain = self.chain.clone();
+        let outcome = self
+            .timeline
+            .wait_for(self.chain_deadline, |events| {
+                if judge::chain_ended(events, &chain) {
+                    Some(None)
+                } else {
+                    judge::chain_stopped(events, &chain).map(Some)
+                }
+            })
+            .await;
+        let ended = matches!(outcome, Ok(None));
+        let stopped = outcome.ok().flatten();
+        let chain_seconds = self
+            .switched
+            .map_or(0.0, |switched| switched.elapsed().as_secs_f64());
+        let writes = match self.writer.take() {
+            Some(writer) => writer.stop().await,
+            None => Vec::new(),
+        };
+        let admin = connect(&self.database.url).await;
+        let found = writer::read_digests(&admin, &writer::ids_to_check(&writes))
+            .await
+            .unwrap_or_else(|error| panic!("reading the written rows back: {error}"));
+        let data_after = data_digest(&admin, Some(self.data_before.last_execution))
+            .await
+            .unwrap_or_else(|error| panic!("digesting the data after the run: {error}"));
+        let history = read_history(&admin)
+            .await
+            .unwrap_or_else(|error| panic!("reading the migration history: {error}"));
+        let schema = schema_at_target(&admin, &self.chain.last).await;
+        let layout_after = executions_layout(&admin)
+            .await
+            .unwrap_or_else(|error| panic!("reading the executions layout: {error}"));
+        let events = self.timeline.snapshot();
+        let checks = EndChecks {
+            schema,
+            data_before: self.data_before.clone(),
+            data_after,
+            writer: writer::verify(&writes, &found),
+            history,
+            layouts: vec![self.layout_before, layout_after],
+        };
+        let mut verdict = judge::judge(&events, &self.chain, &checks);
+        match (&stopped, ended) {
+            (Some(why), _) => verdict.evidence.push(why.clone()),
+            (None, false) => verdict.evidence.push(format!(
+                "the chain had not ended {} s after the switch (the run's deadline)",
+                self.chain_deadline.as_secs()
+            )),
+            (None, true) => {}
+        }
+        RunReport {
+            namespace: self.namespace.name.clone(),
+            zero: judge::zero_of(&events),
+            verdict,
+            events,
+            setup_seconds: self.setup_seconds,
+            chain_seconds,
+            ended,
+            writer: checks.writer,
+        }
+    }
+}
+
+pub async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|error| panic!("connecting to the run's database: {error}"));
+    tokio::spawn(connection);
+    client
+}
+
+/// The App of `examples` (a CSV's `alm-examples`), with its Secret
+/// (pointing at the run's database) and backup claim.
+async fn create_app(
+    cluster: &impl OlmCluster,
+    namespace: &TestNamespace,
+    database_url: &str,
+    examples: &str,
+) -> (String, BackupClaim) {
+    let client = namespace.client();
+    let examples: Vec<Value> = serde_json::from_str(examples)
+        .unwrap_or_else(|error| panic!("alm-examples is not a JSON list: {error}"));
+    let app = examples
+        .into_iter()
+        .find(|example| example["kind"] == "App")
+        .unwrap_or_else(|| panic!("alm-examples has no App"));
+    let text = |pointer: &str| {
+        app.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (name, secret_name, claim) = (
+        text("/metadata/name"),
+        text("/spec/database/secretRef/name"),
+        text("/spec/upgrade/backupVolumeClaim"),
+    );
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": secret_name},
+        "stringData": {"url": database_url}
+    }))
+    .unwrap_or_else(|error| panic!("Secret: {error}"));
+    namespace
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|error| panic!("creating Secret {secret_name}: {error}"));
+    let claim = cluster.backup_claim(namespace, &claim).await;
+    app_api(&client, &namespace.name)
+        .create(&PostParams::default(), &object(app))
+        .await
+        .unwrap_or_else(|error| panic!("creating the App of alm-examples: {error}"));
+    (name, claim)
+}
+
+/// The `alm-examples` of `release`'s CSV in the repository's `bundle/`
+/// (the same the catalogs serve).
+fn bundle_examples(release: &str) -> String {
+    let path = crate::repository_root()
+        .join("bundle")
+        .join(release)
+        .join("manifests/upgrade-gate.clusterserviceversion.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", path.display()));
+    let csv: Value =
+        serde_yaml::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    csv["metadata"]["annotations"]["alm-examples"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{} has no alm-examples", path.display()))
+        .to_owned()
+}
+
+/// Waits until App `app` is Ready at `release` (the first release's
+/// install); panics after 300 s.
+async fn wait_app_ready(timeline: &Timeline, app: &str, release: &str) {
+    timeline
+        .wait_for(Duration::from_secs(300), |events| {
+            app_ready_at(events, release).then_some(())
+        })
+        .await
+        .unwrap_or_else(|error| panic!("App {app} did not become Ready at {release}: {error}"));
+}

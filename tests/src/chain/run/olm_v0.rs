@@ -1,0 +1,347 @@
+//! A run under OLM v0: our catalog served through a CatalogSource, the
+//! first release installed by a Subscription to the first channel (its
+//! gate checked closed before the operator started, then opened), time
+//! zero the switch to the second channel (or a Subscription starting at
+//! the middle release); OLM moves on by itself.
+//!
+//! Owns: the run's CatalogSource, OperatorGroup and Subscription, and the
+//! install's gate checks. Must not touch: the cluster-wide OLM.
+
+use std::time::{Duration, Instant};
+
+use harness::testing::TestNamespace;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{DynamicObject, LogParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::{Data, RunOptions, Start};
+use super::{bundle_examples, create_app, middle_release, object, wait_app_ready};
+use crate::chain::cluster::{BackupClaim, OlmCluster, ServedCatalog};
+use crate::chain::facts::{CSV_PREFIX, GATE_CONTAINER};
+use crate::chain::judge::{self, Chain};
+use crate::chain::record::{Recorders, csv_api, dynamic_api};
+use crate::chain::timeline::{self, Fact, PodKind, Timeline};
+use crate::wait;
+
+/// What the gate's init container logs once OLM confirmed it.
+const GATE_CONFIRMED: &str = "OLM confirmed Upgradeable=False: the gate is closed";
+/// The Subscription (and CatalogSource, OperatorGroup) every run names so.
+const SUBSCRIPTION: &str = "upgrade-gate";
+
+/// Our catalog served for the run and a CatalogSource of the namespace
+/// pointing at it, READY.
+pub(super) async fn serve(
+    cluster: &impl OlmCluster,
+    client: &Client,
+    namespace: &str,
+    options: &RunOptions,
+) -> ServedCatalog {
+    let catalog = cluster
+        .serve_catalog(&options.catalog_dir, options.catalog_port)
+        .await;
+    serve_to_olm(client, namespace, &catalog.address).await;
+    catalog
+}
+
+/// From the first release ([`Start::FirstRelease`]): subscribes to the
+/// first channel, waits until its CSV `Succeeded`, checks the install
+/// ([`check_install`]), then creates the App of the installed CSV's
+/// `alm-examples` and waits until it is Ready.
+pub(super) async fn install_first_release(
+    cluster: &impl OlmCluster,
+    namespace: &TestNamespace,
+    options: &RunOptions,
+    database_url: &str,
+    recorders: &mut Recorders,
+    timeline: &Timeline,
+) -> (String, BackupClaim) {
+    let client = namespace.client();
+    let ns = &namespace.name;
+    let from = &options.chain.from;
+    let subscribed = Instant::now();
+    subscribe(&client, ns, &options.from_channel, None).await;
+    timeline
+        .wait_for(Duration::from_secs(300), |events| {
+            timeline::last(
+                events,
+                |fact| matches!(fact, Fact::CsvPhase { release, .. } if release == from),
+            )
+            .filter(
+                |event| matches!(&event.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded"),
+            )
+            .map(|_| ())
+        })
+        .await
+        .unwrap_or_else(|error| panic!("CSV upgrade-gate.v{from} did not succeed: {error}"));
+    recorders.watch_apps(&client, ns, timeline).await;
+    check_install(&client, ns, timeline, from, options.init_container).await;
+    println!(
+        "{ns}: {from} installed through OLM, its gate checked, {:.1} s after the Subscription",
+        subscribed.elapsed().as_secs_f64()
+    );
+    let examples = installed_examples(&client, ns, from).await;
+    let created = create_app(cluster, namespace, database_url, &examples).await;
+    wait_app_ready(timeline, &created.0, from).await;
+    created
+}
+
+/// From the middle release ([`Start::MiddleRelease`]): nothing of the
+/// operator installed; the App CRD applied and the App of the middle
+/// release's `alm-examples` created on a database already at the first
+/// release's schema.
+pub(super) async fn start_at_middle_release(
+    cluster: &impl OlmCluster,
+    namespace: &TestNamespace,
+    options: &RunOptions,
+    database_url: &str,
+    recorders: &mut Recorders,
+    timeline: &Timeline,
+) -> (String, BackupClaim) {
+    let from = &options.chain.from;
+    assert!(
+        !matches!(options.data, Data::Seed { .. }),
+        "a run starting at the middle release needs a database at {from} (Data::Migrated or Data::Template): no operator of {from} creates its schema"
+    );
+    let middle = middle_release(&options.chain);
+    let client = namespace.client();
+    crate::operator_install::install_app_crd(&client).await;
+    recorders
+        .watch_apps(&client, &namespace.name, timeline)
+        .await;
+    let examples = bundle_examples(&middle);
+    create_app(cluster, namespace, database_url, &examples).await
+}
+
+/// Time zero: switches the Subscription to `channel`
+/// ([`Start::FirstRelease`]), or subscribes to it starting at the middle
+/// release ([`Start::MiddleRelease`]); the fact saying so.
+pub(super) async fn switch(
+    client: &Client,
+    namespace: &str,
+    start: Start,
+    channel: &str,
+    chain: &Chain,
+) -> Fact {
+    match start {
+        Start::FirstRelease => {
+            subscriptions(client, namespace)
+                .patch(
+                    SUBSCRIPTION,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"channel": channel}})),
+                )
+                .await
+                .unwrap_or_else(|error| panic!("switching the Subscription to {channel}: {error}"));
+            Fact::ChannelSwitched {
+                channel: channel.to_owned(),
+            }
+        }
+        Start::MiddleRelease => {
+            let middle = middle_release(chain);
+            subscribe(client, namespace, channel, Some(&middle)).await;
+            Fact::Subscribed {
+                channel: channel.to_owned(),
+                release: middle,
+            }
+        }
+    }
+}
+
+fn subscriptions(client: &Client, namespace: &str) -> kube::Api<DynamicObject> {
+    dynamic_api(
+        client,
+        namespace,
+        "operators.coreos.com",
+        "v1alpha1",
+        "Subscription",
+        "subscriptions",
+    )
+}
+
+/// A CatalogSource of the namespace pointing at `address`, READY.
+pub(crate) async fn serve_to_olm(client: &Client, namespace: &str, address: &str) {
+    let sources = dynamic_api(
+        client,
+        namespace,
+        "operators.coreos.com",
+        "v1alpha1",
+        "CatalogSource",
+        "catalogsources",
+    );
+    sources
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1",
+                "kind": "CatalogSource",
+                "metadata": {"name": SUBSCRIPTION},
+                "spec": {"sourceType": "grpc", "address": address, "displayName": "upgrade-gate (test catalog)"}
+            })),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("creating the CatalogSource: {error}"));
+    wait::until(
+        "the CatalogSource to be READY",
+        Duration::from_secs(120),
+        || {
+            let sources = sources.clone();
+            async move {
+                let source = sources.get(SUBSCRIPTION).await.ok()?;
+                (source.data["status"]["connectionState"]["lastObservedState"] == "READY")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// An OperatorGroup for the namespace and a Subscription to `channel`,
+/// starting at release `starting` when given (OLM's `startingCSV`; else
+/// the channel's head).
+pub(crate) async fn subscribe(
+    client: &Client,
+    namespace: &str,
+    channel: &str,
+    starting: Option<&str>,
+) {
+    dynamic_api(
+        client,
+        namespace,
+        "operators.coreos.com",
+        "v1",
+        "OperatorGroup",
+        "operatorgroups",
+    )
+    .create(
+        &PostParams::default(),
+        &object(json!({
+            "apiVersion": "operators.coreos.com/v1",
+            "kind": "OperatorGroup",
+            "metadata": {"name": SUBSCRIPTION},
+            "spec": {"targetNamespaces": [namespace]}
+        })),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("creating the OperatorGroup: {error}"));
+    let mut spec = json!({
+        "name": "upgrade-gate", "channel": channel,
+        "source": SUBSCRIPTION, "sourceNamespace": namespace,
+        "installPlanApproval": "Automatic"
+    });
+    if let Some(release) = starting {
+        spec["startingCSV"] = json!(format!("{}{release}", CSV_PREFIX));
+    }
+    subscriptions(client, namespace)
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1",
+                "kind": "Subscription",
+                "metadata": {"name": SUBSCRIPTION},
+                "spec": spec
+            })),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("creating the Subscription: {error}"));
+}
+
+/// The install of `release` as a user must find it: with the init
+/// container, it closed the gate (OLM's copy said `False` before the
+/// operator started, and it logged so); then the operator opened it
+/// (`Upgradeable=True`, `UpgradeComplete`, copied at the current generation).
+async fn check_install(
+    client: &Client,
+    namespace: &str,
+    timeline: &Timeline,
+    release: &str,
+    init_container: bool,
+) {
+    if init_container {
+        check_closed_first(client, namespace, timeline, release).await;
+    }
+    wait_gate_open(timeline, release, Duration::from_secs(120)).await;
+}
+
+/// `release`'s gate init container exited 0 after OLM's copy of its
+/// OperatorCondition said `Upgradeable=False`, before the operator's main
+/// container started, and logged so.
+pub(super) async fn check_closed_first(
+    client: &Client,
+    namespace: &str,
+    timeline: &Timeline,
+    release: &str,
+) {
+    let (pod, closed_before_start) = timeline
+        .wait_for(Duration::from_secs(60), |events| {
+            let exited = timeline::first(events, |fact| {
+                matches!(fact, Fact::PodExited { kind: PodKind::Operator, release: of, container, exit_code: 0, .. }
+                    if of == release && container == GATE_CONTAINER)
+            })?;
+            let Fact::PodExited { pod, .. } = &exited.fact else { return None };
+            let started = timeline::first(events, |fact| {
+                matches!(fact, Fact::Pod { pod: of, change: timeline::PodChange::Started, .. } if of == pod)
+            })?;
+            let closed = timeline::first(events, |fact| {
+                matches!(fact, Fact::ConditionStatus { release: of, status: Some(status), observed_generation: Some(observed), generation, .. }
+                    if of == release && status == "False" && observed == generation)
+            });
+            Some((pod.clone(), closed.is_some_and(|closed| closed.at <= started.at)))
+        })
+        .await
+        .unwrap_or_else(|error| panic!("{release}'s gate init container did not finish: {error}"));
+    assert!(
+        closed_before_start,
+        "{release}'s operator started before OLM's copy of its OperatorCondition said Upgradeable=False"
+    );
+    assert_gate_confirmed(client, namespace, &pod).await;
+}
+
+/// Panics unless `pod`'s gate init container logged that OLM confirmed
+/// `Upgradeable=False`.
+pub(super) async fn assert_gate_confirmed(client: &Client, namespace: &str, pod: &str) {
+    let logs = kube::Api::<Pod>::namespaced(client.clone(), namespace)
+        .logs(
+            pod,
+            &LogParams {
+                container: Some(GATE_CONTAINER.to_owned()),
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap_or_else(|error| panic!("reading the logs of {pod}'s init container: {error}"));
+    assert!(
+        logs.contains(GATE_CONFIRMED),
+        "{pod}'s init container did not log \"{GATE_CONFIRMED}\":\n{logs}"
+    );
+}
+
+/// Waits until OLM's copy of `release`'s OperatorCondition says
+/// `Upgradeable=True` (`UpgradeComplete`) at its current generation.
+pub async fn wait_gate_open(timeline: &Timeline, release: &str, timeout: Duration) {
+    timeline
+        .wait_for(timeout, |events| {
+            timeline::last(events, |fact| matches!(fact, Fact::ConditionStatus { release: of, .. } if of == release))
+                .filter(|event| {
+                    matches!(&event.fact, Fact::ConditionStatus { status: Some(status), reason: Some(reason), observed_generation: Some(observed), generation, .. }
+                        if status == "True" && reason == judge::VERIFIED_REASON && observed == generation)
+                })
+                .map(|_| ())
+        })
+        .await
+        .unwrap_or_else(|error| {
+            panic!("{release}'s OperatorCondition did not say Upgradeable=True (UpgradeComplete) at its generation: {error}")
+        });
+}
+
+/// The `alm-examples` of `release`'s installed CSV (what a console offers).
+async fn installed_examples(client: &Client, namespace: &str, release: &str) -> String {
+    let csv = csv_api(client, namespace)
+        .get(&format!("{}{release}", CSV_PREFIX))
+        .await
+        .unwrap_or_else(|error| panic!("reading CSV of {release}: {error}"));
+    csv.metadata
+        .annotations
+        .and_then(|mut annotations| annotations.remove("alm-examples"))
+        .unwrap_or_else(|| panic!("CSV of {release} has no alm-examples"))
+}
