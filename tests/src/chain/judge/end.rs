@@ -9,7 +9,7 @@
 use jiff::Timestamp;
 
 use super::{Chain, Deployer, zero_of};
-use crate::chain::timeline::{Event, Fact, PodChange, PodKind, offset};
+use crate::chain::timeline::{self, Event, Fact, PodChange, PodKind, offset};
 
 /// Whether the chain stopped short of its end for good: the last release
 /// in place (OLM v0: its CSV `Succeeded`; the other deployers: it was
@@ -18,8 +18,8 @@ use crate::chain::timeline::{Event, Fact, PodChange, PodKind, offset};
 pub fn chain_stopped(events: &[Event], chain: &Chain) -> Option<String> {
     let in_place = match chain.deployer {
         Deployer::Olm => {
-            let last_csv = events.iter().rev().find(|event| {
-                matches!(&event.fact, Fact::CsvPhase { release, .. } | Fact::CsvDeleted { release } if *release == chain.last)
+            let last_csv = timeline::last(events, |fact| {
+                matches!(fact, Fact::CsvPhase { release, .. } | Fact::CsvDeleted { release } if *release == chain.last)
             })?;
             matches!(&last_csv.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded")
         }
@@ -30,10 +30,7 @@ pub fn chain_stopped(events: &[Event], chain: &Chain) -> Option<String> {
     if !in_place {
         return None;
     }
-    let app = events
-        .iter()
-        .rev()
-        .find(|event| matches!(event.fact, Fact::AppStatus { .. }))?;
+    let app = timeline::last(events, |fact| matches!(fact, Fact::AppStatus { .. }))?;
     match &app.fact {
         Fact::AppStatus {
             upgrade_phase: Some(phase),
@@ -61,135 +58,134 @@ pub(super) fn end_state(
 ) -> bool {
     let last = &chain.last;
     let schema = &chain.last_schema;
-    let mut missing = Vec::new();
+    let mut end = EndLines {
+        events,
+        zero,
+        evidence,
+        missing: Vec::new(),
+    };
     match chain.deployer {
-        Deployer::Olm => olm_csv_end(events, last, zero, evidence, &mut missing),
-        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
-            deployer_end(events, last, zero, evidence, &mut missing)
-        }
-    }
-    let app = events
-        .iter()
-        .rev()
-        .find(|event| matches!(event.fact, Fact::AppStatus { .. }));
-    match app.map(|event| (&event.fact, event.at)) {
-        Some((
-            Fact::AppStatus {
-                ready: true,
-                database_release: Some(release),
-                ..
+        // Under OLM: the last release's CSV `Succeeded`.
+        Deployer::Olm => end.newest(
+            |fact| matches!(fact, Fact::CsvPhase { release, .. } | Fact::CsvDeleted { release } if release == last),
+            |fact| {
+                matches!(fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded")
+                    .then(|| format!("CSV upgrade-gate.v{last} Succeeded"))
             },
-            at,
-        )) if release == schema => {
-            evidence.push(format!(
-                "{}: App Ready, database at {schema}'s schema",
-                offset(zero, at)
-            ));
+            &format!("CSV upgrade-gate.v{last} Succeeded"),
+            format!("CSV upgrade-gate.v{last} Succeeded (never seen)"),
+        ),
+        // Under a deployer: the last release applied, and an operator pod
+        // of it started after.
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
+            let applied = end.first(
+                None,
+                |fact| matches!(fact, Fact::Deployed { release, accepted: true, .. } if release == last),
+                format!("release {last} applied by the deployer"),
+            );
+            if let Some(applied) = applied {
+                end.first(
+                    Some(applied),
+                    |fact| matches!(fact, Fact::Pod { kind: PodKind::Operator, release, change: PodChange::Started, .. } if release == last),
+                    format!("an operator pod of {last} started"),
+                );
+            }
         }
-        Some((fact, _)) => missing.push(format!(
-            "the App Ready at {schema}'s schema (last seen: {fact})"
-        )),
-        None => missing.push(format!(
-            "the App Ready at {schema}'s schema (no App status seen)"
-        )),
     }
+    end.newest(
+        |fact| matches!(fact, Fact::AppStatus { .. }),
+        |fact| {
+            matches!(fact, Fact::AppStatus { ready: true, database_release: Some(release), .. } if release == schema)
+                .then(|| format!("App Ready, database at {schema}'s schema"))
+        },
+        &format!("the App Ready at {schema}'s schema"),
+        format!("the App Ready at {schema}'s schema (no App status seen)"),
+    );
     if chain.deployer == Deployer::Olm {
-        olm_gate_end(events, last, zero, evidence, &mut missing);
+        // Under OLM: the last release's gate open in OLM's copy.
+        end.newest(
+            |fact| matches!(fact, Fact::ConditionSpec { release, .. } | Fact::ConditionStatus { release, .. } | Fact::ConditionDeleted { release } if release == last),
+            |fact| match fact {
+                Fact::ConditionStatus {
+                    status: Some(status),
+                    observed_generation: Some(observed),
+                    generation,
+                    ..
+                } if status == "True" && observed == generation => Some(format!(
+                    "{last}'s gate Upgradeable=True, copied by OLM at generation {generation}"
+                )),
+                _ => None,
+            },
+            &format!("{last}'s gate Upgradeable=True in OLM's copy"),
+            format!("{last}'s gate Upgradeable=True (no OperatorCondition seen)"),
+        );
     }
-    if missing.is_empty() {
+    if end.missing.is_empty() {
         true
     } else {
-        evidence.push(format!(
+        end.evidence.push(format!(
             "DAMAGED: the chain did not end: missing {}",
-            missing.join("; ")
+            end.missing.join("; ")
         ));
         false
     }
 }
 
-/// Under a deployer: the last release applied, and an operator pod of it
-/// started after.
-pub(super) fn deployer_end(
-    events: &[Event],
-    last: &str,
+/// The end state's lines as they are found: each fact the end needs is
+/// evidence (at its time from zero), each one not found is missing.
+struct EndLines<'a> {
+    events: &'a [Event],
     zero: Timestamp,
-    evidence: &mut Vec<String>,
-    missing: &mut Vec<String>,
-) {
-    let applied = events.iter().find(|event| {
-        matches!(&event.fact, Fact::Deployed { release, accepted: true, .. } if release == last)
-    });
-    let Some(applied) = applied else {
-        missing.push(format!("release {last} applied by the deployer"));
-        return;
-    };
-    evidence.push(format!("{}: {}", offset(zero, applied.at), applied.fact));
-    let started = events.iter().find(|event| {
-        event.at >= applied.at
-            && matches!(&event.fact, Fact::Pod { kind: PodKind::Operator, release, change: PodChange::Started, .. } if release == last)
-    });
-    match started {
-        Some(started) => evidence.push(format!("{}: {}", offset(zero, started.at), started.fact)),
-        None => missing.push(format!("an operator pod of {last} started")),
-    }
+    evidence: &'a mut Vec<String>,
+    missing: Vec<String>,
 }
 
-/// Under OLM: the last release's CSV `Succeeded`.
-pub(super) fn olm_csv_end(
-    events: &[Event],
-    last: &str,
-    zero: Timestamp,
-    evidence: &mut Vec<String>,
-    missing: &mut Vec<String>,
-) {
-    let csv = events.iter().rev().find(|event| {
-        matches!(&event.fact, Fact::CsvPhase { release, .. } | Fact::CsvDeleted { release } if release == last)
-    });
-    match csv.map(|event| (&event.fact, event.at)) {
-        Some((Fact::CsvPhase { phase, .. }, at)) if phase == "Succeeded" => {
-            evidence.push(format!(
-                "{}: CSV upgrade-gate.v{last} Succeeded",
-                offset(zero, at)
-            ));
-        }
-        Some((fact, _)) => missing.push(format!(
-            "CSV upgrade-gate.v{last} Succeeded (last seen: {fact})"
-        )),
-        None => missing.push(format!("CSV upgrade-gate.v{last} Succeeded (never seen)")),
-    }
-}
-
-/// Under OLM: the last release's gate open in OLM's copy.
-pub(super) fn olm_gate_end(
-    events: &[Event],
-    last: &str,
-    zero: Timestamp,
-    evidence: &mut Vec<String>,
-    missing: &mut Vec<String>,
-) {
-    let gate = events.iter().rev().find(|event| {
-        matches!(&event.fact, Fact::ConditionSpec { release, .. } | Fact::ConditionStatus { release, .. } | Fact::ConditionDeleted { release } if release == last)
-    });
-    match gate.map(|event| (&event.fact, event.at)) {
-        Some((
-            Fact::ConditionStatus {
-                status: Some(status),
-                observed_generation: Some(observed),
-                generation,
-                ..
+impl<'a> EndLines<'a> {
+    /// The newest fact `of` one object must be what the end needs: `holds`
+    /// gives its evidence line then; else `expected` is missing, with the
+    /// fact last seen (`unseen` is missing when there was none).
+    fn newest(
+        &mut self,
+        of: impl Fn(&Fact) -> bool,
+        holds: impl Fn(&Fact) -> Option<String>,
+        expected: &str,
+        unseen: String,
+    ) {
+        match timeline::last(self.events, of) {
+            Some(event) => match holds(&event.fact) {
+                Some(line) => self
+                    .evidence
+                    .push(format!("{}: {line}", offset(self.zero, event.at))),
+                None => self
+                    .missing
+                    .push(format!("{expected} (last seen: {})", event.fact)),
             },
-            at,
-        )) if status == "True" && observed == generation => {
-            evidence.push(format!(
-                "{}: {last}'s gate Upgradeable=True, copied by OLM at generation {generation}",
-                offset(zero, at)
-            ));
+            None => self.missing.push(unseen),
         }
-        Some((fact, _)) => missing.push(format!(
-            "{last}'s gate Upgradeable=True in OLM's copy (last seen: {fact})"
-        )),
-        None => missing.push(format!(
-            "{last}'s gate Upgradeable=True (no OperatorCondition seen)"
-        )),
+    }
+
+    /// The first fact (at or after `from`, when given) that is `found`: its
+    /// line is evidence and its time returned; else `expected` is missing.
+    fn first(
+        &mut self,
+        from: Option<Timestamp>,
+        found: impl Fn(&Fact) -> bool,
+        expected: String,
+    ) -> Option<Timestamp> {
+        let event = self
+            .events
+            .iter()
+            .find(|event| from.is_none_or(|from| event.at >= from) && found(&event.fact));
+        match event {
+            Some(event) => {
+                self.evidence
+                    .push(format!("{}: {}", offset(self.zero, event.at), event.fact));
+                Some(event.at)
+            }
+            None => {
+                self.missing.push(expected);
+                None
+            }
+        }
     }
 }
