@@ -717,7 +717,7 @@ async fn finish_demo(
     keep: bool,
 ) -> Outcome {
     println!("\n==> What happened (chain {:.1} s)", report.chain_seconds);
-    for line in narrate::closing(report, chain) {
+    for line in narrate::closing(&report.verdict, chain) {
         println!("    {line}");
     }
     if arm.successor == Successor::Naive && report.verdict.damaged {

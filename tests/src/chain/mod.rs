@@ -17,7 +17,7 @@
 //! | [`arm`] | the race's factors (gate, start, successor), an arm's catalog and expectation |
 //! | [`cluster`] | what the runner needs of a cluster; the local provider; choosing one |
 //! | [`kubeconfig`] | the provider for any cluster reached by a kubeconfig (kind) |
-//! | [`run`] | one run: set-up, switch, end checks, verdict |
+//! | [`run`] | one run: set-up (a file a deployer), switch, end checks, verdict |
 //! | [`timeline`] | the facts and the shared, time-ordered event list |
 //! | [`facts`] | object versions → facts (pure) |
 //! | [`record`] | the watches and the migration history poll |
@@ -27,7 +27,7 @@
 //! | [`predicates`] | what the runner waits on and the cluster tests assert, read from the timeline (pure) |
 //! | [`catalog`] | test-time edits of a catalog (a release published later, a skipRange) |
 //! | [`report`] | `just race`'s and `just race-matrix`'s JSON and tables |
-//! | [`narrate`] | `just demo`'s narration |
+//! | [`narrate`] | `just demo`'s narration: a sink the runner and the binary write to, calling nothing of the run |
 //! | [`pipeline`] | Helm and kubectl pushing a release as a pipeline does |
 //! | [`picture`] | each run's page: an SVG timeline of its facts, its verdict beneath; the matrix's page |
 //! | [`scale`] | `just bench-scale`: a fleet of Apps upgraded by OLM, measured |

@@ -4,16 +4,17 @@
 //!
 //! Owns: which facts are worth a line, how the verdict reads, and how
 //! what a user of the App would look at (the App's status and Events, the
-//! operator's gate, the server) reads after the chain. Must not touch: the
-//! run (reads its timeline, its report and objects read for it).
+//! operator's gate, the server) reads after the chain. A sink: the runner
+//! and the `chain` binary write to it (the timeline's facts, the verdict,
+//! the objects read for the user's view); it calls nothing of the run.
+//! Must not touch: the run or the cluster.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 
-use super::judge::Chain;
-use super::run::RunReport;
+use super::judge::{Chain, Verdict};
 use super::timeline::{Event, Fact, PodChange, PodKind, Timeline, offset};
 
 /// Whether a fact gets a line of its own in the narration.
@@ -182,8 +183,7 @@ impl Drop for LiveNarration {
 }
 
 /// What the race did and what was lost, in a few sentences.
-pub fn closing(report: &RunReport, chain: &Chain) -> Vec<String> {
-    let verdict = &report.verdict;
+pub fn closing(verdict: &Verdict, chain: &Chain) -> Vec<String> {
     let middle = chain.middle.as_deref().unwrap_or("the middle release");
     let mut lines = Vec::new();
     if verdict.raced {
