@@ -55,6 +55,7 @@ use upgrade_gate_tests::gate_probe_catalog::{
 };
 use upgrade_gate_tests::gate_process::{GateProcess, release_and_wait, run_gate};
 use upgrade_gate_tests::object_history::{ObjectHistory, Observed};
+use upgrade_gate_tests::olm_v0;
 
 /// `opm serve` ports, distinct from other tests' catalogs.
 const INSTALL_CATALOG_PORT: u16 = 50091;
@@ -113,10 +114,6 @@ pub(crate) fn csv_api(namespace: &TestNamespace) -> Api<DynamicObject> {
             "clusterserviceversions",
         ),
     )
-}
-
-fn object(value: Value) -> DynamicObject {
-    serde_json::from_value(value).unwrap_or_else(|error| panic!("building an object: {error}"))
 }
 
 fn containerd_socket(cluster: &TestCluster) -> PathBuf {
@@ -195,72 +192,8 @@ pub(crate) async fn subscribe_package(
     channel: &str,
 ) {
     let client = namespace.client();
-    let sources: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &namespace.name,
-        &olm_resource("v1alpha1", "CatalogSource", "catalogsources"),
-    );
-    let source_history = ObjectHistory::record(
-        "CatalogSources",
-        sources.clone(),
-        watcher::Config::default(),
-    )
-    .await;
-    sources
-        .create(
-            &PostParams::default(),
-            &object(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1",
-                "kind": "CatalogSource",
-                "metadata": {"name": package},
-                "spec": {"sourceType": "grpc", "address": address, "displayName": format!("{package} (test)")}
-            })),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating the CatalogSource: {error}"));
-    source_history
-        .wait_for("the CatalogSource to be READY", OLM_STEP, |records| {
-            latest(records, package)
-                .filter(|source| {
-                    source.data["status"]["connectionState"]["lastObservedState"] == "READY"
-                })
-                .map(drop)
-        })
-        .await;
-    Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        &namespace.name,
-        &olm_resource("v1", "OperatorGroup", "operatorgroups"),
-    )
-    .create(
-        &PostParams::default(),
-        &object(json!({
-            "apiVersion": "operators.coreos.com/v1",
-            "kind": "OperatorGroup",
-            "metadata": {"name": package},
-            "spec": {"targetNamespaces": [namespace.name]}
-        })),
-    )
-    .await
-    .unwrap_or_else(|error| panic!("creating the OperatorGroup: {error}"));
-    subscriptions_api(namespace)
-        .create(
-            &PostParams::default(),
-            &object(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1",
-                "kind": "Subscription",
-                "metadata": {"name": package},
-                "spec": {
-                    "name": package,
-                    "channel": channel,
-                    "source": package,
-                    "sourceNamespace": namespace.name,
-                    "installPlanApproval": "Automatic"
-                }
-            })),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating the Subscription: {error}"));
+    olm_v0::create_catalog_source(&client, &namespace.name, package, address).await;
+    olm_v0::subscribe(&client, &namespace.name, package, channel, None).await;
 }
 
 /// One start of the operator pod, as the kubelet, containerd and OLM's

@@ -24,6 +24,7 @@
 //! | [`container_task_events`] | containerd's task start/exit times |
 //! | [`jobs_at_once`] | how many Jobs of a namespace ran at once, from a watch |
 //! | [`apiserver_without_olm`] | a second API server that does not serve OLM |
+//! | [`olm_v0`] | OLM v0's objects in a test's namespace: a CatalogSource of a served catalog, an OperatorGroup, a Subscription |
 //! | [`olm_v1`] | OLM v1 on the shared cluster: our releases in its registry, ClusterCatalogs, ClusterExtensions, installer rights |
 //! | [`chain`] | the upgrade chain through OLM, recorded and judged (`chain` binary, `just race`, `just demo`) |
 
@@ -39,6 +40,7 @@ pub mod helm;
 pub mod jobs_at_once;
 pub mod kubectl;
 pub mod object_history;
+pub mod olm_v0;
 pub mod olm_v1;
 pub mod operator_install;
 pub mod process_output;

@@ -12,6 +12,9 @@ use upgrade_gate::operator_condition::OperatorCondition;
 
 use super::timeline::{Fact, JobChange, PodChange, PodKind};
 
+/// The operator's package in our catalogs, and the name of the
+/// CatalogSource, OperatorGroup and Subscription a run makes for it.
+pub const PACKAGE: &str = "upgrade-gate";
 /// The CSV (and OperatorCondition) name prefix of the package.
 pub const CSV_PREFIX: &str = "upgrade-gate.v";
 /// The operator Deployment's pod label.

@@ -33,12 +33,12 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::cluster::OlmCluster;
-use super::facts::CSV_PREFIX;
+use super::facts::{CSV_PREFIX, PACKAGE};
 use super::record::dynamic_api;
 use super::report::Outcome;
-use super::run::{SeedTemplate, serve_to_olm, subscribe};
+use super::run::SeedTemplate;
 use crate::cluster_database::TestDatabase;
-use crate::jobs_at_once;
+use crate::{jobs_at_once, olm_v0};
 
 /// The release the Apps' databases are at, and the one OLM moves to.
 pub const FROM: &str = "7.10.0";
@@ -502,9 +502,16 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
     let catalog = cluster
         .serve_catalog(&options.catalog_dir, options.catalog_port)
         .await;
-    serve_to_olm(&client, &ns, &catalog.address).await;
+    olm_v0::create_catalog_source(&client, &ns, PACKAGE, &catalog.address).await;
     let subscribed = Instant::now();
-    subscribe(&client, &ns, "7.10.x", Some(FROM)).await;
+    olm_v0::subscribe(
+        &client,
+        &ns,
+        PACKAGE,
+        "7.10.x",
+        Some(&format!("{CSV_PREFIX}{FROM}")),
+    )
+    .await;
     println!("==> Subscribed to 7.10.x at {FROM}: OLM installs {FROM}, then replaces it with {TO}");
 
     let app_api: Api<App> = namespace.api();

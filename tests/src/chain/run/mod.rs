@@ -57,7 +57,6 @@ mod options;
 mod user_view;
 
 pub use olm_v0::wait_gate_open;
-pub(crate) use olm_v0::{serve_to_olm, subscribe};
 pub use options::{Data, RunOptions, SeedTemplate, Start, chain};
 
 use olm_v1::OlmV1Run;

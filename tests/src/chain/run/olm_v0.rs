@@ -12,22 +12,20 @@ use std::time::{Duration, Instant};
 use harness::testing::TestNamespace;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{DynamicObject, LogParams, Patch, PatchParams, PostParams};
+use kube::api::{LogParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::{Data, RunOptions, Start};
-use super::{bundle_examples, create_app, middle_release, object, wait_app_ready};
+use super::{bundle_examples, create_app, middle_release, wait_app_ready};
 use crate::chain::cluster::{BackupClaim, OlmCluster, ServedCatalog};
-use crate::chain::facts::{CSV_PREFIX, GATE_CONTAINER};
+use crate::chain::facts::{CSV_PREFIX, GATE_CONTAINER, PACKAGE};
 use crate::chain::judge::{self, Chain};
-use crate::chain::record::{Recorders, csv_api, dynamic_api};
+use crate::chain::record::{Recorders, csv_api};
 use crate::chain::timeline::{self, Fact, PodKind, Timeline};
-use crate::wait;
+use crate::olm_v0;
 
 /// What the gate's init container logs once OLM confirmed it.
 const GATE_CONFIRMED: &str = "OLM confirmed Upgradeable=False: the gate is closed";
-/// The Subscription (and CatalogSource, OperatorGroup) every run names so.
-const SUBSCRIPTION: &str = "upgrade-gate";
 
 /// Our catalog served for the run and a CatalogSource of the namespace
 /// pointing at it, READY.
@@ -40,7 +38,7 @@ pub(super) async fn serve(
     let catalog = cluster
         .serve_catalog(&options.catalog_dir, options.catalog_port)
         .await;
-    serve_to_olm(client, namespace, &catalog.address).await;
+    olm_v0::create_catalog_source(client, namespace, PACKAGE, &catalog.address).await;
     catalog
 }
 
@@ -60,7 +58,7 @@ pub(super) async fn install_first_release(
     let ns = &namespace.name;
     let from = &options.chain.from;
     let subscribed = Instant::now();
-    subscribe(&client, ns, &options.from_channel, None).await;
+    olm_v0::subscribe(&client, ns, PACKAGE, &options.from_channel, None).await;
     timeline
         .wait_for(Duration::from_secs(300), |events| {
             timeline::last(
@@ -125,9 +123,9 @@ pub(super) async fn switch(
 ) -> Fact {
     match start {
         Start::FirstRelease => {
-            subscriptions(client, namespace)
+            olm_v0::subscriptions(client, namespace)
                 .patch(
-                    SUBSCRIPTION,
+                    PACKAGE,
                     &PatchParams::default(),
                     &Patch::Merge(json!({"spec": {"channel": channel}})),
                 )
@@ -139,111 +137,14 @@ pub(super) async fn switch(
         }
         Start::MiddleRelease => {
             let middle = middle_release(chain);
-            subscribe(client, namespace, channel, Some(&middle)).await;
+            let starting = format!("{CSV_PREFIX}{middle}");
+            olm_v0::subscribe(client, namespace, PACKAGE, channel, Some(&starting)).await;
             Fact::Subscribed {
                 channel: channel.to_owned(),
                 release: middle,
             }
         }
     }
-}
-
-fn subscriptions(client: &Client, namespace: &str) -> kube::Api<DynamicObject> {
-    dynamic_api(
-        client,
-        namespace,
-        "operators.coreos.com",
-        "v1alpha1",
-        "Subscription",
-        "subscriptions",
-    )
-}
-
-/// A CatalogSource of the namespace pointing at `address`, READY.
-pub(crate) async fn serve_to_olm(client: &Client, namespace: &str, address: &str) {
-    let sources = dynamic_api(
-        client,
-        namespace,
-        "operators.coreos.com",
-        "v1alpha1",
-        "CatalogSource",
-        "catalogsources",
-    );
-    sources
-        .create(
-            &PostParams::default(),
-            &object(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1",
-                "kind": "CatalogSource",
-                "metadata": {"name": SUBSCRIPTION},
-                "spec": {"sourceType": "grpc", "address": address, "displayName": "upgrade-gate (test catalog)"}
-            })),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating the CatalogSource: {error}"));
-    wait::until(
-        "the CatalogSource to be READY",
-        Duration::from_secs(120),
-        || {
-            let sources = sources.clone();
-            async move {
-                let source = sources.get(SUBSCRIPTION).await.ok()?;
-                (source.data["status"]["connectionState"]["lastObservedState"] == "READY")
-                    .then_some(())
-            }
-        },
-    )
-    .await;
-}
-
-/// An OperatorGroup for the namespace and a Subscription to `channel`,
-/// starting at release `starting` when given (OLM's `startingCSV`; else
-/// the channel's head).
-pub(crate) async fn subscribe(
-    client: &Client,
-    namespace: &str,
-    channel: &str,
-    starting: Option<&str>,
-) {
-    dynamic_api(
-        client,
-        namespace,
-        "operators.coreos.com",
-        "v1",
-        "OperatorGroup",
-        "operatorgroups",
-    )
-    .create(
-        &PostParams::default(),
-        &object(json!({
-            "apiVersion": "operators.coreos.com/v1",
-            "kind": "OperatorGroup",
-            "metadata": {"name": SUBSCRIPTION},
-            "spec": {"targetNamespaces": [namespace]}
-        })),
-    )
-    .await
-    .unwrap_or_else(|error| panic!("creating the OperatorGroup: {error}"));
-    let mut spec = json!({
-        "name": "upgrade-gate", "channel": channel,
-        "source": SUBSCRIPTION, "sourceNamespace": namespace,
-        "installPlanApproval": "Automatic"
-    });
-    if let Some(release) = starting {
-        spec["startingCSV"] = json!(format!("{}{release}", CSV_PREFIX));
-    }
-    subscriptions(client, namespace)
-        .create(
-            &PostParams::default(),
-            &object(json!({
-                "apiVersion": "operators.coreos.com/v1alpha1",
-                "kind": "Subscription",
-                "metadata": {"name": SUBSCRIPTION},
-                "spec": spec
-            })),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating the Subscription: {error}"));
 }
 
 /// The install of `release` as a user must find it: with the init
