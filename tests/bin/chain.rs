@@ -547,15 +547,15 @@ async fn race(
             let report = run.finish().await;
             println!(
                 "    run {index}: {}, damaged {}, chain {:.1} s, 7.10.1 Pending {}",
-                report.verdict.verdict.name(),
-                report.verdict.damaged,
+                report.judgement.verdict.name(),
+                report.judgement.damaged,
                 report.chain_seconds,
                 report
-                    .verdict
+                    .judgement
                     .pending_seconds
                     .map_or_else(|| "-".to_owned(), |s| format!("{s:.1} s"))
             );
-            for line in &report.verdict.evidence {
+            for line in &report.judgement.evidence {
                 println!("      {line}");
             }
             runs_of_arm.push(report);
@@ -717,10 +717,10 @@ async fn finish_demo(
     keep: bool,
 ) -> Outcome {
     println!("\n==> What happened (chain {:.1} s)", report.chain_seconds);
-    for line in narrate::closing(&report.verdict, chain) {
+    for line in narrate::closing(&report.judgement, chain) {
         println!("    {line}");
     }
-    if arm.successor == Successor::Naive && report.verdict.damaged {
+    if arm.successor == Successor::Naive && report.judgement.damaged {
         println!(
             "    Why: this operator's upgrade assumes its predecessor's happened. {middle}'s never completed, so {next}'s applied only its own migrations onto the schema {middle} had not upgraded: a schema jump. No release upgrades a history with a gap: the App stays down until a person restores the backup taken before that upgrade (`app-db-upgrade restore`, docs/database-upgrade.md) and lets the upgrade run again.",
             middle = chain.middle.as_deref().unwrap_or("the middle release"),
@@ -732,7 +732,7 @@ async fn finish_demo(
         println!("    {line}");
     }
     println!("\n    evidence:");
-    for line in &report.verdict.evidence {
+    for line in &report.judgement.evidence {
         println!("      {line}");
     }
     let report_file = ArmReport {

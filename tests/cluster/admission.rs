@@ -685,17 +685,17 @@ async fn helm_pushes_the_chain_at_once_and_the_policy_keeps_it_whole() {
     let report = run.finish().await;
     report.show();
     assert_eq!(
-        report.verdict.verdict,
+        report.judgement.verdict,
         RunVerdict::Held,
         "the chain pushed by Helm was not held:\n{}",
-        report.verdict.evidence.join("\n")
+        report.judgement.evidence.join("\n")
     );
     assert!(
-        !report.verdict.damaged,
+        !report.judgement.damaged,
         "the chain pushed by Helm was damaged:\n{}",
-        report.verdict.evidence.join("\n")
+        report.judgement.evidence.join("\n")
     );
-    if let Some(seconds) = report.verdict.olm_reaction_seconds {
+    if let Some(seconds) = report.judgement.olm_reaction_seconds {
         println!(
             "figure: 7.10.0's upgrade complete -> Helm's apply of 7.10.1 accepted: {seconds:.2} s (the pipeline retrying every {PIPELINE_RETRY:?})"
         );

@@ -99,24 +99,24 @@ async fn held(cluster: &ProvidedCluster, options: RunOptions) -> (ChainRun, Held
 fn show(report: &RunReport) {
     println!(
         "{}: raced {}, damaged {}, chain {:.1} s",
-        report.namespace, report.verdict.raced, report.verdict.damaged, report.chain_seconds
+        report.namespace, report.judgement.raced, report.judgement.damaged, report.chain_seconds
     );
-    for line in &report.verdict.evidence {
+    for line in &report.judgement.evidence {
         println!("  {line}");
     }
 }
 
 fn evidence(report: &RunReport) -> String {
-    report.verdict.evidence.join("\n")
+    report.judgement.evidence.join("\n")
 }
 
 /// A run whose record has a hole proves nothing either way.
 fn assert_conclusive(report: &RunReport) {
     assert_ne!(
-        report.verdict.verdict,
+        report.judgement.verdict,
         RunVerdict::Inconclusive,
         "the run is inconclusive ({}):\n{}",
-        report.verdict.inconclusive.join("; "),
+        report.judgement.inconclusive.join("; "),
         evidence(report)
     );
 }
@@ -125,13 +125,13 @@ fn assert_held_and_not_damaged(report: &RunReport) {
     show(report);
     assert_conclusive(report);
     assert_eq!(
-        report.verdict.verdict,
+        report.judgement.verdict,
         RunVerdict::Held,
         "the run was not held:\n{}",
         evidence(report)
     );
     assert!(
-        !report.verdict.damaged,
+        !report.judgement.damaged,
         "the run was damaged:\n{}",
         evidence(report)
     );
@@ -266,7 +266,7 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
     show(report);
     assert_conclusive(report);
     assert!(
-        !report.verdict.damaged,
+        !report.judgement.damaged,
         "the run was damaged:\n{}",
         evidence(report)
     );
@@ -299,10 +299,10 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
                 ),
                 AfterRestore::ThroughWithinBound { after } => println!(
                     "OLM let 7.10.1 through {after:.1} s after its status copy (within {OLM_ACTS_WITHIN} s), before the restored gate was released: decided on its cache of the older object; raced {} accepted",
-                    report.verdict.raced
+                    report.judgement.raced
                 ),
                 AfterRestore::Held => assert!(
-                    !report.verdict.raced,
+                    !report.judgement.raced,
                     "restored, yet the run raced (from the fault: restored at {}, copied at {}, released at {}, 7.10.1 out of Pending at {}):\n{}",
                     timeline::offset(since, *written),
                     timeline::offset(since, *copied),
@@ -318,7 +318,7 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
             println!(
                 "OLM let 7.10.1 through {:.1} s after the fault, before it had the operator's restored answer in status: {}",
                 seconds_between(since, *at),
-                if report.verdict.raced {
+                if report.judgement.raced {
                     "7.10.1 took the upgrade over"
                 } else {
                     "7.10.0's upgrade still completed before OLM stopped its operator"
@@ -788,12 +788,12 @@ async fn admin_override_lets_olm_through_and_7_10_1_finishes_the_upgrade_once() 
     show(&report);
     assert_conclusive(&report);
     assert!(
-        report.verdict.raced,
+        report.judgement.raced,
         "an override lets OLM through before 7.10.0 completed:\n{}",
         evidence(&report)
     );
     assert!(
-        !report.verdict.damaged,
+        !report.judgement.damaged,
         "7.10.1 must finish what 7.10.0 left, once, nothing lost:\n{}",
         evidence(&report)
     );

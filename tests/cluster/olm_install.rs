@@ -145,18 +145,18 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
         "chain 7.9.3 -> 7.10.0 -> 7.10.1 with {SEED_ROWS} seeded rows: {:.1} s from the channel switch",
         report.chain_seconds
     );
-    for line in &report.verdict.evidence {
+    for line in &report.judgement.evidence {
         println!("  {line}");
     }
     assert!(
-        report.verdict.verdict == RunVerdict::Held && !report.verdict.damaged,
+        report.judgement.verdict == RunVerdict::Held && !report.judgement.damaged,
         "the gated chain must be held (conclusively) and not damaged:\n{}",
-        report.verdict.evidence.join("\n")
+        report.judgement.evidence.join("\n")
     );
     assert_eq!(
-        report.verdict.load_ok,
+        report.judgement.load_ok,
         Some(true),
         "7.10.0's Job, held until 7.10.1's CSV had existed for the load margin, must outlast it:\n{}",
-        report.verdict.evidence.join("\n")
+        report.judgement.evidence.join("\n")
     );
 }

@@ -323,15 +323,15 @@ async fn plugin_shows_the_extension_held(kubeconfig: &Path, namespace: &str) {
 async fn without_the_policy_olm_v1_applies_7_10_1_before_7_10_0s_upgrade_completes() {
     let report = play("v1-race", false).await;
     assert_eq!(
-        report.verdict.verdict,
+        report.judgement.verdict,
         RunVerdict::Raced,
         "OLM v1 without the policy was expected to race:\n{}",
-        report.verdict.evidence.join("\n")
+        report.judgement.evidence.join("\n")
     );
     assert!(
-        !report.verdict.damaged,
+        !report.judgement.damaged,
         "the upgrade's own layers did not keep the data whole:\n{}",
-        report.verdict.evidence.join("\n")
+        report.judgement.evidence.join("\n")
     );
 }
 
@@ -339,15 +339,15 @@ async fn without_the_policy_olm_v1_applies_7_10_1_before_7_10_0s_upgrade_complet
 async fn with_the_policy_olm_v1_applies_7_10_1_only_after_7_10_0s_upgrade() {
     let report = play("v1-held", true).await;
     assert_eq!(
-        report.verdict.verdict,
+        report.judgement.verdict,
         RunVerdict::Held,
         "the chain through OLM v1 was not held:\n{}",
-        report.verdict.evidence.join("\n")
+        report.judgement.evidence.join("\n")
     );
     assert!(
-        !report.verdict.damaged,
+        !report.judgement.damaged,
         "the chain through OLM v1 was damaged:\n{}",
-        report.verdict.evidence.join("\n")
+        report.judgement.evidence.join("\n")
     );
     // Counted apart, not as the policy's refusals.
     let otherwise = failed_otherwise(&report.events);
@@ -360,10 +360,10 @@ async fn with_the_policy_olm_v1_applies_7_10_1_only_after_7_10_0s_upgrade() {
         refused > 0,
         "held, yet OLM v1 never tried 7.10.1 before it was let through"
     );
-    let reaction = report.verdict.olm_reaction_seconds.unwrap_or_else(|| {
+    let reaction = report.judgement.olm_reaction_seconds.unwrap_or_else(|| {
         panic!(
             "no reaction figure:\n{}",
-            report.verdict.evidence.join("\n")
+            report.judgement.evidence.join("\n")
         )
     });
     println!(

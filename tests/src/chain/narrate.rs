@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 
-use super::judge::{Chain, Verdict};
+use super::judge::{Chain, Judgement};
 use super::timeline::{Event, Fact, PodChange, PodKind, Timeline, offset};
 
 /// Whether a fact gets a line of its own in the narration.
@@ -183,10 +183,10 @@ impl Drop for LiveNarration {
 }
 
 /// What the race did and what was lost, in a few sentences.
-pub fn closing(verdict: &Verdict, chain: &Chain) -> Vec<String> {
+pub fn closing(judgement: &Judgement, chain: &Chain) -> Vec<String> {
     let middle = chain.middle.as_deref().unwrap_or("the middle release");
     let mut lines = Vec::new();
-    if verdict.raced {
+    if judgement.raced {
         let moved = match chain.deployer {
             super::judge::Deployer::Olm => "OLM moved on to",
             super::judge::Deployer::Helm => "Helm applied",
@@ -203,26 +203,26 @@ pub fn closing(verdict: &Verdict, chain: &Chain) -> Vec<String> {
             chain.next
         ));
     }
-    if verdict.verdict == super::judge::RunVerdict::Inconclusive {
+    if judgement.verdict == super::judge::RunVerdict::Inconclusive {
         lines.push(format!(
             "But the run is INCONCLUSIVE, its record has a hole: {}.",
-            verdict.inconclusive.join("; ")
+            judgement.inconclusive.join("; ")
         ));
     }
-    if let Some(pending) = verdict.pending_seconds {
+    if let Some(pending) = judgement.pending_seconds {
         lines.push(format!(
             "CSV upgrade-gate.v{} waited Pending for {pending:.1} s.",
             chain.next
         ));
     }
     lines.extend(
-        verdict
+        judgement
             .evidence
             .iter()
             .filter(|line| tells_the_race(line))
             .cloned(),
     );
-    let damage: Vec<&String> = verdict
+    let damage: Vec<&String> = judgement
         .evidence
         .iter()
         .filter(|line| line.starts_with("DAMAGED"))
@@ -234,7 +234,7 @@ pub fn closing(verdict: &Verdict, chain: &Chain) -> Vec<String> {
         lines.extend(damage.into_iter().cloned());
     }
     lines.extend(
-        verdict
+        judgement
             .evidence
             .iter()
             .filter(|line| {

@@ -64,17 +64,17 @@ impl ArmReport {
     pub fn count(&self, verdict: RunVerdict) -> usize {
         self.runs
             .iter()
-            .filter(|run| run.verdict.verdict == verdict)
+            .filter(|run| run.judgement.verdict == verdict)
             .count()
     }
 
     /// Runs judged raced (also those inconclusive for a hole).
     pub fn raced(&self) -> usize {
-        self.runs.iter().filter(|run| run.verdict.raced).count()
+        self.runs.iter().filter(|run| run.judgement.raced).count()
     }
 
     pub fn damaged(&self) -> usize {
-        self.runs.iter().filter(|run| run.verdict.damaged).count()
+        self.runs.iter().filter(|run| run.judgement.damaged).count()
     }
 
     /// Whether the arm showed what it is expected to.
@@ -88,9 +88,9 @@ impl ArmReport {
         let mut inconclusive = Vec::new();
         for (index, run) in self.runs.iter().enumerate() {
             let name = format!("run {} ({})", index + 1, run.namespace);
-            if run.verdict.verdict == RunVerdict::Inconclusive {
-                inconclusive.push(format!("{name}: {}", run.verdict.inconclusive.join("; ")));
-            } else if let Err(why) = self.arm.check(run.verdict.verdict, run.verdict.damaged) {
+            if run.judgement.verdict == RunVerdict::Inconclusive {
+                inconclusive.push(format!("{name}: {}", run.judgement.inconclusive.join("; ")));
+            } else if let Err(why) = self.arm.check(run.judgement.verdict, run.judgement.damaged) {
                 not_met.push(format!("{name}: {why}"));
             }
         }
@@ -120,7 +120,7 @@ impl ArmReport {
         median(
             self.runs
                 .iter()
-                .filter_map(|run| run.verdict.pending_seconds)
+                .filter_map(|run| run.judgement.pending_seconds)
                 .collect(),
         )
     }
@@ -128,7 +128,7 @@ impl ArmReport {
     fn load_margins(&self) -> Vec<f64> {
         self.runs
             .iter()
-            .filter_map(|run| run.verdict.load_margin_seconds)
+            .filter_map(|run| run.judgement.load_margin_seconds)
             .collect()
     }
 
@@ -168,7 +168,7 @@ impl ArmReport {
             "run", "verdict", "damaged", "setup s", "chain s", "pending s", "load s", "why"
         )];
         for (index, run) in self.runs.iter().enumerate() {
-            let evidence = &run.verdict.evidence;
+            let evidence = &run.judgement.evidence;
             let why = evidence
                 .iter()
                 .find(|line| line.starts_with("INCONCLUSIVE"))
@@ -182,12 +182,12 @@ impl ArmReport {
             lines.push(format!(
                 "{:>3}  {:<12} {:<7} {:>7.1} {:>7.1} {:>9} {:>7}  {}",
                 index + 1,
-                run.verdict.verdict.name(),
-                yes_no(run.verdict.damaged),
+                run.judgement.verdict.name(),
+                yes_no(run.judgement.damaged),
                 run.setup_seconds,
                 run.chain_seconds,
-                seconds(run.verdict.pending_seconds),
-                seconds(run.verdict.load_margin_seconds),
+                seconds(run.judgement.pending_seconds),
+                seconds(run.judgement.load_margin_seconds),
                 why
             ));
         }
@@ -282,7 +282,7 @@ mod tests {
     fn run(verdict: RunVerdict, damaged: bool) -> RunReport {
         RunReport {
             namespace: "race-1".into(),
-            verdict: crate::chain::judge::Verdict {
+            judgement: crate::chain::judge::Judgement {
                 verdict,
                 raced: verdict == RunVerdict::Raced,
                 damaged,

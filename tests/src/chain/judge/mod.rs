@@ -187,7 +187,7 @@ pub enum RunVerdict {
     /// release has nothing to cut short, and no load to check).
     Held,
     /// The record has a hole that could hide a race or damage; the
-    /// reasons say which ([`Verdict::inconclusive`]).
+    /// reasons say which ([`Judgement::inconclusive`]).
     Inconclusive,
 }
 
@@ -203,7 +203,7 @@ impl RunVerdict {
 
 /// The judgement of one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Verdict {
+pub struct Judgement {
     pub verdict: RunVerdict,
     pub raced: bool,
     pub damaged: bool,
@@ -225,7 +225,7 @@ pub struct Verdict {
 }
 
 /// Judges a run.
-pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
+pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
     let zero = zero_of(events);
     let mut evidence = Vec::new();
     let (raced, found) = race_of(events, chain);
@@ -286,7 +286,7 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Verdict {
         (true, true) => RunVerdict::Raced,
         (true, false) => RunVerdict::Held,
     };
-    Verdict {
+    Judgement {
         verdict,
         raced,
         damaged,

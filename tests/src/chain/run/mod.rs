@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 
 use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout};
-use super::judge::{self, Chain, Deployer, EndChecks, Verdict};
+use super::judge::{self, Chain, Deployer, EndChecks, Judgement};
 use super::pipeline::Pipeline;
 use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left};
 use super::record::{Recorders, app_api, read_history};
@@ -67,7 +67,7 @@ use user_view::schema_at_target;
 #[derive(Clone, Debug)]
 pub struct RunReport {
     pub namespace: String,
-    pub verdict: Verdict,
+    pub judgement: Judgement,
     pub events: Vec<Event>,
     /// The channel switch.
     pub zero: Timestamp,
@@ -87,11 +87,11 @@ impl RunReport {
         println!(
             "{}: {}, damaged {}, chain {:.1} s",
             self.namespace,
-            self.verdict.verdict.name(),
-            self.verdict.damaged,
+            self.judgement.verdict.name(),
+            self.judgement.damaged,
             self.chain_seconds
         );
-        for line in &self.verdict.evidence {
+        for line in &self.judgement.evidence {
             println!("  {line}");
         }
     }
@@ -100,20 +100,20 @@ impl RunReport {
     pub fn to_json(&self) -> Value {
         let round = |seconds: f64| (seconds * 10.0).round() / 10.0;
         json!({
-            "verdict": self.verdict.verdict.name(),
-            "raced": self.verdict.raced,
-            "damaged": self.verdict.damaged,
-            "inconclusive": self.verdict.inconclusive,
-            "evidence": self.verdict.evidence,
+            "verdict": self.judgement.verdict.name(),
+            "raced": self.judgement.raced,
+            "damaged": self.judgement.damaged,
+            "inconclusive": self.judgement.inconclusive,
+            "evidence": self.judgement.evidence,
             "timeline": self.events.iter().map(|event| timeline_entry(event, self.zero)).collect::<Vec<_>>(),
             "namespace": self.namespace,
             "setup_seconds": round(self.setup_seconds),
             "chain_seconds": round(self.chain_seconds),
             "ended": self.ended,
-            "pending_seconds": self.verdict.pending_seconds.map(round),
-            "load_margin_seconds": self.verdict.load_margin_seconds.map(round),
-            "load_ok": self.verdict.load_ok,
-            "olm_reaction_seconds": self.verdict.olm_reaction_seconds.map(round),
+            "pending_seconds": self.judgement.pending_seconds.map(round),
+            "load_margin_seconds": self.judgement.load_margin_seconds.map(round),
+            "load_ok": self.judgement.load_ok,
+            "olm_reaction_seconds": self.judgement.olm_reaction_seconds.map(round),
             "writer": {
                 "acknowledged": self.writer.inserts_acknowledged + self.writer.updates_acknowledged,
                 "refused": self.writer.failed.refused,
@@ -482,10 +482,10 @@ impl ChainRun {
             history,
             layouts: vec![self.layout_before, layout_after],
         };
-        let mut verdict = judge::judge(&events, &self.chain, &checks);
+        let mut judgement = judge::judge(&events, &self.chain, &checks);
         match (&stopped, ended) {
-            (Some(why), _) => verdict.evidence.push(why.clone()),
-            (None, false) => verdict.evidence.push(format!(
+            (Some(why), _) => judgement.evidence.push(why.clone()),
+            (None, false) => judgement.evidence.push(format!(
                 "the chain had not ended {} s after the switch (the run's deadline)",
                 self.chain_deadline.as_secs()
             )),
@@ -494,7 +494,7 @@ impl ChainRun {
         RunReport {
             namespace: self.namespace.name.clone(),
             zero: judge::zero_of(&events),
-            verdict,
+            judgement,
             events,
             setup_seconds: self.setup_seconds,
             chain_seconds,
