@@ -459,7 +459,7 @@ async fn without_a_free_slot_the_app_queues_and_records_no_intent() {
             None,
             app::operator::queue::FleetSlots::default
         ),
-        app::operator::queue::Verdict::Admit
+        app::operator::queue::Turn::Admit
     );
 
     let seen = reconcile_with(

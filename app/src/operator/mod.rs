@@ -243,7 +243,7 @@ pub async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, Recon
             .queue
             .as_ref()
             .map(|queue| queue.since.0);
-        if let queue::Verdict::Wait(wait) = ctx.queue.admit(&key, since, || ctx.fleet_slots()) {
+        if let queue::Turn::Wait(wait) = ctx.queue.admit(&key, since, || ctx.fleet_slots()) {
             observation.observed.slot = Slot::Waiting(wait);
             decision = decide::decide(&observation.observed, &ctx.target);
         }

@@ -135,9 +135,10 @@ impl FleetSlots {
     }
 }
 
-/// The admission's answer.
+/// The queue's answer to an App asking to begin an upgrade: its turn
+/// now, or its place in the queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Turn {
     /// Begin (or go on with) the attempt: a slot is this App's.
     Admit,
     /// Wait in the queue.
@@ -154,10 +155,10 @@ pub fn admit(
     limit: usize,
     observed: &FleetSlots,
     reserved: &BTreeSet<String>,
-) -> Verdict {
+) -> Turn {
     let busy: BTreeSet<&String> = observed.holding.iter().chain(reserved).collect();
     if busy.iter().any(|holder| holder.as_str() == app) {
-        return Verdict::Admit;
+        return Turn::Admit;
     }
     let free = limit.saturating_sub(busy.len());
     let queue: Vec<&Waiter> = observed
@@ -173,9 +174,9 @@ pub fn admit(
             .count(),
     };
     if ahead < free {
-        Verdict::Admit
+        Turn::Admit
     } else {
-        Verdict::Wait(QueueWait {
+        Turn::Wait(QueueWait {
             position: ahead + 1,
             waiting: queue.len() + 1,
             limit,
@@ -246,7 +247,7 @@ impl UpgradeQueue {
         app: &str,
         since: Option<Timestamp>,
         observe: impl FnOnce() -> FleetSlots,
-    ) -> Verdict {
+    ) -> Turn {
         let mut state = self.state();
         let observed = &observe();
         let now = Instant::now();
@@ -254,11 +255,11 @@ impl UpgradeQueue {
             .reserved
             .retain(|_, at| now.duration_since(*at) < RESERVATION_TTL);
         let reserved: BTreeSet<String> = state.reserved.keys().cloned().collect();
-        let verdict = admit(app, since, self.limit, observed, &reserved);
-        if verdict == Verdict::Admit && !observed.holding.contains(app) {
+        let turn = admit(app, since, self.limit, observed, &reserved);
+        if turn == Turn::Admit && !observed.holding.contains(app) {
             state.reserved.entry(app.to_owned()).or_insert(now);
         }
-        verdict
+        turn
     }
 
     /// `app` needs no slot from memory any more: its intent is in the
@@ -325,8 +326,8 @@ mod tests {
         }
     }
 
-    fn wait(position: usize, waiting: usize, busy: &[&str]) -> Verdict {
-        Verdict::Wait(QueueWait {
+    fn wait(position: usize, waiting: usize, busy: &[&str]) -> Turn {
+        Turn::Wait(QueueWait {
             position,
             waiting,
             limit: 2,
@@ -337,12 +338,12 @@ mod tests {
     #[test]
     fn admission_table() {
         // (candidate, since, holding, waiting, reserved) → verdict; limit 2.
-        type Case<'a> = (&'a str, Option<i64>, FleetSlots, &'a [&'a str], Verdict);
+        type Case<'a> = (&'a str, Option<i64>, FleetSlots, &'a [&'a str], Turn);
         let cases: Vec<Case> = vec![
             // Nothing runs, nobody waits: admitted.
-            ("ns/a", None, slots(&[], &[]), &[], Verdict::Admit),
+            ("ns/a", None, slots(&[], &[]), &[], Turn::Admit),
             // One slot free, nobody waits.
-            ("ns/a", None, slots(&["ns/x"], &[]), &[], Verdict::Admit),
+            ("ns/a", None, slots(&["ns/x"], &[]), &[], Turn::Admit),
             // The limit: both slots held by Jobs the cluster shows.
             (
                 "ns/a",
@@ -369,27 +370,21 @@ mod tests {
                 wait(1, 1, &["ns/r", "ns/x"]),
             ),
             // A reservation and the cluster showing the same App count once.
-            (
-                "ns/a",
-                None,
-                slots(&["ns/x"], &[]),
-                &["ns/x"],
-                Verdict::Admit,
-            ),
+            ("ns/a", None, slots(&["ns/x"], &[]), &["ns/x"], Turn::Admit),
             // An App that holds a slot goes on, even over the limit.
             (
                 "ns/x",
                 None,
                 slots(&["ns/x", "ns/y", "ns/z"], &[]),
                 &[],
-                Verdict::Admit,
+                Turn::Admit,
             ),
             (
                 "ns/r",
                 None,
                 slots(&["ns/x", "ns/y"], &[]),
                 &["ns/r"],
-                Verdict::Admit,
+                Turn::Admit,
             ),
             // Order: one slot free, the older waiter gets it, not the newer.
             (
@@ -404,7 +399,7 @@ mod tests {
                 Some(10),
                 slots(&["ns/x"], &[("ns/old", 10), ("ns/new", 20)]),
                 &[],
-                Verdict::Admit,
+                Turn::Admit,
             ),
             // Two free slots: the second in line is admitted too.
             (
@@ -412,7 +407,7 @@ mod tests {
                 Some(20),
                 slots(&[], &[("ns/old", 10), ("ns/new", 20)]),
                 &[],
-                Verdict::Admit,
+                Turn::Admit,
             ),
             // Not queued yet: behind everyone waiting.
             (
@@ -436,7 +431,7 @@ mod tests {
                 Some(20),
                 slots(&[], &[("ns/old", 10), ("ns/new", 20)]),
                 &["ns/old"],
-                Verdict::Admit,
+                Turn::Admit,
             ),
         ];
         for (app, since, observed, reserved, verdict) in cases {
@@ -455,7 +450,7 @@ mod tests {
         let observed = slots(&["ns/ok"], &[("ns/next", 5)]);
         assert_eq!(
             admit("ns/next", Some(at(5)), 2, &observed, &set(&[])),
-            Verdict::Admit
+            Turn::Admit
         );
         let after = slots(&["ns/ok", "ns/next"], &[]);
         assert_eq!(
@@ -485,8 +480,7 @@ mod tests {
                     holding: running.iter().cloned().collect(),
                     waiting: waiting.clone(),
                 };
-                if queue.admit(&waiter.app, Some(waiter.since), || observed.clone())
-                    == Verdict::Admit
+                if queue.admit(&waiter.app, Some(waiter.since), || observed.clone()) == Turn::Admit
                 {
                     running.push(waiter.app.clone());
                     waiting.retain(|w| w.app != waiter.app);
@@ -520,8 +514,7 @@ mod tests {
                     let queue = queue.clone();
                     let observed = observed.clone();
                     scope.spawn(move || {
-                        queue.admit(&format!("ns/c{i}"), None, || observed.clone())
-                            == Verdict::Admit
+                        queue.admit(&format!("ns/c{i}"), None, || observed.clone()) == Turn::Admit
                     })
                 })
                 .collect();
