@@ -62,6 +62,12 @@
 #[doc = include_str!("../docs/adopt.md")]
 pub struct AdoptGuide;
 
+/// README.crate.md's example (the crate's page on crates.io), compiled as
+/// a doc test for the same reason.
+#[cfg(doctest)]
+#[doc = include_str!("../README.crate.md")]
+pub struct CrateReadme;
+
 pub mod admission;
 pub mod bundle_lint;
 pub mod catalog_lint;
