@@ -22,6 +22,7 @@
 //! | [`facts`] | object versions → facts (pure) |
 //! | [`record`] | the watches and the migration history poll |
 //! | [`writer`] | the application's clients writing through the upgrade |
+//! | [`write_failures`] | why a write failed, and the failed writes counted by cause |
 //! | [`digest`] | what a row means, in each schema layout |
 //! | [`judge`] | raced / damaged, with evidence (pure) |
 //! | [`predicates`] | what the runner waits on and the cluster tests assert, read from the timeline (pure) |
@@ -48,4 +49,5 @@ pub mod report;
 pub mod run;
 pub mod scale;
 pub mod timeline;
+pub mod write_failures;
 pub mod writer;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::arm::Arm;
 use super::judge::RunVerdict;
 use super::run::RunReport;
-use super::writer::WriteFailures;
+use super::write_failures::WriteFailures;
 
 /// The runs of one arm.
 pub struct ArmReport {

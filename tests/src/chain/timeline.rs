@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::watch;
 
-use super::writer::WriteFailures;
+use super::write_failures::WriteFailures;
 
 /// What kind of pod a pod fact is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

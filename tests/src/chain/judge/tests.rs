@@ -4,7 +4,8 @@
 use super::*;
 use crate::chain::digest::TableDigest;
 use crate::chain::timeline::{JobChange, PodChange};
-use crate::chain::writer::{Damage as WriteDamage, WriteFailures};
+use crate::chain::write_failures::WriteFailures;
+use crate::chain::writer::Damage as WriteDamage;
 
 fn at(tenths: i64) -> Timestamp {
     Timestamp::from_millisecond(1_700_000_000_000 + tenths * 100).expect("valid")

@@ -5,10 +5,11 @@
 //! scale-down would. Every write the database acknowledged is recorded
 //! with the digest of the row as committed (`RETURNING`), so the end of the
 //! run can check each one is still there with that content. A write that
-//! failed is counted by its cause ([`cause`]): refused (a writer locked
-//! out: SQLSTATE 57014, its statement timeout, or 55P03), another SQL
-//! error (by SQLSTATE), a lost connection, or an error of an unexpected
-//! kind (the judge calls the run inconclusive).
+//! failed is counted by its cause
+//! ([`write_failures::cause`](super::write_failures::cause)): refused (a
+//! writer locked out: SQLSTATE 57014, its statement timeout, or 55P03),
+//! another SQL error (by SQLSTATE), a lost connection, or an error of an
+//! unexpected kind (the judge calls the run inconclusive).
 //!
 //! Owns: one session of its own on the run's database, the write log and
 //! the causes of failed writes.
@@ -19,7 +20,6 @@
 //! | file | what |
 //! | --- | --- |
 //! | `mod.rs` | the writer: its session, its SQL in each layout, its write log |
-//! | `failures.rs` | why a write failed, and the counts by cause |
 //! | `verify.rs` | the end check: each acknowledged write still there with its content |
 //! | `tests.rs` | their tests |
 
@@ -32,13 +32,11 @@ use tokio_postgres::{Client, NoTls};
 use super::digest::{ExecutionsLayout, executions_layout};
 use super::timeline::{Fact, Timeline};
 
-mod failures;
 #[cfg(test)]
 mod tests;
 mod verify;
 
-use failures::Failure;
-pub use failures::{Cause, ErrorKind, WriteFailures, cause};
+use super::write_failures::{Cause, Failure, WriteFailures};
 pub use verify::{Damage, WriterVerdict, ids_to_check, read_digests, verify};
 
 /// How often the writer writes (insert and update alternate): five times a

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use tokio_postgres::error::SqlState;
 
 use super::*;
+use crate::chain::write_failures::{ErrorKind, cause};
 
 fn at(second: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + second).expect("valid")

@@ -1,6 +1,7 @@
-//! Why a write failed: its cause from the error (refused, another SQL
-//! error, a lost connection, or unexpected), and the failed writes counted
-//! by cause.
+//! Why a write of the application's clients failed: its cause from the
+//! error (refused, another SQL error, a lost connection, or unexpected),
+//! and the failed writes counted by cause. The writer counts them; the
+//! timeline's facts and the reports carry the counts.
 //!
 //! Owns: what counts as refused. Must not touch: the database (pure).
 
@@ -103,14 +104,14 @@ pub fn cause(kind: &ErrorKind) -> Cause {
 
 /// A failed write's cause and the error as a person reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Failure {
-    pub(super) cause: Cause,
-    pub(super) error: String,
+pub(crate) struct Failure {
+    pub(crate) cause: Cause,
+    pub(crate) error: String,
 }
 
 impl Failure {
     /// `error`, met while doing `what` (`None`: a statement of the write).
-    pub(super) fn of(error: &tokio_postgres::Error, what: Option<&str>) -> Self {
+    pub(crate) fn of(error: &tokio_postgres::Error, what: Option<&str>) -> Self {
         let text = error.as_db_error().map_or_else(
             || match std::error::Error::source(error) {
                 Some(source) => format!("{error}: {source}"),
@@ -124,7 +125,7 @@ impl Failure {
         }
     }
 
-    pub(super) fn unexpected(error: impl Into<String>) -> Self {
+    pub(crate) fn unexpected(error: impl Into<String>) -> Self {
         Failure {
             cause: Cause::Unexpected,
             error: error.into(),
