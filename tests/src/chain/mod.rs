@@ -15,8 +15,7 @@
 //! | module | what |
 //! | --- | --- |
 //! | [`arm`] | the race's factors (gate, start, successor), an arm's catalog and expectation |
-//! | [`cluster`] | what the runner needs of a cluster; the local provider; choosing one |
-//! | [`kubeconfig`] | the provider for any cluster reached by a kubeconfig (kind) |
+//! | [`cluster`] | what the runner needs of a cluster; the local provider, the kubeconfig one (kind); choosing one |
 //! | [`run`] | one run: set-up (a file a deployer), switch, end checks, verdict |
 //! | [`timeline`] | the facts and the shared, time-ordered event list |
 //! | [`facts`] | object versions → facts (pure) |
@@ -39,7 +38,6 @@ pub mod cluster;
 pub mod digest;
 pub mod facts;
 pub mod judge;
-pub mod kubeconfig;
 pub mod narrate;
 pub mod picture;
 pub mod pipeline;

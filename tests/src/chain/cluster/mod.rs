@@ -10,7 +10,8 @@
 //! `kubeconfig`); the tests written against the trait run unchanged on both.
 //!
 //! Owns: the trait, the choice of provider, and the local provider's
-//! mapping onto `harness::testing`.
+//! mapping onto `harness::testing`; the kubeconfig provider is
+//! [`kubeconfig`], beside it.
 //! Must not touch: the cluster's life (it is started and torn down by
 //! whoever made it: `just test-cluster`, `chain race`, `chain demo`).
 
@@ -22,9 +23,12 @@ use std::time::Duration;
 use harness::testing::{TestCluster, TestNamespace};
 use kube::Client;
 
-use super::kubeconfig::KubeconfigCluster;
 use crate::backup_volume::BackupVolume;
 use crate::olm_v1::OlmV1Cluster;
+
+pub mod kubeconfig;
+
+use kubeconfig::KubeconfigCluster;
 
 /// A served catalog; serving ends when it drops.
 pub struct ServedCatalog {

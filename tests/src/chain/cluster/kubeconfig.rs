@@ -27,7 +27,7 @@ use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
-use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
+use super::{BackupClaim, OlmCluster, ServedCatalog};
 use crate::backup_volume::{JOB_UID, create_host_path_claim};
 use crate::wait::{self, Look};
 
