@@ -9,39 +9,31 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harness::testing::TestNamespace;
-
-use super::{bundle_examples, create_app, middle_release, wait_app_ready};
+use super::{SetUp, bundle_examples, middle_release};
 use crate::chain::cluster::{BackupClaim, OlmCluster};
 use crate::chain::judge::Chain;
 use crate::chain::pipeline::{Pipeline, Pushed};
-use crate::chain::record::Recorders;
 use crate::chain::timeline::{Fact, Timeline};
 
 /// Applies the first release as the deployer would, then creates the App
 /// of its bundle's `alm-examples` and waits until it is Ready.
 pub(super) async fn install_first_release(
-    cluster: &impl OlmCluster,
-    namespace: &TestNamespace,
+    mut set_up: SetUp<'_, impl OlmCluster>,
     pipeline: &Arc<Pipeline>,
     from: &str,
-    database_url: &str,
-    recorders: &mut Recorders,
-    timeline: &Timeline,
 ) -> (String, BackupClaim) {
-    let client = namespace.client();
-    let ns = &namespace.name;
+    let client = set_up.namespace.client();
+    let ns = &set_up.namespace.name;
     crate::operator_install::install_app_crd(&client).await;
-    recorders.watch_apps(&client, ns, timeline).await;
+    set_up.watch_apps().await;
     let installed = Instant::now();
     let ran = pipeline_push(pipeline, from).await;
     let command = pipeline.command();
     assert!(ran.accepted, "{command} of {from}:\n{}", ran.output);
-    timeline.push(Fact::Injected {
+    set_up.timeline.push(Fact::Injected {
         what: format!("{command} installed {from}"),
     });
-    let created = create_app(cluster, namespace, database_url, &bundle_examples(from)).await;
-    wait_app_ready(timeline, &created.0, from).await;
+    let created = set_up.create_app_ready(&bundle_examples(from), from).await;
     println!(
         "{ns}: {from} installed by {command}, its App Ready, {:.1} s after",
         installed.elapsed().as_secs_f64()

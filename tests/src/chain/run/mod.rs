@@ -144,6 +144,73 @@ pub fn timeline_entry(event: &Event, zero: Timestamp) -> Value {
     entry
 }
 
+/// What a deployer's set-up (a file each) works with: the cluster, the
+/// run's namespace and database, its recorders and timeline.
+struct SetUp<'a, C> {
+    cluster: &'a C,
+    namespace: &'a TestNamespace,
+    database_url: &'a str,
+    recorders: &'a mut Recorders,
+    timeline: &'a Timeline,
+}
+
+impl<C: OlmCluster> SetUp<'_, C> {
+    /// Records the namespace's Apps from now on.
+    async fn watch_apps(&mut self) {
+        let client = self.namespace.client();
+        self.recorders
+            .watch_apps(&client, &self.namespace.name, self.timeline)
+            .await;
+    }
+
+    /// The App of `examples` (a CSV's `alm-examples`), with its Secret
+    /// (pointing at the run's database) and backup claim.
+    async fn create_app(&self, examples: &str) -> (String, BackupClaim) {
+        let client = self.namespace.client();
+        let examples: Vec<Value> = serde_json::from_str(examples)
+            .unwrap_or_else(|error| panic!("alm-examples is not a JSON list: {error}"));
+        let app = examples
+            .into_iter()
+            .find(|example| example["kind"] == "App")
+            .unwrap_or_else(|| panic!("alm-examples has no App"));
+        let text = |pointer: &str| {
+            app.pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (name, secret_name, claim) = (
+            text("/metadata/name"),
+            text("/spec/database/secretRef/name"),
+            text("/spec/upgrade/backupVolumeClaim"),
+        );
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": secret_name},
+            "stringData": {"url": self.database_url}
+        }))
+        .unwrap_or_else(|error| panic!("Secret: {error}"));
+        self.namespace
+            .api::<Secret>()
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap_or_else(|error| panic!("creating Secret {secret_name}: {error}"));
+        let claim = self.cluster.backup_claim(self.namespace, &claim).await;
+        app_api(&client, &self.namespace.name)
+            .create(&PostParams::default(), &object(app))
+            .await
+            .unwrap_or_else(|error| panic!("creating the App of alm-examples: {error}"));
+        (name, claim)
+    }
+
+    /// [`SetUp::create_app`], then waits until the App is Ready at
+    /// `release`.
+    async fn create_app_ready(&self, examples: &str, release: &str) -> (String, BackupClaim) {
+        let created = self.create_app(examples).await;
+        wait_app_ready(self.timeline, &created.0, release).await;
+        created
+    }
+}
+
 /// A chain run set up at its first release.
 pub struct ChainRun {
     recorders: Recorders,
@@ -223,57 +290,27 @@ impl ChainRun {
                 .await;
         }
         let mut olm_v1 = None;
+        let set_up = SetUp {
+            cluster,
+            namespace: &namespace,
+            database_url: &database.url,
+            recorders: &mut recorders,
+            timeline: &timeline,
+        };
         let (app, claim) = match (options.start, &pipeline) {
             _ if options.chain.deployer == Deployer::OlmV1 => {
-                let (run, created) = olm_v1::install_first_release(
-                    cluster,
-                    &namespace,
-                    &options,
-                    &database.url,
-                    &mut recorders,
-                    &timeline,
-                )
-                .await;
+                let (run, created) = olm_v1::install_first_release(set_up, &options).await;
                 olm_v1 = Some(run);
                 created
             }
             (Start::FirstRelease, Some(pipeline)) => {
-                helm_kubectl::install_first_release(
-                    cluster,
-                    &namespace,
-                    pipeline,
-                    &options.chain.from,
-                    &database.url,
-                    &mut recorders,
-                    &timeline,
-                )
-                .await
+                helm_kubectl::install_first_release(set_up, pipeline, &options.chain.from).await
             }
             (Start::MiddleRelease, Some(_)) => {
                 panic!("a Helm or kubectl run starts at its first release (Start::FirstRelease)")
             }
-            (Start::FirstRelease, None) => {
-                olm_v0::install_first_release(
-                    cluster,
-                    &namespace,
-                    &options,
-                    &database.url,
-                    &mut recorders,
-                    &timeline,
-                )
-                .await
-            }
-            (Start::MiddleRelease, None) => {
-                olm_v0::start_at_middle_release(
-                    cluster,
-                    &namespace,
-                    &options,
-                    &database.url,
-                    &mut recorders,
-                    &timeline,
-                )
-                .await
-            }
+            (Start::FirstRelease, None) => olm_v0::install_first_release(set_up, &options).await,
+            (Start::MiddleRelease, None) => olm_v0::start_at_middle_release(set_up, &options).await,
         };
         if let Data::Seed { rows } = options.data
             && rows > 0
@@ -510,50 +547,6 @@ pub async fn connect(url: &str) -> tokio_postgres::Client {
         .unwrap_or_else(|error| panic!("connecting to the run's database: {error}"));
     tokio::spawn(connection);
     client
-}
-
-/// The App of `examples` (a CSV's `alm-examples`), with its Secret
-/// (pointing at the run's database) and backup claim.
-async fn create_app(
-    cluster: &impl OlmCluster,
-    namespace: &TestNamespace,
-    database_url: &str,
-    examples: &str,
-) -> (String, BackupClaim) {
-    let client = namespace.client();
-    let examples: Vec<Value> = serde_json::from_str(examples)
-        .unwrap_or_else(|error| panic!("alm-examples is not a JSON list: {error}"));
-    let app = examples
-        .into_iter()
-        .find(|example| example["kind"] == "App")
-        .unwrap_or_else(|| panic!("alm-examples has no App"));
-    let text = |pointer: &str| {
-        app.pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let (name, secret_name, claim) = (
-        text("/metadata/name"),
-        text("/spec/database/secretRef/name"),
-        text("/spec/upgrade/backupVolumeClaim"),
-    );
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": secret_name},
-        "stringData": {"url": database_url}
-    }))
-    .unwrap_or_else(|error| panic!("Secret: {error}"));
-    namespace
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap_or_else(|error| panic!("creating Secret {secret_name}: {error}"));
-    let claim = cluster.backup_claim(namespace, &claim).await;
-    app_api(&client, &namespace.name)
-        .create(&PostParams::default(), &object(app))
-        .await
-        .unwrap_or_else(|error| panic!("creating the App of alm-examples: {error}"));
-    (name, claim)
 }
 
 /// The `alm-examples` of `release`'s CSV in the repository's `bundle/`

@@ -9,18 +9,17 @@
 
 use std::time::{Duration, Instant};
 
-use harness::testing::TestNamespace;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{LogParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::{Data, RunOptions, Start};
-use super::{bundle_examples, create_app, middle_release, wait_app_ready};
+use super::{SetUp, bundle_examples, middle_release};
 use crate::chain::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use crate::chain::facts::{CSV_PREFIX, GATE_CONTAINER, PACKAGE};
 use crate::chain::judge::{self, Chain};
-use crate::chain::record::{Recorders, csv_api};
+use crate::chain::record::csv_api;
 use crate::chain::timeline::{self, Fact, PodKind, Timeline};
 use crate::olm_v0;
 
@@ -47,19 +46,16 @@ pub(super) async fn serve(
 /// ([`check_install`]), then creates the App of the installed CSV's
 /// `alm-examples` and waits until it is Ready.
 pub(super) async fn install_first_release(
-    cluster: &impl OlmCluster,
-    namespace: &TestNamespace,
+    mut set_up: SetUp<'_, impl OlmCluster>,
     options: &RunOptions,
-    database_url: &str,
-    recorders: &mut Recorders,
-    timeline: &Timeline,
 ) -> (String, BackupClaim) {
-    let client = namespace.client();
-    let ns = &namespace.name;
+    let client = set_up.namespace.client();
+    let ns = &set_up.namespace.name;
     let from = &options.chain.from;
     let subscribed = Instant::now();
     olm_v0::subscribe(&client, ns, PACKAGE, &options.from_channel, None).await;
-    timeline
+    set_up
+        .timeline
         .wait_for(Duration::from_secs(300), |events| {
             timeline::last(
                 events,
@@ -72,16 +68,14 @@ pub(super) async fn install_first_release(
         })
         .await
         .unwrap_or_else(|error| panic!("CSV upgrade-gate.v{from} did not succeed: {error}"));
-    recorders.watch_apps(&client, ns, timeline).await;
-    check_install(&client, ns, timeline, from, options.init_container).await;
+    set_up.watch_apps().await;
+    check_install(&client, ns, set_up.timeline, from, options.init_container).await;
     println!(
         "{ns}: {from} installed through OLM, its gate checked, {:.1} s after the Subscription",
         subscribed.elapsed().as_secs_f64()
     );
     let examples = installed_examples(&client, ns, from).await;
-    let created = create_app(cluster, namespace, database_url, &examples).await;
-    wait_app_ready(timeline, &created.0, from).await;
-    created
+    set_up.create_app_ready(&examples, from).await
 }
 
 /// From the middle release ([`Start::MiddleRelease`]): nothing of the
@@ -89,12 +83,8 @@ pub(super) async fn install_first_release(
 /// release's `alm-examples` created on a database already at the first
 /// release's schema.
 pub(super) async fn start_at_middle_release(
-    cluster: &impl OlmCluster,
-    namespace: &TestNamespace,
+    mut set_up: SetUp<'_, impl OlmCluster>,
     options: &RunOptions,
-    database_url: &str,
-    recorders: &mut Recorders,
-    timeline: &Timeline,
 ) -> (String, BackupClaim) {
     let from = &options.chain.from;
     assert!(
@@ -102,13 +92,11 @@ pub(super) async fn start_at_middle_release(
         "a run starting at the middle release needs a database at {from} (Data::Migrated or Data::Template): no operator of {from} creates its schema"
     );
     let middle = middle_release(&options.chain);
-    let client = namespace.client();
+    let client = set_up.namespace.client();
     crate::operator_install::install_app_crd(&client).await;
-    recorders
-        .watch_apps(&client, &namespace.name, timeline)
-        .await;
+    set_up.watch_apps().await;
     let examples = bundle_examples(&middle);
-    create_app(cluster, namespace, database_url, &examples).await
+    set_up.create_app(&examples).await
 }
 
 /// Time zero: switches the Subscription to `channel`

@@ -11,13 +11,12 @@
 
 use std::time::Instant;
 
-use harness::testing::TestNamespace;
 use jiff::Timestamp;
 use kube::Client;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{RunOptions, Start, bundle_examples, create_app, wait_app_ready};
+use super::{RunOptions, SetUp, Start, bundle_examples};
 use crate::chain::cluster::{BackupClaim, OlmCluster};
 use crate::chain::record::Recorders;
 use crate::chain::timeline::{Fact, Timeline};
@@ -78,22 +77,18 @@ const OLM_V1_NAMESPACE: &str = "olmv1-system";
 /// ClusterExtension following the first channel, waits until it installed
 /// the first release, then creates the App and waits until it is Ready.
 pub(super) async fn install_first_release(
-    cluster: &impl OlmCluster,
-    namespace: &TestNamespace,
+    mut set_up: SetUp<'_, impl OlmCluster>,
     options: &RunOptions,
-    database_url: &str,
-    recorders: &mut Recorders,
-    timeline: &Timeline,
 ) -> (OlmV1Run, (String, BackupClaim)) {
     assert_eq!(
         options.start,
         Start::FirstRelease,
         "an OLM v1 run starts at its first release"
     );
-    let olm = cluster.olm_v1();
+    let olm = set_up.cluster.olm_v1();
     let turn = olm.one_extension_at_a_time().await;
     let admin = olm.cluster.admin_client().await;
-    let ns = &namespace.name;
+    let ns = &set_up.namespace.name;
     let published = olm.published_variant(&options.release_variant).await;
     let catalog = CatalogGuard::create(&olm.cluster, ns, &published.catalog).await;
     catalog.wait_serving(&admin).await;
@@ -112,19 +107,18 @@ pub(super) async fn install_first_release(
         .flat_map(|bundle| bundle.crds.iter().cloned())
         .collect();
     let installer = Installer::create(
-        namespace,
-        cluster.kubeconfig(),
+        set_up.namespace,
+        set_up.cluster.kubeconfig(),
         installer_rights(&csvs, &crds),
     )
     .await;
     crate::operator_install::install_app_crd(&admin).await;
-    let client = namespace.client();
-    recorders.watch_apps(&client, ns, timeline).await;
+    set_up.watch_apps().await;
     let from = &chain.from;
     let started = Instant::now();
     let extension = ExtensionGuard::create(
         &admin,
-        cluster.kubeconfig(),
+        set_up.cluster.kubeconfig(),
         &Extension {
             name: ns,
             namespace: ns,
@@ -142,11 +136,10 @@ pub(super) async fn install_first_release(
         "ClusterExtension {ns} on channel {} installed another release",
         options.from_channel
     );
-    timeline.push(Fact::Injected {
+    set_up.timeline.push(Fact::Injected {
         what: format!("OLM v1 installed {from}"),
     });
-    let created = create_app(cluster, namespace, database_url, &bundle_examples(from)).await;
-    wait_app_ready(timeline, &created.0, from).await;
+    let created = set_up.create_app_ready(&bundle_examples(from), from).await;
     println!(
         "{ns}: {from} installed by OLM v1's ClusterExtension, its App Ready, {:.1} s after its creation",
         started.elapsed().as_secs_f64()
