@@ -45,7 +45,7 @@ use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout
 use super::judge::{self, Chain, Deployer, EndChecks, Judgement};
 use super::pipeline::Pipeline;
 use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left};
-use super::record::{Recorders, app_api, read_history};
+use super::record::{HistoryPaused, Recorders, app_api, read_history};
 use super::timeline::{Event, Fact, Timeline};
 use super::writer::{self, RunningWriter, WriterVerdict};
 use crate::cluster_database::TestDatabase;
@@ -262,20 +262,17 @@ impl ChainRun {
         };
 
         let database_name = ns.replace('-', "_");
+        let server = options
+            .database_server
+            .as_deref()
+            .unwrap_or_else(|| cluster.database_url());
         let database = match &options.data {
-            Data::Seed { .. } => TestDatabase::create(cluster.database_url(), &database_name).await,
+            Data::Seed { .. } => TestDatabase::create(server, &database_name).await,
             Data::Migrated { rows } => {
-                create_at_release(
-                    cluster.database_url(),
-                    &database_name,
-                    &options.chain.from,
-                    *rows,
-                )
-                .await
+                create_at_release(server, &database_name, &options.chain.from, *rows).await
             }
             Data::Template { database, .. } => {
-                TestDatabase::create_from_template(cluster.database_url(), &database_name, database)
-                    .await
+                TestDatabase::create_from_template(server, &database_name, database).await
             }
         };
         let timeline = Timeline::new();
@@ -351,6 +348,13 @@ impl ChainRun {
 
     pub fn client(&self) -> Client {
         self.namespace.client()
+    }
+
+    /// Pauses the poll of the migration history until the guard drops
+    /// ([`Recorders::pause_history`]: for a caller that takes the
+    /// database's server down, and answers for the window).
+    pub fn pause_history(&self) -> HistoryPaused {
+        self.recorders.pause_history()
     }
 
     /// Records something the caller did to the chain.

@@ -70,6 +70,10 @@ pub struct RunOptions {
     /// [`Arm::release_flags`](crate::chain::arm::Arm::release_flags)); OLM
     /// v0's variants are in `catalog_dir`.
     pub release_variant: Vec<&'static str>,
+    /// The admin URL of the PostgreSQL server the run's database is made
+    /// on, reachable from this process and from pods (`None`: the
+    /// cluster's): a server of the test's own, which it may restart.
+    pub database_server: Option<String>,
 }
 
 impl RunOptions {
@@ -93,6 +97,7 @@ impl RunOptions {
             to_channel: "7.10.x".to_owned(),
             chain_deadline: Duration::from_secs(600),
             release_variant: Vec::new(),
+            database_server: None,
         }
     }
 }
