@@ -101,7 +101,7 @@ async fn job_waiting_in_v4(observer: &tokio_postgres::Client, blocker: i32) -> w
 }
 
 fn evidence(report: &RunReport) -> String {
-    report.verdict.evidence.join("\n")
+    report.judgement.evidence.join("\n")
 }
 
 /// When the first fact after `since` matching `wanted` was seen.
@@ -230,20 +230,20 @@ async fn restarted_during_v4(restart: Restart, catalog_port: u16, server_port: u
     let report = run.finish().await;
     report.show();
     assert_ne!(
-        report.verdict.verdict,
+        report.judgement.verdict,
         RunVerdict::Inconclusive,
         "the run is inconclusive ({}):\n{}",
-        report.verdict.inconclusive.join("; "),
+        report.judgement.inconclusive.join("; "),
         evidence(&report)
     );
     assert_eq!(
-        report.verdict.verdict,
+        report.judgement.verdict,
         RunVerdict::Held,
         "the run was not held:\n{}",
         evidence(&report)
     );
     assert!(
-        !report.verdict.damaged,
+        !report.judgement.damaged,
         "the run was damaged (the data, the history, or an acknowledged write):\n{}",
         evidence(&report)
     );
