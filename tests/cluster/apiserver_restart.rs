@@ -57,7 +57,7 @@ enum Answer {
     /// yet found the record's resource ("failed to configure policy").
     NotSynced,
     /// No answer from the policy (connection refused, 5xx while starting).
-    NoAnswer(String),
+    Unanswered(String),
 }
 
 fn answer(result: Result<Deployment, kube::Error>) -> Answer {
@@ -73,7 +73,7 @@ fn answer(result: Result<Deployment, kube::Error>) -> Answer {
             {
                 panic!("the update was refused for another reason than the policy: {text}")
             } else {
-                Answer::NoAnswer(text)
+                Answer::Unanswered(text)
             }
         }
     }
@@ -165,7 +165,7 @@ async fn the_admission_hold_survives_an_api_server_restart() {
             async move {
                 match set_release(&deployments, NEXT).await {
                     Answer::NotSynced => Look::NotYet("not yet synced".into()),
-                    Answer::NoAnswer(why) => Look::NotYet(why),
+                    Answer::Unanswered(why) => Look::NotYet(why),
                     decided => Look::Done(decided),
                 }
             }
@@ -203,7 +203,7 @@ async fn the_admission_hold_survives_an_api_server_restart() {
                     fail_closed.fetch_add(1, Ordering::Relaxed);
                     Look::NotYet("not yet synced".into())
                 }
-                Answer::NoAnswer(why) => Look::NotYet(why),
+                Answer::Unanswered(why) => Look::NotYet(why),
             }
         }
     })
