@@ -420,7 +420,7 @@ test-cluster FILTER="": cluster-bins
       | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
     # The kubebuilder-scaffolded operator of tests/cluster/adopt_kubebuilder.rs:
     # its two releases' bundles, made with the gate's kustomize component, its
-    # project (for `make deploy`'s manifests) and its image.
+    # project (for `make deploy`'s manifests) and its image a release.
     adopt_dir="{{target_dir}}/adopt-kubebuilder"
     CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh --image "$adopt_dir" >/dev/null
     export UPGRADE_GATE_KUBEBUILDER_BUNDLES="$adopt_dir/bundles"
@@ -452,7 +452,7 @@ test-cluster FILTER="": cluster-bins
     export UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)"
     export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
     "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)" \
-      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar" --image "$adopt_dir/widget-operator.oci.tar" \
+      --image "{{cache}}/images/opm-{{opm_version}}.oci.tar" --image "$adopt_dir/widget-operator-0.1.0.oci.tar" --image "$adopt_dir/widget-operator-0.2.0.oci.tar" \
       {{olm_v1_up}}
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
     sampler=$!

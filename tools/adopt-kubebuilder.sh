@@ -2,7 +2,11 @@
 # Proves the gate's kustomize component (adopt/kubebuilder/config/upgrade-gate/)
 # on a real kubebuilder project, the way a user of operator-sdk adopts it:
 #   1. scaffolds the Go operator widget-operator with kubebuilder (init,
-#      create api: group demo, kind Widget) in a fresh directory;
+#      create api: group demo, kind Widget) in a fresh directory, and
+#      writes the adopter's own operator code into it
+#      (tools/adopt-kubebuilder/: a Widget reconciler that migrates each
+#      Widget with a Job and sets status.version to its release when the
+#      Job succeeded; plain controller-runtime, nothing of upgrade-gate's);
 #   2. runs its Makefile's `manifests generate` (controller-gen, kustomize
 #      from `just adopt-tools`, put where the Makefile looks for them);
 #   3. writes what `operator-sdk generate kustomize manifests` writes once
@@ -16,18 +20,19 @@
 #      (lint-bundle must fail it for that), then for each release (0.1.0,
 #      then 0.2.0 replacing it) and checks each bundle with
 #      `upgrade-gate lint-bundle --strict`;
-#   6. with --image, builds the manager (static, CGO_ENABLED=0) and the
-#      image OPERATOR_IMAGE FROM scratch with podman, saved as an OCI
-#      archive (the scaffold's Dockerfile pulls golang and distroless
+#   6. with --image, builds the manager (static, CGO_ENABLED=0) once a
+#      release, its release and image built in (-ldflags -X), and the image
+#      OPERATOR_IMAGE:<release> FROM scratch with podman, each saved as an
+#      OCI archive (the scaffold's Dockerfile pulls golang and distroless
 #      images, which cannot be fetched here).
 #
 # Usage: tools/adopt-kubebuilder.sh [--image] [OUT]   (default: target/adopt-kubebuilder)
 # Writes OUT/widget-operator/ (the project, replaced),
 # OUT/bundles/<version>/{manifests,metadata}/ and, with --image,
-# OUT/widget-operator.oci.tar. Environment:
+# OUT/widget-operator-<version>.oci.tar. Environment:
 #   HOLD_IMAGE      the gate-only image the bundles run
 #                   (default localhost/upgrade-gate-hold:<gate version>, `just image`)
-#   OPERATOR_IMAGE  the operator's image, every release's (default localhost/widget-operator:<gate version>)
+#   OPERATOR_IMAGE  the operator's image, tagged with each release (default localhost/widget-operator)
 #   CARGO_TARGET_DIR where the workspace's binaries are built (as `just validate`)
 # Needs the Go module proxy for the scaffold's dependencies (controller-runtime).
 set -euo pipefail
@@ -46,7 +51,7 @@ package=widget-operator
 versions=(0.1.0 0.2.0)
 gate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n1)
 hold_image=${HOLD_IMAGE:-localhost/upgrade-gate-hold:$gate_version}
-operator_image=${OPERATOR_IMAGE:-localhost/$package:$gate_version}
+operator_image=${OPERATOR_IMAGE:-localhost/$package}
 started=$(now)
 
 adopt_bin=$("$tools_src/build.sh" adopt | tail -n1)
@@ -71,6 +76,29 @@ step_started=$(now)
   exit 1
 }
 log "scaffolded $project in $(elapsed_since "$step_started") s"
+
+# The adopter's own operator code (tools/adopt-kubebuilder/README.md): the
+# Widget reconciler that migrates each Widget with a Job and says so in its
+# status, and the Job's `/manager migrate`. Nothing of upgrade-gate's.
+cp "$tools_src/adopt-kubebuilder/widget_controller.go" internal/controller/widget_controller.go
+cp "$tools_src/adopt-kubebuilder/migrate.go" cmd/migrate.go
+# The Widget's fields it reads and writes: spec.holdMigration (the Job is
+# created suspended) and status.version (the release its data is at).
+sed -i '/^\tFoo \*string `json:"foo,omitempty"`$/a\
+\
+\t// holdMigration creates the migration Job suspended: it runs once\
+\t// someone sets the Job'"'"'s spec.suspend to false.\
+\t// +optional\
+\tHoldMigration bool `json:"holdMigration,omitempty"`' api/v1alpha1/widget_types.go
+sed -i '/^\tConditions \[\]metav1.Condition `json:"conditions,omitempty"`$/a\
+\
+\t// version is the operator release this Widget'"'"'s data was migrated to.\
+\t// +optional\
+\tVersion string `json:"version,omitempty"`' api/v1alpha1/widget_types.go
+grep -q 'HoldMigration bool' api/v1alpha1/widget_types.go && grep -q 'Version string' api/v1alpha1/widget_types.go || {
+  log "the scaffold's api/v1alpha1/widget_types.go changed: the Widget's fields were not added"
+  exit 1
+}
 
 # The tools where the Makefile's go-install-tool finds them (bin/<tool> a
 # link to bin/<tool>-<version>, a real file), at the versions built here.
@@ -174,8 +202,15 @@ bundle: manifests kustomize ## Generate bundle manifests and metadata.
 	\$(KUSTOMIZE) build config/manifests | \$(GENERATE_BUNDLE) \$(BUNDLE_GEN_FLAGS)
 EOF
 
-# The component, as a user adds it: copied, listed, its image pinned.
+# The component, as a user adds it: copied, listed, what keep judges the
+# upgrade by set (the Widgets, whose status.version the reconciler sets to
+# its release), its image pinned.
 cp -r "$repo/adopt/kubebuilder/config/upgrade-gate" config/upgrade-gate
+sed -i 's/value: <plural>\.<group>$/value: widgets.demo.example.com/' config/upgrade-gate/manager_patch.yaml
+grep -q 'value: widgets.demo.example.com$' config/upgrade-gate/manager_patch.yaml || {
+  log "the component's manager_patch.yaml has no UPGRADE_GATE_RESOURCES placeholder to set"
+  exit 1
+}
 cat >>config/default/kustomization.yaml <<'EOF'
 
 # The upgrade gate (config/upgrade-gate/kustomization.yaml).
@@ -187,7 +222,7 @@ EOF
 # pulled, and lint-bundle must fail the bundle for it.
 step_started=$(now)
 make --no-print-directory bundle "${tool_versions[@]}" VERSION="${versions[0]}" \
-  IMG="$operator_image" >"$out/make-bundle-placeholder.log" 2>&1 || {
+  IMG="$operator_image:${versions[0]}" >"$out/make-bundle-placeholder.log" 2>&1 || {
   cat "$out/make-bundle-placeholder.log" >&2
   exit 1
 }
@@ -211,7 +246,7 @@ previous=""
 for version in "${versions[@]}"; do
   step_started=$(now)
   make --no-print-directory bundle "${tool_versions[@]}" VERSION="$version" \
-    IMG="$operator_image" REPLACES="$previous" >"$out/make-bundle-$version.log" 2>&1 || {
+    IMG="$operator_image:$version" REPLACES="$previous" >"$out/make-bundle-$version.log" 2>&1 || {
     cat "$out/make-bundle-$version.log" >&2
     log "make bundle VERSION=$version failed"
     exit 1
@@ -225,14 +260,19 @@ done
 log "the component's bundles pass lint-bundle, in $(elapsed_since "$started") s: $out/bundles"
 
 if ((image)); then
-  step_started=$(now)
-  CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o bin/manager ./cmd
-  log "built the manager in $(elapsed_since "$step_started") s"
+  # One image a release, as a real operator ships them: the release (and the
+  # image the migration Job runs) built in, like `make docker-build`'s.
   mkdir -p image
-  cp bin/manager image/manager
   printf '%s\n' 'FROM scratch' 'COPY manager /manager' 'USER 65532:65532' 'ENTRYPOINT ["/manager"]' >image/Containerfile
-  podman build --quiet -f image/Containerfile -t "$operator_image" image >/dev/null
-  rm -f "$out/$package.oci.tar"
-  podman save --quiet --format oci-archive -o "$out/$package.oci.tar" "$operator_image"
-  log "image $operator_image: $out/$package.oci.tar"
+  for version in "${versions[@]}"; do
+    step_started=$(now)
+    module=example.com/$package/internal/controller
+    CGO_ENABLED=0 go build -mod=readonly -trimpath \
+      -ldflags "-s -w -X $module.Release=$version -X $module.Image=$operator_image:$version" \
+      -o image/manager ./cmd
+    podman build --quiet -f image/Containerfile -t "$operator_image:$version" image >/dev/null
+    rm -f "$out/$package-$version.oci.tar"
+    podman save --quiet --format oci-archive -o "$out/$package-$version.oci.tar" "$operator_image:$version"
+    log "image $operator_image:$version in $(elapsed_since "$step_started") s: $out/$package-$version.oci.tar"
+  done
 fi
