@@ -2,24 +2,31 @@
 //! the kubebuilder-scaffolded `widget-operator` whose bundles
 //! tools/adopt-kubebuilder.sh made with the gate's kustomize component
 //! (`make bundle` for 0.1.0 and 0.2.0; `UPGRADE_GATE_KUBEBUILDER_BUNDLES`
-//! names them, and the cluster has its image loaded).
+//! names them, and the cluster has each release's image loaded). The
+//! operator is the adopter's own code, nothing of ours
+//! (tools/adopt-kubebuilder/): per Widget a migration Job of its release
+//! (created suspended while the Widget's spec.holdMigration says so), then
+//! status.version = its release. The component's `upgrade-gate keep`
+//! sidecar opens the gate from that field; no one runs `upgrade-gate
+//! release`.
 //!
 //! - 0.1.0 installs: its init container (`upgrade-gate hold`, the gate-only
 //!   image, the name the component wrote) confirms the name through the
 //!   pod's owners and closes its OperatorCondition with the Role the
-//!   component bound, and the manager starts after it;
+//!   component bound; a Widget whose migration is held keeps it closed,
+//!   keep's message naming the Widget;
 //! - 0.2.0 waits `Pending` (`OperatorConditionNotUpgradeable`) while
-//!   0.1.0's release is withheld (the scaffold never opens its gate);
-//! - docs/adopt.md step 3's Job (the migration, `upgrade-gate record`,
-//!   then `upgrade-gate release --wait`, finding the gate through the
-//!   operator's Deployment) lets OLM install 0.2.0, whose own gate is then
-//!   closed.
+//!   0.1.0's migration Job is suspended;
+//! - the Job resumed, the operator writes status.version 0.1.0, keep opens
+//!   the gate and OLM installs 0.2.0, whose keep keeps its own gate closed
+//!   while 0.2.0's migration is held and opens it once it ran.
 //!
 //! And `make deploy` of the same project where OLM v0 runs (OpenShift, or
 //! kind with OLM installed): the manifests the component changed, applied
 //! without OLM, start the manager; `hold` sees through the pod's owners
 //! that OLM did not install the Deployment and does nothing, in one line
-//! saying why (`UPGRADE_GATE_PROJECT`: the project).
+//! saying why, and the keep sidecar runs idle, saying why in one line too
+//! (`UPGRADE_GATE_KUBEBUILDER_PROJECT`: the project).
 //!
 //! Creates namespaced objects in its own namespace, an `opm serve` process
 //! (stopped by its guard) and a temp dir with the catalog; `make deploy`'s
@@ -32,9 +39,10 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use harness::testing::{TestCluster, delete_on_drop};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{Api, DynamicObject, ListParams, LogParams};
+use kube::api::{Api, DynamicObject, ListParams, LogParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
 use serde::Deserialize;
@@ -53,6 +61,8 @@ const VERSIONS: [&str; 2] = ["0.1.0", "0.2.0"];
 /// An `opm serve` port no other test uses.
 const CATALOG_PORT: u16 = 50094;
 const OLM_STEP: Duration = Duration::from_secs(240);
+/// The component's `upgrade-gate keep` sidecar (manager_patch.yaml).
+const KEEP_CONTAINER: &str = "upgrade-gate-keep";
 
 fn csv_name(version: &str) -> String {
     format!("{PACKAGE}.v{version}")
@@ -157,11 +167,17 @@ fn write_catalog(dir: &Path, bundles: &Path) {
         .unwrap_or_else(|error| panic!("writing the catalog: {error}"));
 }
 
-/// spec's `Upgradeable` entry of the OperatorCondition `name`, once OLM
-/// copied it into status at the current generation.
-async fn confirmed_upgradeable(conditions: &Api<DynamicObject>, name: &str) -> String {
+/// The OperatorCondition `name`'s `Upgradeable` (status, message), once
+/// OLM copied spec's entry into status at the current generation and
+/// `wanted` holds for it.
+async fn gate_confirmed(
+    conditions: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    wanted: impl Fn(&str, &str) -> bool,
+) -> (String, String) {
     wait::until(
-        &format!("OLM's status of {name} to confirm its gate"),
+        &format!("OLM's status of {name} to confirm its gate {what}"),
         OLM_STEP,
         || async {
             let object = match conditions.get(name).await {
@@ -181,9 +197,16 @@ async fn confirmed_upgradeable(conditions: &Api<DynamicObject>, name: &str) -> S
             match (spec, status) {
                 (Some(spec), Some(status))
                     if spec["status"] == status["status"]
+                        && spec["message"] == status["message"]
                         && status["observedGeneration"] == generation =>
                 {
-                    Look::Done(status["status"].as_str().unwrap_or_default().to_owned())
+                    let text = |key: &str| status[key].as_str().unwrap_or_default().to_owned();
+                    let (state, message) = (text("status"), text("message"));
+                    if wanted(&state, &message) {
+                        Look::Done((state, message))
+                    } else {
+                        Look::NotYet(format!("confirmed {state}: {message}"))
+                    }
                 }
                 other => Look::NotYet(format!("spec, status: {other:?}")),
             }
@@ -192,8 +215,69 @@ async fn confirmed_upgradeable(conditions: &Api<DynamicObject>, name: &str) -> S
     .await
 }
 
+/// The Widget the test migrates, and the Jobs its operator makes for it.
+const WIDGET: &str = "shop";
+
+/// The migration Job the widget-operator's reconciler creates for
+/// [`WIDGET`] at `release` (tools/adopt-kubebuilder/widget_controller.go).
+fn migration_job(release: &str) -> String {
+    format!("{WIDGET}-migrate-{}", release.replace('.', "-"))
+}
+
+/// The Job `name` once it exists, asserting it is suspended (the Widget's
+/// spec.holdMigration) and has not succeeded.
+async fn held_job(jobs: &Api<Job>, name: &str) {
+    let job = wait::until(
+        &format!("the operator to create the migration Job {name}"),
+        OLM_STEP,
+        || async { jobs.get_opt(name).await.ok().flatten() },
+    )
+    .await;
+    let spec = job.spec.unwrap_or_default();
+    let succeeded = job.status.and_then(|status| status.succeeded);
+    assert!(
+        spec.suspend == Some(true) && succeeded.is_none(),
+        "the Job {name} waits suspended (suspend {:?}, succeeded {succeeded:?})",
+        spec.suspend
+    );
+}
+
+/// Lets the migration Job `name` run: as an admin resuming a suspended Job.
+async fn resume(jobs: &Api<Job>, name: &str) {
+    jobs.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": false}})),
+    )
+    .await
+    .unwrap_or_else(|error| panic!("resuming the Job {name}: {error}"));
+}
+
+/// The Widget's status once its operator wrote `release` into
+/// status.version.
+async fn migrated(widgets: &Api<DynamicObject>, release: &str) -> Value {
+    wait::until(
+        &format!("the Widget {WIDGET} to show its data migrated to {release}"),
+        OLM_STEP,
+        || async {
+            let widget = match widgets.get(WIDGET).await {
+                Ok(widget) => widget,
+                Err(error) => return Look::NotYet(error.to_string()),
+            };
+            let status = &widget.data["status"];
+            if status["version"] == release {
+                Look::Done(status.clone())
+            } else {
+                Look::NotYet(format!("status {status}"))
+            }
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_released() {
+async fn the_kubebuilder_component_keeps_the_next_release_pending_while_the_widget_migrates() {
+    let started = Instant::now();
     let cluster = TestCluster::from_env();
     let bundles = bundles_dir();
     let catalog_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
@@ -212,6 +296,16 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
             "operatorconditions",
         ),
     );
+    let widgets: Api<DynamicObject> = Api::namespaced_with(
+        namespace.client(),
+        &namespace.name,
+        &ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("demo.example.com", "v1alpha1", "Widget"),
+            "widgets",
+        ),
+    );
+    let jobs = namespace.api::<Job>();
+    let widget_key = format!("{}/{WIDGET}", namespace.name);
 
     subscribe_package(
         &namespace,
@@ -226,11 +320,6 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
             .map(drop)
     })
     .await;
-    assert_eq!(
-        confirmed_upgradeable(&conditions, &v1).await,
-        "False",
-        "{v1}'s init container closed its gate with the component's name and Role"
-    );
     let pods = namespace.api::<Pod>();
     let operator_pods = pods
         .list(&ListParams::default().labels("control-plane=controller-manager"))
@@ -248,6 +337,31 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
         "hold confirmed the CSV name through the pod's owners (POD_NAME, the component's rights):\n{hold_log}"
     );
 
+    // A Widget whose migration to 0.1.0 waits (its Job created suspended):
+    // 0.1.0's keep closes the gate, naming it.
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.example.com/v1alpha1",
+        "kind": "Widget",
+        "metadata": {"name": WIDGET},
+        "spec": {"holdMigration": true}
+    }))
+    .unwrap_or_else(|error| panic!("the Widget: {error}"));
+    widgets
+        .create(&PostParams::default(), &widget)
+        .await
+        .unwrap_or_else(|error| panic!("creating the Widget: {error}"));
+    let (_, message) = gate_confirmed(
+        &conditions,
+        &v1,
+        "closed for the Widget",
+        |state, message| state == "False" && message.contains(&widget_key),
+    )
+    .await;
+    eprintln!("{v1}'s keep: {message}");
+    held_job(&jobs, &migration_job(VERSIONS[0])).await;
+
+    // 0.2.0 is offered while 0.1.0's migration still waits: OLM keeps it
+    // Pending on 0.1.0's gate.
     switch_package_channel(&namespace, PACKAGE, &channel_until(VERSIONS[1])).await;
     let message = csvs
         .wait_for(&format!("{v2} held by {v1}'s gate"), OLM_STEP, |records| {
@@ -255,37 +369,22 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
         })
         .await;
     eprintln!("{v2} waits: {message}");
+    held_job(&jobs, &migration_job(VERSIONS[0])).await;
 
-    // docs/adopt.md step 3's Job, as 0.1.0's operator would create it: the
-    // release finds the gate through the operator's Deployment and its CSV.
-    let csv = bundle_objects(&bundles.join(VERSIONS[0]))
-        .into_iter()
-        .find(|object| object["kind"] == "ClusterServiceVersion")
-        .unwrap_or_else(|| panic!("the bundle of {v1} has no CSV"));
-    let deployment = &csv["spec"]["install"]["spec"]["deployments"][0];
-    let operator = deployment["name"].as_str().unwrap_or_default();
-    let pod_spec = &deployment["spec"]["template"]["spec"];
-    let job = migration_then_release_job(
-        pod_spec["serviceAccountName"].as_str().unwrap_or_default(),
-        &cluster.image,
-        pod_spec["initContainers"][0]["image"]
-            .as_str()
-            .unwrap_or_default(),
-        operator,
-        VERSIONS[0],
-    );
-    let created =
-        Kubectl::new(&cluster.kubeconfig).run(&["-n", &namespace.name, "create"], Some(&job));
-    assert!(created.accepted, "creating the Job: {}", created.output);
-    let job_pod = job_succeeded(&pods).await;
-    let release_log = container_log(&pods, &job_pod, "release").await;
+    // The migration finishes: the operator says so on the Widget, keep
+    // opens 0.1.0's gate and OLM installs 0.2.0.
+    resume(&jobs, &migration_job(VERSIONS[0])).await;
+    let status = migrated(&widgets, VERSIONS[0]).await;
     assert!(
-        release_log.contains("found the OperatorCondition name on the pod's Deployment")
-            && release_log.contains(&v1),
-        "the Job's release found {v1} through the operator's Deployment:\n{release_log}"
+        status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|condition| condition["type"] == "Migrated" && condition["status"] == "True"),
+        "the operator set Migrated=True with status.version: {status}"
     );
     csvs.wait_for(
-        &format!("{v2} to succeed after the release"),
+        &format!("{v2} to succeed once the migration completed"),
         OLM_STEP,
         |records| {
             latest(records, &v2)
@@ -294,10 +393,26 @@ async fn the_kubebuilder_component_holds_the_next_release_until_the_first_is_rel
         },
     )
     .await;
-    assert_eq!(
-        confirmed_upgradeable(&conditions, &v2).await,
-        "False",
-        "{v2}'s own gate is closed in turn"
+
+    // 0.2.0's own migration waits in turn: its keep keeps its gate closed
+    // (the Widget still shows 0.1.0), and opens it once the Job ran.
+    let (_, message) = gate_confirmed(
+        &conditions,
+        &v2,
+        "closed for the Widget",
+        |state, message| {
+            state == "False" && message.contains(&widget_key) && message.contains(VERSIONS[1])
+        },
+    )
+    .await;
+    eprintln!("{v2}'s keep: {message}");
+    held_job(&jobs, &migration_job(VERSIONS[1])).await;
+    resume(&jobs, &migration_job(VERSIONS[1])).await;
+    migrated(&widgets, VERSIONS[1]).await;
+    let (_, message) = gate_confirmed(&conditions, &v2, "open", |state, _| state == "True").await;
+    eprintln!(
+        "{v2}'s keep opened: {message} (test {:.1} s)",
+        started.elapsed().as_secs_f64()
     );
     drop(namespace);
     drop(served);
@@ -516,6 +631,62 @@ async fn make_deploy_where_olm_runs_starts_the_manager_and_says_why_the_gate_doe
         started.elapsed().as_secs_f64(),
         why[0]
     );
+    // The keep sidecar runs beside the manager, idle: it leads, finds no
+    // OperatorCondition for a Deployment OLM did not install, and says so.
+    let idle = wait::until(
+        "the keep sidecar to say it writes nothing outside OLM",
+        Duration::from_secs(60),
+        || async {
+            let log = match pods
+                .logs(
+                    &pod_name,
+                    &LogParams {
+                        container: Some(KEEP_CONTAINER.into()),
+                        ..LogParams::default()
+                    },
+                )
+                .await
+            {
+                Ok(log) => log,
+                Err(error) => return Look::NotYet(error.to_string()),
+            };
+            match log.lines().find(|line| {
+                line.contains("no OperatorCondition guards this operator")
+                    && line.contains(&format!(
+                        "Deployment {deployment_name} was not installed by OLM"
+                    ))
+            }) {
+                Some(line) => Look::Done(line.to_owned()),
+                None => Look::NotYet(log),
+            }
+        },
+    )
+    .await;
+    let pod = pods
+        .get(&pod_name)
+        .await
+        .unwrap_or_else(|error| panic!("the manager's pod: {error}"));
+    let status = pod.status.unwrap_or_default();
+    let keep = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|container| container.name == KEEP_CONTAINER)
+        .unwrap_or_else(|| panic!("the pod has no {KEEP_CONTAINER} container: {status:?}"));
+    assert!(
+        keep.ready && keep.restart_count == 0,
+        "the keep sidecar runs, never restarted: {keep:?}"
+    );
+    assert!(
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|condition| condition.type_ == "Ready" && condition.status == "True"),
+        "the pod is Ready with keep idle beside the manager: {:?}",
+        status.conditions
+    );
+    eprintln!("keep said: {idle}");
 
     // docs/adopt.md step 3's Job, as the operator would create it from its
     // own env (the component's): migrate, record, then release.
