@@ -38,6 +38,14 @@ pub struct Watched {
     pub objects: BTreeMap<String, Shown>,
 }
 
+impl Watched {
+    /// The resource alone, without the namespace the label may name (an
+    /// object's name says its namespace).
+    pub fn resource(&self) -> &str {
+        self.label.split(" in ").next().unwrap_or_default()
+    }
+}
+
 /// The entry to keep for `release`, given what every watch shows.
 pub fn decide(release: &str, watched: &[Watched]) -> UpgradeableEntry {
     let unread: Vec<String> = watched
@@ -66,8 +74,8 @@ pub fn decide(release: &str, watched: &[Watched]) -> UpgradeableEntry {
                 .iter()
                 .filter(|(_, shown)| **shown != Shown::Done)
                 .map(move |(name, shown)| match shown {
-                    Shown::Unreadable(why) => format!("{} {name} ({why})", watch.label),
-                    _ => format!("{} {name}", watch.label),
+                    Shown::Unreadable(why) => format!("{} {name} ({why})", watch.resource()),
+                    _ => format!("{} {name}", watch.resource()),
                 })
         })
         .collect();
@@ -244,6 +252,14 @@ mod tests {
                 .contains("shop/c (it has no field \"status\")")
         );
         assert!(!entry.message().contains("shop/a"));
+        let mut in_shop = widgets.clone();
+        in_shop.label = format!("{WIDGETS} in shop");
+        let entry = decide("0.2.0", &[in_shop]);
+        assert!(
+            entry.message().contains("widgets.demo.example.com shop/b"),
+            "the namespace once: {}",
+            entry.message()
+        );
 
         widgets.objects = (0..12)
             .map(|n| (format!("shop/w{n:02}"), Shown::NotDone))

@@ -43,6 +43,15 @@ pub enum RuleError {
         /// The rule as built.
         expression: String,
     },
+    /// The rule never reads the object, so no object's upgrade can hold
+    /// the gate.
+    #[error(
+        "the rule {expression:?} does not read the object (`self`): it would say every object is done, or none, whatever the operator shows. Compare a field of self with release, e.g. \"self.status.version == release\""
+    )]
+    ObjectBlind {
+        /// The rule as built.
+        expression: String,
+    },
     /// A field path is not a dotted path of names.
     #[error(
         "--done-field {path:?} is not a dotted path of field names (e.g. status.version): {why}"
@@ -134,6 +143,11 @@ impl Rule {
         })?;
         if !program.references().has_variable(RELEASE_VARIABLE) {
             return Err(RuleError::ReleaseBlind {
+                expression: source.to_owned(),
+            });
+        }
+        if !program.references().has_variable(OBJECT_VARIABLE) {
+            return Err(RuleError::ObjectBlind {
                 expression: source.to_owned(),
             });
         }
@@ -306,23 +320,23 @@ mod tests {
         let rule = Rule::build(
             &[],
             None,
-            Some("self.status.deployedRelease.manifest.contains('version: \"' + release + '\"')"),
+            Some("self.status.deployedRelease.manifest.contains('version: ' + release + '\\n')"),
         )
         .expect("rule");
         let deployed = |manifest: &str| widget(json!({"deployedRelease": {"manifest": manifest}}));
         assert_eq!(
-            rule.evaluate(&deployed("labels:\n  version: \"0.2.0\"\n"), "0.2.0"),
+            rule.evaluate(&deployed("labels:\n  version: 0.2.0\n"), "0.2.0"),
             Shown::Done
         );
         assert_eq!(
-            rule.evaluate(&deployed("labels:\n  version: \"0.1.0\"\n"), "0.2.0"),
+            rule.evaluate(&deployed("labels:\n  version: 0.2.0-rc1\n"), "0.2.0"),
             Shown::NotDone
         );
         assert!(matches!(
             rule.evaluate(&widget(json!({})), "0.2.0"),
             Shown::Unreadable(why) if why.contains("deployedRelease")
         ));
-        let not_a_bool = Rule::cel("release").expect("rule");
+        let not_a_bool = Rule::cel("self.metadata.name + release").expect("rule");
         assert!(matches!(
             not_a_bool.evaluate(&widget(json!({})), "0.2.0"),
             Shown::Unreadable(_)
