@@ -210,7 +210,7 @@ pub const RELEASE_SECTION: &str = "3. The release, and keeping it";
 
 /// What no check of a bundle can see, said after every text report: the
 /// operator's own code must open the gate.
-pub const NOT_CHECKED: &str = "not checked (no bundle shows it): that the operator sets Upgradeable=True once its upgrade is done, and keeps False until then; without that every later upgrade waits forever. How, and how to check it: docs/adopt.md, \"3. The release, and keeping it\"; on a cluster, `kubectl upgrade-gate status` shows UPGRADEABLE True once the upgrade is done";
+pub const NOT_CHECKED: &str = "not checked (no bundle shows it): that the operator sets Upgradeable=True once its upgrade is done, and keeps False until then (with an `upgrade-gate keep` sidecar: that the operator writes, on each object, what the rule reads for this release only once its upgrade of that object is done); without that every later upgrade waits forever. How, and how to check it: docs/adopt.md, \"3. The release, and keeping it\"; on a cluster, `kubectl upgrade-gate status` shows UPGRADEABLE True once the upgrade is done";
 
 /// The exit codes of `lint-bundle`, documented once (`--help`, docs/gate.md).
 pub const LINT_EXIT_CODES: &[(u8, &str)] = &[
