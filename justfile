@@ -179,6 +179,10 @@ adopt-tools:
 adopt-kubebuilder OUT="target/adopt-kubebuilder":
     CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh {{OUT}}
 
+# Build helm-operator-plugins' Helm operator (tools/helm-operator/; skips it if built).
+helm-operator-tools:
+    UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh helm-operator
+
 # Print the tools directory (fails if `just cluster-bins` has not built it).
 tools-dir:
     @UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh

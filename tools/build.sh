@@ -9,6 +9,9 @@
 #   tools/build.sh adopt   only the tools that prove the gate's adoption kits
 #                          (`just adopt-tools`: kubebuilder, controller-gen,
 #                          kustomize); prints their bin/ directory
+#   tools/build.sh helm-operator  only helm-operator-plugins' Helm operator
+#                          (tools/adopt-helm-operator.sh); prints its bin/
+#                          directory
 #
 # Output (outside the work tree, see docs/local-cluster-tools.md):
 #   $UPGRADE_GATE_CACHE/tools/<module>-<sha256(go.sum)[:12]>/bin/<binary>
@@ -257,6 +260,30 @@ build_kubebuilder() {
   build_binaries kubebuilder "" "" kustomize=sigs.k8s.io/kustomize/kustomize/v5
 }
 
+# The commit of helm-operator-plugins' release tag, for its version string
+# (its Makefile stamps `git describe` and the commit; the module proxy says
+# the commit in the version's .info).
+declare -A helm_operator_release_commits=([v0.8.0]=a06642ece32a0fca90067b55fdbbba1ce7a0d89b)
+
+# helm-operator-plugins' own Helm operator (the module's root package, a
+# `helm-operator run` reading watches.yaml), unchanged: what
+# tools/adopt-helm-operator.sh puts into a Helm-based operator's image. The
+# root package would be named helm-operator-plugins: built alone, by name,
+# as its Dockerfile names it.
+build_helm_operator() {
+  all_present helm-operator helm-operator || download_modules helm-operator
+  local module=github.com/operator-framework/helm-operator-plugins version
+  version=$(required_version helm-operator "$module")
+  local stamp=$module/internal/version
+  local ldflags="-X $stamp.GitVersion=$version"
+  if [[ -n ${helm_operator_release_commits[$version]:-} ]]; then
+    ldflags+=" -X $stamp.GitCommit=${helm_operator_release_commits[$version]}"
+  else
+    log "helm-operator: no release commit known for $version (helm_operator_release_commits in tools/build.sh)"
+  fi
+  build_binaries helm-operator "" "$ldflags" helm-operator=$module
+}
+
 # Links set $1's binaries and OLM's CRDs into its directory (current_dir).
 assemble_current() {
   local set=$1 current
@@ -317,6 +344,12 @@ main() {
     build_kubebuilder
     log "adoption tools ready in $(elapsed_since "$start") s"
     printf '%s/bin\n' "$(module_dir kubebuilder)"
+    return
+  fi
+  if [[ $set == helm-operator ]]; then
+    build_helm_operator
+    log "helm operator ready in $(elapsed_since "$start") s"
+    printf '%s/bin\n' "$(module_dir helm-operator)"
     return
   fi
   set_modules "$set" >/dev/null || exit 2
