@@ -183,6 +183,12 @@ adopt-kubebuilder OUT="target/adopt-kubebuilder":
 helm-operator-tools:
     UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh helm-operator
 
+# The chart, watches and bundles of 0.1.0 and 0.2.0 into OUT/, each bundle checked
+# by lint-bundle (docs/adopt.md, "Without code: the keep sidecar").
+# A Helm-based operator we did not write, gated by the keep sidecar alone.
+adopt-helm-operator OUT="target/adopt-helm-operator":
+    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-helm-operator.sh {{OUT}}
+
 # Print the tools directory (fails if `just cluster-bins` has not built it).
 tools-dir:
     @UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh
