@@ -204,8 +204,11 @@ write_csv() {
   local name=$package.v$version
   # What keep reads: the Helm operator writes the release's rendered
   # manifest into status.deployedRelease only after Helm recorded it
-  # deployed, its hooks (the migration) completed.
-  local done_when="self.status.deployedRelease.manifest.contains('app.kubernetes.io/version: \"' + release + '\"')"
+  # deployed, its hooks (the migration) completed. Its post-renderer (the
+  # owner references) writes every object out again as YAML, so the
+  # chart's quoted label is unquoted there (`app.kubernetes.io/version:
+  # 0.1.0`): the line, to its end, is what is matched.
+  local done_when="self.status.deployedRelease.manifest.contains('app.kubernetes.io/version: ' + release + '\\n')"
   cat >"$file" <<EOF
 apiVersion: operators.coreos.com/v1alpha1
 kind: ClusterServiceVersion
