@@ -436,6 +436,11 @@ test-cluster FILTER="": cluster-bins
     export UPGRADE_GATE_KUBEBUILDER_BUNDLES="$adopt_dir/bundles"
     # The project itself, for the test that deploys it as `make deploy` does.
     export UPGRADE_GATE_KUBEBUILDER_PROJECT="$adopt_dir/widget-operator"
+    # The Helm-based operator of tests/cluster/adopt_helm.rs (helm-operator-plugins'
+    # Helm operator, the keep sidecar): its two releases' bundles and images.
+    helm_dir="{{target_dir}}/adopt-helm-operator"
+    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-helm-operator.sh --image "$helm_dir" >/dev/null
+    export UPGRADE_GATE_HELM_OPERATOR_BUNDLES="$helm_dir/bundles"
     name="test-$$"
     samples=$(mktemp)
     sampler=""
@@ -463,6 +468,7 @@ test-cluster FILTER="": cluster-bins
     export UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}"
     "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)" \
       --image "{{cache}}/images/opm-{{opm_version}}.oci.tar" --image "$adopt_dir/widget-operator-0.1.0.oci.tar" --image "$adopt_dir/widget-operator-0.2.0.oci.tar" \
+      --image "$helm_dir/widget-helm-operator-0.1.0.oci.tar" --image "$helm_dir/widget-helm-operator-0.2.0.oci.tar" \
       {{olm_v1_up}}
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
     sampler=$!
