@@ -84,8 +84,9 @@ pub struct KeepArgs {
     /// --deployment; docs/admission.md), for deployers other than OLM v0. Needs --deployment.
     #[arg(long, env = "UPGRADE_GATE_RECORD")]
     record: bool,
-    /// With --record under OLM v0: the ServiceAccount to annotate once the upgrade is recorded
-    /// complete, which wakes OLM to retry the next release the policy refused.
+    /// With --record under OLM v0: the ServiceAccount to annotate when the upgrade is recorded
+    /// complete (three times, about 5 s apart), which wakes OLM to retry the next release the
+    /// policy refused.
     #[arg(long, env = "UPGRADE_GATE_WAKE_SERVICE_ACCOUNT", requires = "record")]
     wake_service_account: Option<String>,
     /// The Lease only whose holder writes (every release of the operator must use the same).
