@@ -84,6 +84,8 @@ pub mod duration;
 pub mod gate;
 pub mod keeper;
 pub mod leader;
+#[doc(hidden)]
+pub mod lint_finding;
 pub mod locate;
 pub mod operator_condition;
 pub mod plugin;

@@ -101,15 +101,7 @@ pub use rules::check_csv;
 pub use semver::Version;
 pub use skips::{SkipRange, SkipRangeError};
 
-/// How serious a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The gate cannot hold as bundled: exit 1.
-    Error,
-    /// Worth a look (exit 1 only with `--strict`).
-    Warning,
-}
+pub use crate::lint_finding::Severity;
 
 /// Which check a finding comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -157,34 +149,8 @@ pub enum Rule {
     KeepRights,
 }
 
-/// One problem, located by file and field path.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// The file, as given on the command line joined with its path in the bundle.
-    pub file: String,
-    /// The field path in the document, e.g. `spec.install.spec.deployments[0].spec.strategy.type`.
-    pub field: String,
-    /// Error or warning.
-    pub severity: Severity,
-    /// The check.
-    pub rule: Rule,
-    /// What is wrong and what to do, in one line.
-    pub message: String,
-}
-
-impl Finding {
-    /// `FILE: SEVERITY: FIELD: MESSAGE`, one line.
-    pub fn line(&self) -> String {
-        let severity = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        };
-        format!(
-            "{}: {severity}: {}: {}",
-            self.file, self.field, self.message
-        )
-    }
-}
+/// One problem of a bundle, located by file and field path.
+pub type Finding = crate::lint_finding::Finding<Rule>;
 
 /// Everything `lint-bundle` found in one bundle.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -200,8 +166,7 @@ pub struct Report {
 impl Report {
     /// The exit code: 0 clean (warnings allowed unless `strict`), 1 findings.
     pub fn exit_code(&self, strict: bool) -> u8 {
-        let counts = |finding: &&Finding| strict || finding.severity == Severity::Error;
-        u8::from(self.findings.iter().any(|finding| counts(&finding)))
+        crate::lint_finding::exit_code(&self.findings, strict)
     }
 }
 

@@ -73,17 +73,7 @@ use crate::bundle_lint;
 /// it in the bundle's `olm.csv.metadata` or `olm.bundle.object` property.
 pub const DATA_UPGRADE_ANNOTATION: &str = "upgrade-gate.dev/data-upgrade";
 
-/// How serious a finding is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// An upgrade would go wrong, or OLM cannot read the catalog: exit 1.
-    Error,
-    /// Worth a look (exit 1 only with `--strict`).
-    Warning,
-    /// What was not checked, and why (never changes the exit code).
-    Info,
-}
+pub use crate::lint_finding::Severity;
 
 /// Which check a finding comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -104,37 +94,8 @@ pub enum Rule {
     Bundle(bundle_lint::Rule),
 }
 
-/// One finding, located by file and field path.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// The catalog file, as given on the command line joined with its path
-    /// in the catalog.
-    pub file: String,
-    /// Where: `olm.channel[NAME].entries[I].skipRange`,
-    /// `olm.bundle[NAME].properties[I](CSV).spec...`, ...
-    pub field: String,
-    /// Error, warning or info.
-    pub severity: Severity,
-    /// The check.
-    pub rule: Rule,
-    /// What is wrong and what to do, in one line.
-    pub message: String,
-}
-
-impl Finding {
-    /// `FILE: SEVERITY: FIELD: MESSAGE`, one line.
-    pub fn line(&self) -> String {
-        let severity = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        };
-        format!(
-            "{}: {severity}: {}: {}",
-            self.file, self.field, self.message
-        )
-    }
-}
+/// One finding of a catalog, located by file and field path.
+pub type Finding = crate::lint_finding::Finding<Rule>;
 
 /// One package as read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -163,11 +124,7 @@ impl Report {
     /// The exit code: 0 clean (warnings allowed unless `strict`; info
     /// lines always), 1 findings.
     pub fn exit_code(&self, strict: bool) -> u8 {
-        u8::from(self.findings.iter().any(|finding| match finding.severity {
-            Severity::Error => true,
-            Severity::Warning => strict,
-            Severity::Info => false,
-        }))
+        crate::lint_finding::exit_code(&self.findings, strict)
     }
 }
 

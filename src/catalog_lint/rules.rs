@@ -277,10 +277,7 @@ pub fn bundle_setup(package: &Package) -> Vec<Finding> {
                         .map(|found| Finding {
                             file: found.file,
                             field: format!("{prefix}.{}", found.field),
-                            severity: match found.severity {
-                                bundle_lint::Severity::Error => Severity::Error,
-                                bundle_lint::Severity::Warning => Severity::Warning,
-                            },
+                            severity: found.severity,
                             rule: Rule::Bundle(found.rule),
                             message: found.message,
                         }),
