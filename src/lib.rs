@@ -34,25 +34,32 @@
 //! # }
 //! ```
 //!
-//! The modules, one per concern (each says in its own comment what it owns
-//! and what it must not touch):
+//! The library an adopter uses, one module per concern (each says in its
+//! own comment what it owns and what it must not touch):
 //!
 //! | module | concern |
 //! | --- | --- |
 //! | [`operator_condition`] | OLM's v2 `OperatorCondition`: the `Upgradeable` entry, OLM's verdict, writes that wait for OLM |
 //! | [`locate`] | which OLM runs, which OperatorCondition guards an operator (fail closed) and who owns its pod: [`locate::Target`], [`locate::find`] |
-//! | [`gate`] | `upgrade-gate hold` / `release` / `status` on top of [`locate`]: the init container's steps and exit codes |
 //! | [`keeper`] | keeps an operator's verdict in its OperatorCondition while it runs: restores it after a deletion or a foreign write, never writes a stale one, writes only while leading |
-//! | [`completion`] | `upgrade-gate keep`: the gate kept for an operator that writes none, from what its custom resources show (a CEL rule per object) |
 //! | [`admission`] | the state the admission policy reads (`manifests/admission/`): which release completed its upgrade, recorded while the operator leads, for every deployer (Helm, `kubectl apply`, OLM) |
 //! | [`leader`] | leader election over a Lease with client-go's rules: one writer of the gate at a time, released on stop |
-//! | [`bundle_lint`] | `upgrade-gate lint-bundle`: what an operator's bundle needs for the gate to hold |
-//! | [`catalog_lint`] | `upgrade-gate lint-catalog`: a file-based catalog's upgrade edges that jump over a data upgrade, where OLM v0 and v1 part ways, and its bundles' gate set-up |
-//! | [`plugin`] | `kubectl upgrade-gate status`: every CSV's gate and the CSV waiting on it |
+//! | [`completion`] | the gate kept for an operator that writes none, from what its custom resources show (a CEL rule per object): what `upgrade-gate keep` runs |
+//! | [`task`] | the handle of a background task (the keeper's, the recorder's): its standing, and a stop that waits for it |
 //! | [`telemetry`] | logging set-up and one-line error rendering |
 //! | [`duration`] | the one duration syntax of every binary's flags (`30s`, `2m`, `90`) |
 //! | [`shutdown`] | the SIGTERM / SIGINT stop request a process honours (PID 1 in a container) |
 //! | `testing` (feature `testing`) | a fake API server with OLM's copy rules, for tests without a cluster |
+//!
+//! The `upgrade-gate` binary's own layer is public so that the binary (a
+//! thin `main`) and this workspace's tests reach it, but it is hidden from
+//! these docs and carries no stability promise: `cli` (argument parsing,
+//! one function per subcommand), `gate` (`hold`, `release`, `status`: the
+//! init container's steps and exit codes, on top of [`locate`]), `plugin`
+//! (`kubectl upgrade-gate status`), `bundle_lint` and `catalog_lint` (the
+//! linters, their findings' shape in `lint_finding`), `doc_check` (the
+//! docs-against-`--help` checks the binaries' tests share). Use the
+//! commands through the binary (docs/gate.md).
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -69,7 +76,9 @@ pub struct AdoptGuide;
 pub struct CrateReadme;
 
 pub mod admission;
+#[doc(hidden)]
 pub mod bundle_lint;
+#[doc(hidden)]
 pub mod catalog_lint;
 #[doc(hidden)]
 pub mod cli;
@@ -81,6 +90,7 @@ mod doc_paths;
 #[cfg(test)]
 mod doc_tables;
 pub mod duration;
+#[doc(hidden)]
 pub mod gate;
 pub mod keeper;
 pub mod leader;
@@ -88,6 +98,7 @@ pub mod leader;
 pub mod lint_finding;
 pub mod locate;
 pub mod operator_condition;
+#[doc(hidden)]
 pub mod plugin;
 pub mod shutdown;
 pub mod task;
