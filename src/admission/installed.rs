@@ -51,7 +51,7 @@ pub const GUARD_POLICY_NAME: &str = "upgrade-gate.dev-record";
 /// Whether the API server judges one kind of request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "verdict")]
-pub enum Verdict {
+pub enum Enforcement {
     /// A binding with `Deny` judges it against the namespace's record (for
     /// the guard: judges every write of the record).
     #[serde(rename_all = "camelCase")]
@@ -119,35 +119,35 @@ pub enum Verdict {
     },
 }
 
-impl Verdict {
+impl Enforcement {
     /// Whether the request is refused unless the record allows it (or
     /// refused, every one).
     pub fn in_force(&self) -> bool {
         matches!(
             self,
-            Verdict::Judged { .. } | Verdict::RefusesAll { .. }
+            Enforcement::Judged { .. } | Enforcement::RefusesAll { .. }
         )
     }
 
     /// Whether it could not be decided.
     pub fn unknown(&self) -> bool {
-        matches!(self, Verdict::Unknown { .. })
+        matches!(self, Enforcement::Unknown { .. })
     }
 
     /// A table cell: a few words.
     pub fn word(&self) -> String {
         match self {
-            Verdict::Judged { .. } => "judged".to_owned(),
-            Verdict::RefusesAll { .. } => "refused (no record)".to_owned(),
-            Verdict::NoRecord { .. } => "admitted (no record)".to_owned(),
-            Verdict::NoPolicy => "NOT judged: no policy".to_owned(),
-            Verdict::OtherParamKind { .. } => "NOT judged: policy's paramKind".to_owned(),
-            Verdict::PolicyDoesNotMatch { .. } => "NOT judged: policy's match".to_owned(),
-            Verdict::NoBinding => "NOT judged: no binding".to_owned(),
-            Verdict::NotDenying { .. } => "NOT judged: no Deny".to_owned(),
-            Verdict::NoBindingMatches { .. } => "NOT judged: not bound here".to_owned(),
-            Verdict::OtherParam { param, .. } => format!("judged by {param}"),
-            Verdict::Unknown { .. } => "unknown".to_owned(),
+            Enforcement::Judged { .. } => "judged".to_owned(),
+            Enforcement::RefusesAll { .. } => "refused (no record)".to_owned(),
+            Enforcement::NoRecord { .. } => "admitted (no record)".to_owned(),
+            Enforcement::NoPolicy => "NOT judged: no policy".to_owned(),
+            Enforcement::OtherParamKind { .. } => "NOT judged: policy's paramKind".to_owned(),
+            Enforcement::PolicyDoesNotMatch { .. } => "NOT judged: policy's match".to_owned(),
+            Enforcement::NoBinding => "NOT judged: no binding".to_owned(),
+            Enforcement::NotDenying { .. } => "NOT judged: no Deny".to_owned(),
+            Enforcement::NoBindingMatches { .. } => "NOT judged: not bound here".to_owned(),
+            Enforcement::OtherParam { param, .. } => format!("judged by {param}"),
+            Enforcement::Unknown { .. } => "unknown".to_owned(),
         }
     }
 
@@ -155,14 +155,14 @@ impl Verdict {
     /// policy it is about).
     fn sentence(&self, policy: &str) -> String {
         match self {
-            Verdict::Judged { binding } => format!(
+            Enforcement::Judged { binding } => format!(
                 "judged by {policy} against the {RECORD_KIND} {RECORD_NAME} of the namespace (binding {binding})"
             ),
-            Verdict::RefusesAll { binding } => format!(
+            Enforcement::RefusesAll { binding } => format!(
                 "every one is refused: the namespace has no {RECORD_KIND} {RECORD_NAME} and binding {binding} of {policy} has parameterNotFoundAction Deny (the operator creates the record on its first write)"
             ),
-            Verdict::NoPolicy => format!("the admission policy {policy} is not installed"),
-            Verdict::OtherParamKind { param_kind } => format!(
+            Enforcement::NoPolicy => format!("the admission policy {policy} is not installed"),
+            Enforcement::OtherParamKind { param_kind } => format!(
                 "the admission policy {policy} reads {} as its parameter, not the {RECORD_KIND} the operator writes",
                 if param_kind.is_empty() {
                     "nothing"
@@ -170,25 +170,25 @@ impl Verdict {
                     param_kind
                 }
             ),
-            Verdict::PolicyDoesNotMatch { field } => format!(
+            Enforcement::PolicyDoesNotMatch { field } => format!(
                 "the admission policy {policy} leaves it out (its matchConstraints.{field})"
             ),
-            Verdict::NoBinding => format!("the admission policy {policy} has no binding"),
-            Verdict::NotDenying { bindings } => format!(
+            Enforcement::NoBinding => format!("the admission policy {policy} has no binding"),
+            Enforcement::NotDenying { bindings } => format!(
                 "no binding of the admission policy {policy} has validationActions Deny ({} only warn or audit)",
                 bindings.join(", ")
             ),
-            Verdict::NoBindingMatches { bindings } => format!(
+            Enforcement::NoBindingMatches { bindings } => format!(
                 "no binding of the admission policy {policy} with validationActions Deny covers it here ({})",
                 bindings.join("; ")
             ),
-            Verdict::OtherParam { binding, param } => format!(
+            Enforcement::OtherParam { binding, param } => format!(
                 "binding {binding} of {policy} judges it by {param}, not by the {RECORD_KIND} {RECORD_NAME} the operator writes"
             ),
-            Verdict::NoRecord { binding } => format!(
+            Enforcement::NoRecord { binding } => format!(
                 "admitted unjudged: the namespace has no {RECORD_KIND} {RECORD_NAME} and binding {binding} of {policy} lets a request through without it"
             ),
-            Verdict::Unknown { why } => format!("cannot tell ({why})"),
+            Enforcement::Unknown { why } => format!("cannot tell ({why})"),
         }
     }
 }
@@ -199,29 +199,29 @@ impl Verdict {
 #[serde(rename_all = "camelCase")]
 pub struct PolicyInForce {
     /// An UPDATE of the Deployment (set image, a new release label).
-    pub update: Verdict,
+    pub update: Enforcement,
     /// A CREATE of it (delete-and-create, a renamed Deployment).
-    pub create: Verdict,
+    pub create: Enforcement,
     /// An UPDATE of the namespace's record by someone else than the
     /// operator (the guard [`GUARD_POLICY_NAME`]).
-    pub guard: Verdict,
+    pub guard: Enforcement,
 }
 
-impl Verdict {
+impl Enforcement {
     /// What a cluster admin does about it, in a sentence (none: nothing
     /// to do, or not known).
     fn fix(&self) -> &'static str {
         match self {
-            Verdict::NoPolicy
-            | Verdict::OtherParamKind { .. }
-            | Verdict::PolicyDoesNotMatch { .. }
-            | Verdict::NoBinding => {
+            Enforcement::NoPolicy
+            | Enforcement::OtherParamKind { .. }
+            | Enforcement::PolicyDoesNotMatch { .. }
+            | Enforcement::NoBinding => {
                 " A cluster admin applies manifests/admission/ once (docs/admission.md)."
             }
-            Verdict::NotDenying { .. } | Verdict::NoBindingMatches { .. } => {
+            Enforcement::NotDenying { .. } | Enforcement::NoBindingMatches { .. } => {
                 " A cluster admin binds it here with validationActions Deny (manifests/admission/bindings.yaml, docs/admission.md)."
             }
-            Verdict::OtherParam { .. } => {
+            Enforcement::OtherParam { .. } => {
                 " The binding's paramRef names upgrade-gate in manifests/admission/bindings.yaml."
             }
             _ => "",
@@ -247,7 +247,7 @@ impl PolicyInForce {
     pub fn create_warning(&self) -> Option<String> {
         match &self.create {
             verdict if verdict.in_force() => None,
-            Verdict::NoRecord { .. } => None,
+            Enforcement::NoRecord { .. } => None,
             verdict => Some(format!(
                 "its creates are not judged: {}; deleting and creating it again moves it to any release.{}",
                 verdict.sentence(POLICY_NAME),
@@ -400,17 +400,17 @@ enum Outcome {
     NotDenying(String),
     /// The binding, and the field that leaves the request out.
     NoMatch(String, &'static str),
-    Decided(Verdict),
+    Decided(Enforcement),
 }
 
 /// How strongly a verdict holds the request: the strongest binding wins.
-fn strength(verdict: &Verdict) -> u8 {
+fn strength(verdict: &Enforcement) -> u8 {
     match verdict {
-        Verdict::RefusesAll { .. } => 6,
-        Verdict::Judged { .. } => 5,
-        Verdict::Unknown { .. } => 4,
-        Verdict::OtherParam { .. } => 3,
-        Verdict::NoRecord { .. } => 2,
+        Enforcement::RefusesAll { .. } => 6,
+        Enforcement::Judged { .. } => 5,
+        Enforcement::Unknown { .. } => 4,
+        Enforcement::OtherParam { .. } => 3,
+        Enforcement::NoRecord { .. } => 2,
         _ => 0,
     }
 }
@@ -434,7 +434,7 @@ fn binding_outcome(
         Matched::Yes => {}
         Matched::No(field) => return Outcome::NoMatch(name, field),
         Matched::Unknown(why) => {
-            return Outcome::Decided(Verdict::Unknown {
+            return Outcome::Decided(Enforcement::Unknown {
                 why: format!("binding {name}: {why}"),
             });
         }
@@ -442,7 +442,7 @@ fn binding_outcome(
     let policy_spec = policy.spec.as_ref();
     if policy_spec.is_none_or(|spec| spec.param_kind.is_none()) {
         // No parameter (the guard): every matching request is judged.
-        return Outcome::Decided(Verdict::Judged { binding: name });
+        return Outcome::Decided(Enforcement::Judged { binding: name });
     }
     let fails_closed = policy_spec
         .and_then(|spec| spec.failure_policy.as_deref())
@@ -451,9 +451,9 @@ fn binding_outcome(
         // A parameter the binding does not name: a configuration error,
         // which the failure policy decides.
         return Outcome::Decided(if fails_closed {
-            Verdict::RefusesAll { binding: name }
+            Enforcement::RefusesAll { binding: name }
         } else {
-            Verdict::OtherParam {
+            Enforcement::OtherParam {
                 binding: name,
                 param: "no paramRef".to_owned(),
             }
@@ -470,7 +470,7 @@ fn binding_outcome(
             (named, Some(namespace)) => format!("{namespace}/{named}"),
             (named, None) => named.to_owned(),
         };
-        return Outcome::Decided(Verdict::OtherParam {
+        return Outcome::Decided(Enforcement::OtherParam {
             binding: name,
             param,
         });
@@ -478,12 +478,12 @@ fn binding_outcome(
     let refuses_missing =
         fails_closed && param_ref.parameter_not_found_action.as_deref() != Some("Allow");
     Outcome::Decided(match (param, refuses_missing) {
-        (Param::Found, _) => Verdict::Judged { binding: name },
-        (Param::Missing, true) => Verdict::RefusesAll { binding: name },
-        (Param::Missing, false) => Verdict::NoRecord { binding: name },
+        (Param::Found, _) => Enforcement::Judged { binding: name },
+        (Param::Missing, true) => Enforcement::RefusesAll { binding: name },
+        (Param::Missing, false) => Enforcement::NoRecord { binding: name },
         // Judged if it is there, every request refused if not: held.
-        (Param::Unreadable(_), true) => Verdict::Judged { binding: name },
-        (Param::Unreadable(why), false) => Verdict::Unknown {
+        (Param::Unreadable(_), true) => Enforcement::Judged { binding: name },
+        (Param::Unreadable(why), false) => Enforcement::Unknown {
             why: format!("reading the {RECORD_KIND}: {why}"),
         },
     })
@@ -497,9 +497,9 @@ fn judge(
     request: &Request<'_>,
     param: Param<'_>,
     param_kind: Option<(&str, &str)>,
-) -> Verdict {
+) -> Enforcement {
     let Some(policy) = policy else {
-        return Verdict::NoPolicy;
+        return Enforcement::NoPolicy;
     };
     let name = policy.metadata.name.as_deref().unwrap_or_default();
     let spec = policy.spec.as_ref();
@@ -510,7 +510,7 @@ fn judge(
         )
     });
     if reads != param_kind {
-        return Verdict::OtherParamKind {
+        return Enforcement::OtherParamKind {
             param_kind: reads
                 .map_or_else(String::new, |(version, kind)| format!("{version}/{kind}")),
         };
@@ -521,11 +521,11 @@ fn judge(
     ) {
         Matched::Yes => {}
         Matched::No(field) => {
-            return Verdict::PolicyDoesNotMatch {
+            return Enforcement::PolicyDoesNotMatch {
                 field: field.to_owned(),
             };
         }
-        Matched::Unknown(why) => return Verdict::Unknown { why },
+        Matched::Unknown(why) => return Enforcement::Unknown { why },
     }
     let outcomes: Vec<Outcome> = bindings
         .iter()
@@ -533,7 +533,7 @@ fn judge(
         .map(|binding| binding_outcome(binding, policy, request, param))
         .collect();
     if outcomes.is_empty() {
-        return Verdict::NoBinding;
+        return Enforcement::NoBinding;
     }
     let strongest = outcomes
         .iter()
@@ -549,7 +549,7 @@ fn judge(
         .iter()
         .all(|outcome| matches!(outcome, Outcome::NotDenying(_)))
     {
-        return Verdict::NotDenying {
+        return Enforcement::NotDenying {
             bindings: outcomes
                 .into_iter()
                 .filter_map(|outcome| match outcome {
@@ -568,7 +568,7 @@ fn judge(
         )
     };
     let all_for_other_requests = outcomes.iter().all(other_requests);
-    Verdict::NoBindingMatches {
+    Enforcement::NoBindingMatches {
         bindings: outcomes
             .iter()
             .filter(|outcome| all_for_other_requests || !other_requests(outcome))
@@ -605,7 +605,7 @@ pub fn policy_in_force(
     let (policies, bindings) = match cluster {
         Ok(read) => read,
         Err(why) => {
-            let unknown = Verdict::Unknown {
+            let unknown = Enforcement::Unknown {
                 why: why.to_owned(),
             };
             return PolicyInForce {

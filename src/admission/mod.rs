@@ -37,8 +37,7 @@ use serde_json::{Value, json};
 use crate::operator_condition::{GateState, UpgradeableEntry};
 
 pub use installed::{
-    GUARD_POLICY_NAME, POLICY_NAME, PolicyInForce, Verdict as InForceVerdict, policy_in_force,
-    read_policy,
+    Enforcement, GUARD_POLICY_NAME, POLICY_NAME, PolicyInForce, policy_in_force, read_policy,
 };
 pub use record::{
     COMPLETE, Entry, IN_PROGRESS, OVERRIDE_VERB, Override, RECORD_GROUP, RECORD_KIND, RECORD_NAME,

@@ -149,7 +149,7 @@ impl LeaseSettings {
 
 /// The fields of a Lease the election reads, as the API server returned them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
+pub struct LeaseRecord {
     /// `holderIdentity`; empty when nobody holds it (released).
     pub holder: String,
     /// `leaseDurationSeconds`.
@@ -162,11 +162,11 @@ pub struct Record {
     pub transitions: i32,
 }
 
-impl Record {
+impl LeaseRecord {
     /// The record of a Lease (a spec-less Lease reads as free).
-    pub fn of(lease: &Lease) -> Record {
+    pub fn of(lease: &Lease) -> LeaseRecord {
         let spec = lease.spec.clone().unwrap_or_default();
-        Record {
+        LeaseRecord {
             holder: spec.holder_identity.unwrap_or_default(),
             duration: Duration::from_secs(
                 u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
@@ -184,7 +184,7 @@ impl Record {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
     /// The record last read.
-    pub record: Record,
+    pub record: LeaseRecord,
     /// When (on this process's clock) the record was last seen to change.
     pub changed_at: Instant,
     /// Whether it was seen to change at all since this process looked.
@@ -193,7 +193,7 @@ pub struct Observed {
 
 /// Folds one read into what was known: the time only moves when the record
 /// changed.
-pub fn observe(previous: Option<&Observed>, record: Record, now: Instant) -> Observed {
+pub fn observe(previous: Option<&Observed>, record: LeaseRecord, now: Instant) -> Observed {
     match previous {
         Some(previous) if previous.record == record => previous.clone(),
         Some(_) => Observed {
@@ -253,7 +253,7 @@ fn seconds(duration: Duration) -> i32 {
 /// A renewal keeps the acquire time and the transition count; a takeover
 /// counts one more transition.
 pub fn claimed(
-    old: Option<&Record>,
+    old: Option<&LeaseRecord>,
     me: &str,
     settings: &LeaseSettings,
     now: Timestamp,
@@ -279,7 +279,7 @@ pub fn claimed(
 
 /// The spec that releases the Lease (client-go's release): no holder, a
 /// one-second duration, the transition count kept.
-pub fn released(old: &Record, now: Timestamp) -> LeaseSpec {
+pub fn released(old: &LeaseRecord, now: Timestamp) -> LeaseSpec {
     LeaseSpec {
         holder_identity: None,
         lease_duration_seconds: Some(1),
@@ -395,7 +395,7 @@ impl Elector {
         let now = Instant::now();
         self.observed = lease
             .as_ref()
-            .map(|lease| observe(self.observed.as_ref(), Record::of(lease), now));
+            .map(|lease| observe(self.observed.as_ref(), LeaseRecord::of(lease), now));
         self.lease = lease;
         let decision = attempt(self.observed.as_ref(), &self.settings.identity, now);
         let old = self.observed.as_ref().map(|o| &o.record);
@@ -430,7 +430,7 @@ impl Elector {
             Ok(lease) => {
                 self.observed = Some(observe(
                     self.observed.as_ref(),
-                    Record::of(&lease),
+                    LeaseRecord::of(&lease),
                     Instant::now(),
                 ));
                 self.lease = Some(lease);
@@ -525,7 +525,7 @@ impl Elector {
             let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
                 return Ok(false);
             };
-            let record = Record::of(&lease);
+            let record = LeaseRecord::of(&lease);
             if record.holder != self.settings.identity {
                 return Ok(false);
             }

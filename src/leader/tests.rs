@@ -21,8 +21,8 @@ fn settings(identity: &str) -> LeaseSettings {
     LeaseSettings::new(LEASE_NAME, "ops", identity)
 }
 
-fn record(holder: &str, transitions: i32) -> Record {
-    Record {
+fn record(holder: &str, transitions: i32) -> LeaseRecord {
+    LeaseRecord {
         holder: holder.to_owned(),
         duration: Duration::from_secs(15),
         acquire_time: None,

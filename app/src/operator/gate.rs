@@ -37,14 +37,14 @@ pub struct AppGateView {
     /// `namespace/name`.
     pub app: String,
     /// Where the App stands.
-    pub standing: Standing,
+    pub standing: AppStanding,
     /// Its admin excluded it from the gate ([`EXCLUDE_ANNOTATION`]).
     pub excluded: bool,
 }
 
 /// Where an App stands with respect to this release.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Standing {
+pub enum AppStanding {
     /// Ready, at this release's target, status current with the spec.
     AtTarget,
     /// Not reconciled by this release yet (no status, stale status, or an
@@ -322,7 +322,7 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
         .and_then(|a| a.get(EXCLUDE_ANNOTATION))
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let standing = match app.status.as_ref() {
-        None => Standing::NotYetChecked,
+        None => AppStanding::NotYetChecked,
         Some(status) => {
             let current = status.observed_generation.is_some()
                 && status.observed_generation == app.metadata.generation;
@@ -338,7 +338,7 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
                 {
                     let blocker = degraded.and_then(|d| Blocker::of_reason(d.reason));
                     let queued = status.queue.as_ref().map(|q| q.position);
-                    Standing::UpgradeFailed {
+                    AppStanding::UpgradeFailed {
                         from: u.from.clone(),
                         to: u.to.clone(),
                         job: u.job.clone(),
@@ -349,12 +349,12 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
                         next: next_after_failure(u, app.spec.upgrade.retry_limit, blocker, queued),
                     }
                 }
-                (_, Some(degraded)) => Standing::Blocked {
+                (_, Some(degraded)) => AppStanding::Blocked {
                     reason: degraded.reason,
                     message: degraded.message.clone(),
                     next: next_when_blocked(degraded.reason),
                 },
-                (Some(u), None) => Standing::Upgrading {
+                (Some(u), None) => AppStanding::Upgrading {
                     from: u.from.clone(),
                     to: u.to.clone(),
                     job: u.job.clone(),
@@ -367,18 +367,18 @@ pub fn view_of(app: &App, target: &SchemaTarget) -> AppGateView {
                         .and_then(|p| p.eta.as_ref())
                         .map(|t| t.0),
                 },
-                (None, None) if status.phase == Some(AppPhase::Queued) => Standing::Queued {
+                (None, None) if status.phase == Some(AppPhase::Queued) => AppStanding::Queued {
                     position: status.queue.as_ref().and_then(|q| q.position),
                 },
-                (None, None) if status.queue.is_some() => Standing::Starting,
+                (None, None) if status.queue.is_some() => AppStanding::Starting,
                 (None, None)
                     if current
                         && status.holds(ConditionType::Ready)
                         && status.database.as_ref() == Some(&target.schema) =>
                 {
-                    Standing::AtTarget
+                    AppStanding::AtTarget
                 }
-                (None, None) => Standing::NotYetChecked,
+                (None, None) => AppStanding::NotYetChecked,
             }
         }
     };
@@ -427,11 +427,11 @@ pub fn summarize(apps: &[AppGateView], now: Timestamp) -> FleetSummary {
             summary.excluded += 1;
         }
         match &app.standing {
-            Standing::AtTarget => summary.upgraded += 1,
-            Standing::NotYetChecked => summary.unchecked += 1,
-            Standing::Queued { .. } => summary.queued += 1,
-            Standing::Starting => summary.running += 1,
-            Standing::Upgrading {
+            AppStanding::AtTarget => summary.upgraded += 1,
+            AppStanding::NotYetChecked => summary.unchecked += 1,
+            AppStanding::Queued { .. } => summary.queued += 1,
+            AppStanding::Starting => summary.running += 1,
+            AppStanding::Upgrading {
                 started,
                 eta,
                 phase,
@@ -449,8 +449,8 @@ pub fn summarize(apps: &[AppGateView], now: Timestamp) -> FleetSummary {
                     }
                 }
             }
-            Standing::UpgradeFailed { .. } => summary.failed += 1,
-            Standing::Blocked { .. } => summary.blocked += 1,
+            AppStanding::UpgradeFailed { .. } => summary.failed += 1,
+            AppStanding::Blocked { .. } => summary.blocked += 1,
         }
     }
     if !etas.is_empty() && etas.iter().all(Option::is_some) {
@@ -490,21 +490,21 @@ impl FleetSummary {
 pub fn decide_gate(apps: &[AppGateView], target: &SchemaTarget) -> GateDecision {
     let holding: Vec<&AppGateView> = apps
         .iter()
-        .filter(|a| !a.excluded && a.standing != Standing::AtTarget)
+        .filter(|a| !a.excluded && a.standing != AppStanding::AtTarget)
         .collect();
-    let of = |accept: fn(&Standing) -> bool| -> Vec<&AppGateView> {
+    let of = |accept: fn(&AppStanding) -> bool| -> Vec<&AppGateView> {
         holding
             .iter()
             .copied()
             .filter(|a| accept(&a.standing))
             .collect()
     };
-    let failed = of(|s| matches!(s, Standing::UpgradeFailed { .. }));
-    let blocked = of(|s| matches!(s, Standing::Blocked { .. }));
+    let failed = of(|s| matches!(s, AppStanding::UpgradeFailed { .. }));
+    let blocked = of(|s| matches!(s, AppStanding::Blocked { .. }));
     let in_progress = of(|s| {
         !matches!(
             s,
-            Standing::UpgradeFailed { .. } | Standing::Blocked { .. } | Standing::AtTarget
+            AppStanding::UpgradeFailed { .. } | AppStanding::Blocked { .. } | AppStanding::AtTarget
         )
     });
     let excluded: Vec<&str> = apps
@@ -598,14 +598,14 @@ fn bounded(message: String) -> String {
 fn describe(app: &AppGateView) -> String {
     let name = &app.app;
     let text = match &app.standing {
-        Standing::AtTarget => format!("App {name} is at target"),
-        Standing::NotYetChecked => format!("App {name} not yet checked by this release"),
-        Standing::Queued { position } => match position {
+        AppStanding::AtTarget => format!("App {name} is at target"),
+        AppStanding::NotYetChecked => format!("App {name} not yet checked by this release"),
+        AppStanding::Queued { position } => match position {
             Some(position) => format!("App {name} queued (position {position})"),
             None => format!("App {name} queued"),
         },
-        Standing::Starting => format!("App {name} starting its upgrade (server stopping)"),
-        Standing::Upgrading {
+        AppStanding::Starting => format!("App {name} starting its upgrade (server stopping)"),
+        AppStanding::Upgrading {
             from,
             to,
             job,
@@ -618,7 +618,7 @@ fn describe(app: &AppGateView) -> String {
                 .map_or_else(String::new, |p| format!(": {p}"));
             format!("App {name} upgrading from release {from} to {to}, Job {job} ({phase:?}{at})")
         }
-        Standing::UpgradeFailed {
+        AppStanding::UpgradeFailed {
             from,
             to,
             job,
@@ -648,7 +648,7 @@ fn describe(app: &AppGateView) -> String {
                 next.say()
             )
         }
-        Standing::Blocked {
+        AppStanding::Blocked {
             reason,
             message,
             next,

@@ -74,8 +74,8 @@ fn record() -> DynamicObject {
     .unwrap()
 }
 
-fn judged(binding: &str) -> Verdict {
-    Verdict::Judged {
+fn judged(binding: &str) -> Enforcement {
+    Enforcement::Judged {
         binding: binding.into(),
     }
 }
@@ -196,14 +196,14 @@ fn a_missing_record_refuses_every_update_and_admits_a_create() {
     let verdict = policy_in_force(Ok((&policies, &bindings)), Ok(&shop), &opted_in(), Ok(None));
     assert_eq!(
         verdict.update,
-        Verdict::RefusesAll {
+        Enforcement::RefusesAll {
             binding: "upgrade-gate.dev".into()
         }
     );
     assert!(verdict.update.in_force());
     assert_eq!(
         verdict.create,
-        Verdict::NoRecord {
+        Enforcement::NoRecord {
             binding: "upgrade-gate.dev-create".into()
         }
     );
@@ -234,12 +234,12 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
             }
         })
     };
-    let table: Vec<(&str, Edit, Namespace, Verdict)> = vec![
+    let table: Vec<(&str, Edit, Namespace, Enforcement)> = vec![
         (
             "a binding limited to another namespace is not in force here",
             Box::new(only_in("other")),
             namespace("shop", json!({})),
-            Verdict::NoBindingMatches {
+            Enforcement::NoBindingMatches {
                 bindings: vec!["upgrade-gate.dev: its namespaceSelector".into()],
             },
         ),
@@ -265,7 +265,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                         {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["shop"]}]});
             })),
             namespace("shop", json!({})),
-            Verdict::NoBindingMatches {
+            Enforcement::NoBindingMatches {
                 bindings: vec!["upgrade-gate.dev: its namespaceSelector".into()],
             },
         ),
@@ -276,7 +276,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                     json!({"matchLabels": {"tier": "db"}});
             })),
             namespace("shop", json!({})),
-            Verdict::NoBindingMatches {
+            Enforcement::NoBindingMatches {
                 bindings: vec!["upgrade-gate.dev: its objectSelector".into()],
             },
         ),
@@ -286,7 +286,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                 binding["spec"]["validationActions"] = json!(["Audit", "Warn"]);
             })),
             namespace("shop", json!({})),
-            Verdict::NoBindingMatches {
+            Enforcement::NoBindingMatches {
                 bindings: vec!["upgrade-gate.dev: no Deny in its validationActions".into()],
             },
         ),
@@ -294,7 +294,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
             "no binding denies",
             Box::new(|_, binding| binding["spec"]["validationActions"] = json!(["Warn"])),
             namespace("shop", json!({})),
-            Verdict::NotDenying {
+            Enforcement::NotDenying {
                 bindings: vec!["upgrade-gate.dev".into(), "upgrade-gate.dev-create".into()],
             },
         ),
@@ -305,7 +305,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                     json!(["CREATE"]);
             })),
             namespace("shop", json!({})),
-            Verdict::NoBindingMatches {
+            Enforcement::NoBindingMatches {
                 bindings: vec![
                     "upgrade-gate.dev: its resourceRules".into(),
                     "upgrade-gate.dev-create: its resourceRules".into(),
@@ -327,7 +327,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                         "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"], "resources": ["*"]}]);
             })),
             namespace("shop", json!({})),
-            Verdict::NoBindingMatches {
+            Enforcement::NoBindingMatches {
                 bindings: vec![
                     "upgrade-gate.dev: its excludeResourceRules".into(),
                     "upgrade-gate.dev-create: its resourceRules".into(),
@@ -341,7 +341,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                     json!(["web"]);
             })),
             namespace("shop", json!({})),
-            Verdict::NoBindingMatches {
+            Enforcement::NoBindingMatches {
                 bindings: vec![
                     "upgrade-gate.dev: its resourceRules".into(),
                     "upgrade-gate.dev-create: its resourceRules".into(),
@@ -354,7 +354,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                 binding["spec"]["paramRef"]["name"] = json!("frozen");
             })),
             namespace("shop", json!({})),
-            Verdict::OtherParam {
+            Enforcement::OtherParam {
                 binding: "upgrade-gate.dev".into(),
                 param: "frozen".into(),
             },
@@ -365,7 +365,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                 binding["spec"]["paramRef"]["namespace"] = json!("admin");
             })),
             namespace("shop", json!({})),
-            Verdict::OtherParam {
+            Enforcement::OtherParam {
                 binding: "upgrade-gate.dev".into(),
                 param: "admin/upgrade-gate".into(),
             },
@@ -377,7 +377,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
             })),
             namespace("shop", json!({})),
             // The create binding covers CREATE only.
-            Verdict::NoBindingMatches {
+            Enforcement::NoBindingMatches {
                 bindings: vec!["upgrade-gate.dev-create: its resourceRules".into()],
             },
         ),
@@ -441,14 +441,14 @@ fn the_policy_itself_must_be_there_read_the_record_and_match() {
         edit(&mut policy);
         vec![serde_json::from_value(policy).unwrap()]
     };
-    let table: [(&str, Vec<ValidatingAdmissionPolicy>, Verdict); 4] = [
-        ("no policy", vec![], Verdict::NoPolicy),
+    let table: [(&str, Vec<ValidatingAdmissionPolicy>, Enforcement); 4] = [
+        ("no policy", vec![], Enforcement::NoPolicy),
         (
             "the ConfigMap parameter of the previous policy",
             edited(&|policy| {
                 policy["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
             }),
-            Verdict::OtherParamKind {
+            Enforcement::OtherParamKind {
                 param_kind: "v1/ConfigMap".into(),
             },
         ),
@@ -458,7 +458,7 @@ fn the_policy_itself_must_be_there_read_the_record_and_match() {
                 policy["spec"]["matchConstraints"]["resourceRules"][0]["operations"] =
                     json!(["CREATE"]);
             }),
-            Verdict::PolicyDoesNotMatch {
+            Enforcement::PolicyDoesNotMatch {
                 field: "resourceRules".into(),
             },
         ),
@@ -484,7 +484,7 @@ fn the_policy_itself_must_be_there_read_the_record_and_match() {
         &opted_in(),
         Ok(Some(&record)),
     );
-    assert_eq!(verdict.guard, Verdict::NoPolicy);
+    assert_eq!(verdict.guard, Enforcement::NoPolicy);
     assert!(
         verdict
             .guard_warning()
@@ -504,7 +504,7 @@ fn the_policy_itself_must_be_there_read_the_record_and_match() {
     );
     assert_eq!(
         verdict.update,
-        Verdict::NoRecord {
+        Enforcement::NoRecord {
             binding: "upgrade-gate.dev".into()
         }
     );

@@ -319,10 +319,10 @@ pub fn pod_facts(previous: Option<&Value>, current: &Value, deleted: bool) -> Ve
 }
 
 /// What the judge reads of an App's status.
-type Standing = (String, Option<String>, bool, Option<String>, Option<String>);
+type AppFields = (String, Option<String>, bool, Option<String>, Option<String>);
 
 /// What the judge reads of an App's status.
-fn app_standing(app: &Value) -> Standing {
+fn app_standing(app: &Value) -> AppFields {
     let status = &app["status"];
     let upgrade = status["upgrade"].is_object().then(|| {
         format!(

@@ -14,7 +14,7 @@ fn target() -> SchemaTarget {
     }
 }
 
-fn view(name: &str, standing: Standing) -> AppGateView {
+fn view(name: &str, standing: AppStanding) -> AppGateView {
     AppGateView {
         app: format!("ns/{name}"),
         standing,
@@ -32,7 +32,7 @@ fn excluded(view: AppGateView) -> AppGateView {
 fn queued(name: &str, position: i32) -> AppGateView {
     view(
         name,
-        Standing::Queued {
+        AppStanding::Queued {
             position: Some(position),
         },
     )
@@ -45,7 +45,7 @@ fn at_second(second: i64) -> Timestamp {
 fn upgrading(name: &str) -> AppGateView {
     view(
         name,
-        Standing::Upgrading {
+        AppStanding::Upgrading {
             from: "7.9.3".into(),
             to: "7.10.1".into(),
             job: format!("{name}-db-7-10-1-1"),
@@ -60,7 +60,7 @@ fn upgrading(name: &str) -> AppGateView {
 fn failed(name: &str) -> AppGateView {
     view(
         name,
-        Standing::UpgradeFailed {
+        AppStanding::UpgradeFailed {
             from: "7.9.3".into(),
             to: "7.10.1".into(),
             job: format!("{name}-db-7-10-1-3"),
@@ -76,7 +76,7 @@ fn failed(name: &str) -> AppGateView {
 fn blocked(name: &str) -> AppGateView {
     view(
         name,
-        Standing::Blocked {
+        AppStanding::Blocked {
             reason: ConditionReason::DatabaseUnreachable,
             message: "cannot connect".into(),
             next: next_when_blocked(ConditionReason::DatabaseUnreachable),
@@ -86,8 +86,8 @@ fn blocked(name: &str) -> AppGateView {
 
 #[test]
 fn gate_table() {
-    let at = |n: &str| view(n, Standing::AtTarget);
-    let unchecked = |n: &str| view(n, Standing::NotYetChecked);
+    let at = |n: &str| view(n, AppStanding::AtTarget);
+    let unchecked = |n: &str| view(n, AppStanding::NotYetChecked);
     use GateReason::*;
     let cases: Vec<(Vec<AppGateView>, GateReason)> = vec![
         (vec![], UpgradeComplete),
@@ -103,7 +103,7 @@ fn gate_table() {
             DatabaseUpgradeFailed,
         ),
         (vec![at("a"), queued("b", 1)], UpgradeInProgress),
-        (vec![view("a", Standing::Starting)], UpgradeInProgress),
+        (vec![view("a", AppStanding::Starting)], UpgradeInProgress),
         // An App its admin excluded does not hold the gate, whatever
         // its state.
         (vec![at("a"), excluded(failed("b"))], UpgradeComplete),
@@ -178,14 +178,14 @@ fn long_lists_are_cut() {
 #[test]
 fn the_fleet_message_counts_and_names_what_blocks() {
     let mut apps: Vec<AppGateView> = (0..37)
-        .map(|i| view(&format!("done-{i}"), Standing::AtTarget))
+        .map(|i| view(&format!("done-{i}"), AppStanding::AtTarget))
         .collect();
     apps.extend((0..4).map(|i| upgrading(&format!("run-{i}"))));
     apps.extend((0..12).map(|i| queued(&format!("wait-{i}"), i + 1)));
-    apps.extend((0..46).map(|i| view(&format!("new-{i}"), Standing::NotYetChecked)));
+    apps.extend((0..46).map(|i| view(&format!("new-{i}"), AppStanding::NotYetChecked)));
     apps.push(view(
         "app-17",
-        Standing::UpgradeFailed {
+        AppStanding::UpgradeFailed {
             from: "7.10.0".into(),
             to: "7.10.1".into(),
             job: "app-17-db-7-10-1-1".into(),
@@ -213,9 +213,9 @@ fn the_fleet_message_counts_and_names_what_blocks() {
 fn excluded_apps_are_named_as_excluded() {
     let decision = decide_gate(
         &[
-            view("a", Standing::AtTarget),
+            view("a", AppStanding::AtTarget),
             excluded(failed("old")),
-            excluded(view("b", Standing::AtTarget)),
+            excluded(view("b", AppStanding::AtTarget)),
         ],
         &target(),
     );
@@ -244,7 +244,7 @@ fn the_message_always_fits_the_condition() {
         .map(|i| {
             let name = format!("{}-{i}", "x".repeat(30));
             let mut failed = failed(&name);
-            if let Standing::UpgradeFailed { detail, .. } = &mut failed.standing {
+            if let AppStanding::UpgradeFailed { detail, .. } = &mut failed.standing {
                 *detail = Some(huge.clone());
             }
             if i % 2 == 0 { excluded(failed) } else { failed }
@@ -259,7 +259,7 @@ fn the_message_always_fits_the_condition() {
     assert!(decision.entry().is_ok());
     let blocked = view(
         "b",
-        Standing::Blocked {
+        AppStanding::Blocked {
             reason: ConditionReason::DatabaseUnreachable,
             message: huge.clone(),
             next: next_when_blocked(ConditionReason::DatabaseUnreachable),
@@ -275,17 +275,17 @@ fn the_message_always_fits_the_condition() {
 #[test]
 fn the_fleet_summary_for_the_metrics() {
     let mut slow = upgrading("slow");
-    if let Standing::Upgrading { started, .. } = &mut slow.standing {
+    if let AppStanding::Upgrading { started, .. } = &mut slow.standing {
         *started = Some(at_second(-300));
     }
     let apps = vec![
-        view("a", Standing::AtTarget),
-        excluded(view("b", Standing::AtTarget)),
+        view("a", AppStanding::AtTarget),
+        excluded(view("b", AppStanding::AtTarget)),
         upgrading("fast"),
         slow,
         queued("q", 1),
         failed("f"),
-        view("s", Standing::Starting),
+        view("s", AppStanding::Starting),
     ];
     let summary = summarize(&apps, at_second(100));
     assert_eq!(
@@ -307,7 +307,7 @@ fn the_fleet_summary_for_the_metrics() {
     assert_eq!(summary.running_eta, Some(Duration::from_secs(12)));
     // One running Job without an estimate: no ETA rather than a wrong one.
     let mut silent = upgrading("silent");
-    if let Standing::Upgrading { eta, .. } = &mut silent.standing {
+    if let AppStanding::Upgrading { eta, .. } = &mut silent.standing {
         *eta = None;
     }
     let with_silent = summarize(&[upgrading("fast"), silent], at_second(100));
@@ -334,12 +334,12 @@ fn views_from_status() {
     });
     assert_eq!(
         view_of(&app_with(ready.clone(), 2), &target()).standing,
-        Standing::AtTarget
+        AppStanding::AtTarget
     );
     // A spec change not yet reconciled is not "at target".
     assert_eq!(
         view_of(&app_with(ready.clone(), 3), &target()).standing,
-        Standing::NotYetChecked
+        AppStanding::NotYetChecked
     );
     // Ready at an older release's target is not this release's.
     let mut older = ready.clone();
@@ -347,7 +347,7 @@ fn views_from_status() {
         serde_json::json!({"release": "7.10.0", "migration": "V4__reshape_executions"});
     assert_eq!(
         view_of(&app_with(older, 2), &target()).standing,
-        Standing::NotYetChecked
+        AppStanding::NotYetChecked
     );
     let failing = serde_json::json!({
         "observedGeneration": 2,
@@ -360,7 +360,7 @@ fn views_from_status() {
     });
     assert_eq!(
         view_of(&app_with(queued, 2), &target()).standing,
-        Standing::Queued { position: Some(4) }
+        AppStanding::Queued { position: Some(4) }
     );
     let scaling = serde_json::json!({
         "observedGeneration": 2, "phase": "Upgrading",
@@ -368,7 +368,7 @@ fn views_from_status() {
     });
     assert_eq!(
         view_of(&app_with(scaling, 2), &target()).standing,
-        Standing::Starting
+        AppStanding::Starting
     );
     let mut annotated = app_with(ready.clone(), 2);
     annotated.metadata.annotations = Some(
@@ -380,7 +380,7 @@ fn views_from_status() {
     assert!(!view_of(&app_with(ready.clone(), 2), &target()).excluded);
     assert!(matches!(
         view_of(&app_with(failing, 2), &target()).standing,
-        Standing::UpgradeFailed {
+        AppStanding::UpgradeFailed {
             attempts: 2,
             phase: UpgradePhase::Failed,
             ..
@@ -491,7 +491,7 @@ fn the_message_says_what_the_operator_does_for_each_failed_or_blocked_app() {
         let app = app_with(status, 2);
         let view = view_of(&app, &target());
         let seen = match &view.standing {
-            Standing::UpgradeFailed { next, .. } | Standing::Blocked { next, .. } => next,
+            AppStanding::UpgradeFailed { next, .. } | AppStanding::Blocked { next, .. } => next,
             other => panic!("{case}: {other:?}"),
         };
         assert_eq!(seen, &next, "{case}");
