@@ -47,6 +47,7 @@ use kube::discovery::ApiResource;
 use kube::runtime::watcher;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use upgrade_gate_tests::bundle_catalog::{self, BundledReleases, channel_until};
 use upgrade_gate_tests::kubectl::Kubectl;
 use upgrade_gate_tests::object_history::ObjectHistory;
 use upgrade_gate_tests::wait::{self, Look};
@@ -65,106 +66,25 @@ const OLM_STEP: Duration = Duration::from_secs(240);
 const KEEP_CONTAINER: &str = "upgrade-gate-keep";
 
 fn csv_name(version: &str) -> String {
-    format!("{PACKAGE}.v{version}")
+    bundle_catalog::csv_name(PACKAGE, version)
 }
 
-fn channel_until(version: &str) -> String {
-    format!("until-{version}")
-}
-
-/// The bundles tools/adopt-kubebuilder.sh wrote (`<dir>/<version>/`).
+/// The bundles the tool wrote (`<dir>/<version>/`).
 fn bundles_dir() -> PathBuf {
-    match std::env::var("UPGRADE_GATE_KUBEBUILDER_BUNDLES") {
-        Ok(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => panic!(
-            "UPGRADE_GATE_KUBEBUILDER_BUNDLES is not set: `just test-cluster` runs tools/adopt-kubebuilder.sh --image, loads the image and exports it"
-        ),
-    }
+    bundle_catalog::bundles_from_env(
+        "UPGRADE_GATE_KUBEBUILDER_BUNDLES",
+        "`just test-cluster` runs tools/adopt-kubebuilder.sh --image, loads the image and exports it",
+    )
 }
 
-/// Every object of a bundle's `manifests/`, as JSON.
-fn bundle_objects(bundle: &Path) -> Vec<Value> {
-    let manifests = bundle.join("manifests");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&manifests)
-        .unwrap_or_else(|error| panic!("reading {}: {error}", manifests.display()))
-        .map(|entry| entry.unwrap_or_else(|error| panic!("{error}")).path())
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .map(|file| {
-            let text = std::fs::read_to_string(file)
-                .unwrap_or_else(|error| panic!("reading {}: {error}", file.display()));
-            Value::deserialize(serde_yaml::Deserializer::from_str(&text))
-                .unwrap_or_else(|error| panic!("{}: {error}", file.display()))
-        })
-        .collect()
-}
-
-/// A file-based catalog with the bundles inline (`olm.bundle.object`), one
-/// channel per version ending there, each version replacing the one before
-/// (as the bundles' CSVs say).
-fn catalog(bundles: &Path) -> Vec<Value> {
-    let mut documents = vec![json!({
-        "schema": "olm.package",
-        "name": PACKAGE,
-        "defaultChannel": channel_until(VERSIONS[VERSIONS.len() - 1]),
-    })];
-    let mut entries = Vec::new();
-    let mut previous: Option<String> = None;
-    for version in VERSIONS {
-        let name = csv_name(version);
-        let objects = bundle_objects(&bundles.join(version));
-        let csv = objects
-            .iter()
-            .find(|object| object["kind"] == "ClusterServiceVersion")
-            .unwrap_or_else(|| panic!("the bundle of {version} has no CSV"));
-        assert_eq!(csv["metadata"]["name"], name.as_str());
-        assert_eq!(
-            csv["spec"]["replaces"].as_str(),
-            previous.as_deref(),
-            "{name} replaces the release before it"
-        );
-        let mut entry = json!({"name": name});
-        if let Some(replaced) = &previous {
-            entry["replaces"] = json!(replaced);
-        }
-        entries.push(entry);
-        documents.push(json!({
-            "schema": "olm.channel",
-            "package": PACKAGE,
-            "name": channel_until(version),
-            "entries": entries,
-        }));
-        let mut properties = vec![
-            json!({"type": "olm.package", "value": {"packageName": PACKAGE, "version": version}}),
-        ];
-        for object in &objects {
-            let data = base64::engine::general_purpose::STANDARD.encode(object.to_string());
-            properties.push(json!({"type": "olm.bundle.object", "value": {"data": data}}));
-        }
-        documents.push(json!({
-            "schema": "olm.bundle",
-            "name": name,
-            "package": PACKAGE,
-            "image": "",
-            "properties": properties,
-        }));
-        previous = Some(name);
-    }
-    documents
-}
-
+/// The file-based catalog of the two releases, inline, for `opm serve`.
 fn write_catalog(dir: &Path, bundles: &Path) {
-    let package_dir = dir.join(PACKAGE);
-    std::fs::create_dir_all(&package_dir)
-        .unwrap_or_else(|error| panic!("creating {}: {error}", package_dir.display()));
-    let text: String = catalog(bundles)
-        .iter()
-        .map(|document| format!("{document}\n"))
-        .collect();
-    std::fs::write(package_dir.join("catalog.json"), text)
-        .unwrap_or_else(|error| panic!("writing the catalog: {error}"));
+    BundledReleases {
+        package: PACKAGE,
+        bundles,
+        versions: &VERSIONS,
+    }
+    .write_catalog(dir);
 }
 
 /// The OperatorCondition `name`'s `Upgradeable` (status, message), once

@@ -31,6 +31,7 @@
 pub mod admission_policy;
 pub mod apiserver_without_olm;
 pub mod backup_volume;
+pub mod bundle_catalog;
 pub mod chain;
 pub mod cluster_database;
 pub mod container_task_events;
