@@ -39,6 +39,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use upgrade_gate_tests::bundle_catalog::{self, BundledReleases, channel_until};
 use upgrade_gate_tests::object_history::ObjectHistory;
+use upgrade_gate_tests::olm_v0;
 use upgrade_gate_tests::wait::{self, Look};
 
 use super::gate::{
@@ -75,53 +76,6 @@ fn write_catalog(dir: &Path, bundles: &Path) {
         versions: &VERSIONS,
     }
     .write_catalog(dir);
-}
-
-/// spec's `Upgradeable` entry of the OperatorCondition `name` (status and
-/// message), once OLM copied it into status at the current generation and
-/// `accept` takes it.
-async fn confirmed_upgradeable(
-    conditions: &Api<DynamicObject>,
-    name: &str,
-    what: &str,
-    accept: impl Fn(&str, &str) -> bool,
-) -> (String, String) {
-    wait::until(
-        &format!("{name}'s gate, confirmed by OLM, to be {what}"),
-        OLM_STEP,
-        || async {
-            let object = match conditions.get(name).await {
-                Ok(object) => object,
-                Err(error) => return Look::NotYet(error.to_string()),
-            };
-            let generation = object.metadata.generation.unwrap_or_default();
-            let entry = |list: &Value| {
-                list.as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|condition| condition["type"] == "Upgradeable")
-                    .cloned()
-            };
-            let spec = entry(&object.data["spec"]["conditions"]);
-            let status = entry(&object.data["status"]["conditions"]);
-            match (spec, status) {
-                (Some(spec), Some(status))
-                    if spec["status"] == status["status"]
-                        && status["observedGeneration"] == generation =>
-                {
-                    let text = |key: &str| spec[key].as_str().unwrap_or_default().to_owned();
-                    let (state, message) = (text("status"), text("message"));
-                    if accept(&state, &message) {
-                        Look::Done((state, message))
-                    } else {
-                        Look::NotYet(format!("{state}: {message}"))
-                    }
-                }
-                other => Look::NotYet(format!("spec, status: {other:?}")),
-            }
-        },
-    )
-    .await
 }
 
 /// The Widget's migration Job of release `version` (the chart's hook,
@@ -293,10 +247,11 @@ async fn a_helm_operator_with_the_keep_sidecar_holds_the_next_release_until_its_
         "{}'s migration is held: {first_job:?}",
         VERSIONS[0]
     );
-    let (_, message) = confirmed_upgradeable(
+    let (_, message) = olm_v0::confirmed_upgradeable(
         &conditions,
         &v1,
         "closed naming the Widget",
+        OLM_STEP,
         |state, message| state == "False" && message.contains(WIDGET),
     )
     .await;
@@ -349,10 +304,11 @@ async fn a_helm_operator_with_the_keep_sidecar_holds_the_next_release_until_its_
         "{}'s migration is held: {second_job:?}",
         VERSIONS[1]
     );
-    let (_, message) = confirmed_upgradeable(
+    let (_, message) = olm_v0::confirmed_upgradeable(
         &conditions,
         &v2,
         "closed naming the Widget",
+        OLM_STEP,
         |state, message| state == "False" && message.contains(WIDGET),
     )
     .await;
@@ -368,7 +324,10 @@ async fn a_helm_operator_with_the_keep_sidecar_holds_the_next_release_until_its_
     let second_job_name = second_job.metadata.name.clone().unwrap_or_default();
     let let_go_at = Instant::now();
     let_go(&jobs, &second_job_name).await;
-    confirmed_upgradeable(&conditions, &v2, "open", |state, _| state == "True").await;
+    olm_v0::confirmed_upgradeable(&conditions, &v2, "open", OLM_STEP, |state, _| {
+        state == "True"
+    })
+    .await;
     let manifest = deployed_manifest(&widgets).await;
     assert!(
         manifest.contains(&labelled(VERSIONS[1])),

@@ -50,6 +50,7 @@ use serde_json::{Value, json};
 use upgrade_gate_tests::bundle_catalog::{self, BundledReleases, channel_until};
 use upgrade_gate_tests::kubectl::Kubectl;
 use upgrade_gate_tests::object_history::ObjectHistory;
+use upgrade_gate_tests::olm_v0;
 use upgrade_gate_tests::wait::{self, Look};
 
 use super::gate::{
@@ -85,54 +86,6 @@ fn write_catalog(dir: &Path, bundles: &Path) {
         versions: &VERSIONS,
     }
     .write_catalog(dir);
-}
-
-/// The OperatorCondition `name`'s `Upgradeable` (status, message), once
-/// OLM copied spec's entry into status at the current generation and
-/// `wanted` holds for it.
-async fn gate_confirmed(
-    conditions: &Api<DynamicObject>,
-    name: &str,
-    what: &str,
-    wanted: impl Fn(&str, &str) -> bool,
-) -> (String, String) {
-    wait::until(
-        &format!("OLM's status of {name} to confirm its gate {what}"),
-        OLM_STEP,
-        || async {
-            let object = match conditions.get(name).await {
-                Ok(object) => object,
-                Err(error) => return Look::NotYet(error.to_string()),
-            };
-            let generation = object.metadata.generation.unwrap_or_default();
-            let entry = |list: &Value| {
-                list.as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|condition| condition["type"] == "Upgradeable")
-                    .cloned()
-            };
-            let spec = entry(&object.data["spec"]["conditions"]);
-            let status = entry(&object.data["status"]["conditions"]);
-            match (spec, status) {
-                (Some(spec), Some(status))
-                    if spec["status"] == status["status"]
-                        && spec["message"] == status["message"]
-                        && status["observedGeneration"] == generation =>
-                {
-                    let text = |key: &str| status[key].as_str().unwrap_or_default().to_owned();
-                    let (state, message) = (text("status"), text("message"));
-                    if wanted(&state, &message) {
-                        Look::Done((state, message))
-                    } else {
-                        Look::NotYet(format!("confirmed {state}: {message}"))
-                    }
-                }
-                other => Look::NotYet(format!("spec, status: {other:?}")),
-            }
-        },
-    )
-    .await
 }
 
 /// The Widget the test migrates, and the Jobs its operator makes for it.
@@ -270,10 +223,11 @@ async fn the_kubebuilder_component_keeps_the_next_release_pending_while_the_widg
         .create(&PostParams::default(), &widget)
         .await
         .unwrap_or_else(|error| panic!("creating the Widget: {error}"));
-    let (_, message) = gate_confirmed(
+    let (_, message) = olm_v0::confirmed_upgradeable(
         &conditions,
         &v1,
         "closed for the Widget",
+        OLM_STEP,
         |state, message| state == "False" && message.contains(&widget_key),
     )
     .await;
@@ -316,10 +270,11 @@ async fn the_kubebuilder_component_keeps_the_next_release_pending_while_the_widg
 
     // 0.2.0's own migration waits in turn: its keep keeps its gate closed
     // (the Widget still shows 0.1.0), and opens it once the Job ran.
-    let (_, message) = gate_confirmed(
+    let (_, message) = olm_v0::confirmed_upgradeable(
         &conditions,
         &v2,
         "closed for the Widget",
+        OLM_STEP,
         |state, message| {
             state == "False" && message.contains(&widget_key) && message.contains(VERSIONS[1])
         },
@@ -329,7 +284,11 @@ async fn the_kubebuilder_component_keeps_the_next_release_pending_while_the_widg
     held_job(&jobs, &migration_job(VERSIONS[1])).await;
     resume(&jobs, &migration_job(VERSIONS[1])).await;
     migrated(&widgets, VERSIONS[1]).await;
-    let (_, message) = gate_confirmed(&conditions, &v2, "open", |state, _| state == "True").await;
+    let (_, message) =
+        olm_v0::confirmed_upgradeable(&conditions, &v2, "open", OLM_STEP, |state, _| {
+            state == "True"
+        })
+        .await;
     eprintln!(
         "{v2}'s keep opened: {message} (test {:.1} s)",
         started.elapsed().as_secs_f64()

@@ -1,10 +1,11 @@
 //! OLM v0's objects a test makes in its own namespace to install an
 //! operator from a catalog it serves: a CatalogSource pointing at the
 //! catalog (waited until OLM is connected to it), an OperatorGroup for the
-//! namespace and a Subscription to one channel of a package.
+//! namespace and a Subscription to one channel of a package; and the wait
+//! for OLM to confirm an OperatorCondition's `Upgradeable` entry.
 //!
-//! Owns: how those objects are written and when a CatalogSource counts as
-//! serving. Must not touch: the catalog itself (the caller serves it) or
+//! Owns: how those objects are written, when a CatalogSource counts as
+//! serving and when OLM counts as having confirmed a gate. Must not touch: the catalog itself (the caller serves it) or
 //! the cluster-wide OLM.
 
 use std::time::Duration;
@@ -13,7 +14,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
-use crate::wait;
+use crate::wait::{self, Look};
 
 /// How long a new CatalogSource may take to be READY: generous, OLM's
 /// catalog operator connects to it on a loaded 2-core machine.
@@ -111,4 +112,53 @@ pub async fn subscribe(
         )
         .await
         .unwrap_or_else(|error| panic!("creating the Subscription: {error}"));
+}
+
+/// The OperatorCondition `name`'s `Upgradeable` (status, message), once
+/// OLM copied spec's entry — status and message — into status at the
+/// current generation and `wanted` holds for it; waits up to `within`.
+pub async fn confirmed_upgradeable(
+    conditions: &Api<DynamicObject>,
+    name: &str,
+    what: &str,
+    within: Duration,
+    wanted: impl Fn(&str, &str) -> bool,
+) -> (String, String) {
+    wait::until(
+        &format!("OLM's status of {name} to confirm its gate {what}"),
+        within,
+        || async {
+            let object = match conditions.get(name).await {
+                Ok(object) => object,
+                Err(error) => return Look::NotYet(error.to_string()),
+            };
+            let generation = object.metadata.generation.unwrap_or_default();
+            let entry = |list: &Value| {
+                list.as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|condition| condition["type"] == "Upgradeable")
+                    .cloned()
+            };
+            let spec = entry(&object.data["spec"]["conditions"]);
+            let status = entry(&object.data["status"]["conditions"]);
+            match (spec, status) {
+                (Some(spec), Some(status))
+                    if spec["status"] == status["status"]
+                        && spec["message"] == status["message"]
+                        && status["observedGeneration"] == generation =>
+                {
+                    let text = |key: &str| status[key].as_str().unwrap_or_default().to_owned();
+                    let (state, message) = (text("status"), text("message"));
+                    if wanted(&state, &message) {
+                        Look::Done((state, message))
+                    } else {
+                        Look::NotYet(format!("confirmed {state}: {message}"))
+                    }
+                }
+                other => Look::NotYet(format!("spec, status: {other:?}")),
+            }
+        },
+    )
+    .await
 }
