@@ -80,6 +80,104 @@ impl<'a> StatusBuilder<'a> {
         self.status.conditions.sort_by_key(|c| c.type_);
         self.status
     }
+
+    /// A step of the upgrade as planned: the App `Upgrading` at `progress`
+    /// with `message`, its server stopped.
+    pub(super) fn upgrading(
+        self,
+        progress: ConditionReason,
+        message: String,
+        step: Step,
+        event: Option<PhaseEvent>,
+        requeue: Duration,
+    ) -> Decision {
+        self.health(&Health::Upgrading {
+            step: progress,
+            message,
+        })
+        .decide(step, ServerGoal::Stopped, event, requeue)
+    }
+
+    /// A step that reports the App `Degraded` for `reason` with `message`:
+    /// its health by `kind`, and the event that goes with it (saying the
+    /// same message).
+    pub(super) fn degraded(
+        self,
+        kind: Degradation,
+        reason: ConditionReason,
+        message: String,
+        step: Step,
+        server: ServerGoal,
+        requeue: Duration,
+    ) -> Decision {
+        let (health, event_reason) = match kind {
+            Degradation::Blocked => (
+                Health::Blocked {
+                    reason,
+                    message: message.clone(),
+                },
+                EventReason::Degraded(reason),
+            ),
+            Degradation::Stalled => (
+                Health::Stalled {
+                    reason,
+                    message: message.clone(),
+                },
+                EventReason::Degraded(reason),
+            ),
+            Degradation::RetryScheduled => (
+                Health::RetryScheduled {
+                    reason,
+                    message: message.clone(),
+                },
+                EventReason::UpgradeFailed,
+            ),
+            Degradation::GaveUp => (
+                Health::GaveUp {
+                    reason,
+                    message: message.clone(),
+                },
+                EventReason::RetryLimitReached,
+            ),
+            Degradation::Refused => (
+                Health::Refused {
+                    reason,
+                    message: message.clone(),
+                },
+                EventReason::UpgradeRefused,
+            ),
+        };
+        self.health(&health)
+            .decide(step, server, event(event_reason, message), requeue)
+    }
+
+    /// The step's decision with this status: [`decision`] of the built
+    /// status, so that a step reads as one chain.
+    pub(super) fn decide(
+        self,
+        step: Step,
+        server: ServerGoal,
+        event: Option<PhaseEvent>,
+        requeue: Duration,
+    ) -> Decision {
+        decision(step, self.build(), server, event, requeue)
+    }
+}
+
+/// Which Degraded health [`StatusBuilder::degraded`] reports, and so
+/// which event: `Degraded` for the first two, the failure's for the rest.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Degradation {
+    /// The database cannot be read or must not be touched.
+    Blocked,
+    /// The Job cannot start or its name is taken.
+    Stalled,
+    /// An attempt failed; the next starts after a backoff (`UpgradeFailed`).
+    RetryScheduled,
+    /// The retry limit is reached (`RetryLimitReached`).
+    GaveUp,
+    /// The Job refused the database (`UpgradeRefused`).
+    Refused,
 }
 
 /// A decision without deletes (retention adds its own).

@@ -27,17 +27,12 @@ pub(super) fn server_while_waiting(observed: &Observed) -> ServerGoal {
 
 pub(super) fn report_blocked(observed: &Observed, blocker: Blocker, detail: &str) -> Decision {
     let message = format!("App {}: {detail}; {}", observed.name, blocker.advice());
-    let status = StatusBuilder::new(observed)
-        .health(&Health::Blocked {
-            reason: blocker.reason(),
-            message: message.clone(),
-        })
-        .build();
-    decision(
+    StatusBuilder::new(observed).degraded(
+        Degradation::Blocked,
+        blocker.reason(),
+        message,
         Step::ReportBlocked,
-        status,
         server_while_waiting(observed),
-        event(EventReason::Degraded(blocker.reason()), message),
         REQUEUE_BLOCKED,
     )
 }
@@ -64,17 +59,12 @@ pub(super) fn blocked_before_retry(
         REQUEUE_BLOCKED.as_secs(),
         blocker.advice()
     );
-    let status = StatusBuilder::new(observed)
-        .health(&Health::Blocked {
-            reason: blocker.reason(),
-            message: message.clone(),
-        })
-        .build();
-    decision(
+    StatusBuilder::new(observed).degraded(
+        Degradation::Blocked,
+        blocker.reason(),
+        message,
         Step::ReportBlocked,
-        status,
         ServerGoal::Stopped,
-        event(EventReason::Degraded(blocker.reason()), message),
         REQUEUE_BLOCKED,
     )
 }
@@ -109,7 +99,7 @@ pub(super) fn queued(
                 "its database and its server are left as they are (a Job of this upgrade has run or may run)",
         }
     );
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .queue(Some(QueueStatus {
             since: queued_since(observed),
             position: i32::try_from(wait.position).ok(),
@@ -117,18 +107,16 @@ pub(super) fn queued(
         .health(&Health::Queued {
             message: message.clone(),
         })
-        .build();
-    decision(
-        Step::Queue,
-        status,
-        server_while_waiting(observed),
-        on_entry(
-            observed,
-            ConditionReason::UpgradeQueued,
-            event(EventReason::UpgradeQueued, message),
-        ),
-        REQUEUE_QUEUED,
-    )
+        .decide(
+            Step::Queue,
+            server_while_waiting(observed),
+            on_entry(
+                observed,
+                ConditionReason::UpgradeQueued,
+                event(EventReason::UpgradeQueued, message),
+            ),
+            REQUEUE_QUEUED,
+        )
 }
 
 pub(super) fn scale_server_down(observed: &Observed, target: &SchemaTarget) -> Decision {
@@ -136,23 +124,18 @@ pub(super) fn scale_server_down(observed: &Observed, target: &SchemaTarget) -> D
         "stopping the server of App {} before its database is upgraded to release {}",
         observed.name, target.release
     );
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .queue(Some(QueueStatus {
             since: queued_since(observed),
             position: None,
         }))
-        .health(&Health::Upgrading {
-            step: ConditionReason::ScalingServerDown,
-            message: message.clone(),
-        })
-        .build();
-    decision(
-        Step::ScaleServerDown,
-        status,
-        ServerGoal::Stopped,
-        event(EventReason::ScalingServerDown, message),
-        REQUEUE_NEXT_STEP,
-    )
+        .upgrading(
+            ConditionReason::ScalingServerDown,
+            message.clone(),
+            Step::ScaleServerDown,
+            event(EventReason::ScalingServerDown, message),
+            REQUEUE_NEXT_STEP,
+        )
 }
 
 pub(super) fn record_intent(
@@ -182,21 +165,16 @@ pub(super) fn record_intent(
         "upgrading the database of App {} from release {} to {} with Job {job} (attempt {attempt} of {})",
         observed.name, upgrade.from, upgrade.to, observed.retry_limit
     );
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .database(Some(current.clone()))
         .upgrade(Some(upgrade))
-        .health(&Health::Upgrading {
-            step: ConditionReason::UpgradePending,
-            message: message.clone(),
-        })
-        .build();
-    decision(
-        Step::RecordIntent,
-        status,
-        ServerGoal::Stopped,
-        event(EventReason::UpgradeRecorded, message),
-        REQUEUE_NEXT_STEP,
-    )
+        .upgrading(
+            ConditionReason::UpgradePending,
+            message.clone(),
+            Step::RecordIntent,
+            event(EventReason::UpgradeRecorded, message),
+            REQUEUE_NEXT_STEP,
+        )
 }
 
 /// "a, b, c and 2 more".
@@ -219,16 +197,10 @@ pub(super) fn wait_for_server_pods(observed: &Observed) -> Decision {
         upgrade.to,
         name_list(&observed.server_pods)
     );
-    let status = StatusBuilder::new(observed)
-        .health(&Health::Upgrading {
-            step: ConditionReason::WaitingForServerPods,
-            message: message.clone(),
-        })
-        .build();
-    decision(
+    StatusBuilder::new(observed).upgrading(
+        ConditionReason::WaitingForServerPods,
+        message.clone(),
         Step::WaitForServerPods,
-        status,
-        ServerGoal::Stopped,
         on_entry(
             observed,
             ConditionReason::WaitingForServerPods,
@@ -247,16 +219,10 @@ pub(super) fn wait_for_stale_job(observed: &Observed, target: &SchemaTarget) -> 
         "an earlier Job {job} of App {} (made for another upgrade or attempt) still runs; the upgrade waits for it to finish, then removes it",
         observed.name
     );
-    let status = StatusBuilder::new(observed)
-        .health(&Health::Upgrading {
-            step: ConditionReason::WaitingForStaleJob,
-            message: message.clone(),
-        })
-        .build();
-    decision(
+    StatusBuilder::new(observed).upgrading(
+        ConditionReason::WaitingForStaleJob,
+        message.clone(),
         Step::Wait,
-        status,
-        ServerGoal::Stopped,
         on_entry(
             observed,
             ConditionReason::WaitingForStaleJob,
@@ -272,16 +238,10 @@ pub(super) fn remove_stale_job(observed: &Observed, uid: &str) -> Decision {
         "removing the finished Job {} of App {}: it was made for another upgrade or attempt and does not count; the upgrade's own Job comes next",
         upgrade.job, observed.name
     );
-    let status = StatusBuilder::new(observed)
-        .health(&Health::Upgrading {
-            step: ConditionReason::WaitingForStaleJob,
-            message: message.clone(),
-        })
-        .build();
-    let mut removal = decision(
+    let mut removal = StatusBuilder::new(observed).upgrading(
+        ConditionReason::WaitingForStaleJob,
+        message.clone(),
         Step::RemoveStaleJob,
-        status,
-        ServerGoal::Stopped,
         event(EventReason::StaleJobRemoved, message),
         REQUEUE_NEXT_STEP,
     );
@@ -299,17 +259,12 @@ pub(super) fn job_name_taken(observed: &Observed, owner: &str) -> Decision {
         upgrade.job, observed.name, upgrade.from, upgrade.to
     );
     let reason = ConditionReason::UpgradeJobNameTaken;
-    let status = StatusBuilder::new(observed)
-        .health(&Health::Stalled {
-            reason,
-            message: message.clone(),
-        })
-        .build();
-    decision(
+    StatusBuilder::new(observed).degraded(
+        Degradation::Stalled,
+        reason,
+        message,
         Step::ReportJobProblem,
-        status,
         ServerGoal::Stopped,
-        event(EventReason::Degraded(reason), message),
         REQUEUE_BLOCKED,
     )
 }
@@ -322,20 +277,15 @@ pub(super) fn start_job(observed: &Observed) -> Decision {
         job_sentence(observed, &upgrade),
         upgrade.job
     );
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .upgrade(Some(upgrade))
-        .health(&Health::Upgrading {
-            step: ConditionReason::UpgradeJobRunning,
-            message: message.clone(),
-        })
-        .build();
-    decision(
-        Step::StartJob,
-        status,
-        ServerGoal::Stopped,
-        event(EventReason::UpgradeJobCreated, message),
-        REQUEUE_PROGRESS,
-    )
+        .upgrading(
+            ConditionReason::UpgradeJobRunning,
+            message.clone(),
+            Step::StartJob,
+            event(EventReason::UpgradeJobCreated, message),
+            REQUEUE_PROGRESS,
+        )
 }
 
 pub(super) fn job_cannot_start(observed: &Observed, failure: &StartFailure) -> Decision {
@@ -348,20 +298,16 @@ pub(super) fn job_cannot_start(observed: &Observed, failure: &StartFailure) -> D
         failure.detail,
         upgrade.job
     );
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .upgrade(Some(upgrade))
-        .health(&Health::Stalled {
+        .degraded(
+            Degradation::Stalled,
             reason,
-            message: message.clone(),
-        })
-        .build();
-    decision(
-        Step::ReportJobProblem,
-        status,
-        ServerGoal::Stopped,
-        event(EventReason::Degraded(reason), message),
-        REQUEUE_WAITING,
-    )
+            message,
+            Step::ReportJobProblem,
+            ServerGoal::Stopped,
+            REQUEUE_WAITING,
+        )
 }
 
 pub(super) fn wait_for_job(observed: &Observed) -> Decision {
@@ -381,24 +327,19 @@ pub(super) fn wait_for_job(observed: &Observed) -> Decision {
         job_sentence(observed, &upgrade),
         upgrade.job
     );
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .upgrade(Some(upgrade))
-        .health(&Health::Upgrading {
-            step: ConditionReason::UpgradeJobRunning,
-            message: message.clone(),
-        })
-        .build();
-    decision(
-        Step::Wait,
-        status,
-        ServerGoal::Stopped,
-        on_entry(
-            observed,
+        .upgrading(
             ConditionReason::UpgradeJobRunning,
-            event(EventReason::UpgradeJobRunning, message),
-        ),
-        REQUEUE_PROGRESS,
-    )
+            message.clone(),
+            Step::Wait,
+            on_entry(
+                observed,
+                ConditionReason::UpgradeJobRunning,
+                event(EventReason::UpgradeJobRunning, message),
+            ),
+            REQUEUE_PROGRESS,
+        )
 }
 
 pub(super) fn verify(observed: &Observed, archive: Option<&str>) -> Decision {
@@ -412,20 +353,15 @@ pub(super) fn verify(observed: &Observed, archive: Option<&str>) -> Decision {
         "Job {} succeeded; verifying that the database of App {} is at release {}",
         upgrade.job, observed.name, upgrade.to
     );
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .upgrade(Some(upgrade))
-        .health(&Health::Upgrading {
-            step: ConditionReason::VerifyingSchema,
-            message: message.clone(),
-        })
-        .build();
-    decision(
-        Step::Verify,
-        status,
-        ServerGoal::Stopped,
-        event(EventReason::VerifyingSchema, message),
-        REQUEUE_NEXT_STEP,
-    )
+        .upgrading(
+            ConditionReason::VerifyingSchema,
+            message.clone(),
+            Step::Verify,
+            event(EventReason::VerifyingSchema, message),
+            REQUEUE_NEXT_STEP,
+        )
 }
 
 pub(super) fn wait_for_verification(observed: &Observed) -> Decision {
@@ -434,16 +370,10 @@ pub(super) fn wait_for_verification(observed: &Observed) -> Decision {
         "Job {} succeeded; waiting to read the database of App {} to verify release {}",
         upgrade.job, observed.name, upgrade.to
     );
-    let status = StatusBuilder::new(observed)
-        .health(&Health::Upgrading {
-            step: ConditionReason::VerifyingSchema,
-            message,
-        })
-        .build();
-    decision(
+    StatusBuilder::new(observed).upgrading(
+        ConditionReason::VerifyingSchema,
+        message,
         Step::Wait,
-        status,
-        ServerGoal::Stopped,
         None,
         REQUEUE_BLOCKED,
     )
@@ -542,18 +472,12 @@ pub(super) fn attempt_failed(
         progress: None,
         ..upgrade
     };
-    let status = StatusBuilder::new(observed)
-        .upgrade(Some(failed))
-        .health(&Health::RetryScheduled {
-            reason,
-            message: message.clone(),
-        })
-        .build();
-    decision(
+    StatusBuilder::new(observed).upgrade(Some(failed)).degraded(
+        Degradation::RetryScheduled,
+        reason,
+        message,
         Step::RetryWithBackoff,
-        status,
         ServerGoal::Stopped,
-        event(EventReason::UpgradeFailed, message),
         backoff,
     )
 }
@@ -590,20 +514,16 @@ pub(super) fn give_up_after(
         progress: None,
         ..upgrade
     };
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .upgrade(Some(given_up))
-        .health(&Health::GaveUp {
+        .degraded(
+            Degradation::GaveUp,
             reason,
-            message: message.clone(),
-        })
-        .build();
-    decision(
-        Step::GiveUp,
-        status,
-        ServerGoal::Stopped,
-        event(EventReason::RetryLimitReached, message),
-        REQUEUE_SETTLED,
-    )
+            message,
+            Step::GiveUp,
+            ServerGoal::Stopped,
+            REQUEUE_SETTLED,
+        )
 }
 
 pub(super) fn refuse(
@@ -634,20 +554,16 @@ pub(super) fn refuse(
         progress: None,
         ..upgrade
     };
-    let status = StatusBuilder::new(observed)
+    StatusBuilder::new(observed)
         .upgrade(Some(refused))
-        .health(&Health::Refused {
+        .degraded(
+            Degradation::Refused,
             reason,
-            message: message.clone(),
-        })
-        .build();
-    decision(
-        Step::Refuse,
-        status,
-        ServerGoal::Stopped,
-        event(EventReason::UpgradeRefused, message),
-        REQUEUE_SETTLED,
-    )
+            message,
+            Step::Refuse,
+            ServerGoal::Stopped,
+            REQUEUE_SETTLED,
+        )
 }
 
 /// A settled failure: nothing changes until a person acts.
