@@ -437,10 +437,12 @@ test-cluster FILTER="": cluster-bins
     # The project itself, for the test that deploys it as `make deploy` does.
     export UPGRADE_GATE_KUBEBUILDER_PROJECT="$adopt_dir/widget-operator"
     # The Helm-based operator of tests/cluster/adopt_helm.rs (helm-operator-plugins'
-    # Helm operator, the keep sidecar): its two releases' bundles and images.
+    # Helm operator, the keep sidecar): its two releases' bundles and images;
+    # and its charts of the operator itself (tests/cluster/adopt_helm_admission.rs).
     helm_dir="{{target_dir}}/adopt-helm-operator"
     CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-helm-operator.sh --image "$helm_dir" >/dev/null
     export UPGRADE_GATE_HELM_OPERATOR_BUNDLES="$helm_dir/bundles"
+    export UPGRADE_GATE_HELM_OPERATOR_CHARTS="$helm_dir/operator-charts"
     name="test-$$"
     samples=$(mktemp)
     sampler=""

@@ -19,12 +19,19 @@
 #      install or upgrade, hooks included, succeeded:
 #      status.deployedRelease.manifest, the rendered manifest, labelled with
 #      the release; each passes `upgrade-gate lint-bundle --strict`;
-#   4. with --image, builds each release's image FROM scratch with podman
+#   4. writes each release's chart of the operator itself, for a cluster
+#      where Helm installs the operator and the admission policy holds it
+#      (docs/admission.md): the CSV's Deployment with the same images and
+#      containers, `keep` also keeping the admission record
+#      (UPGRADE_GATE_RECORD), the Deployment opted in with its release
+#      label, the recording rights, and the CRD in crds/;
+#   5. with --image, builds each release's image FROM scratch with podman
 #      (the Helm operator, watches.yaml, that release's chart), saved as an
 #      OCI archive.
 #
 # Usage: tools/adopt-helm-operator.sh [--image] [OUT]   (default: target/adopt-helm-operator)
-# Writes OUT/charts/<version>/widget/, OUT/bundles/<version>/{manifests,metadata}/
+# Writes OUT/charts/<version>/widget/, OUT/bundles/<version>/{manifests,metadata}/,
+# OUT/operator-charts/<version>/widget-helm-operator/
 # and, with --image, OUT/widget-helm-operator-<version>.oci.tar. Environment:
 #   HOLD_IMAGE      the gate-only image the bundles run, and the migration
 #                   Job's (it runs `--version`: exits 0, nothing to migrate)
@@ -57,7 +64,7 @@ helm_operator_bin=$("$tools_src/build.sh" helm-operator | tail -n1)
 (cd "$repo" && cargo build --quiet --bin upgrade-gate)
 upgrade_gate="${CARGO_TARGET_DIR:-$repo/target}/debug/upgrade-gate"
 
-rm -rf "$out/charts" "$out/bundles" "$out/images"
+rm -rf "$out/charts" "$out/bundles" "$out/operator-charts" "$out/images"
 
 # The chart of release $1 into $2 (helm create's layout and labels, trimmed
 # to one ConfigMap and the migration hook Job).
@@ -354,6 +361,179 @@ ${previous:+  replaces: $package.v$previous
 EOF
 }
 
+# The chart of the operator itself for release $1 into $2: what the CSV
+# installs, for `helm install` where no OLM installs it. The gate is the
+# same configuration; what differs is what Helm needs: no
+# OPERATOR_CONDITION_NAME (nothing makes an OperatorCondition here, and
+# `hold`, given none, sees through the pod's owners a Deployment OLM did not
+# install and exits 0 saying so), the namespace watched is the release's,
+# and `keep` also keeps the admission record (UPGRADE_GATE_RECORD), under
+# the Deployment's name, which the policy reads because the Deployment
+# opts in with its release label (docs/admission.md).
+write_operator_chart() {
+  local version=$1 dir=$2
+  local done_when="self.status.deployedRelease.manifest.contains('app.kubernetes.io/version: ' + release + '\\n')"
+  mkdir -p "$dir/templates" "$dir/crds"
+  write_crd "$dir/crds/$crd.yaml"
+  cat >"$dir/Chart.yaml" <<EOF
+apiVersion: v2
+name: $package
+description: A Helm-based operator (helm-operator-plugins' Helm operator and the chart widget) with the upgrade gate as configuration only.
+type: application
+version: $version
+appVersion: "$version"
+EOF
+  cat >"$dir/values.yaml" <<EOF
+# The operator's image (its tag is the chart's appVersion) and the gate-only image.
+image: $operator_image
+gateImage: $hold_image
+EOF
+  cat >"$dir/templates/rbac.yaml" <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: $package
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: $package
+rules:
+# The Helm operator's, as in the CSV: its Widgets, the release's objects,
+# Helm's release Secrets, its leader election and events.
+- apiGroups: [$group]
+  resources: [widgets, widgets/status, widgets/finalizers]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [""]
+  resources: [configmaps, secrets]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, update, patch, delete]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+# Leader election: the Helm operator's and keep's Leases.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, list, watch, create, update, patch, delete]
+# hold and keep read the pod's owners: a Deployment OLM did not install.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get]
+- apiGroups: [apps]
+  resources: [replicasets]
+  verbs: [get]
+- apiGroups: [apps]
+  resources: [deployments]
+  resourceNames: [$package]
+  verbs: [get]
+# keep's admission record (docs/admission.md): the namespace's
+# UpgradeRecord, and the verb its guard asks for to write this entry.
+- apiGroups: [upgrade-gate.dev]
+  resources: [upgraderecords]
+  verbs: [create]
+- apiGroups: [upgrade-gate.dev]
+  resources: [upgraderecords]
+  resourceNames: [upgrade-gate]
+  verbs: [get, patch]
+- apiGroups: [upgrade-gate.dev]
+  resources: [upgraderecords]
+  resourceNames: [$package]
+  verbs: [record]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: $package
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: $package
+subjects:
+- kind: ServiceAccount
+  name: $package
+EOF
+  cat >"$dir/templates/deployment.yaml" <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: $package
+  labels:
+    app.kubernetes.io/name: $package
+    # The admission policy judges this Deployment: a move to another
+    # release waits until this release's keep recorded its upgrade complete.
+    upgrade-gate.dev/admission: enforce
+    upgrade-gate.dev/release: {{ .Chart.AppVersion | quote }}
+spec:
+  replicas: 1
+  strategy: {type: Recreate}
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: $package
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: $package
+    spec:
+      serviceAccountName: $package
+      securityContext:
+        runAsNonRoot: true
+        seccompProfile: {type: RuntimeDefault}
+      terminationGracePeriodSeconds: 10
+      initContainers:
+      - name: upgrade-gate
+        image: {{ .Values.gateImage }}
+        args: [hold]
+        env:
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        securityContext: &restricted
+          allowPrivilegeEscalation: false
+          readOnlyRootFilesystem: true
+          runAsNonRoot: true
+          capabilities: {drop: [ALL]}
+      containers:
+      - name: manager
+        image: "{{ .Values.image }}:{{ .Chart.AppVersion }}"
+        args: [--leader-elect, --leader-election-id=$package, --health-probe-bind-address=:8081]
+        env:
+        - name: WATCH_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+        readinessProbe:
+          httpGet: {path: /readyz, port: 8081}
+          periodSeconds: 2
+        livenessProbe:
+          httpGet: {path: /healthz, port: 8081}
+          initialDelaySeconds: 15
+          periodSeconds: 20
+        securityContext:
+          allowPrivilegeEscalation: false
+          runAsNonRoot: true
+          capabilities: {drop: [ALL]}
+      - name: upgrade-gate-keep
+        image: {{ .Values.gateImage }}
+        args: [keep]
+        env:
+        - name: UPGRADE_GATE_RESOURCES
+          value: $crd
+        - name: UPGRADE_GATE_DONE_WHEN
+          value: >-
+            $done_when
+        - name: UPGRADE_GATE_RELEASE
+          value: {{ .Chart.AppVersion | quote }}
+        - name: UPGRADE_GATE_DEPLOYMENT
+          value: $package
+        - name: UPGRADE_GATE_RECORD
+          value: "true"
+        - name: WATCH_NAMESPACE
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        securityContext: *restricted
+EOF
+}
+
 previous=""
 for version in "${versions[@]}"; do
   write_chart "$version" "$out/charts/$version/widget"
@@ -371,6 +551,7 @@ annotations:
   operators.operatorframework.io.bundle.package.v1: $package
 EOF
   "$upgrade_gate" lint-bundle --strict "$bundle"
+  write_operator_chart "$version" "$out/operator-charts/$version/$package"
   previous=$version
 done
 log "the Helm operator's bundles pass lint-bundle, in $(elapsed_since "$started") s: $out/bundles"
