@@ -23,20 +23,20 @@
 //! Creates namespaced objects in its own namespace, an `opm serve` process
 //! (stopped by its guard) and a temp dir with the catalog; the Widget CRD
 //! OLM creates from the bundles is deleted by a guard (its Widgets' Helm
-//! finalizers removed first).
+//! finalizers removed first) shared with the other tests of this operator
+//! (adopt_helm_admission, adopt_ci): the last of them to end deletes it.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use harness::testing::{TestCluster, clean_up_on_drop};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use upgrade_gate_tests::bundle_catalog::{self, BundledReleases, channel_until};
 use upgrade_gate_tests::object_history::ObjectHistory;
 use upgrade_gate_tests::olm_v0;
@@ -47,21 +47,21 @@ use super::gate::{
 };
 
 /// tools/adopt-helm-operator.sh's package, group and releases.
-const PACKAGE: &str = "widget-helm-operator";
-const GROUP: &str = "charts.example.com";
-const VERSIONS: [&str; 2] = ["0.1.0", "0.2.0"];
+pub(super) const PACKAGE: &str = "widget-helm-operator";
+pub(super) const GROUP: &str = "charts.example.com";
+pub(super) const VERSIONS: [&str; 2] = ["0.1.0", "0.2.0"];
 /// The Widget whose migration the test holds and lets go.
-const WIDGET: &str = "gizmo";
+pub(super) const WIDGET: &str = "gizmo";
 /// An `opm serve` port no other test uses.
 const CATALOG_PORT: u16 = 50095;
 const OLM_STEP: Duration = Duration::from_secs(240);
 
-fn csv_name(version: &str) -> String {
+pub(super) fn csv_name(version: &str) -> String {
     bundle_catalog::csv_name(PACKAGE, version)
 }
 
 /// The bundles the tool wrote (`<dir>/<version>/`).
-fn bundles_dir() -> PathBuf {
+pub(super) fn bundles_dir() -> PathBuf {
     bundle_catalog::bundles_from_env(
         "UPGRADE_GATE_HELM_OPERATOR_BUNDLES",
         "`just test-cluster` runs tools/adopt-helm-operator.sh --image, loads the images and exports it",
@@ -80,7 +80,7 @@ fn write_catalog(dir: &Path, bundles: &Path) {
 
 /// The Widget's migration Job of release `version` (the chart's hook,
 /// labelled with the release), once it exists.
-async fn migration_job(jobs: &Api<Job>, version: &str) -> Job {
+pub(super) async fn migration_job(jobs: &Api<Job>, version: &str) -> Job {
     let selector =
         format!("app.kubernetes.io/instance={WIDGET},app.kubernetes.io/version={version}");
     wait::until(
@@ -96,7 +96,7 @@ async fn migration_job(jobs: &Api<Job>, version: &str) -> Job {
     .await
 }
 
-fn suspended(job: &Job) -> bool {
+pub(super) fn suspended(job: &Job) -> bool {
     job.spec
         .as_ref()
         .and_then(|spec| spec.suspend)
@@ -104,7 +104,7 @@ fn suspended(job: &Job) -> bool {
 }
 
 /// Lets the migration Job `name` run.
-async fn let_go(jobs: &Api<Job>, name: &str) {
+pub(super) async fn let_go(jobs: &Api<Job>, name: &str) {
     jobs.patch(
         name,
         &PatchParams::default(),
@@ -130,20 +130,63 @@ fn labelled(version: &str) -> String {
     format!("app.kubernetes.io/version: {version}\n")
 }
 
-/// Deletes the Widget CRD OLM made from the bundles when dropped, after
-/// deleting the namespace's Widgets and removing their finalizers (the
-/// Helm operator's, which nobody would remove once its pod is gone).
-struct WidgetCrd {
+/// How many tests of this process use the Widget CRD now (OLM or Helm
+/// makes it, whichever is first): the last one to end deletes it.
+static CRD_USERS: Mutex<usize> = Mutex::new(0);
+
+/// A test's use of the Widget CRD. When dropped: deletes the namespace's
+/// Widgets and removes their finalizers (the Helm operator's, which nobody
+/// would remove once its pod is gone), then the CRD if no other test of
+/// this process uses it any more.
+pub(super) struct WidgetCrd {
     kubeconfig: PathBuf,
     namespace: String,
+}
+
+impl WidgetCrd {
+    /// Counts this test in, then waits while the CRD is being deleted (by
+    /// the guard of an earlier run on the same cluster): OLM and Helm
+    /// cannot install it again until it is gone.
+    pub(super) async fn claim(kubeconfig: &Path, namespace: &str) -> WidgetCrd {
+        *CRD_USERS.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        let claimed = WidgetCrd {
+            kubeconfig: kubeconfig.to_owned(),
+            namespace: namespace.to_owned(),
+        };
+        let client = harness::api::client_from_kubeconfig(kubeconfig)
+            .await
+            .unwrap_or_else(|error| panic!("a client: {error}"));
+        let crds = Api::<CustomResourceDefinition>::all(client);
+        let name = format!("widgets.{GROUP}");
+        wait::until(
+            &format!("CRD {name} not being deleted"),
+            Duration::from_secs(60),
+            || async {
+                match crds.get_opt(&name).await {
+                    Ok(Some(crd)) if crd.metadata.deletion_timestamp.is_some() => {
+                        Look::NotYet("being deleted".to_owned())
+                    }
+                    Ok(_) => Look::Done(()),
+                    Err(error) => Look::NotYet(error.to_string()),
+                }
+            },
+        )
+        .await;
+        claimed
+    }
 }
 
 impl Drop for WidgetCrd {
     fn drop(&mut self) {
         let kubeconfig = self.kubeconfig.clone();
         let namespace = self.namespace.clone();
+        let last = {
+            let mut users = CRD_USERS.lock().unwrap_or_else(PoisonError::into_inner);
+            *users = users.saturating_sub(1);
+            *users == 0
+        };
         clean_up_on_drop(
-            &format!("deleting CRD widgets.{GROUP}"),
+            &format!("deleting {namespace}'s Widgets and, if last, CRD widgets.{GROUP}"),
             move || async move {
                 let client = harness::api::client_from_kubeconfig(&kubeconfig)
                     .await
@@ -163,6 +206,9 @@ impl Drop for WidgetCrd {
                             .await;
                     }
                 }
+                if !last {
+                    return Ok(());
+                }
                 Api::<CustomResourceDefinition>::all(client)
                     .delete(&format!("widgets.{GROUP}"), &DeleteParams::background())
                     .await
@@ -173,7 +219,7 @@ impl Drop for WidgetCrd {
     }
 }
 
-fn widget_resource() -> ApiResource {
+pub(super) fn widget_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk(GROUP, "v1alpha1", "Widget"),
         "widgets",
@@ -191,10 +237,7 @@ async fn a_helm_operator_with_the_keep_sidecar_holds_the_next_release_until_its_
         .serve_catalog(catalog_dir.path(), CATALOG_PORT)
         .await;
     let namespace = cluster.namespace("helm-adopt").await;
-    let crd = WidgetCrd {
-        kubeconfig: cluster.kubeconfig.clone(),
-        namespace: namespace.name.clone(),
-    };
+    let crd = WidgetCrd::claim(&cluster.kubeconfig, &namespace.name).await;
     let [v1, v2] = VERSIONS.map(csv_name);
     let csvs = ObjectHistory::record("CSVs", csv_api(&namespace), watcher::Config::default()).await;
     let conditions: Api<DynamicObject> = Api::namespaced_with(

@@ -7,6 +7,7 @@ mod admission;
 mod admission_holes;
 mod adopt;
 mod adopt_helm;
+mod adopt_helm_admission;
 mod adopt_kubebuilder;
 mod apiserver_restart;
 mod database_restart;
