@@ -6,6 +6,7 @@
 mod admission;
 mod admission_holes;
 mod adopt;
+mod adopt_ci;
 mod adopt_helm;
 mod adopt_helm_admission;
 mod adopt_kubebuilder;
