@@ -25,7 +25,8 @@
 #      needs (the image-based catalog's bundles are checked in step 3);
 #   6. both catalogs pass `opm validate`;
 #   7. the Helm chart passes `helm lint --strict` and renders;
-#   8. the GitHub workflows pass actionlint.
+#   8. the GitHub workflows pass actionlint, and so does the adopters'
+#      workflow of docs/adopt.md (adopt/ci/olm-upgrade.yml).
 # Needs the tools directory (`just cluster-bins`). Reads the work tree only.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -111,7 +112,7 @@ fi
 
 step "actionlint"
 shopt -s nullglob
-workflows=(.github/workflows/*.yml)
+workflows=(.github/workflows/*.yml adopt/ci/*.yml)
 if ((${#workflows[@]} == 0)); then
   echo "FAIL  no workflows in .github/workflows"
   failed=1

@@ -48,6 +48,11 @@ const ELSEWHERE: &[(&str, &str)] = &[
         "docs/adopt.md",
         "bundle/1.3.0/manifests/my-operator.clusterserviceversion.yaml",
     ),
+    // The adopter's Makefile's tools in the CI recipe's workflow, and
+    // where the adopter puts that workflow.
+    ("docs/adopt.md", ".github/workflows/upgrade-gate.yml"),
+    ("docs/adopt.md", "bin/operator-sdk"),
+    ("docs/adopt.md", "bin/opm"),
     // Three folders the image build leaves out (docs, man, locales).
     ("docs/local-cluster-tools.md", "docs/man/locales"),
     // operator-framework/operator-controller's documentation.

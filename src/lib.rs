@@ -86,6 +86,8 @@ pub mod completion;
 #[doc(hidden)]
 pub mod doc_check;
 #[cfg(test)]
+mod doc_ci;
+#[cfg(test)]
 mod doc_paths;
 #[cfg(test)]
 mod doc_tables;
