@@ -128,6 +128,8 @@ lint:
     # built alone from the package, its dependencies from the target
     # directory (about 9 s warm on 2 cores; asks crates.io's index).
     cargo publish --dry-run --allow-dirty --package upgrade-gate --quiet
+    # The public API against the last release tag (none yet: one line, nothing built).
+    tools/semver-check.sh
 
 # ---- OLM packaging (release-tools/, docs/olm.md) ----
 release := "cargo run --quiet --package upgrade-gate-release-tools --bin release --"
