@@ -45,6 +45,7 @@
 //! | [`admission`] | the state the admission policy reads (`manifests/admission/`): which release completed its upgrade, recorded while the operator leads, for every deployer (Helm, `kubectl apply`, OLM) |
 //! | [`leader`] | leader election over a Lease with client-go's rules: one writer of the gate at a time, released on stop |
 //! | [`completion`] | the gate kept for an operator that writes none, from what its custom resources show (a CEL rule per object): what `upgrade-gate keep` runs |
+//! | [`server_clock`] | the API server's clock as this process reads it (the `Date` of its answers): the times an operator writes and compares with others' stay right when its own clock is off |
 //! | [`task`] | the handle of a background task (the keeper's, the recorder's): its standing, and a stop that waits for it |
 //! | [`telemetry`] | logging set-up and one-line error rendering |
 //! | [`duration`] | the one duration syntax of every binary's flags (`30s`, `2m`, `90`) |
@@ -102,6 +103,7 @@ pub mod locate;
 pub mod operator_condition;
 #[doc(hidden)]
 pub mod plugin;
+pub mod server_clock;
 pub mod shutdown;
 pub mod task;
 pub mod telemetry;

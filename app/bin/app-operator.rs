@@ -23,6 +23,7 @@ use app::operator::{Context, LEASE_NAME, OperatorConfig, ReadyWhen, RunError};
 use app::schema::UpgradeModel;
 use clap::{Parser, Subcommand};
 use upgrade_gate::leader::LeaseSettings;
+use upgrade_gate::server_clock::ServerClock;
 use upgrade_gate::shutdown::{self, StopSignals};
 use upgrade_gate::telemetry::{error_chain, init_logging};
 
@@ -260,6 +261,9 @@ async fn main() -> ExitCode {
                     UpgradeModel::Cumulative
                 },
             };
+            // The times the operator writes and compares are the API
+            // server's, whatever this host's clock says.
+            let clock = ServerClock::start(client.clone()).await;
             let ctx = match Context::new(
                 client,
                 release,
@@ -268,9 +272,10 @@ async fn main() -> ExitCode {
                 Arc::new(Metrics::default()),
                 pod_name,
             ) {
-                Ok(ctx) => {
-                    Arc::new(ctx.max_concurrent_upgrades(usize::from(max_concurrent_upgrades)))
-                }
+                Ok(ctx) => Arc::new(
+                    ctx.max_concurrent_upgrades(usize::from(max_concurrent_upgrades))
+                        .with_clock(clock),
+                ),
                 Err(error) => return fail(&error),
             };
             let config = OperatorConfig {

@@ -58,6 +58,7 @@ use upgrade_gate::leader::{
 };
 use upgrade_gate::locate::Target;
 use upgrade_gate::operator_condition::UpgradeableEntry;
+use upgrade_gate::server_clock::ServerClock;
 use upgrade_gate::telemetry::error_chain;
 
 /// A reconcile failed at one stage.
@@ -128,6 +129,9 @@ pub struct Context {
     pub recorder: Recorder,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
+    /// The API server's clock (`upgrade_gate::server_clock`): every time
+    /// the operator writes or compares with the cluster's times.
+    pub clock: ServerClock,
     /// Wakes the gate loop after a reconcile.
     gate_wakeup: Notify,
     /// Apps (by uid) reconciled at least once since start.
@@ -171,11 +175,19 @@ impl Context {
             reader,
             recorder,
             metrics,
+            clock: ServerClock::local(),
             gate_wakeup: Notify::new(),
             reconciled: Mutex::new(HashSet::new()),
             queue: UpgradeQueue::new(usize::from(queue::DEFAULT_MAX_CONCURRENT_UPGRADES)),
             fleet: OnceLock::new(),
         })
+    }
+
+    /// Reads times from `clock` (the API server's; [`ServerClock::local`]
+    /// until this is called).
+    pub fn with_clock(mut self, clock: ServerClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// At most `limit` upgrade attempts at once (`--max-concurrent-upgrades`).
@@ -225,6 +237,7 @@ pub async fn reconcile(app: Arc<App>, ctx: Arc<Context>) -> Result<Action, Recon
         &app,
         &ObserveContext {
             client: &ctx.client,
+            clock: &ctx.clock,
             release: &ctx.release,
             target: &ctx.target,
             reader: ctx.reader.as_ref(),
@@ -836,7 +849,7 @@ async fn gate_loop(
         }
         let slots = ctx.fleet_slots();
         ctx.metrics.fleet(
-            &gate::summarize(&views, k8s_openapi::jiff::Timestamp::now()),
+            &gate::summarize(&views, ctx.clock.now()),
             ctx.queue.limit(),
             ctx.queue.busy(&slots),
         );

@@ -20,7 +20,6 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Event, Pod, Secret};
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use tokio::time::Instant;
 
@@ -40,6 +39,7 @@ use crate::operator::resources::{
     server_name,
 };
 use crate::schema::{self, SchemaState, UpgradePlan};
+use upgrade_gate::server_clock::ServerClock;
 use upgrade_gate::telemetry::error_chain;
 
 /// How long the operator's own read of a database may take.
@@ -169,6 +169,9 @@ pub struct Observation {
 /// Everything observe needs besides the App.
 pub struct ObserveContext<'a> {
     pub client: &'a kube::Client,
+    /// The API server's clock: `Observed::now` (times written to status
+    /// and compared with the cluster's).
+    pub clock: &'a ServerClock,
     pub release: &'a Release,
     pub target: &'a SchemaTarget,
     pub reader: &'a dyn SchemaReader,
@@ -263,7 +266,7 @@ pub async fn observe_app(app: &App, ctx: &ObserveContext<'_>) -> Result<Observat
         .await
         .map_err(read_error(format!("Secret {namespace}/{secret_name}")))?;
 
-    let now = Timestamp::now();
+    let now = ctx.clock.now();
     let (database, upgrade_sessions) = match secret {
         None => (
             DatabaseObservation::Blocked {

@@ -288,7 +288,9 @@ pub struct Observed {
     pub server_pods: Vec<String>,
     /// The running Job's own report, read from its database session.
     pub progress: Option<Progress>,
-    /// The clock, for condition times, the retry backoff and retention.
+    /// The API server's clock (`upgrade_gate::server_clock`), for condition
+    /// times, the retry backoff and retention: the times it is compared with
+    /// were written by the cluster (a Job's completion) or by another replica.
     pub now: Timestamp,
     /// Whether a new upgrade attempt may begin now (the operator's
     /// upgrade queue; `Granted` when none is asked for).

@@ -1,6 +1,9 @@
 //! Which finished upgrade Jobs of an App go: at most the newest
 //! [`KEEP_FINISHED_JOBS`], none finished longer than
 //! [`FINISHED_JOB_RETENTION`] ago; never the Job of the upgrade in flight.
+//! "Ago" is on the API server's clock (`Observed::now`): the control
+//! plane's, which the Job controller stamped `completionTime` with, so a
+//! replica whose own clock is off deletes neither early nor late.
 //!
 //! Owns: that rule (pure). Must not touch: the decision table (`super`).
 
