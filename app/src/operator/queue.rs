@@ -22,7 +22,10 @@
 //! Fairness: an App waiting since earlier goes first (ties by name); an
 //! App that has not been queued yet goes behind every waiting one. The
 //! place survives a restart or a leader change because the time an App
-//! began waiting is in its status (`status.queue.since`). An App at
+//! began waiting is in its status (`status.queue.since`), written at
+//! least a second after the newest place already in the queue
+//! (`QueueWait::joins_at`), so the order holds whichever replica's clock
+//! wrote the places before (docs/operator.md, "Clocks"). An App at
 //! position p is admitted after at most p slots free, so none starves
 //! while upgrades finish.
 
@@ -181,6 +184,7 @@ pub fn admit(
             waiting: queue.len() + 1,
             limit,
             busy: busy.into_iter().cloned().collect(),
+            last_in_line: queue.iter().map(|w| w.since).max(),
         })
     }
 }
@@ -326,12 +330,15 @@ mod tests {
         }
     }
 
-    fn wait(position: usize, waiting: usize, busy: &[&str]) -> Turn {
+    /// Waiting at `position` of `waiting`, `busy` holding the slots, the
+    /// newest other waiter since `last`.
+    fn wait(position: usize, waiting: usize, busy: &[&str], last: Option<i64>) -> Turn {
         Turn::Wait(QueueWait {
             position,
             waiting,
             limit: 2,
             busy: busy.iter().map(|b| (*b).to_owned()).collect(),
+            last_in_line: last.map(at),
         })
     }
 
@@ -350,7 +357,7 @@ mod tests {
                 None,
                 slots(&["ns/x", "ns/y"], &[]),
                 &[],
-                wait(1, 1, &["ns/x", "ns/y"]),
+                wait(1, 1, &["ns/x", "ns/y"], None),
             ),
             // A new leader: its memory is empty, the predecessor's Jobs
             // hold the slots.
@@ -359,7 +366,7 @@ mod tests {
                 Some(0),
                 slots(&["ns/old-1", "ns/old-2"], &[("ns/a", 0)]),
                 &[],
-                wait(1, 1, &["ns/old-1", "ns/old-2"]),
+                wait(1, 1, &["ns/old-1", "ns/old-2"], None),
             ),
             // Reservations count as slots: a concurrent reconcile took it.
             (
@@ -367,7 +374,7 @@ mod tests {
                 None,
                 slots(&["ns/x"], &[]),
                 &["ns/r"],
-                wait(1, 1, &["ns/r", "ns/x"]),
+                wait(1, 1, &["ns/r", "ns/x"], None),
             ),
             // A reservation and the cluster showing the same App count once.
             ("ns/a", None, slots(&["ns/x"], &[]), &["ns/x"], Turn::Admit),
@@ -392,7 +399,7 @@ mod tests {
                 Some(20),
                 slots(&["ns/x"], &[("ns/old", 10), ("ns/new", 20)]),
                 &[],
-                wait(2, 2, &["ns/x"]),
+                wait(2, 2, &["ns/x"], Some(10)),
             ),
             (
                 "ns/old",
@@ -415,7 +422,7 @@ mod tests {
                 None,
                 slots(&["ns/x"], &[("ns/old", 10)]),
                 &[],
-                wait(2, 2, &["ns/x"]),
+                wait(2, 2, &["ns/x"], Some(10)),
             ),
             // Ties in time go by name.
             (
@@ -423,7 +430,7 @@ mod tests {
                 Some(10),
                 slots(&["ns/x"], &[("ns/a", 10), ("ns/b", 10)]),
                 &[],
-                wait(2, 2, &["ns/x"]),
+                wait(2, 2, &["ns/x"], Some(10)),
             ),
             // A waiter already admitted (reserved) is not ahead any more.
             (
@@ -455,7 +462,7 @@ mod tests {
         let after = slots(&["ns/ok", "ns/next"], &[]);
         assert_eq!(
             admit("ns/failed", None, 2, &after, &set(&[])),
-            wait(1, 1, &["ns/next", "ns/ok"])
+            wait(1, 1, &["ns/next", "ns/ok"], None)
         );
     }
 
@@ -557,6 +564,7 @@ mod tests {
             waiting: 12,
             limit: 4,
             busy: ["ns/a", "ns/b", "ns/c", "ns/d"].map(str::to_owned).to_vec(),
+            last_in_line: None,
         };
         assert_eq!(
             full.why(),

@@ -70,13 +70,13 @@ pub(super) fn blocked_before_retry(
 }
 
 /// Since when the App waits for its upgrade: kept from its first look
-/// until the intent is recorded.
-fn queued_since(observed: &Observed) -> Time {
-    observed
-        .status
-        .queue
-        .as_ref()
-        .map_or(Time(observed.now), |q| q.since.clone())
+/// until the intent is recorded; a first look while others wait places it
+/// behind them (`QueueWait::joins_at`).
+fn queued_since(observed: &Observed, wait: Option<&QueueWait>) -> Time {
+    match observed.status.queue.as_ref() {
+        Some(queue) => queue.since.clone(),
+        None => Time(wait.map_or(observed.now, |wait| wait.joins_at(observed.now))),
+    }
 }
 
 pub(super) fn queued(
@@ -101,7 +101,7 @@ pub(super) fn queued(
     );
     StatusBuilder::new(observed)
         .queue(Some(QueueStatus {
-            since: queued_since(observed),
+            since: queued_since(observed, Some(wait)),
             position: i32::try_from(wait.position).ok(),
         }))
         .health(&Health::Queued {
@@ -126,7 +126,7 @@ pub(super) fn scale_server_down(observed: &Observed, target: &SchemaTarget) -> D
     );
     StatusBuilder::new(observed)
         .queue(Some(QueueStatus {
-            since: queued_since(observed),
+            since: queued_since(observed, None),
             position: None,
         }))
         .upgrading(

@@ -1276,7 +1276,27 @@ fn full_slots() -> QueueWait {
         waiting: 12,
         limit: 4,
         busy: ["ns/a", "ns/b", "ns/c", "ns/d"].map(str::to_owned).to_vec(),
+        last_in_line: None,
     }
+}
+
+/// A place written by another replica's clock, ten minutes ahead of this
+/// one's: a newcomer still queues behind it, as the queue placed it.
+#[test]
+fn a_newcomer_queues_behind_places_written_by_a_clock_ahead() {
+    let ahead = now() + SignedDuration::from_mins(10);
+    let waiting = Observed {
+        slot: Slot::Waiting(QueueWait {
+            last_in_line: Some(ahead),
+            ..full_slots()
+        }),
+        ..observed(None, JobObservation::Absent, Db::Behind, BASE)
+    };
+    let queued = decide(&waiting, &target());
+    assert_eq!(
+        queued.status.queue.map(|queue| queue.since),
+        Some(Time(ahead + SignedDuration::from_secs(1)))
+    );
 }
 
 #[test]
