@@ -445,6 +445,9 @@ test-cluster FILTER="": cluster-bins
     CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-helm-operator.sh --image "$helm_dir" >/dev/null
     export UPGRADE_GATE_HELM_OPERATOR_BUNDLES="$helm_dir/bundles"
     export UPGRADE_GATE_HELM_OPERATOR_CHARTS="$helm_dir/operator-charts"
+    # libfaketime, for the operator replicas tests/cluster/operator/clock_skew.rs
+    # runs with their clocks ten minutes off.
+    export UPGRADE_GATE_FAKETIME="$(UPGRADE_GATE_CACHE="{{cache}}" tools/faketime.sh)"
     name="test-$$"
     samples=$(mktemp)
     sampler=""

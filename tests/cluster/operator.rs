@@ -11,9 +11,12 @@
 //! scenario that failed. The fleet test (five Apps, two upgrades at once)
 //! is a test of its own: `just test-cluster
 //! FILTER=operator::fleet_upgrades`; so is the fleet with one database
-//! that goes away (`fleet`: `FILTER=operator::fleet::`). Needs the shared
-//! test cluster (`just test-cluster`); panics without it.
+//! that goes away (`fleet`: `FILTER=operator::fleet::`). So is the
+//! operator's clock ten minutes off the API server's (`clock_skew`: two
+//! replicas on the host under libfaketime, `FILTER=operator::clock_skew::`).
+//! Needs the shared test cluster (`just test-cluster`); panics without it.
 
+mod clock_skew;
 mod fleet;
 
 use std::process::Command;

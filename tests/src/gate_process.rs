@@ -1,7 +1,8 @@
-//! The `upgrade-gate` binary cargo built for this test run, run on the host
-//! against a kubeconfig, with its output lines collected as they come — so
-//! a test can wait until it demonstrably retries before changing the
-//! cluster, and then wait for its exit with a deadline.
+//! The `upgrade-gate` binary cargo built for this test run (or another of
+//! the workspace's binaries: `app-operator`), run on the host against a
+//! kubeconfig, with its output lines collected as they come — so a test
+//! can wait until it demonstrably retries before changing the cluster, and
+//! then wait for its exit with a deadline.
 //!
 //! Owns: one child process per value (killed on drop) and its output.
 //! Must not touch: the cluster (the binary does).
@@ -62,7 +63,18 @@ impl GateProcess {
     /// Starts `upgrade-gate ARGS` with `KUBECONFIG=kubeconfig`, text logs at
     /// info level.
     pub fn start(kubeconfig: &Path, args: &[&str]) -> Self {
-        let mut command = tokio::process::Command::new(crate::binary("upgrade-gate"));
+        Self::start_program("upgrade-gate", kubeconfig, args, &[])
+    }
+
+    /// Starts the workspace's binary `program` with `ARGS` as
+    /// [`GateProcess::start`] does, with `env` set besides.
+    pub fn start_program(
+        program: &str,
+        kubeconfig: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let mut command = tokio::process::Command::new(crate::binary(program));
         for name in GATE_ENVIRONMENT {
             command.env_remove(name);
         }
@@ -70,12 +82,13 @@ impl GateProcess {
             .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|error| panic!("running upgrade-gate: {error}"));
+            .unwrap_or_else(|error| panic!("running {program}: {error}"));
         let (sender, lines) = watch::channel(Vec::new());
         let mut readers = Vec::new();
         if let Some(stdout) = child.stdout.take() {
@@ -85,7 +98,7 @@ impl GateProcess {
             readers.push(collect_lines(stderr, sender));
         }
         Self {
-            command_line: format!("upgrade-gate {}", args.join(" ")),
+            command_line: format!("{program} {}", args.join(" ")),
             child,
             lines,
             readers,
@@ -118,17 +131,32 @@ impl GateProcess {
         )
     }
 
+    /// The output lines so far.
+    pub fn output_so_far(&self) -> Vec<String> {
+        self.lines.borrow().clone()
+    }
+
+    /// Sends SIGKILL: the process ends without a word, as when its node
+    /// dies (a Lease it holds is not released).
+    pub fn kill(&self) {
+        self.signal("KILL");
+    }
+
     /// Sends SIGTERM, as the kubelet does when the pod is deleted.
     pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    fn signal(&self, signal: &str) {
         let pid = self
             .child
             .id()
             .unwrap_or_else(|| panic!("`{}` has already been reaped", self.command_line));
         let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
+            .args([format!("-{signal}"), pid.to_string()])
             .status()
             .unwrap_or_else(|error| panic!("running kill(1): {error}"));
-        assert!(status.success(), "kill -TERM {pid} failed");
+        assert!(status.success(), "kill -{signal} {pid} failed");
     }
 
     /// Waits for the process to exit (killing it after `timeout`, then
