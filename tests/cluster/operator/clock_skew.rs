@@ -578,7 +578,17 @@ async fn replicas_ten_minutes_off_keep_one_leader_the_queue_order_and_the_retent
         "{}",
         ahead_again_stopped.text()
     );
-    let history = lease.snapshot();
+    // The release is written before the process exits; the watch may
+    // deliver it a moment after.
+    let history = lease
+        .wait_for(
+            "the Lease released after the last replica stopped",
+            STEP,
+            |history| {
+                (holders(history).last().map(String::as_str) == Some("")).then(|| history.to_vec())
+            },
+        )
+        .await;
     assert_eq!(
         holders(&history)
             .iter()
