@@ -30,6 +30,10 @@ use crate::process::{ProcessError, ProcessRecord, ProcessSpec};
 use crate::progress::{Progress, StepStatus};
 use crate::state::{ClusterState, StateError, taken_indexes};
 
+mod restart;
+
+pub use restart::Restarted;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     #[error("cluster {0} is already running; `cluster down {0}` first")]
@@ -230,38 +234,6 @@ impl Cluster {
         Ok((record, opm.address()))
     }
 
-    /// Kills OLM's `olm` operator with SIGKILL, as a crash would, starts it
-    /// again from the same spec and waits until it is ready; its record in
-    /// the state file is replaced, so `down` stops the new process. Returns
-    /// how long it was gone.
-    pub async fn restart_olm(&mut self) -> Result<Duration, ClusterError> {
-        let context = self.context();
-        let olm = Olm { cluster: &context };
-        let position = self
-            .state
-            .processes
-            .iter()
-            .position(|record| record.component == Olm::NAME)
-            .ok_or_else(|| ClusterError::NoComponent {
-                name: self.state.layout.name.clone(),
-                component: Olm::NAME,
-            })?;
-        let since = Instant::now();
-        self.state.processes[position].kill();
-        let probe = HealthProbe::new(&context.pki.ca())?;
-        let record = start_and_wait(&olm.spec(), "Restarting olm", OLM_READY, || {
-            olm.ready(&probe)
-        })
-        .await?;
-        self.state.update(|state| {
-            state
-                .processes
-                .retain(|process| process.component != Olm::NAME);
-            state.processes.push(record);
-        })?;
-        Ok(since.elapsed())
-    }
-
     async fn start_all(
         &mut self,
         config: &ClusterConfig,
@@ -450,7 +422,7 @@ impl Cluster {
         };
         let ((images, loaded_at, v1), olm) = tokio::join!(
             images_and_v1,
-            self.start_olm(progress, context, client, probe)
+            self.install_olm(progress, context, client, probe)
         );
         if !(config.images.is_empty() && config.olm_v1_images.is_empty()) {
             progress.finish_at("Loading images", since, loaded_at, status_of(&images));
@@ -469,7 +441,7 @@ impl Cluster {
         olm
     }
 
-    async fn start_olm(
+    async fn install_olm(
         &mut self,
         progress: &mut Progress,
         context: &ClusterContext,

@@ -132,6 +132,20 @@ impl ClusterState {
         self.update(|state| state.processes.push(process))
     }
 
+    /// Puts `process` where the record of the same component is (stops go
+    /// in reverse start order, so a restarted component keeps its place),
+    /// or at the end when there is none.
+    pub fn replace(&mut self, process: ProcessRecord) {
+        match self
+            .processes
+            .iter_mut()
+            .find(|record| record.component == process.component)
+        {
+            Some(record) => *record = process,
+            None => self.processes.push(process),
+        }
+    }
+
     /// Whether every recorded process still runs.
     pub fn all_running(&self) -> bool {
         !self.processes.is_empty() && self.processes.iter().all(ProcessRecord::is_running)
@@ -175,6 +189,38 @@ mod tests {
         assert_eq!(
             ClusterState::load_from(&dir.path().join("missing.json")).expect("load"),
             None
+        );
+    }
+
+    #[test]
+    fn a_restarted_component_keeps_its_place_in_the_stop_order() {
+        let record = |component: &str, pid| ProcessRecord {
+            component: component.into(),
+            pid,
+            start_ticks: 1,
+            log: format!("/var/log/{component}.log").into(),
+            stop_signal: crate::process::StopSignal::Term,
+        };
+        let mut state =
+            ClusterState::new(Layout::new("dev".parse().expect("name"), 1), "/t".into());
+        for (component, pid) in [("etcd", 1), ("kube-apiserver", 2), ("kubelet", 3)] {
+            state.processes.push(record(component, pid));
+        }
+        state.replace(record("kube-apiserver", 20));
+        state.replace(record("olm", 4));
+        let order: Vec<(&str, i32)> = state
+            .processes
+            .iter()
+            .map(|process| (process.component.as_str(), process.pid))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("etcd", 1),
+                ("kube-apiserver", 20),
+                ("kubelet", 3),
+                ("olm", 4)
+            ]
         );
     }
 

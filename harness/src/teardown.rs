@@ -36,7 +36,7 @@ const POD_CREATORS: [&str; 4] = [
 
 /// Grace after the stop signal before SIGKILL; kube-apiserver can take long
 /// to exit on SIGTERM and holds nothing worth waiting for.
-fn grace_for(component: &str) -> Duration {
+pub(crate) fn grace_for(component: &str) -> Duration {
     match component {
         "kube-apiserver" => Duration::from_secs(2),
         _ => Duration::from_secs(5),

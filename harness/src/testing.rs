@@ -8,7 +8,8 @@
 //! Creates only namespaced objects in the test's namespace (and the
 //! namespace itself), and for a test that restarts its database server, a
 //! PostgreSQL of its own in the cluster's network namespace; never tears
-//! the shared cluster down.
+//! the shared cluster down. Restarts its components (OLM, the kubelet,
+//! containerd, the API server) for the fault tests that ask for it.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -21,9 +22,10 @@ use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use kube::config::AuthInfo;
 use kube::{Api, Client};
 
+use crate::cluster::Restarted;
 use crate::layout::ClusterName;
 use crate::postgres::TempPostgres;
-use crate::process::ProcessRecord;
+use crate::process::{ProcessRecord, Stopped};
 
 /// How to get a cluster, quoted by every panic about a missing one.
 pub const HOW_TO_START: &str = "start one with `just cluster-up test && eval \"$(just cluster-env test)\"` (and `export UPGRADE_GATE_IMAGE=localhost/upgrade-gate:<version>`), or run `just test`";
@@ -83,9 +85,8 @@ impl TestCluster {
     /// the cluster's netns). Returns the address for a CatalogSource's
     /// `spec.address`.
     pub async fn serve_catalog(&self, catalog_dir: &Path, port: u16) -> ServedCatalog {
-        let mut cluster = crate::cluster::Cluster::attach(&self.name)
-            .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"));
-        let (record, address) = cluster
+        let (record, address) = self
+            .attach()
             .serve_catalog(catalog_dir, port)
             .await
             .unwrap_or_else(|error| panic!("serving {}: {error}", catalog_dir.display()));
@@ -94,16 +95,107 @@ impl TestCluster {
 }
 
 impl TestCluster {
+    fn attach(&self) -> crate::cluster::Cluster {
+        crate::cluster::Cluster::attach(&self.name)
+            .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"))
+    }
+
     /// Kills OLM's `olm` operator (SIGKILL) and starts it again, for tests
     /// of what a crash of OLM does mid-upgrade; returns once it is ready
     /// again. Every test on the shared cluster sees OLM pause meanwhile.
     pub async fn restart_olm(&self) -> Duration {
-        let mut cluster = crate::cluster::Cluster::attach(&self.name)
-            .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"));
-        cluster
+        self.attach()
             .restart_olm()
             .await
             .unwrap_or_else(|error| panic!("restarting olm on cluster {}: {error}", self.name))
+    }
+
+    /// Stops OLM's `olm` operator (SIGTERM) until the guard's
+    /// [`OlmStopped::start`] — or its drop, also when the test panics.
+    /// Every test on the shared cluster sees OLM stopped meanwhile.
+    pub async fn stop_olm(&self) -> OlmStopped {
+        let stopped = self
+            .attach()
+            .stop_olm()
+            .await
+            .unwrap_or_else(|error| panic!("stopping olm on cluster {}: {error}", self.name));
+        OlmStopped {
+            cluster: self.name.clone(),
+            stopped,
+            started: false,
+        }
+    }
+
+    /// Restarts the node's kubelet (SIGTERM, the same spec started again);
+    /// returns once the new one serves and the Node is Ready. Containers
+    /// keep running; every test on the shared cluster sees its pods'
+    /// status updates pause meanwhile.
+    pub async fn restart_kubelet(&self) -> Restarted {
+        self.attach()
+            .restart_kubelet()
+            .await
+            .unwrap_or_else(|error| panic!("restarting the kubelet of {}: {error}", self.name))
+    }
+
+    /// Restarts the node's containerd (SIGTERM, the same spec started
+    /// again); returns once it answers and the Node is Ready. Containers
+    /// keep running; every test sees the runtime gone meanwhile (`ctr
+    /// events` subscriptions end).
+    pub async fn restart_containerd(&self) -> Restarted {
+        self.attach()
+            .restart_containerd()
+            .await
+            .unwrap_or_else(|error| panic!("restarting containerd of {}: {error}", self.name))
+    }
+
+    /// Restarts the cluster's API server (SIGTERM, the same spec started
+    /// again); returns once its `/readyz` says ok. Cuts every request and
+    /// watch of every test on the cluster: for tests that run alone.
+    pub async fn restart_apiserver(&self) -> Restarted {
+        self.attach()
+            .restart_apiserver()
+            .await
+            .unwrap_or_else(|error| panic!("restarting the API server of {}: {error}", self.name))
+    }
+}
+
+/// OLM's `olm` operator stopped ([`TestCluster::stop_olm`]); started again
+/// by [`OlmStopped::start`] or, failing that, when the guard drops.
+#[derive(Debug)]
+pub struct OlmStopped {
+    cluster: ClusterName,
+    /// How the process ended: on SIGTERM, or killed after the grace.
+    pub stopped: Stopped,
+    started: bool,
+}
+
+impl OlmStopped {
+    /// Starts OLM again and waits until it is ready; returns how long the
+    /// start took.
+    pub async fn start(mut self) -> Duration {
+        self.started = true;
+        crate::cluster::Cluster::attach(&self.cluster)
+            .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"))
+            .start_olm()
+            .await
+            .unwrap_or_else(|error| panic!("starting olm on cluster {}: {error}", self.cluster))
+    }
+}
+
+impl Drop for OlmStopped {
+    fn drop(&mut self) {
+        if self.started {
+            return;
+        }
+        let name = self.cluster.clone();
+        clean_up_on_drop("starting olm again", move || async move {
+            crate::cluster::Cluster::attach(&name)
+                .map_err(|error| error.to_string())?
+                .start_olm()
+                .await
+                .map(drop)
+                .map_err(|error| error.to_string())
+        });
     }
 }
 

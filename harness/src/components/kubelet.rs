@@ -79,6 +79,29 @@ impl Kubelet<'_> {
             ])
     }
 
+    /// Whether a kubelet serves the node's API (port 10250): its
+    /// `/healthz` (its sync loop included) through the API server's node
+    /// proxy says ok. Only a running kubelet answers, so after a restart
+    /// this is the new process, where [`Kubelet::ready`] may still read the
+    /// Node status the old one wrote.
+    pub async fn serving(&self, client: &Client) -> Result<(), ProbeError> {
+        let path = format!(
+            "/api/v1/nodes/{}/proxy/healthz",
+            self.cluster.layout.node_name()
+        );
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .map_err(|error| ProbeError::NotYet(error.to_string()))?;
+        let body = client.request_text(request).await?;
+        if body.trim() == "ok" {
+            Ok(())
+        } else {
+            Err(ProbeError::NotYet(format!(
+                "the kubelet's /healthz: {body}"
+            )))
+        }
+    }
+
     pub async fn ready(&self, client: &Client) -> Result<(), ProbeError> {
         let name = self.cluster.layout.node_name();
         let nodes: Api<Node> = Api::all(client.clone());
