@@ -398,30 +398,12 @@ async fn olm_killed_and_restarted_while_7_10_1_waits() {
     let back = Timestamp::now();
     println!("olm was gone for {:.1} s", gone.as_secs_f64());
     // 7.10.1 still Pending proves nothing while the restarted OLM has not
-    // evaluated it: make it evaluate twice, each with an outcome only the
-    // restarted OLM can write into 7.10.1's status. An override False with
-    // a message of its own changes OLM's answer (not the gate's meaning);
-    // removing it hands 7.10.1 back to the operator's gate alone.
-    let probe = "chain test: probing OLM after its restart";
-    set_override(&run, Some(probe)).await;
-    let probed = run
-        .wait_for(
-            "OLM, restarted, to write the probe into 7.10.1's Pending message",
-            Duration::from_secs(60),
-            |events| pending_message_after(events, back, |message| message.contains(probe)),
-        )
-        .await;
-    set_override(&run, None).await;
-    let reevaluated = run
-        .wait_for(
-            "OLM, restarted, to hold 7.10.1 on the operator's gate alone again",
-            Duration::from_secs(60),
-            |events| pending_message_after(events, probed, |message| !message.contains(probe)),
-        )
-        .await;
+    // evaluated it.
+    let evaluated = run.olm_evaluates_again(back).await;
+    let reevaluated = evaluated.reevaluated;
     println!(
         "OLM evaluated 7.10.1 after its restart: the probe in its Pending message {:.1} s after OLM was back, the operator's gate alone again {:.1} s after",
-        seconds_between(back, probed),
+        seconds_between(back, evaluated.probed),
         seconds_between(back, reevaluated)
     );
     let moved = run
@@ -439,8 +421,6 @@ async fn olm_killed_and_restarted_while_7_10_1_waits() {
     assert_held_and_not_damaged(&report);
 }
 
-/// Sets (`Some(message)`) or removes an admin override `Upgradeable=False`
-/// on 7.10.0's OperatorCondition.
 /// What an admin does to let OLM through: `spec.overrides`
 /// `Upgradeable=True` on 7.10.0's OperatorCondition.
 async fn admin_override_true(run: &ChainRun, message: &str) {
@@ -455,37 +435,6 @@ async fn admin_override_true(run: &ChainRun, message: &str) {
         )
         .await
         .unwrap_or_else(|error| panic!("overriding {MIDDLE_CSV}: {error}"));
-}
-
-async fn set_override(run: &ChainRun, message: Option<&str>) {
-    let overrides = match message {
-        Some(message) => json!([{
-            "type": "Upgradeable", "status": "False", "reason": "ChainTestProbe",
-            "message": message, "lastTransitionTime": Timestamp::now().to_string()
-        }]),
-        None => json!([]),
-    };
-    conditions(run)
-        .patch(
-            MIDDLE_CSV,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"overrides": overrides}})),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("setting the overrides of {MIDDLE_CSV}: {error}"));
-}
-
-/// When 7.10.1's CSV, still `Pending`, was first written after `since`
-/// with a message `wanted` accepts: an evaluation by OLM after `since`.
-fn pending_message_after(
-    events: &[Event],
-    since: Timestamp,
-    wanted: impl Fn(&str) -> bool,
-) -> Option<Timestamp> {
-    first_after(events, since, |fact| {
-        matches!(fact, Fact::CsvPhase { release, phase, message, .. }
-            if release == "7.10.1" && phase == "Pending" && wanted(message))
-    })
 }
 
 /// The newest operator pod of `release` that has started.

@@ -177,6 +177,52 @@ pub fn load_margin_left(events: &[Event], next: &str, now: Timestamp) -> Option<
     Some(Duration::from_secs_f64(left.max(0.0)))
 }
 
+/// When `next`'s CSV, still `Pending`, was first written after `since`
+/// with a message `wanted` accepts: an evaluation by OLM after `since`.
+pub fn pending_message_after(
+    events: &[Event],
+    next: &str,
+    since: Timestamp,
+    wanted: impl Fn(&str) -> bool,
+) -> Option<Timestamp> {
+    events
+        .iter()
+        .find(|event| {
+            event.at > since
+                && matches!(&event.fact, Fact::CsvPhase { release, phase, message, .. }
+                    if release == next && phase == "Pending" && wanted(message))
+        })
+        .map(|event| event.at)
+}
+
+/// When every one of `watches` had listed again after `since`, and after
+/// its last failure: from then on the recorders miss nothing again. What
+/// a caller waits for after restarting the API server, which ends every
+/// watch's place (its caches start anew): a watch resumed without a relist
+/// may still be told later that its place expired. `None` while one has
+/// not listed again.
+pub fn watches_listed_again(
+    events: &[Event],
+    since: Timestamp,
+    watches: &[String],
+) -> Option<Timestamp> {
+    let after = || events.iter().filter(|event| event.at >= since);
+    watches.iter().try_fold(since, |whole, watch| {
+        let failed = after()
+            .filter(
+                |event| matches!(&event.fact, Fact::WatchError { watch: of, .. } if of == watch),
+            )
+            .map(|event| event.at)
+            .max()
+            .unwrap_or(since);
+        let relisted = after().find(|event| {
+            event.at >= failed
+                && matches!(&event.fact, Fact::WatchRelisted { watch: of } if of == watch)
+        })?;
+        Some(whole.max(relisted.at))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,5 +383,84 @@ mod tests {
         let mut late = kept.clone();
         late.extend([(12, spec("False", hold, 4)), (18, status(4, 4))]);
         fails(late, "generation 4");
+    }
+
+    #[test]
+    fn an_evaluation_after_a_moment_is_a_pending_message_written_after_it() {
+        let at = |second: i64| {
+            Timestamp::from_second(1_700_000_000 + second).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let phase = |second, release: &str, phase: &str, message: &str| Event {
+            at: at(second),
+            fact: Fact::CsvPhase {
+                release: release.into(),
+                phase: phase.into(),
+                reason: "OperatorConditionNotUpgradeable".into(),
+                message: message.into(),
+            },
+        };
+        let events = [
+            phase(1, "7.10.1", "Pending", "probe"),
+            phase(3, "7.10.0", "Pending", "probe"),
+            phase(4, "7.10.1", "InstallReady", "probe"),
+            phase(5, "7.10.1", "Pending", "gate"),
+            phase(6, "7.10.1", "Pending", "probe"),
+        ];
+        let probe = |message: &str| message.contains("probe");
+        assert_eq!(
+            pending_message_after(&events, "7.10.1", at(0), probe),
+            Some(at(1))
+        );
+        assert_eq!(
+            pending_message_after(&events, "7.10.1", at(1), probe),
+            Some(at(6))
+        );
+        assert_eq!(
+            pending_message_after(&events, "7.10.1", at(1), |message| !probe(message)),
+            Some(at(5))
+        );
+        assert_eq!(pending_message_after(&events, "7.10.1", at(6), probe), None);
+    }
+
+    #[test]
+    fn watches_are_whole_again_once_each_listed_again_after_its_last_failure() {
+        let at = |second: i64| {
+            Timestamp::from_second(1_700_000_000 + second).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let error = |second, watch: &str| Event {
+            at: at(second),
+            fact: Fact::WatchError {
+                watch: watch.into(),
+                error: "too old resource version".into(),
+            },
+        };
+        let relisted = |second, watch: &str| Event {
+            at: at(second),
+            fact: Fact::WatchRelisted {
+                watch: watch.into(),
+            },
+        };
+        let events = [
+            error(1, "pods"),
+            relisted(2, "pods"),
+            error(10, "pods"),
+            relisted(11, "pods"),
+            error(12, "CSVs"),
+            error(13, "pods"),
+            relisted(14, "CSVs"),
+            relisted(15, "pods"),
+        ];
+        let both = ["pods".to_owned(), "CSVs".to_owned()];
+        assert_eq!(watches_listed_again(&events, at(5), &both), Some(at(15)));
+        // A relist counts only after the watch's last failure.
+        assert_eq!(watches_listed_again(&events[..7], at(5), &both), None);
+        // A watch that has not listed again since: not yet.
+        assert_eq!(watches_listed_again(&events[..4], at(5), &both), None);
+        assert_eq!(
+            watches_listed_again(&events[..4], at(5), &both[..1]),
+            Some(at(11))
+        );
+        // One relisted before `since` counts for nothing.
+        assert_eq!(watches_listed_again(&events[..2], at(5), &both[..1]), None);
     }
 }

@@ -83,6 +83,8 @@ pub struct Recorders {
     _histories: Vec<Box<dyn Any + Send + Sync>>,
     tasks: Vec<JoinHandle<()>>,
     history_paused: Arc<AtomicBool>,
+    /// The names of its watches, as their gap facts name them.
+    watches: Vec<&'static str>,
 }
 
 /// The history poll paused ([`Recorders::pause_history`]) until this drops.
@@ -116,6 +118,7 @@ impl Recorders {
             _histories: Vec::new(),
             tasks: Vec::new(),
             history_paused: Arc::new(AtomicBool::new(false)),
+            watches: vec!["OperatorConditions"],
         };
         let as_json = |derive: fn(Option<&Value>, &Value, bool) -> Vec<Fact>| {
             move |previous: Option<&Value>, current: &Value, deleted: bool| {
@@ -168,6 +171,12 @@ impl Recorders {
             recorders.history_paused.clone(),
         )));
         recorders
+    }
+
+    /// The names of the watches running, as their gap facts
+    /// ([`Fact::WatchError`], [`Fact::WatchRelisted`]) name them.
+    pub fn watches(&self) -> Vec<String> {
+        self.watches.iter().map(|&watch| watch.to_owned()).collect()
     }
 
     /// Stops reading the migration history until the guard drops, for a
@@ -267,6 +276,7 @@ impl Recorders {
         K: Resource + Clone + DeserializeOwned + Serialize + Debug + Send + Sync + 'static,
     {
         let history = ObjectHistory::record(what, api, config).await;
+        self.watches.push(what);
         self.tasks.push(tokio::spawn(follow_gaps(
             what,
             history.gaps(),

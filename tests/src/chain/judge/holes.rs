@@ -4,7 +4,8 @@
 //! schema layout without an acknowledged write. Any one makes the run
 //! inconclusive.
 //!
-//! Owns: what counts as a hole (a watch healed before time zero does not).
+//! Owns: what counts as a hole (a watch healed before time zero does not,
+//! nor a watch's gap inside a span the caller answered for).
 //! Must not touch: anything but the timeline and the end checks.
 
 use jiff::Timestamp;
@@ -35,11 +36,23 @@ pub(super) fn holes(
                     && matches!(&later.fact, Fact::WatchRelisted { watch: relisted } if relisted == watch)
             })
     };
+    // A span the caller answered for with evidence of its own
+    // ([`super::AnsweredGap`]).
+    let answered = |event: &Event| {
+        matches!(
+            event.fact,
+            Fact::WatchError { .. } | Fact::WatchRelisted { .. }
+        ) && checks
+            .answered
+            .iter()
+            .any(|gap| gap.from <= event.at && event.at <= gap.until)
+    };
     for event in events {
         if matches!(
             event.fact,
             Fact::WatchError { .. } | Fact::WatchRelisted { .. } | Fact::HistoryReadFailed { .. }
         ) && !healed_before_zero(event)
+            && !answered(event)
         {
             holes.push(format!(
                 "{}: {} (a change may have been missed)",

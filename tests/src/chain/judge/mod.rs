@@ -13,7 +13,8 @@
 //!   A run is inconclusive when its evidence has a hole that could hide a
 //!   race or damage: a recorder's gap (a failed or relisted watch, a failed
 //!   history read; a watch that failed during the set-up and listed again
-//!   before time zero is whole again and no hole), a Job pod's outcome that
+//!   before time zero is whole again and no hole, and so is a watch's gap
+//!   inside a span the caller answered for: [`AnsweredGap`]), a Job pod's outcome that
 //!   cannot be read, a release
 //!   whose CSV succeeded without its operator pod ever observed, no write
 //!   acknowledged in a schema layout the run went through, a write that
@@ -174,6 +175,21 @@ pub struct EndChecks {
     /// The layouts of `executions` the run went through (at its start and
     /// at its end): the writer must have had a write acknowledged in each.
     pub layouts: Vec<ExecutionsLayout>,
+    /// Spans of the run whose watch gaps the caller answered for.
+    pub answered: Vec<AnsweredGap>,
+}
+
+/// A span of a run in which the recorders' watches lost their place (the
+/// API server restarted under them) and for which the caller answers with
+/// evidence of its own, read once every watch had listed again: a watch's
+/// failure or relist inside the span is no hole, and the evidence joins
+/// the run's. A relist after `until` still is one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnsweredGap {
+    pub from: Timestamp,
+    pub until: Timestamp,
+    /// What the caller read, a line each.
+    pub evidence: Vec<String>,
 }
 
 /// What a run shows.
@@ -270,6 +286,14 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
     }
     damaged |= !data(checks, &mut evidence);
     damaged |= !writes(&checks.writer, zero, &mut evidence);
+    for gap in &checks.answered {
+        evidence.push(format!(
+            "{} to {}: the recorders' watches lost their place; the run answers for the span: {}",
+            super::timeline::offset(zero, gap.from),
+            super::timeline::offset(zero, gap.until),
+            gap.evidence.join("; ")
+        ));
+    }
     let mut inconclusive = holes(events, chain, checks, zero);
     if chain.middle.is_some() && !raced && load_ok != Some(true) {
         inconclusive.push(format!(

@@ -69,6 +69,7 @@ fn checks() -> EndChecks {
         history: history(),
         schema: Ok("V5 at target".into()),
         layouts: vec![ExecutionsLayout::JsonReport, ExecutionsLayout::TypedColumns],
+        answered: Vec::new(),
     }
 }
 
@@ -853,6 +854,59 @@ fn a_watch_healed_before_time_zero_is_no_hole_and_one_still_broken_is() {
         RunVerdict::Inconclusive,
         "{:#?}",
         verdict.evidence
+    );
+}
+
+#[test]
+fn a_watch_gap_the_run_answered_for_is_no_hole_and_one_outside_its_span_is() {
+    let mut restarted = gated();
+    restarted.extend([
+        (
+            5,
+            Fact::WatchError {
+                watch: "pods".into(),
+                error: "connection refused".into(),
+            },
+        ),
+        (
+            8,
+            Fact::WatchRelisted {
+                watch: "pods".into(),
+            },
+        ),
+    ]);
+    let answered = |from: i64, until: i64| EndChecks {
+        answered: vec![AnsweredGap {
+            from: at(from),
+            until: at(until),
+            evidence: vec!["7.10.1 never left Pending".into()],
+        }],
+        ..checks()
+    };
+    let unanswered = judge(&events(restarted.clone()), &chain(), &checks());
+    assert_eq!(
+        unanswered.verdict,
+        RunVerdict::Inconclusive,
+        "{:#?}",
+        unanswered.evidence
+    );
+    let whole = judge(&events(restarted.clone()), &chain(), &answered(4, 9));
+    assert_eq!(whole.verdict, RunVerdict::Held, "{:#?}", whole.evidence);
+    assert!(
+        whole
+            .evidence
+            .iter()
+            .any(|line| line.contains("answers for the span: 7.10.1 never left Pending")),
+        "{:#?}",
+        whole.evidence
+    );
+    // Listed again after the span: that relist is still a hole.
+    let short = judge(&events(restarted), &chain(), &answered(4, 7));
+    assert_eq!(
+        short.verdict,
+        RunVerdict::Inconclusive,
+        "{:#?}",
+        short.evidence
     );
 }
 

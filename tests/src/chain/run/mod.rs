@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 
 use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout};
-use super::judge::{self, Chain, Deployer, EndChecks, Judgement};
+use super::judge::{self, AnsweredGap, Chain, Deployer, EndChecks, Judgement};
 use super::pipeline::Pipeline;
 use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left};
 use super::record::{HistoryPaused, Recorders, app_api, read_history};
@@ -56,7 +56,7 @@ mod olm_v1;
 mod options;
 mod user_view;
 
-pub use olm_v0::wait_gate_open;
+pub use olm_v0::{Evaluated, wait_gate_open};
 pub use options::{Data, RunOptions, SeedTemplate, Start, chain};
 
 use olm_v1::OlmV1Run;
@@ -234,6 +234,8 @@ pub struct ChainRun {
     pipeline: Option<Arc<Pipeline>>,
     _claim: BackupClaim,
     pub database: TestDatabase,
+    /// Spans whose watch gaps the caller answered for.
+    answered: Vec<AnsweredGap>,
 }
 
 fn object(value: Value) -> DynamicObject {
@@ -343,6 +345,7 @@ impl ChainRun {
             pipeline,
             _claim: claim,
             database,
+            answered: Vec::new(),
         }
     }
 
@@ -355,6 +358,19 @@ impl ChainRun {
     /// database's server down, and answers for the window).
     pub fn pause_history(&self) -> HistoryPaused {
         self.recorders.pause_history()
+    }
+
+    /// The names of the recorders' watches (as their gap facts name them).
+    pub fn watches(&self) -> Vec<String> {
+        self.recorders.watches()
+    }
+
+    /// Answers for the recorders' watch gaps from `gap.from` to
+    /// `gap.until` (a caller that restarted the API server under them),
+    /// with what it read after every watch had listed again: the judge
+    /// counts no gap inside the span as a hole and shows the evidence.
+    pub fn answer_for_watch_gaps(&mut self, gap: AnsweredGap) {
+        self.answered.push(gap);
     }
 
     /// Records something the caller did to the chain.
@@ -427,6 +443,27 @@ impl ChainRun {
     /// OLM confirmed `Upgradeable=False`.
     pub async fn assert_gate_confirmed_by(&self, pod: &str) {
         olm_v0::assert_gate_confirmed(&self.client(), &self.namespace.name, pod).await;
+    }
+
+    /// Under OLM v0, with the next release `Pending`: shows that OLM
+    /// evaluated it after `since` (a fault OLM may not have seen yet), by
+    /// what only such an evaluation writes into its status
+    /// ([`olm_v0::probe_evaluation`]); panics after a minute without.
+    pub async fn olm_evaluates_again(&self, since: Timestamp) -> Evaluated {
+        let middle = self.chain.middle.clone().unwrap_or_else(|| {
+            panic!(
+                "{}: probing OLM needs a middle release",
+                self.namespace.name
+            )
+        });
+        olm_v0::probe_evaluation(
+            &self.client(),
+            &self.namespace.name,
+            &self.timeline,
+            (&middle, &self.chain.next),
+            since,
+        )
+        .await
     }
 
     /// Waits until `find` matches the timeline; panics naming `what` and
@@ -522,6 +559,7 @@ impl ChainRun {
             writer: writer::verify(&writes, &found),
             history,
             layouts: vec![self.layout_before, layout_after],
+            answered: self.answered.clone(),
         };
         let mut judgement = judge::judge(&events, &self.chain, &checks);
         match (&stopped, ended) {

@@ -4,11 +4,13 @@
 //! zero the switch to the second channel (or a Subscription starting at
 //! the middle release); OLM moves on by itself.
 //!
-//! Owns: the run's CatalogSource, OperatorGroup and Subscription, and the
-//! install's gate checks. Must not touch: the cluster-wide OLM.
+//! Owns: the run's CatalogSource, OperatorGroup and Subscription, the
+//! install's gate checks, and the probe that shows OLM evaluated the next
+//! release after a fault. Must not touch: the cluster-wide OLM.
 
 use std::time::{Duration, Instant};
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{LogParams, Patch, PatchParams};
@@ -19,7 +21,8 @@ use super::{SetUp, bundle_examples, middle_release};
 use crate::chain::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use crate::chain::facts::{CSV_PREFIX, GATE_CONTAINER, PACKAGE};
 use crate::chain::judge::{self, Chain};
-use crate::chain::record::csv_api;
+use crate::chain::predicates::pending_message_after;
+use crate::chain::record::{csv_api, dynamic_api};
 use crate::chain::timeline::{self, Fact, PodKind, Timeline};
 use crate::olm_v0;
 
@@ -233,4 +236,91 @@ async fn installed_examples(client: &Client, namespace: &str, release: &str) -> 
         .annotations
         .and_then(|mut annotations| annotations.remove("alm-examples"))
         .unwrap_or_else(|| panic!("CSV of {release} has no alm-examples"))
+}
+
+/// What an admin override `Upgradeable=False` with a message of its own
+/// shows in the next release's `Pending` message: the probe of
+/// [`probe_evaluation`].
+const PROBE_MESSAGE: &str = "chain test: probing OLM's evaluation of the next release";
+
+/// When OLM showed it evaluated the next release after a moment: its
+/// `Pending` message with the probe, and again without it.
+#[derive(Clone, Copy, Debug)]
+pub struct Evaluated {
+    /// The probe in the next release's `Pending` message.
+    pub probed: Timestamp,
+    /// The message the operator's gate's alone again, the probe removed.
+    pub reevaluated: Timestamp,
+}
+
+/// Makes OLM evaluate `next` twice after `since`, each with an outcome
+/// only an evaluation after `since` can write into its status: an admin
+/// override `Upgradeable=False` on `middle`'s OperatorCondition with a
+/// message of its own (which changes OLM's answer, not the gate's meaning)
+/// shows up in `next`'s `Pending` message; removed, it hands `next` back
+/// to the operator's gate alone. A `Pending` CSV proves nothing until OLM
+/// evaluated it.
+pub(super) async fn probe_evaluation(
+    client: &Client,
+    namespace: &str,
+    timeline: &Timeline,
+    (middle, next): (&str, &str),
+    since: Timestamp,
+) -> Evaluated {
+    let set_override = |message: Option<&str>| {
+        let overrides = match message {
+            Some(message) => json!([{
+                "type": "Upgradeable", "status": "False", "reason": "ChainTestProbe",
+                "message": message, "lastTransitionTime": Timestamp::now().to_string()
+            }]),
+            None => json!([]),
+        };
+        let name = format!("{CSV_PREFIX}{middle}");
+        let conditions = dynamic_api(
+            client,
+            namespace,
+            "operators.coreos.com",
+            "v2",
+            "OperatorCondition",
+            "operatorconditions",
+        );
+        async move {
+            conditions
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"overrides": overrides}})),
+                )
+                .await
+                .unwrap_or_else(|error| panic!("setting the overrides of {name}: {error}"));
+        }
+    };
+    let wait = |what: &'static str, after: Timestamp, with_probe: bool| async move {
+        timeline
+            .wait_for(Duration::from_secs(60), |events| {
+                pending_message_after(events, next, after, |message| {
+                    message.contains(PROBE_MESSAGE) == with_probe
+                })
+            })
+            .await
+            .unwrap_or_else(|error| panic!("{namespace}: waiting for {what}: {error}"))
+    };
+    set_override(Some(PROBE_MESSAGE)).await;
+    let probed = wait(
+        "OLM to write the probe into the next release's Pending message",
+        since,
+        true,
+    )
+    .await;
+    set_override(None).await;
+    let reevaluated = wait(
+        "OLM to hold the next release on the operator's gate alone again",
+        probed,
+        false,
+    )
+    .await;
+    Evaluated {
+        probed,
+        reevaluated,
+    }
 }
