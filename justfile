@@ -414,6 +414,10 @@ bench-scale *SETTINGS: _chain-prerequisites
 # Without FILTER it also runs smoke:: and the 7.9.3 install through the kubeconfig
 # provider, on the same cluster reached by its kubeconfig alone (docs/testing.md;
 # `just test-kubeconfig` runs the whole contract that way).
+# Then, on the same cluster, the serial stage: the tests under `serial::`
+# (those FILTER selects), one at a time: they restart the node's kubelet,
+# containerd or the API server, or stop OLM, which the others would feel.
+# Each stage's time is printed.
 # Our two images are built from the dev profile (`just image dev`), the build the tests use.
 # Every image is built with podman's OCI runtime made unusable
 # (tools/image-any-runtime.sh): none needs one, as on a machine where it cannot run.
@@ -501,7 +505,8 @@ test-cluster FILTER="": cluster-bins
       kubeconfig_tests=$!
     fi
     status=0
-    (cd tests && "$tests_bin" --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} "${local_skip[@]}") || status=$?
+    stage_started=$(date +%s)
+    (cd tests && "$tests_bin" --nocapture --test-threads {{cluster_test_threads}} {{FILTER}} --skip serial:: "${local_skip[@]}") || status=$?
     if [[ -n $kubeconfig_tests ]]; then
       if wait "$kubeconfig_tests"; then
         echo "smoke:: and the 7.9.3 install through the kubeconfig provider: $(grep '^test result' "$kubeconfig_log")"
@@ -517,6 +522,15 @@ test-cluster FILTER="": cluster-bins
       echo "adopt_ci:: and adopt_helm_admission:: after the concurrent set: $(( $(date +%s) - after )) s"
     fi
     rm -f "$kubeconfig_log"
+    stage_times="concurrent stage: $(( $(date +%s) - stage_started )) s"
+    # The serial stage: what FILTER selects under serial::, after the rest, alone.
+    mapfile -t serial < <(cd tests && "$tests_bin" --list --format terse {{FILTER}} | sed -n 's/^\(serial::.*\): test$/\1/p')
+    if [[ ${#serial[@]} -gt 0 ]]; then
+      stage_started=$(date +%s)
+      (cd tests && "$tests_bin" --nocapture --test-threads 1 --exact "${serial[@]}") || status=1
+      stage_times+="; serial stage (${#serial[@]} tests, one at a time): $(( $(date +%s) - stage_started )) s"
+    fi
+    echo "$stage_times"
     exit "$status"
 
 # Set up by someone else (kind: tools/e2e-kind/run.sh). Reads DATABASE_URL,

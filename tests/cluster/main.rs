@@ -21,5 +21,6 @@ mod olm_v1;
 mod olm_v1_chain;
 mod operator;
 mod operator_gate;
+mod serial;
 mod smoke;
 mod teardown;
