@@ -54,6 +54,13 @@ const APP_LABEL: &str = "upgrade-gate.dev/app";
 /// Generous for a loaded two-core machine: pod start, image already loaded.
 const POD_READY: Duration = Duration::from_secs(120);
 const JOB_DONE: Duration = Duration::from_secs(150);
+/// A Job failed by stopping its pods: two pod starts (backoffLimit 1), the
+/// Job controller's 10 s backoff between them, and before the first the
+/// operator's start and the server scaled down. In `just test`'s
+/// concurrent set each pod start takes several times what it takes alone
+/// (the scenario: 85 s alone, 186 s there, 2026-12-04): 150 s was missed
+/// there in three full runs of five.
+const JOB_STOPPED_UNTIL_FAILED: Duration = Duration::from_secs(300);
 
 /// One scenario's namespace, client and backup claim.
 struct Scenario {
@@ -457,7 +464,7 @@ async fn app_behind_keeps_the_gate_closed_until_verified(cluster: TestCluster) {
 async fn stop_job_pods_until_failed(scenario: &Scenario, lock: &HeldUpgradeLock, job: &str) {
     let pods = scenario.namespace.api::<Pod>();
     let jobs = scenario.namespace.api::<Job>();
-    wait::until(&format!("Job {job} failed"), JOB_DONE, || async {
+    wait::until(&format!("Job {job} failed"), JOB_STOPPED_UNTIL_FAILED, || async {
         let current = jobs
             .get_opt(job)
             .await
@@ -468,14 +475,30 @@ async fn stop_job_pods_until_failed(scenario: &Scenario, lock: &HeldUpgradeLock,
         {
             return Look::Done(());
         }
-        if lock.waiters().await == 0 {
-            return Look::NotYet(format!("no pod of {job} waits for the lock yet"));
-        }
-        let waiting = pods
+        let listed = pods
             .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
             .await
             .unwrap_or_else(|error| panic!("listing the pods of {job}: {error}"))
-            .items
+            .items;
+        if lock.waiters().await == 0 {
+            let app = scenario
+                .app(job.split("-db-").next().unwrap_or_default())
+                .await;
+            return Look::NotYet(format!(
+                "no pod of {job} waits for the lock yet; Job: {:?}; its pods: {:?}; App status: {:?}",
+                current.map(|j| j.status),
+                listed
+                    .iter()
+                    .map(|pod| (
+                        pod.name_any(),
+                        pod.metadata.deletion_timestamp.is_some(),
+                        pod.status.as_ref().map(|s| (s.phase.clone(), s.container_statuses.clone()))
+                    ))
+                    .collect::<Vec<_>>(),
+                app.and_then(|app| app.status)
+            ));
+        }
+        let waiting = listed
             .into_iter()
             .filter(|pod| pod.metadata.deletion_timestamp.is_none())
             .filter(|pod| pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
