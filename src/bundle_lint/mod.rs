@@ -344,4 +344,6 @@ pub fn lint_bundle(dir: &Path, must_run: &[Version]) -> Result<Report, LintError
 }
 
 #[cfg(test)]
+mod image_tests;
+#[cfg(test)]
 mod tests;

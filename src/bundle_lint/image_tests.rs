@@ -1,0 +1,196 @@
+//! Table tests of what lint-bundle says about image references: which of
+//! this project's images a reference names, whether the command exists in
+//! it, and a digest that is no digest. The CSV they edit is
+//! [`super::tests`]'s.
+
+use serde_json::{Value, json};
+
+use super::tests::{Case, DEPLOYMENT, PLACEHOLDER, assert_table, pod};
+use super::*;
+
+#[test]
+fn this_projects_images_are_told_apart_by_their_repository_name() {
+    use rules::KnownImage::{GateOnly, Other, Sample};
+    let cases = [
+        ("ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0", GateOnly),
+        (
+            "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:0123abcd",
+            GateOnly,
+        ),
+        ("localhost/upgrade-gate-hold:0.2.0", GateOnly),
+        ("localhost:5000/upgrade-gate-hold", GateOnly),
+        (
+            "registry.example:5000/mirror/upgrade-gate-hold:0.2.0@sha256:0123abcd",
+            GateOnly,
+        ),
+        ("upgrade-gate-hold", GateOnly),
+        ("ghcr.io/upgrade-gate/upgrade-gate:7.10.1", Sample),
+        ("localhost/upgrade-gate", Sample),
+        ("ghcr.io/upgrade-gate/upgrade-gate-hold-debug:0.2.0", Other),
+        ("ghcr.io/upgrade-gate-hold/operator:1.0", Other),
+        ("quay.io/example/my-operator:1.3.0", Other),
+        ("", Other),
+    ];
+    for (reference, expected) in cases {
+        assert_eq!(rules::known_image(reference), expected, "{reference}");
+    }
+}
+
+#[test]
+fn a_command_must_exist_in_the_image_it_names() {
+    let hold = "localhost/upgrade-gate-hold:0.2.0";
+    let sample = "ghcr.io/upgrade-gate/upgrade-gate:7.10.1";
+    let cases: Vec<(&str, Value, Option<&str>)> = vec![
+        (
+            "gate-only, entry point",
+            json!({"image": hold, "args": ["hold"]}),
+            None,
+        ),
+        (
+            "gate-only, the binary's path",
+            json!({"image": hold, "command": ["/upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "gate-only, by name through PATH",
+            json!({"image": hold, "command": ["upgrade-gate"], "args": ["hold"]}),
+            Some("command \"upgrade-gate\" cannot start"),
+        ),
+        (
+            "gate-only, a shell",
+            json!({"image": hold, "command": ["sh", "-c", "upgrade-gate hold"]}),
+            Some("command \"sh\" cannot start"),
+        ),
+        (
+            "sample, by name",
+            json!({"image": sample, "command": ["upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "sample, full path",
+            json!({"image": sample, "command": ["/usr/local/bin/upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+        (
+            "sample, another program with a shell",
+            json!({"image": sample, "command": ["sh", "-c", "app-operator run"]}),
+            None,
+        ),
+        (
+            "sample, hold without a command",
+            json!({"image": sample, "args": ["hold"]}),
+            Some("no entry point"),
+        ),
+        (
+            "sample, the gate-only image's path",
+            json!({"image": sample, "command": ["/upgrade-gate"], "args": ["hold"]}),
+            Some("there is no /upgrade-gate"),
+        ),
+        (
+            "another image: its files are not known",
+            json!({"image": "quay.io/example/gate:1", "command": ["upgrade-gate"], "args": ["hold"]}),
+            None,
+        ),
+    ];
+    for (case, container, expected) in cases {
+        let problem = rules::command_problem(&container);
+        match (&problem, expected) {
+            (None, None) => {}
+            (Some(why), Some(part)) => assert!(why.contains(part), "case {case}: {why}"),
+            _ => panic!("case {case}: got {problem:?}, expected {expected:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_digest_is_an_algorithm_and_its_lowercase_hex() {
+    let hex64 = "0123456789abcdef".repeat(4);
+    let cases: Vec<(String, bool)> = vec![
+        ("ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0".into(), true),
+        ("localhost/upgrade-gate-hold".into(), true),
+        (
+            format!("ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:{hex64}"),
+            true,
+        ),
+        (format!("registry.example:5000/op:1.0@sha256:{hex64}"), true),
+        (format!("op@sha512:{}", hex64.repeat(2)), true),
+        (PLACEHOLDER.into(), false),
+        (
+            "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:<digest>".into(),
+            false,
+        ),
+        ("op@sha256:0123abcd".into(), false),
+        (format!("op@sha256:{}", &hex64[1..]), false),
+        (format!("op@sha256:{hex64}0"), false),
+        (format!("op@sha256:{}", hex64.to_uppercase()), false),
+        (format!("op@sha256:{}", hex64.replace('a', "g")), false),
+        (format!("op@{hex64}"), false),
+        ("op@<digest from the release>".into(), false),
+        (format!("op@md5:{}", &hex64[..32]), false),
+        ("op@".into(), false),
+    ];
+    for (reference, pullable) in cases {
+        let problem = digest_problem(&reference);
+        assert_eq!(problem.is_none(), pullable, "{reference}: {problem:?}");
+        if let Some(why) = problem {
+            assert!(why.contains(&format!("{reference:?}")), "names it: {why}");
+            assert!(why.contains("write the image's real digest"), "{why}");
+        }
+    }
+}
+
+#[test]
+fn image_digest_table() {
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "tags only",
+            |csv| {
+                csv["spec"]["relatedImages"] =
+                    json!([{"name": "gate", "image": "upgrade-gate-hold:0.2.0"}]);
+            },
+            None,
+        ),
+        (
+            "real digests everywhere",
+            |csv| {
+                let pinned = format!(
+                    "ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:{}",
+                    "ab".repeat(32)
+                );
+                pod(csv)["initContainers"][0]["image"] = json!(pinned);
+                csv["spec"]["relatedImages"] = json!([{"name": "gate", "image": pinned}]);
+            },
+            None,
+        ),
+        (
+            "the gate's init container pinned to the docs' placeholder",
+            |csv| pod(csv)["initContainers"][0]["image"] = json!(PLACEHOLDER),
+            Some((
+                format!("{DEPLOYMENT}.template.spec.initContainers[0].image"),
+                "container \"gate\" of Deployment \"op\": the image \"ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:<digest from the release>\" is pinned to \"sha256:<digest from the release>\", which is no digest (sha256: and exactly 64 lowercase hex characters)",
+            )),
+        ),
+        (
+            "the operator's container pinned to a shortened digest",
+            |csv| pod(csv)["containers"][0]["image"] = json!("op@sha256:0123abcd"),
+            Some((
+                format!("{DEPLOYMENT}.template.spec.containers[0].image"),
+                "container \"operator\" of Deployment \"op\"",
+            )),
+        ),
+        (
+            "a related image pinned to the placeholder",
+            |csv| {
+                csv["spec"]["relatedImages"] = json!([
+                    {"name": "operator", "image": "op:1.1.0"},
+                    {"name": "gate", "image": PLACEHOLDER}
+                ]);
+            },
+            Some((
+                "spec.relatedImages[1].image".into(),
+                "related image \"gate\" (what mirroring for disconnected clusters copies)",
+            )),
+        ),
+    ];
+    assert_table(Rule::ImageDigest, cases);
+}
