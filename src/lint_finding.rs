@@ -19,8 +19,9 @@ pub enum Severity {
     Error,
     /// Worth a look (exit 1 only with `--strict`).
     Warning,
-    /// What was not checked, and why (never changes the exit code;
-    /// `lint-catalog` only).
+    /// A note: what was not checked, and why (`lint-catalog`), or advice
+    /// the files do not follow that breaks nothing (`lint-bundle`: the
+    /// gate-only image by tag). Never changes the exit code.
     Info,
 }
 

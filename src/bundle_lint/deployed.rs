@@ -8,6 +8,8 @@
 //!   (`UPGRADE_GATE_RELEASE`, `--release`), the one it records as complete;
 //! - image references pinned by a real digest, not a placeholder left from
 //!   the docs ([`digest_problem`], [`check_image_digests`]);
+//! - the gate-only image named by a tag only ([`tag_note`],
+//!   [`check_gate_image_tags`]): a note, never a failure;
 //! - the gate's credentials ([`check_gate_credentials`]): a pod that turns
 //!   the service-account token off must mount one into the gate's
 //!   container.
@@ -193,6 +195,48 @@ pub(super) fn check_image_digests(findings: &mut Findings<'_>, csv: &Value, depl
                     text(&related["name"])
                 ),
             );
+        }
+    }
+}
+
+/// What to say of the gate-only image named by `reference` when no digest
+/// pins it: docs/adopt.md pins it by the release's digest, as a tag can be
+/// moved to another image and a digest cannot. `None` for a reference with
+/// a digest (a wrong one is [`digest_problem`]'s) and for any other image:
+/// an operator's own image by tag is what `make bundle` writes, and its
+/// authors' choice.
+pub(super) fn tag_note(reference: &str) -> Option<String> {
+    if known_image(reference) != KnownImage::GateOnly || reference.contains('@') {
+        return None;
+    }
+    let last = reference.rsplit('/').next().unwrap_or_default();
+    let how = match last.split_once(':') {
+        Some((_, tag)) => format!("pinned by tag ({tag:?}), not digest"),
+        None => "pinned by neither tag nor digest (the kubelet pulls :latest)".to_owned(),
+    };
+    Some(format!(
+        "the gate image {reference:?} is {how}: a tag can be moved to another image, a digest cannot; pin the digest (a release gives it in its notes and digests.txt, `podman push --digestfile FILE` one you pushed; kustomize: edit set image NAME=NAME@sha256:...); a note, never a failure, --strict included"
+    ))
+}
+
+/// `gate-image-tag`: every container and init container of every
+/// Deployment that runs the gate-only image without a digest
+/// ([`tag_note`]), as a note (info): the gate holds the same with a tag,
+/// and a tag is what an image built here (`just image`) or loaded into a
+/// local cluster has, so `--strict` does not fail on it.
+pub(super) fn check_gate_image_tags(findings: &mut Findings<'_>, deployments: &[Value]) {
+    for (index, deployment) in deployments.iter().enumerate() {
+        let pod = &deployment["spec"]["template"]["spec"];
+        for kind in ["initContainers", "containers"] {
+            for (position, container) in list(&pod[kind]).iter().enumerate() {
+                if let Some(why) = tag_note(text(&container["image"])) {
+                    findings.info(
+                        Rule::GateImageTag,
+                        format!("spec.install.spec.deployments[{index}].spec.template.spec.{kind}[{position}].image"),
+                        format!("container {:?} of Deployment {:?}: {why}", text(&container["name"]), text(&deployment["name"])),
+                    );
+                }
+            }
         }
     }
 }

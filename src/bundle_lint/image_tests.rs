@@ -1,11 +1,11 @@
 //! Table tests of what lint-bundle says about image references: which of
 //! this project's images a reference names, whether the command exists in
-//! it, and a digest that is no digest. The CSV they edit is
-//! [`super::tests`]'s.
+//! it, a digest that is no digest (an error), and the gate-only image by
+//! tag (a note). The CSV they edit is [`super::tests`]'s.
 
 use serde_json::{Value, json};
 
-use super::tests::{Case, DEPLOYMENT, PLACEHOLDER, assert_table, pod};
+use super::tests::{Case, DEPLOYMENT, FILE, PLACEHOLDER, assert_table, good, pod};
 use super::*;
 
 #[test]
@@ -193,4 +193,125 @@ fn image_digest_table() {
         ),
     ];
     assert_table(Rule::ImageDigest, cases);
+}
+
+#[test]
+fn a_tag_note_names_the_tag_or_its_absence() {
+    let hex64 = "0123456789abcdef".repeat(4);
+    let cases: Vec<(String, Option<&str>)> = vec![
+        (
+            "ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0".into(),
+            Some("is pinned by tag (\"0.2.0\"), not digest"),
+        ),
+        (
+            "registry.example:5000/team/upgrade-gate-hold:0.2.0".into(),
+            Some("is pinned by tag (\"0.2.0\"), not digest"),
+        ),
+        (
+            "localhost:5000/upgrade-gate-hold".into(),
+            Some("pinned by neither tag nor digest (the kubelet pulls :latest)"),
+        ),
+        (
+            format!("ghcr.io/upgrade-gate/upgrade-gate-hold@sha256:{hex64}"),
+            None,
+        ),
+        (
+            format!("ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0@sha256:{hex64}"),
+            None,
+        ),
+        // A placeholder digest is image-digest's error, not a tag.
+        (PLACEHOLDER.into(), None),
+        // Not the gate-only image: an operator's own image by tag is what
+        // `make bundle` writes.
+        ("ghcr.io/upgrade-gate/upgrade-gate:7.10.1".into(), None),
+        ("quay.io/example/my-operator:1.3.0".into(), None),
+    ];
+    for (reference, expected) in cases {
+        let note = deployed::tag_note(&reference);
+        match (&note, expected) {
+            (None, None) => {}
+            (Some(why), Some(part)) => {
+                assert!(why.contains(part), "{reference}: {why}");
+                assert!(why.contains(&format!("{reference:?}")), "names it: {why}");
+                assert!(why.contains("pin the digest"), "{why}");
+                assert!(!why.contains('\n'), "one line: {why}");
+            }
+            _ => panic!("{reference}: got {note:?}, expected {expected:?}"),
+        }
+    }
+}
+
+#[test]
+fn gate_image_tag_table() {
+    type Edit = fn(&mut Value);
+    let cases: Vec<(&str, Edit, Vec<String>)> = vec![
+        ("pinned by digest", |_| {}, vec![]),
+        (
+            "the init container by tag",
+            |csv| {
+                pod(csv)["initContainers"][0]["image"] = json!("localhost/upgrade-gate-hold:0.2.0")
+            },
+            vec![format!(
+                "{DEPLOYMENT}.template.spec.initContainers[0].image"
+            )],
+        ),
+        (
+            "the keep sidecar by tag beside the init container by digest",
+            |csv| {
+                let sidecar = json!({"name": "keep", "image": "ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0", "args": ["keep"]});
+                pod(csv)["containers"]
+                    .as_array_mut()
+                    .expect("containers")
+                    .push(sidecar);
+            },
+            vec![format!("{DEPLOYMENT}.template.spec.containers[1].image")],
+        ),
+        (
+            "the sample image by tag: not the gate-only image",
+            |csv| {
+                pod(csv)["initContainers"][0]["image"] =
+                    json!("ghcr.io/upgrade-gate/upgrade-gate:7.10.1");
+                pod(csv)["initContainers"][0]["command"] = json!(["upgrade-gate"]);
+            },
+            vec![],
+        ),
+    ];
+    for (case, edit, expected) in cases {
+        let mut csv = good();
+        edit(&mut csv);
+        let findings = check_csv(&csv, FILE, &[]);
+        let notes: Vec<&Finding> = findings
+            .iter()
+            .filter(|finding| finding.rule == Rule::GateImageTag)
+            .collect();
+        let fields: Vec<&str> = notes.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, expected, "case {case}: {findings:#?}");
+        for note in notes {
+            assert_eq!(note.severity, Severity::Info, "case {case}");
+            assert!(note.line().contains(": info: "), "{}", note.line());
+            assert!(
+                note.message.starts_with("container \"")
+                    && note.message.contains("of Deployment \"op\""),
+                "case {case}: {}",
+                note.message
+            );
+        }
+        // The rest of the CSV is good but for the sidecar's missing rule:
+        // where the notes are all lint says, the bundle passes, strictly.
+        if findings
+            .iter()
+            .all(|finding| finding.rule == Rule::GateImageTag)
+        {
+            let report = Report {
+                bundle: "b".into(),
+                csv: "op.v1.1.0".into(),
+                findings,
+            };
+            assert_eq!(
+                report.exit_code(true),
+                0,
+                "case {case}: a note never fails, --strict included"
+            );
+        }
+    }
 }

@@ -53,6 +53,11 @@
 //!   to a placeholder digest such as `@sha256:<digest from the release>`:
 //!   anything after `@` that is not `sha256:` and 64 lowercase hex
 //!   characters (or sha384, sha512) cannot be pulled;
+//! - a **note** (info, which never fails a run, `--strict` included) on
+//!   the gate-only image named by a tag, not a digest: docs/adopt.md pins
+//!   it by the release's digest, as a tag can be moved; but the gate holds
+//!   the same, and an image built here (`just image`) or loaded into a
+//!   local cluster has only its tag;
 //! - a pod with `automountServiceAccountToken: false` mounts a
 //!   service-account token (a projected `serviceAccountToken` volume, or a
 //!   token Secret) at `/var/run/secrets/kubernetes.io/serviceaccount` in
@@ -137,6 +142,8 @@ pub enum Rule {
     AdmissionRelease,
     /// An image pinned by a real digest, not a placeholder.
     ImageDigest,
+    /// The gate-only image pinned by a digest, not only a tag (a note).
+    GateImageTag,
     /// The gate's container has a service-account token to act with.
     GateCredentials,
     /// `upgrade-gate keep` runs as a container, not an init container.
@@ -159,7 +166,7 @@ pub struct Report {
     pub bundle: String,
     /// The CSV's name.
     pub csv: String,
-    /// The findings, errors and warnings, in the order checked.
+    /// The findings, errors, warnings and notes, in the order checked.
     pub findings: Vec<Finding>,
 }
 

@@ -39,6 +39,9 @@ impl Findings<'_> {
     fn warning(&mut self, rule: Rule, field: String, message: String) {
         self.add(Severity::Warning, rule, field, message);
     }
+    pub(super) fn info(&mut self, rule: Rule, field: String, message: String) {
+        self.add(Severity::Info, rule, field, message);
+    }
 }
 
 pub(super) fn text(value: &Value) -> &str {
@@ -238,6 +241,7 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
     check_commands(&mut findings, deployments);
     deployed::check_admission_release(&mut findings, csv, deployments);
     deployed::check_image_digests(&mut findings, csv, deployments);
+    deployed::check_gate_image_tags(&mut findings, deployments);
     deployed::check_gate_credentials(&mut findings, &gated);
     super::keep::check_keep(&mut findings, csv, deployments);
     let grants = check_rights(&mut findings, install, name);

@@ -28,7 +28,7 @@ pub(super) fn good() -> Value {
                     "template": {"metadata": {"labels": {"app": "op"}}, "spec": {
                         "serviceAccountName": "op",
                         "initContainers": [{
-                            "name": "gate", "image": "upgrade-gate-hold:0.2.0",
+                            "name": "gate", "image": HOLD_PINNED,
                             "args": ["hold"],
                             "env": [{"name": "OPERATOR_CONDITION_NAME", "value": "op.v1.1.0"}]
                         }],
@@ -62,6 +62,10 @@ fn opt_in(csv: &mut Value, release: Option<&str>) {
         label["upgrade-gate.dev/release"] = json!(release);
     }
 }
+
+/// The gate-only image pinned by a digest, as docs/adopt.md pins it.
+pub(super) const HOLD_PINNED: &str =
+    "upgrade-gate-hold@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 /// The gate-only image as docs/adopt.md writes it, before the release's
 /// digest is filled in.

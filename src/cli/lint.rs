@@ -182,9 +182,19 @@ impl Linter for Bundles<'_> {
     }
 
     fn summary(report: &Self::Report) -> Option<String> {
-        report.findings.is_empty().then(|| {
+        let notes = report
+            .findings
+            .iter()
+            .filter(|finding| finding.severity == bundle_lint::Severity::Info)
+            .count();
+        let noted = match notes {
+            0 => String::new(),
+            1 => " (1 note above)".to_owned(),
+            n => format!(" ({n} notes above)"),
+        };
+        (notes == report.findings.len()).then(|| {
             format!(
-                "{}: {} passes lint-bundle's checks",
+                "{}: {} passes lint-bundle's checks{noted}",
                 report.bundle, report.csv
             )
         })

@@ -1,7 +1,8 @@
 //! `upgrade-gate lint-bundle` as a process, on copies of the project's own
 //! bundles: clean ones pass (exit 0), broken copies are named file and field
-//! (exit 1), a directory that is not a bundle (no manifests/, or no
-//! metadata/) is refused (exit 2).
+//! (exit 1), a note alone passes (exit 0, `--strict` included), a
+//! directory that is not a bundle (no manifests/, or no metadata/) is
+//! refused (exit 2).
 
 use std::path::{Path, PathBuf};
 
@@ -210,6 +211,33 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
         warned.stdout
     );
     assert_eq!(lint(&[cluster_path, "--strict"]).code, Some(1));
+
+    // The gate-only image by tag: a note, which passes even --strict
+    // (docs/adopt.md pins it by digest; a tag is what `just image` makes).
+    let by_tag = broken_copy(dir.path(), "gate-image-by-tag", |text| {
+        text.replacen(
+            "                command:\n                - upgrade-gate\n                env:\n                - name: POD_NAMESPACE\n                  valueFrom:\n                    fieldRef:\n                      fieldPath: metadata.namespace\n                - name: OPERATOR_CONDITION_NAME\n                  value: upgrade-gate.v7.10.1\n                image: ghcr.io/upgrade-gate/upgrade-gate:7.10.1\n",
+            "                command:\n                - /upgrade-gate\n                env:\n                - name: POD_NAMESPACE\n                  valueFrom:\n                    fieldRef:\n                      fieldPath: metadata.namespace\n                - name: OPERATOR_CONDITION_NAME\n                  value: upgrade-gate.v7.10.1\n                image: localhost/upgrade-gate-hold:0.2.0\n",
+            1,
+        )
+    });
+    let noted = lint(&[by_tag.to_str().expect("UTF-8 path"), "--strict"]);
+    assert_eq!(noted.code, Some(0), "{}{}", noted.stdout, noted.stderr);
+    assert!(
+        noted.stdout.lines().count() == 1
+            && noted.stdout.contains(
+                "info: spec.install.spec.deployments[0].spec.template.spec.initContainers[0].image: container \"upgrade-gate\" of Deployment \"app-operator\": the gate image \"localhost/upgrade-gate-hold:0.2.0\" is pinned by tag (\"0.2.0\"), not digest"
+            ),
+        "{}",
+        noted.stdout
+    );
+    assert!(
+        noted
+            .stderr
+            .contains("passes lint-bundle's checks (1 note above)"),
+        "{}",
+        noted.stderr
+    );
 
     let json = lint(&[skip_path, "-o", "json"]);
     let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("-o json is JSON");
