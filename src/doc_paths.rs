@@ -42,11 +42,11 @@ const GENERATED: &[&str] = &[
 /// with the document that names it: another repository's files, an
 /// adopter's bundle, folders left out of an image.
 const ELSEWHERE: &[(&str, &str)] = &[
-    // The adopter's own bundle in the guide's example run.
-    ("docs/adopt.md", "bundle/1.3.0"),
+    // The adopter's own bundle (`make bundle` writes bundle/) in the
+    // guide's example run.
     (
         "docs/adopt.md",
-        "bundle/1.3.0/manifests/my-operator.clusterserviceversion.yaml",
+        "bundle/manifests/my-operator.clusterserviceversion.yaml",
     ),
     // The adopter's Makefile's tools in the CI recipe's workflow, and
     // where the adopter puts that workflow.
