@@ -125,9 +125,11 @@ lint:
     # The library's docs as docs.rs builds them: a broken or private link fails.
     RUSTDOCFLAGS="-D warnings" cargo doc --package upgrade-gate --no-deps --quiet
     # The gate crate as crates.io takes it: packaged from its `include` and
-    # built alone from the package, its dependencies from the target
-    # directory (about 9 s warm on 2 cores; asks crates.io's index).
-    cargo publish --dry-run --allow-dirty --package upgrade-gate --quiet
+    # built alone from the package (asks crates.io's index). In a target
+    # directory of its own: the packaged crate's units have the same names
+    # and hashes as the workspace's, so in the shared one its build passed
+    # for ours and later edits of src/ were not rebuilt (binaries stale).
+    CARGO_TARGET_DIR="{{target_dir}}/publish-verify" cargo publish --dry-run --allow-dirty --package upgrade-gate --quiet
     # The public API against the last release tag (none yet: one line, nothing built).
     tools/semver-check.sh
 
