@@ -15,6 +15,14 @@ use clap::Parser;
 use upgrade_gate::cli::{self, commands, kubectl_plugin};
 
 fn main() -> ExitCode {
+    // A closed stdout (`upgrade-gate lint-bundle … | head`) ends the
+    // process as it ends any Unix filter, quietly by SIGPIPE; Rust's
+    // runtime ignores the signal, and the next print would panic instead.
+    // SAFETY: first thing in main, before any other thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let invoked_as = std::env::args_os()
         .next()
         .map(PathBuf::from)

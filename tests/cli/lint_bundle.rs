@@ -277,3 +277,38 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
         refused.stderr
     );
 }
+
+/// `upgrade-gate lint-bundle … | head -1`: the reader gone before the
+/// findings are written ends the process as it ends `cat` (SIGPIPE),
+/// without a panic's message on stderr.
+#[test]
+fn a_closed_pipe_ends_the_report_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let copy = broken_copy(dir.path(), "rolling-update", |text| {
+        text.replace("type: Recreate", "type: RollingUpdate")
+    });
+    // No reader at all: the first write of a finding meets a closed pipe.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let output = Command::new(upgrade_gate_tests::binary("upgrade-gate"))
+        .arg("lint-bundle")
+        .arg(&copy)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run upgrade-gate lint-bundle");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "a closed stdout made lint-bundle panic: {stderr}"
+    );
+    assert_eq!(
+        output.status.signal(),
+        Some(13),
+        "ended by SIGPIPE, as a filter is: {:?} {stderr}",
+        output.status
+    );
+}
