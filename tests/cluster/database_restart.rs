@@ -28,9 +28,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use upgrade_gate_tests::chain::cluster::{LocalCluster, local_catalog};
-use upgrade_gate_tests::chain::judge::RunVerdict;
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, Start, connect};
-use upgrade_gate_tests::chain::timeline::{self, Event, Fact, PodKind, seconds_between};
+use upgrade_gate_tests::chain::timeline::{self, Fact, PodKind, first_after, seconds_between};
 use upgrade_gate_tests::schema_release::{self, BEFORE, exact_release};
 use upgrade_gate_tests::wait;
 
@@ -102,18 +101,6 @@ async fn job_waiting_in_v4(observer: &tokio_postgres::Client, blocker: i32) -> w
 
 fn evidence(report: &RunReport) -> String {
     report.judgement.evidence.join("\n")
-}
-
-/// When the first fact after `since` matching `wanted` was seen.
-fn first_after(
-    events: &[Event],
-    since: Timestamp,
-    wanted: impl Fn(&Fact) -> bool,
-) -> Option<Timestamp> {
-    events
-        .iter()
-        .find(|event| event.at > since && wanted(&event.fact))
-        .map(|event| event.at)
 }
 
 /// A 7.10.0 Job pod's container exited, with `exit_code` accepted.
@@ -229,24 +216,7 @@ async fn restarted_during_v4(restart: Restart, catalog_port: u16, server_port: u
 
     let report = run.finish().await;
     report.show();
-    assert_ne!(
-        report.judgement.verdict,
-        RunVerdict::Inconclusive,
-        "the run is inconclusive ({}):\n{}",
-        report.judgement.inconclusive.join("; "),
-        evidence(&report)
-    );
-    assert_eq!(
-        report.judgement.verdict,
-        RunVerdict::Held,
-        "the run was not held:\n{}",
-        evidence(&report)
-    );
-    assert!(
-        !report.judgement.damaged,
-        "the run was damaged (the data, the history, or an acknowledged write):\n{}",
-        evidence(&report)
-    );
+    report.assert_held_and_not_damaged();
     let events = &report.events;
     // The interrupted attempt failed; V4 was committed once, after the
     // server was back, by a retry; the gate opened only after that retry

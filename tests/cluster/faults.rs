@@ -51,7 +51,7 @@ use upgrade_gate_tests::chain::run::{
     ChainRun, Data, RunOptions, RunReport, Start, chain, connect,
 };
 use upgrade_gate_tests::chain::timeline::{
-    self, Event, Fact, JobChange, PodChange, PodKind, seconds_between,
+    self, Event, Fact, JobChange, PodChange, PodKind, first_after, seconds_between,
 };
 use upgrade_gate_tests::chain::writer;
 use upgrade_gate_tests::cluster_database::HeldUpgradeLock;
@@ -123,18 +123,7 @@ fn assert_conclusive(report: &RunReport) {
 
 fn assert_held_and_not_damaged(report: &RunReport) {
     show(report);
-    assert_conclusive(report);
-    assert_eq!(
-        report.judgement.verdict,
-        RunVerdict::Held,
-        "the run was not held:\n{}",
-        evidence(report)
-    );
-    assert!(
-        !report.judgement.damaged,
-        "the run was damaged:\n{}",
-        evidence(report)
-    );
+    report.assert_held_and_not_damaged();
 }
 
 /// Releases the upgrade lock once 7.10.1's CSV has existed for the judge's
@@ -176,18 +165,6 @@ enum Outcome {
     /// OLM let 7.10.1 leave `Pending` before it had the restored answer in
     /// status: the gap an absent `Upgradeable` leaves open.
     OlmThrough(Timestamp),
-}
-
-/// When the first fact after `since` matching `wanted` was seen.
-fn first_after(
-    events: &[Event],
-    since: Timestamp,
-    wanted: impl Fn(&Fact) -> bool,
-) -> Option<Timestamp> {
-    events
-        .iter()
-        .find(|event| event.at > since && wanted(&event.fact))
-        .map(|event| event.at)
 }
 
 /// The operator's answer back: `Upgradeable=False` in spec.

@@ -33,7 +33,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use upgrade_gate_tests::chain::cluster::{LocalCluster, local_catalog};
-use upgrade_gate_tests::chain::judge::{AnsweredGap, RunVerdict};
+use upgrade_gate_tests::chain::judge::AnsweredGap;
 use upgrade_gate_tests::chain::predicates::watches_listed_again;
 use upgrade_gate_tests::chain::record::{csv_api, dynamic_api};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, Start};
@@ -259,20 +259,5 @@ async fn api_server_restarted_while_7_10_1_waits_under_olm() {
 
     let report = run.finish().await;
     report.show();
-    let evidence = report.judgement.evidence.join("\n");
-    assert_ne!(
-        report.judgement.verdict,
-        RunVerdict::Inconclusive,
-        "the run is inconclusive ({}):\n{evidence}",
-        report.judgement.inconclusive.join("; ")
-    );
-    assert_eq!(
-        report.judgement.verdict,
-        RunVerdict::Held,
-        "the run was not held:\n{evidence}"
-    );
-    assert!(
-        !report.judgement.damaged,
-        "the run was damaged:\n{evidence}"
-    );
+    report.assert_held_and_not_damaged();
 }

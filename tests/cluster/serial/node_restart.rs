@@ -40,10 +40,11 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use upgrade_gate_tests::chain::cluster::{LocalCluster, local_catalog};
 use upgrade_gate_tests::chain::facts::GATE_CONTAINER;
-use upgrade_gate_tests::chain::judge::RunVerdict;
 use upgrade_gate_tests::chain::record::read_history;
-use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, Start, connect};
-use upgrade_gate_tests::chain::timeline::{self, Event, Fact, PodChange, PodKind, seconds_between};
+use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, Start, connect};
+use upgrade_gate_tests::chain::timeline::{
+    self, Event, Fact, PodChange, PodKind, first_after, seconds_between,
+};
 use upgrade_gate_tests::wait::{self, Look};
 
 /// Executions seeded: the lock, not the data, stretches the Job.
@@ -80,10 +81,6 @@ impl Component {
     }
 }
 
-fn evidence(report: &RunReport) -> String {
-    report.judgement.evidence.join("\n")
-}
-
 fn show_restart(run: &ChainRun, component: Component, during: &str, restarted: &Restarted) {
     println!(
         "{}: {} restarted {during}: pid {} ended {:?} {:.1} s after SIGTERM, pid {} ready {:.1} s after it",
@@ -95,18 +92,6 @@ fn show_restart(run: &ChainRun, component: Component, during: &str, restarted: &
         restarted.new_pid,
         restarted.away.as_secs_f64()
     );
-}
-
-/// The first fact after `since` matching `wanted`.
-fn first_after(
-    events: &[Event],
-    since: Timestamp,
-    wanted: impl Fn(&Fact) -> bool,
-) -> Option<Timestamp> {
-    events
-        .iter()
-        .find(|event| event.at > since && wanted(&event.fact))
-        .map(|event| event.at)
 }
 
 /// A pod `pod`'s fact: its main container started, or its gate init
@@ -453,24 +438,7 @@ async fn restarted_while_the_gate_holds_and_while_the_job_runs(component: Compon
 
     let report = run.finish().await;
     report.show();
-    assert_ne!(
-        report.judgement.verdict,
-        RunVerdict::Inconclusive,
-        "the run is inconclusive ({}):\n{}",
-        report.judgement.inconclusive.join("; "),
-        evidence(&report)
-    );
-    assert_eq!(
-        report.judgement.verdict,
-        RunVerdict::Held,
-        "the run was not held:\n{}",
-        evidence(&report)
-    );
-    assert!(
-        !report.judgement.damaged,
-        "the run was damaged:\n{}",
-        evidence(&report)
-    );
+    report.assert_held_and_not_damaged();
     // The Job's outcome is what the database says.
     let job_pods: Vec<(String, i32, String)> = report
         .events

@@ -542,6 +542,18 @@ pub fn first(events: &[Event], predicate: impl Fn(&Fact) -> bool) -> Option<&Eve
     events.iter().find(|event| predicate(&event.fact))
 }
 
+/// When the first fact after `since` matching `predicate` was seen.
+pub fn first_after(
+    events: &[Event],
+    since: Timestamp,
+    predicate: impl Fn(&Fact) -> bool,
+) -> Option<Timestamp> {
+    events
+        .iter()
+        .find(|event| event.at > since && predicate(&event.fact))
+        .map(|event| event.at)
+}
+
 /// The last event matching `predicate`.
 pub fn last(events: &[Event], predicate: impl Fn(&Fact) -> bool) -> Option<&Event> {
     events.iter().rev().find(|event| predicate(&event.fact))

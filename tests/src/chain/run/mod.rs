@@ -96,6 +96,27 @@ impl RunReport {
         }
     }
 
+    /// Panics unless the run is conclusive, held and not damaged, with the
+    /// evidence in the message (what a fault test asserts at its end).
+    pub fn assert_held_and_not_damaged(&self) {
+        let evidence = self.judgement.evidence.join("\n");
+        assert_ne!(
+            self.judgement.verdict,
+            judge::RunVerdict::Inconclusive,
+            "the run is inconclusive ({}):\n{evidence}",
+            self.judgement.inconclusive.join("; ")
+        );
+        assert_eq!(
+            self.judgement.verdict,
+            judge::RunVerdict::Held,
+            "the run was not held:\n{evidence}"
+        );
+        assert!(
+            !self.judgement.damaged,
+            "the run was damaged (the data, the history, or an acknowledged write):\n{evidence}"
+        );
+    }
+
     /// One run as `just race` writes it.
     pub fn to_json(&self) -> Value {
         let round = |seconds: f64| (seconds * 10.0).round() / 10.0;
