@@ -29,16 +29,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // Lead before writing: every release's pods share the Lease's name.
     let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "gated-operator".into());
     let settings = LeaseSettings::new("gated-operator", &target.namespace, &identity);
-    let mut elector = Elector::new(client.clone(), settings)?;
+    let elector = Elector::new(client.clone(), settings)?;
     let (standing, _) = watch::channel(Standing::Unknown);
-    if stop
-        .unless_stopped(elector.acquire(&standing))
-        .await
-        .is_err()
-    {
+    let stopped = async {
+        stop.recv().await;
+    };
+    let Some(mut leadership) = elector.lead_unless_stopped(&standing, stopped).await else {
         return Ok(());
-    }
-    let mut leadership = elector.keep();
+    };
 
     // The keeper writes the latest verdict and keeps it written.
     let (verdicts, latest) = watch::channel(None);

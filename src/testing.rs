@@ -117,6 +117,8 @@ pub enum On {
     Update,
     /// Any request for this path.
     Path(String),
+    /// Only updates (PUT) of the object at this path.
+    UpdateOf(String),
 }
 
 /// An injected failure of the next `times` requests matching `on`.
@@ -384,6 +386,7 @@ impl FakeCluster {
                     On::Object => request.path == object_path,
                     On::Update => request.path == object_path && request.method == Method::PUT,
                     On::Path(path) => request.path == *path,
+                    On::UpdateOf(path) => request.path == *path && request.method == Method::PUT,
                 }
         });
         let Some(fault) = fault else {

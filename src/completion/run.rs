@@ -99,17 +99,12 @@ pub async fn keep(
     stop: impl Future<Output = ()>,
 ) -> Result<(), KeepError> {
     tokio::pin!(stop);
-    let mut elector = Elector::new(client.clone(), settings.lease.clone())?;
+    let elector = Elector::new(client.clone(), settings.lease.clone())?;
     let (standing, _) = watch::channel(Standing::Unknown);
     tracing::info!(lease = %settings.lease.name, identity = %settings.lease.identity, "waiting for the Lease: only its holder writes the gate");
-    tokio::select! {
-        () = elector.acquire(&standing) => {}
-        () = &mut stop => {
-            tracing::info!("stopped before leading");
-            return Ok(());
-        }
-    }
-    let mut leadership = elector.keep();
+    let Some(mut leadership) = elector.lead_unless_stopped(&standing, &mut stop).await else {
+        return Ok(());
+    };
     let leading = leadership.leading();
     tracing::info!(
         release = %settings.release,

@@ -38,10 +38,13 @@
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = kube::Client::try_default().await?;
 //! let settings = LeaseSettings::new("my-operator", "operators", "my-operator-5d8f-x2_1");
-//! let mut elector = Elector::new(client, settings)?;
+//! let elector = Elector::new(client, settings)?;
 //! let (standing, _seen) = watch::channel(Standing::Unknown);
-//! elector.acquire(&standing).await;
-//! let mut leadership = elector.keep();
+//! let stop = tokio::signal::ctrl_c();
+//! let Some(mut leadership) = elector.lead_unless_stopped(&standing, async { stop.await.ok(); }).await
+//! else {
+//!     return Ok(()); // stopped before leading; a Lease written in flight was released
+//! };
 //! tokio::select! {
 //!     lost = leadership.lost() => eprintln!("{lost}"),
 //!     _ = tokio::time::sleep(Duration::from_secs(60)) => leadership.step_down().await,
@@ -361,7 +364,9 @@ impl Elector {
 
     /// Tries until this process leads, publishing where it stands on
     /// `standing` after every read. Never gives up: a missing right or an
-    /// unreachable API server is logged and tried again.
+    /// unreachable API server is logged and tried again. Dropped while a
+    /// write is in flight, it may leave the Lease naming this process: to
+    /// stop while waiting, use [`Elector::lead_unless_stopped`].
     pub async fn acquire(&mut self, standing: &watch::Sender<Standing>) {
         let mut waiting_for: Option<String> = None;
         loop {
@@ -386,6 +391,32 @@ impl Elector {
             }
             tokio::time::sleep(self.settings.retry_period).await;
         }
+    }
+
+    /// Tries until this process leads, then keeps leading (the returned
+    /// [`Leadership`]), unless `stop` resolves first. A stop can come
+    /// between a write that made this process the holder and its answer:
+    /// the Lease then names a process that will never renew it, and its
+    /// successor would wait out the whole lease duration. So a stop
+    /// before leading ends as a stop while leading does: the Lease is
+    /// released if it names this process (or kept, when the settings say
+    /// so), and `None` is returned.
+    pub async fn lead_unless_stopped(
+        mut self,
+        standing: &watch::Sender<Standing>,
+        stop: impl Future<Output = ()>,
+    ) -> Option<Leadership> {
+        let stopped = tokio::select! {
+            biased;
+            () = self.acquire(standing) => false,
+            () = stop => true,
+        };
+        if stopped {
+            tracing::info!(lease = %self.settings.name, "stopped before leading");
+            self.stop_leading().await;
+            return None;
+        }
+        Some(self.keep())
     }
 
     /// One read and, if the decision says so, one write. 409 on the write
@@ -519,22 +550,33 @@ impl Elector {
     /// update with its resourceVersion), within the renew deadline, as
     /// client-go's elector does: a loaded API server can take longer than
     /// one retry period, and a release given up on leaves the successor
-    /// waiting out the whole lease duration.
+    /// waiting out the whole lease duration. A conflict means the Lease
+    /// changed between the read and the update (a renewal cut short by the
+    /// stop landing late, or a successor): read it again.
     async fn release(&mut self) {
         let release = async {
-            let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
-                return Ok(false);
-            };
-            let record = LeaseRecord::of(&lease);
-            if record.holder != self.settings.identity {
-                return Ok(false);
+            loop {
+                let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
+                    return Ok(false);
+                };
+                let record = LeaseRecord::of(&lease);
+                if record.holder != self.settings.identity {
+                    return Ok(false);
+                }
+                let mut lease = lease;
+                lease.spec = Some(released(&record, Timestamp::now()));
+                match self
+                    .api
+                    .replace(&self.settings.name, &PostParams::default(), &lease)
+                    .await
+                {
+                    Ok(_) => return Ok(true),
+                    Err(kube::Error::Api(status)) if status.code == 409 => {
+                        tracing::debug!(lease = %self.settings.name, "the Lease changed while releasing it; reading it again");
+                    }
+                    Err(error) => return Err(error),
+                }
             }
-            let mut lease = lease;
-            lease.spec = Some(released(&record, Timestamp::now()));
-            self.api
-                .replace(&self.settings.name, &PostParams::default(), &lease)
-                .await
-                .map(|_| true)
         };
         match tokio::time::timeout(self.settings.renew_deadline, release).await {
             Ok(Ok(true)) => {

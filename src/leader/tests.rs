@@ -262,6 +262,84 @@ async fn a_release_slower_than_a_retry_period_still_releases() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_stop_before_the_claim_is_answered_releases_what_it_wrote() {
+    // The claim is written at once; its answer comes 3 s later, and the
+    // stop 1 s after the claim: the Lease names "a", which never learnt it.
+    let (client, live) = start_with(held_by("", 7), |cluster| {
+        cluster.faults.push(Fault::answered_after(
+            On::UpdateOf(LEASE.to_owned()),
+            Duration::from_secs(3),
+            1,
+        ));
+    });
+    let elector = Elector::new(client, settings("a")).expect("settings");
+    let (standing, seen) = watch::channel(Standing::Unknown);
+    let stop = tokio::time::sleep(Duration::from_secs(1));
+    let leadership = elector.lead_unless_stopped(&standing, stop).await;
+    assert!(leadership.is_none(), "stopped before leading");
+    assert_ne!(*seen.borrow(), Standing::Leading);
+    assert_eq!(
+        sequence(&live.take_log()),
+        [
+            (Method::GET, LEASE),
+            (Method::PUT, LEASE),
+            (Method::GET, LEASE),
+            (Method::PUT, LEASE),
+        ],
+        "the claim, then the release of what it wrote"
+    );
+    let lease = live.stored(LEASE).expect("the Lease stays");
+    assert_eq!(lease["spec"]["holderIdentity"], Value::Null, "{lease}");
+    assert_eq!(lease["spec"]["leaseTransitions"], 8, "{lease}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_before_leading_leaves_another_holder_alone() {
+    let (client, live) = start(held_by("b", 2));
+    let elector = Elector::new(client, settings("a")).expect("settings");
+    let (standing, _seen) = watch::channel(Standing::Unknown);
+    let stop = tokio::time::sleep(Duration::from_secs(3));
+    assert!(elector.lead_unless_stopped(&standing, stop).await.is_none());
+    let log = live.take_log();
+    assert!(
+        sequence(&log)
+            .iter()
+            .all(|(method, _)| *method == Method::GET),
+        "only reads: {:?}",
+        sequence(&log)
+    );
+    assert_eq!(holder(&live).as_deref(), Some("b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_that_meets_a_late_renewal_reads_again() {
+    // Right after the release's read, the renewal the stop cut short
+    // lands (the Lease's resourceVersion moves): the update gets 409.
+    let (client, live) = start(None);
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
+    let (standing, _seen) = watch::channel(Standing::Unknown);
+    elector.acquire(&standing).await;
+    live.take_log();
+    live.edit(|cluster| {
+        cluster.after_next_read(LEASE, |lease| {
+            lease["spec"]["renewTime"] = json!("2026-01-01T00:00:09.000000Z");
+        });
+    });
+    elector.keep().step_down().await;
+    assert_eq!(
+        sequence(&live.take_log()),
+        [
+            (Method::GET, LEASE),
+            (Method::PUT, LEASE),
+            (Method::GET, LEASE),
+            (Method::PUT, LEASE),
+        ],
+        "read, conflict, read again, released"
+    );
+    assert_eq!(holder(&live), None, "released");
+}
+
+#[tokio::test(start_paused = true)]
 async fn kept_on_stop_when_configured() {
     let (client, live) = start(None);
     let mut keep = settings("a");

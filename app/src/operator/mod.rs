@@ -508,18 +508,16 @@ pub async fn run(
     let mut leadership = match config.election.clone() {
         None => None,
         Some(settings) => {
-            let mut elector =
-                Elector::new(ctx.client.clone(), settings).map_err(StartError::from)?;
+            let elector = Elector::new(ctx.client.clone(), settings).map_err(StartError::from)?;
             tracing::info!(lease = %elector.settings().name, identity = %elector.settings().identity, "waiting for the leader Lease");
-            tokio::select! {
-                () = elector.acquire(&standing_tx) => {}
-                () = stopped(shutdown.clone()) => {
-                    tracing::info!("stopped before leading");
-                    join_server(server).await;
-                    return Ok(());
-                }
+            let leadership = elector
+                .lead_unless_stopped(&standing_tx, stopped(shutdown.clone()))
+                .await;
+            if leadership.is_none() {
+                join_server(server).await;
+                return Ok(());
             }
-            Some(elector.keep())
+            leadership
         }
     };
     ctx.metrics.leading(true);
