@@ -622,6 +622,23 @@ fn the_refusal_names_the_operator_the_move_the_reason_and_the_override() {
         ),
         "{image}"
     );
+    // A release that completed, then went back in progress (a new object
+    // to upgrade): its last completed release is itself, said as such.
+    let again = record(
+        json!({"app-operator": {"release": "7.10.0", "state": "InProgress",
+                                "message": "1 of 2 App(s): Job shop-db-7-10-0-2 running",
+                                "lastCompleted": "7.10.0"}}),
+        json!({}),
+    );
+    let refused_again =
+        judge(Some(&release("7.10.0")), &release("7.10.1"), &again).expect_err("refused");
+    assert!(
+        refused_again.contains(
+            "it cannot move to release 7.10.1 (7.10.0 had completed before; its operator \
+             records it in progress again). Retry"
+        ),
+        "{refused_again}"
+    );
     let unrecorded = judge(
         Some(&release("7.10.0")),
         &release("7.10.1"),
