@@ -1,7 +1,9 @@
-//! The node's kubelet, or its container runtime (containerd), restarted
-//! twice during the feature request's chain from 7.10.0 on, gate on (the
-//! run as `faults.rs` starts it: the App on a database at 7.9.3, the
-//! upgrade lock held by the test, a Subscription starting at 7.10.0):
+//! The node's kubelet, then its container runtime (containerd), each
+//! restarted at two moments of the feature request's chain from 7.10.0
+//! on, gate on (the run as `faults.rs` starts it: the App on a database at
+//! 7.9.3, the upgrade lock held by the test, a Subscription starting at
+//! 7.10.0). One chain for both components: the restarts at one moment
+//! follow each other, each judged before the next.
 //!
 //! 1. while 7.10.0's operator pod's init container (`upgrade-gate hold`)
 //!    holds, before OLM copied its `Upgradeable=False` into status. That
@@ -9,16 +11,17 @@
 //!    ResourceQuota of no pods keeps OLM's Deployment of 7.10.0 without a
 //!    pod until OLM's `olm` operator is stopped, then goes (the ReplicaSet
 //!    touched, so its pod comes at once); the init container writes spec
-//!    and waits for an OLM that does not answer. The component restarts;
-//!    once the restarted kubelet lists the init container running, the
-//!    test watches for [`STILL_WAITING_FOR`] that the operator does not
-//!    start, then starts OLM. The init container must exit only after
+//!    and waits for an OLM that does not answer. Each component restarts
+//!    in turn; once the restarted kubelet lists the init container
+//!    running, the test watches for [`STILL_WAITING_FOR`] that the
+//!    operator does not start. Then it starts OLM. The init container must exit only after
 //!    OLM, started again, holds `Upgradeable=False` in status, and before
 //!    the operator starts; 7.10.1 then waits `Pending`
 //!    (`OperatorConditionNotUpgradeable`).
 //! 2. while 7.10.0's database upgrade Job runs (its pod waiting for the
-//!    upgrade lock), 7.10.1 `Pending`. The lock is released after the
-//!    load margin.
+//!    upgrade lock), 7.10.1 `Pending`: each component restarts in turn,
+//!    and the restarted kubelet must list the Job's container running.
+//!    The lock is released after the load margin.
 //!
 //! The run is judged held, not damaged (every acknowledged write there),
 //! and the Job's outcome is what the database says: the versions its pod
@@ -58,7 +61,7 @@ const NO_PODS: &str = "no-pods-until-olm-stops";
 /// running again, the operator must not start with OLM still stopped.
 const STILL_WAITING_FOR: Duration = Duration::from_secs(5);
 
-/// The component restarted.
+/// A component restarted.
 #[derive(Clone, Copy, Debug)]
 enum Component {
     Kubelet,
@@ -229,12 +232,16 @@ async fn allow_pods(run: &ChainRun) {
     }
 }
 
-async fn restarted_while_the_gate_holds_and_while_the_job_runs(component: Component, port: u16) {
+/// Restarts each of `components` in turn at each of the two moments.
+async fn restarted_while_the_gate_holds_and_while_the_job_runs(
+    components: &[Component],
+    port: u16,
+) {
     let cluster = LocalCluster::from_env();
     let options = RunOptions {
         start: Start::MiddleRelease,
         ..RunOptions::feature_request(
-            &format!("{}-restart", component.name()),
+            "node-restart",
             local_catalog(),
             port,
             Data::Migrated { rows: ROWS },
@@ -316,43 +323,46 @@ async fn restarted_while_the_gate_holds_and_while_the_job_runs(component: Compon
         "OLM's status held Upgradeable=False before the restart: the window before OLM's copy was missed"
     );
 
-    run.note(&format!(
-        "{} restarted while {pod}'s init container holds, OLM stopped",
-        component.name()
-    ));
-    let restarted = component.restart(&cluster.cluster).await;
-    show_restart(
-        &run,
-        component,
-        "while the init container holds",
-        &restarted,
-    );
-    let back = Timestamp::now();
-    let after_restart = format!("seen after the {} restart", component.name());
-    wait::until(
-        "the restarted component to show the init container running",
-        Duration::from_secs(60),
-        || async {
-            assert_still_holding(&run.timeline.snapshot(), olm_stopped, &pod, &after_restart);
-            kubelet_runs(&cluster.cluster, &run.namespace.name, &pod, GATE_CONTAINER).await
-        },
-    )
-    .await;
-    let seen = Timestamp::now();
-    let _no_later = run
-        .timeline
-        .wait_for(STILL_WAITING_FOR, |events| {
-            first_after(events, olm_stopped, |fact| went_on(fact, &pod))
-        })
+    for &component in components {
+        run.note(&format!(
+            "{} restarted while {pod}'s init container holds, OLM stopped",
+            component.name()
+        ));
+        let restarted = component.restart(&cluster.cluster).await;
+        show_restart(
+            &run,
+            component,
+            "while the init container holds",
+            &restarted,
+        );
+        let back = Timestamp::now();
+        let after_restart = format!("seen after the {} restart", component.name());
+        wait::until(
+            "the restarted component to show the init container running",
+            Duration::from_secs(60),
+            || async {
+                assert_still_holding(&run.timeline.snapshot(), olm_stopped, &pod, &after_restart);
+                kubelet_runs(&cluster.cluster, &run.namespace.name, &pod, GATE_CONTAINER).await
+            },
+        )
         .await;
-    assert_still_holding(&run.timeline.snapshot(), olm_stopped, &pod, &after_restart);
-    let restarts = init_container_running(&pods, &pod).await;
-    println!(
-        "{}: after the restart the kubelet listed {pod}'s init container running {:.1} s after the component was ready; {:.0} s later still running (restarts: {restarts:?}), the operator not started",
-        run.namespace.name,
-        seconds_between(back, seen),
-        STILL_WAITING_FOR.as_secs_f64()
-    );
+        let seen = Timestamp::now();
+        let _no_later = run
+            .timeline
+            .wait_for(STILL_WAITING_FOR, |events| {
+                first_after(events, olm_stopped, |fact| went_on(fact, &pod))
+            })
+            .await;
+        assert_still_holding(&run.timeline.snapshot(), olm_stopped, &pod, &after_restart);
+        let restarts = init_container_running(&pods, &pod).await;
+        println!(
+            "{}: after the {} restart the kubelet listed {pod}'s init container running {:.1} s after the component was ready; {:.0} s later still running (restarts: {restarts:?}), the operator not started",
+            run.namespace.name,
+            component.name(),
+            seconds_between(back, seen),
+            STILL_WAITING_FOR.as_secs_f64()
+        );
+    }
     let olm_start = olm.start().await;
     let olm_back = Timestamp::now();
     run.note("olm started again");
@@ -413,25 +423,27 @@ async fn restarted_while_the_gate_holds_and_while_the_job_runs(component: Compon
             },
         )
         .await;
-    run.note(&format!(
-        "{} restarted while 7.10.0's Job pod {job_pod} waits for the upgrade lock",
-        component.name()
-    ));
-    let restarted = component.restart(&cluster.cluster).await;
-    show_restart(&run, component, "while the Job runs", &restarted);
-    wait::until(
-        "the restarted component to show the Job's container running",
-        Duration::from_secs(60),
-        || {
-            kubelet_runs(
-                &cluster.cluster,
-                &run.namespace.name,
-                &job_pod,
-                JOB_CONTAINER,
-            )
-        },
-    )
-    .await;
+    for &component in components {
+        run.note(&format!(
+            "{} restarted while 7.10.0's Job pod {job_pod} waits for the upgrade lock",
+            component.name()
+        ));
+        let restarted = component.restart(&cluster.cluster).await;
+        show_restart(&run, component, "while the Job runs", &restarted);
+        wait::until(
+            "the restarted component to show the Job's container running",
+            Duration::from_secs(60),
+            || {
+                kubelet_runs(
+                    &cluster.cluster,
+                    &run.namespace.name,
+                    &job_pod,
+                    JOB_CONTAINER,
+                )
+            },
+        )
+        .await;
+    }
     run.wait_held(Duration::from_secs(60)).await;
     run.wait_load_margin().await;
     lock.release().await;
@@ -491,11 +503,10 @@ async fn restarted_while_the_gate_holds_and_while_the_job_runs(component: Compon
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubelet_restarted_while_the_gate_holds_and_while_the_job_runs() {
-    restarted_while_the_gate_holds_and_while_the_job_runs(Component::Kubelet, 50121).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn containerd_restarted_while_the_gate_holds_and_while_the_job_runs() {
-    restarted_while_the_gate_holds_and_while_the_job_runs(Component::Containerd, 50122).await;
+async fn kubelet_and_containerd_restarted_while_the_gate_holds_and_while_the_job_runs() {
+    restarted_while_the_gate_holds_and_while_the_job_runs(
+        &[Component::Kubelet, Component::Containerd],
+        50121,
+    )
+    .await;
 }
