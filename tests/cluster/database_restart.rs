@@ -125,10 +125,7 @@ async fn restarted_during_v4(restart: Restart, catalog_port: u16, server_port: u
         )
     };
     let mut run = ChainRun::prepare(&cluster, options).await;
-    let lock = run.database.hold_upgrade_lock().await;
-    run.start_upgrade().await;
-    run.wait_held(Duration::from_secs(300)).await;
-    run.check_gate_closed_first(MIDDLE_RELEASE).await;
+    let lock = run.start_held().await;
 
     let (blocker, blocker_pid) = hold_v4(&run.database.url).await;
     lock.release().await;

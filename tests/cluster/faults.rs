@@ -89,10 +89,7 @@ fn options(prefix: &str, port: u16) -> RunOptions {
 /// init container before its operator started.
 async fn held(cluster: &ProvidedCluster, options: RunOptions) -> (ChainRun, HeldUpgradeLock) {
     let mut run = ChainRun::prepare(cluster, options).await;
-    let lock = run.database.hold_upgrade_lock().await;
-    run.start_upgrade().await;
-    run.wait_held(Duration::from_secs(300)).await;
-    run.check_gate_closed_first(MIDDLE_RELEASE).await;
+    let lock = run.start_held().await;
     (run, lock)
 }
 
@@ -856,10 +853,7 @@ async fn the_admission_policy_alone_holds_7_10_1_when_the_operator_condition_doe
         &[&ns],
     )
     .await;
-    let lock = run.database.hold_upgrade_lock().await;
-    run.start_upgrade().await;
-    run.wait_held(Duration::from_secs(300)).await;
-    run.check_gate_closed_first(MIDDLE_RELEASE).await;
+    let lock = run.start_held().await;
 
     // The OperatorCondition stops holding: deleted, and the one OLM makes
     // again overridden Upgradeable=True, as an admin might.

@@ -41,7 +41,6 @@ use upgrade_gate_tests::chain::timeline::{self, Fact, seconds_between};
 
 const ROWS: u64 = 2_000;
 const PORT: u16 = 50123;
-const MIDDLE_RELEASE: &str = "7.10.0";
 const MIDDLE_CSV: &str = "upgrade-gate.v7.10.0";
 const NEXT_CSV: &str = "upgrade-gate.v7.10.1";
 /// How long 7.10.1 must keep waiting after OLM evaluated it again.
@@ -138,10 +137,7 @@ async fn api_server_restarted_while_7_10_1_waits_under_olm() {
         )
     };
     let mut run = ChainRun::prepare(&cluster, options).await;
-    let lock = run.database.hold_upgrade_lock().await;
-    run.start_upgrade().await;
-    run.wait_held(Duration::from_secs(300)).await;
-    run.check_gate_closed_first(MIDDLE_RELEASE).await;
+    let lock = run.start_held().await;
 
     let before = read(&run).await;
     run.note("the API server stopped (SIGTERM) and started again");

@@ -48,7 +48,7 @@ use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left};
 use super::record::{HistoryPaused, Recorders, app_api, read_history};
 use super::timeline::{Event, Fact, Timeline};
 use super::writer::{self, RunningWriter, WriterVerdict};
-use crate::cluster_database::TestDatabase;
+use crate::cluster_database::{HeldUpgradeLock, TestDatabase};
 
 mod helm_kubectl;
 mod olm_v0;
@@ -446,6 +446,22 @@ impl ChainRun {
         tokio::spawn(async move {
             helm_kubectl::push(&pipeline, &timeline, &release, retry, timeout).await
         })
+    }
+
+    /// The fault tests' start under OLM v0: holds the upgrade lock (the
+    /// middle release's Job then waits on it), starts the upgrade, waits
+    /// until the gate holds the next release `Pending` while that Job
+    /// runs, and checks the middle release's gate closed before its
+    /// operator started. The lock is the caller's to release.
+    pub async fn start_held(&mut self) -> HeldUpgradeLock {
+        let middle = self.chain.middle.clone().unwrap_or_else(|| {
+            panic!("{}: start_held needs a middle release", self.namespace.name)
+        });
+        let lock = self.database.hold_upgrade_lock().await;
+        self.start_upgrade().await;
+        self.wait_held(Duration::from_secs(300)).await;
+        self.check_gate_closed_first(&middle).await;
+        lock
     }
 
     /// Checks that `release`'s gate init container closed the gate before
