@@ -20,7 +20,9 @@
 use serde_json::Value;
 
 use super::Rule;
-use super::rules::{Findings, KnownImage, argv, known_image, list, runs_hold, text};
+use super::rules::{
+    Findings, KnownImage, Placed, argv, containers, known_image, list, runs_hold, text,
+};
 use crate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL};
 
 /// The env var the sample's binaries and `upgrade-gate record` read their
@@ -167,22 +169,29 @@ pub fn digest_problem(reference: &str) -> Option<String> {
     ))
 }
 
+impl Placed<'_> {
+    /// The container's `image` field.
+    fn image_field(&self) -> String {
+        format!("{}.image", self.field)
+    }
+
+    /// `why`, said of this container of its Deployment.
+    fn says(&self, why: &str) -> String {
+        format!(
+            "container {:?} of Deployment {:?}: {why}",
+            text(&self.container["name"]),
+            text(&self.deployment["name"])
+        )
+    }
+}
+
 /// `image-digest`: every container and init container of every
 /// Deployment, and every `spec.relatedImages` entry, names an image by a
 /// real digest if by one at all ([`digest_problem`]).
 pub(super) fn check_image_digests(findings: &mut Findings<'_>, csv: &Value, deployments: &[Value]) {
-    for (index, deployment) in deployments.iter().enumerate() {
-        let pod = &deployment["spec"]["template"]["spec"];
-        for kind in ["initContainers", "containers"] {
-            for (position, container) in list(&pod[kind]).iter().enumerate() {
-                if let Some(why) = digest_problem(text(&container["image"])) {
-                    findings.error(
-                        Rule::ImageDigest,
-                        format!("spec.install.spec.deployments[{index}].spec.template.spec.{kind}[{position}].image"),
-                        format!("container {:?} of Deployment {:?}: {why}", text(&container["name"]), text(&deployment["name"])),
-                    );
-                }
-            }
+    for placed in containers(deployments) {
+        if let Some(why) = digest_problem(text(&placed.container["image"])) {
+            findings.error(Rule::ImageDigest, placed.image_field(), placed.says(&why));
         }
     }
     for (index, related) in list(&csv["spec"]["relatedImages"]).iter().enumerate() {
@@ -225,18 +234,9 @@ pub(super) fn tag_note(reference: &str) -> Option<String> {
 /// and a tag is what an image built here (`just image`) or loaded into a
 /// local cluster has, so `--strict` does not fail on it.
 pub(super) fn check_gate_image_tags(findings: &mut Findings<'_>, deployments: &[Value]) {
-    for (index, deployment) in deployments.iter().enumerate() {
-        let pod = &deployment["spec"]["template"]["spec"];
-        for kind in ["initContainers", "containers"] {
-            for (position, container) in list(&pod[kind]).iter().enumerate() {
-                if let Some(why) = tag_note(text(&container["image"])) {
-                    findings.info(
-                        Rule::GateImageTag,
-                        format!("spec.install.spec.deployments[{index}].spec.template.spec.{kind}[{position}].image"),
-                        format!("container {:?} of Deployment {:?}: {why}", text(&container["name"]), text(&deployment["name"])),
-                    );
-                }
-            }
+    for placed in containers(deployments) {
+        if let Some(why) = tag_note(text(&placed.container["image"])) {
+            findings.info(Rule::GateImageTag, placed.image_field(), placed.says(&why));
         }
     }
 }

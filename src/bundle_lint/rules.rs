@@ -52,6 +52,38 @@ pub(super) fn list(value: &Value) -> &[Value] {
     value.as_array().map(Vec::as_slice).unwrap_or_default()
 }
 
+/// One container of a Deployment in the CSV's install strategy.
+pub(super) struct Placed<'a> {
+    /// The container's own JSON path in the CSV, e.g.
+    /// `spec.install.spec.deployments[0].spec.template.spec.initContainers[0]`.
+    pub field: String,
+    /// The Deployment's entry (`name`, `spec`, `label`).
+    pub deployment: &'a Value,
+    /// The container.
+    pub container: &'a Value,
+}
+
+/// Every init container and container of every Deployment, in that order.
+pub(super) fn containers(deployments: &[Value]) -> impl Iterator<Item = Placed<'_>> {
+    deployments.iter().enumerate().flat_map(|(index, deployment)| {
+        let pod = &deployment["spec"]["template"]["spec"];
+        ["initContainers", "containers"]
+            .into_iter()
+            .flat_map(move |kind| {
+                list(&pod[kind])
+                    .iter()
+                    .enumerate()
+                    .map(move |(position, container)| Placed {
+                        field: format!(
+                            "spec.install.spec.deployments[{index}].spec.template.spec.{kind}[{position}]"
+                        ),
+                        deployment,
+                        container,
+                    })
+            })
+    })
+}
+
 /// `command` then `args` of a container, as strings.
 pub(super) fn argv(container: &Value) -> Vec<&str> {
     list(&container["command"])
@@ -141,18 +173,9 @@ pub(super) fn command_problem(container: &Value) -> Option<String> {
 /// Every container and init container of every Deployment that cannot
 /// start its program in the image it names ([`command_problem`]).
 fn check_commands(findings: &mut Findings<'_>, deployments: &[Value]) {
-    for (index, deployment) in deployments.iter().enumerate() {
-        let pod = &deployment["spec"]["template"]["spec"];
-        for kind in ["initContainers", "containers"] {
-            for (position, container) in list(&pod[kind]).iter().enumerate() {
-                if let Some(why) = command_problem(container) {
-                    findings.error(
-                        Rule::ImageCommand,
-                        format!("spec.install.spec.deployments[{index}].spec.template.spec.{kind}[{position}].command"),
-                        why,
-                    );
-                }
-            }
+    for placed in containers(deployments) {
+        if let Some(why) = command_problem(placed.container) {
+            findings.error(Rule::ImageCommand, format!("{}.command", placed.field), why);
         }
     }
 }
