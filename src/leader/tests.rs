@@ -173,6 +173,17 @@ fn start(lease: Option<Value>) -> (kube::Client, Live) {
     start_with(lease, |_| {})
 }
 
+/// An elector with `settings` that created the Lease on a fake without
+/// one and holds it; the requests of its acquiring taken from the log.
+async fn leading(settings: LeaseSettings) -> (Elector, Live) {
+    let (client, live) = start(None);
+    let mut elector = Elector::new(client, settings).expect("settings");
+    let (standing, _seen) = watch::channel(Standing::Unknown);
+    elector.acquire(&standing).await;
+    live.take_log();
+    (elector, live)
+}
+
 /// A Lease held by `holder` as another candidate wrote it.
 fn held_by(holder: &str, transitions: i32) -> Option<Value> {
     Some(json!({
@@ -237,11 +248,7 @@ async fn no_lease_is_created_holding_it_then_renewed_and_released() {
 
 #[tokio::test(start_paused = true)]
 async fn a_release_slower_than_a_retry_period_still_releases() {
-    let (client, live) = start(None);
-    let mut elector = Elector::new(client, settings("a")).expect("settings");
-    let (standing, _seen) = watch::channel(Standing::Unknown);
-    elector.acquire(&standing).await;
-    live.take_log();
+    let (elector, live) = leading(settings("a")).await;
     // A loaded API server answers the release's read after 3 s: longer
     // than one retry period (2 s), within the renew deadline (10 s).
     live.edit(|cluster| {
@@ -315,11 +322,7 @@ async fn a_stop_before_leading_leaves_another_holder_alone() {
 async fn a_release_that_meets_a_late_renewal_reads_again() {
     // Right after the release's read, the renewal the stop cut short
     // lands (the Lease's resourceVersion moves): the update gets 409.
-    let (client, live) = start(None);
-    let mut elector = Elector::new(client, settings("a")).expect("settings");
-    let (standing, _seen) = watch::channel(Standing::Unknown);
-    elector.acquire(&standing).await;
-    live.take_log();
+    let (elector, live) = leading(settings("a")).await;
     live.edit(|cluster| {
         cluster.after_next_read(LEASE, |lease| {
             lease["spec"]["renewTime"] = json!("2026-01-01T00:00:09.000000Z");
@@ -341,13 +344,9 @@ async fn a_release_that_meets_a_late_renewal_reads_again() {
 
 #[tokio::test(start_paused = true)]
 async fn kept_on_stop_when_configured() {
-    let (client, live) = start(None);
     let mut keep = settings("a");
     keep.release_on_stop = false;
-    let mut elector = Elector::new(client, keep).expect("settings");
-    let (standing, _seen) = watch::channel(Standing::Unknown);
-    elector.acquire(&standing).await;
-    live.take_log();
+    let (elector, live) = leading(keep).await;
     elector.keep().step_down().await;
     assert!(live.take_log().is_empty(), "no request on stop");
     assert_eq!(holder(&live).as_deref(), Some("a"));
@@ -450,10 +449,7 @@ async fn a_candidate_that_loses_the_write_race_gets_409_and_follows() {
 
 #[tokio::test(start_paused = true)]
 async fn leadership_is_lost_when_another_holds_the_lease() {
-    let (client, live) = start(None);
-    let mut elector = Elector::new(client, settings("a")).expect("settings");
-    let (standing, _seen) = watch::channel(Standing::Unknown);
-    elector.acquire(&standing).await;
+    let (elector, live) = leading(settings("a")).await;
     let mut leadership = elector.keep();
     let leading = leadership.leading();
     assert!(*leading.borrow(), "leading while kept");
@@ -465,11 +461,7 @@ async fn leadership_is_lost_when_another_holds_the_lease() {
 
 #[tokio::test(start_paused = true)]
 async fn leadership_is_lost_after_the_renew_deadline_without_a_renewal() {
-    let (client, live) = start(None);
-    let mut elector = Elector::new(client, settings("a")).expect("settings");
-    let (standing, _seen) = watch::channel(Standing::Unknown);
-    elector.acquire(&standing).await;
-    live.take_log();
+    let (elector, live) = leading(settings("a")).await;
     live.edit(|cluster| cluster.faults = vec![Fault::new(On::Any, 503, 100)]);
     let kept_since = Instant::now();
     let mut leadership = elector.keep();
