@@ -61,6 +61,11 @@ const NO_PODS: &str = "no-pods-until-olm-stops";
 /// running again, the operator must not start with OLM still stopped.
 const STILL_WAITING_FOR: Duration = Duration::from_secs(5);
 
+/// The chain's catalog port.
+const PORT: u16 = 50121;
+/// What restarts at each moment, in this order.
+const RESTARTED: [Component; 2] = [Component::Kubelet, Component::Containerd];
+
 /// A component restarted.
 #[derive(Clone, Copy, Debug)]
 enum Component {
@@ -232,18 +237,15 @@ async fn allow_pods(run: &ChainRun) {
     }
 }
 
-/// Restarts each of `components` in turn at each of the two moments.
-async fn restarted_while_the_gate_holds_and_while_the_job_runs(
-    components: &[Component],
-    port: u16,
-) {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_and_containerd_restarted_while_the_gate_holds_and_while_the_job_runs() {
     let cluster = LocalCluster::from_env();
     let options = RunOptions {
         start: Start::MiddleRelease,
         ..RunOptions::feature_request(
             "node-restart",
             local_catalog(),
-            port,
+            PORT,
             Data::Migrated { rows: ROWS },
         )
     };
@@ -323,7 +325,7 @@ async fn restarted_while_the_gate_holds_and_while_the_job_runs(
         "OLM's status held Upgradeable=False before the restart: the window before OLM's copy was missed"
     );
 
-    for &component in components {
+    for component in RESTARTED {
         run.note(&format!(
             "{} restarted while {pod}'s init container holds, OLM stopped",
             component.name()
@@ -423,7 +425,7 @@ async fn restarted_while_the_gate_holds_and_while_the_job_runs(
             },
         )
         .await;
-    for &component in components {
+    for component in RESTARTED {
         run.note(&format!(
             "{} restarted while 7.10.0's Job pod {job_pod} waits for the upgrade lock",
             component.name()
@@ -500,13 +502,4 @@ async fn restarted_while_the_gate_holds_and_while_the_job_runs(
         "what 7.10.0's Job reported applying is not what the history holds"
     );
     assert_eq!(by_7_10_0, [3, 4], "7.10.0's migrations, once each");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubelet_and_containerd_restarted_while_the_gate_holds_and_while_the_job_runs() {
-    restarted_while_the_gate_holds_and_while_the_job_runs(
-        &[Component::Kubelet, Component::Containerd],
-        50121,
-    )
-    .await;
 }
