@@ -1,8 +1,8 @@
 //! Pure predicates over a run's timeline that the runner waits on and the
 //! cluster tests assert: the App Ready at a release, the next release held
 //! `Pending` while the middle release's Job runs, how long until the load
-//! margin is reached, and whether a replacement operator pod closed its
-//! gate again before its operator started.
+//! margin is reached, whether a replacement operator pod closed its gate
+//! again before its operator started, and whether a watch has a gap open.
 //!
 //! Owns: those readings of the facts. Must not touch: the cluster (pure
 //! functions over [`Event`]s, table-tested here).
@@ -220,6 +220,21 @@ pub fn watches_listed_again(
                 && matches!(&event.fact, Fact::WatchRelisted { watch: of } if of == watch)
         })?;
         Some(whole.max(relisted.at))
+    })
+}
+
+/// Whether none of `watches` has a gap open: each that failed has listed
+/// again since its last failure. What time zero waits for: a watch that
+/// lost its place during the set-up (a watch of Apps begun as their CRD
+/// appeared was told, once, that its place had expired) and listed again
+/// before zero had the whole state before the chain began, and the judge
+/// counts no hole for it.
+pub fn no_watch_gap_open(events: &[Event], watches: &[String]) -> bool {
+    watches.iter().all(|watch| {
+        let gap = timeline::last(events, |fact| {
+            matches!(fact, Fact::WatchError { watch: of, .. } | Fact::WatchRelisted { watch: of } if of == watch)
+        });
+        !matches!(gap, Some(Event { fact: Fact::WatchError { .. }, .. }))
     })
 }
 
@@ -462,5 +477,51 @@ mod tests {
         );
         // One relisted before `since` counts for nothing.
         assert_eq!(watches_listed_again(&events[..2], at(5), &both[..1]), None);
+    }
+
+    #[test]
+    fn a_gap_is_open_from_a_watchs_failure_until_it_lists_again() {
+        let at = |second: i64| {
+            Timestamp::from_second(1_700_000_000 + second).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let error = |second, watch: &str| Event {
+            at: at(second),
+            fact: Fact::WatchError {
+                watch: watch.into(),
+                error: "too old resource version".into(),
+            },
+        };
+        let relisted = |second, watch: &str| Event {
+            at: at(second),
+            fact: Fact::WatchRelisted {
+                watch: watch.into(),
+            },
+        };
+        let both = ["Apps".to_owned(), "pods".to_owned()];
+        let events = [
+            error(1, "Apps"),
+            relisted(2, "Apps"),
+            error(3, "pods"),
+            error(4, "Apps"),
+            relisted(5, "pods"),
+            relisted(6, "Apps"),
+        ];
+        for (seen, open) in [
+            (0, false),
+            (1, true),
+            (2, false),
+            (3, true),
+            (4, true),
+            (5, true),
+            (6, false),
+        ] {
+            assert_eq!(
+                !no_watch_gap_open(&events[..seen], &both),
+                open,
+                "after {seen} events"
+            );
+        }
+        // Another watch's failure is not this one's gap.
+        assert!(no_watch_gap_open(&events[..3], &both[..1]));
     }
 }

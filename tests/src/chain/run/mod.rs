@@ -44,7 +44,7 @@ use super::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout};
 use super::judge::{self, AnsweredGap, Chain, Deployer, EndChecks, Judgement};
 use super::pipeline::Pipeline;
-use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left};
+use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left, no_watch_gap_open};
 use super::record::{HistoryPaused, Recorders, app_api, read_history};
 use super::timeline::{Event, Fact, Timeline};
 use super::writer::{self, RunningWriter, WriterVerdict};
@@ -403,8 +403,17 @@ impl ChainRun {
 
     /// Time zero: switches the Subscription to the second channel
     /// ([`Start::FirstRelease`]), or subscribes to it starting at the
-    /// middle release ([`Start::MiddleRelease`]).
+    /// middle release ([`Start::MiddleRelease`]). First waits until no
+    /// watch has a gap open ([`no_watch_gap_open`]): a gap healed before
+    /// zero is no hole in the record, one that heals after it is.
     pub async fn start_upgrade(&mut self) {
+        let watches = self.recorders.watches();
+        self.wait_for(
+            "every watch listed again after its last failure, before time zero",
+            Duration::from_secs(60),
+            |events| no_watch_gap_open(events, &watches).then_some(()),
+        )
+        .await;
         let at = Timestamp::now();
         self.switched = Some(Instant::now());
         if let Some(pipeline) = &self.pipeline {
