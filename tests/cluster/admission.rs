@@ -688,12 +688,12 @@ async fn helm_pushes_the_chain_at_once_and_the_policy_keeps_it_whole() {
         report.judgement.verdict,
         RunVerdict::Held,
         "the chain pushed by Helm was not held:\n{}",
-        report.judgement.evidence.join("\n")
+        report.evidence()
     );
     assert!(
         !report.judgement.damaged,
         "the chain pushed by Helm was damaged:\n{}",
-        report.judgement.evidence.join("\n")
+        report.evidence()
     );
     if let Some(seconds) = report.judgement.olm_reaction_seconds {
         println!(

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use upgrade_gate_tests::chain::cluster::{LocalCluster, local_catalog};
-use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport, Start, connect};
+use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, Start, connect};
 use upgrade_gate_tests::chain::timeline::{self, Fact, PodKind, first_after, seconds_between};
 use upgrade_gate_tests::schema_release::{self, BEFORE, exact_release};
 use upgrade_gate_tests::wait;
@@ -97,10 +97,6 @@ async fn job_waiting_in_v4(observer: &tokio_postgres::Client, blocker: i32) -> w
             "blocked by the test: {blocked:?}; the Job's sessions: {progress}"
         )),
     }
-}
-
-fn evidence(report: &RunReport) -> String {
-    report.judgement.evidence.join("\n")
 }
 
 /// A 7.10.0 Job pod's container exited, with `exit_code` accepted.
@@ -222,7 +218,7 @@ async fn restarted_during_v4(restart: Restart, catalog_port: u16, server_port: u
         .unwrap_or_else(|| {
             panic!(
                 "no 7.10.0 Job pod failed after the restart:\n{}",
-                evidence(&report)
+                report.evidence()
             )
         });
     let v4: Vec<Timestamp> = events
@@ -234,20 +230,20 @@ async fn restarted_during_v4(restart: Restart, catalog_port: u16, server_port: u
         v4.len() == 1 && v4[0] > back,
         "V4 must be committed once, after the server was back at {}: {v4:?}\n{}",
         timeline::offset(report.zero, back),
-        evidence(&report)
+        report.evidence()
     );
     let succeeded = first_after(events, back, |fact| job_exited(fact, |code| code == 0))
         .unwrap_or_else(|| {
             panic!(
                 "no retry of 7.10.0's upgrade succeeded:\n{}",
-                evidence(&report)
+                report.evidence()
             )
         });
     let opened = first_after(events, report.zero, |fact| {
         matches!(fact, Fact::ConditionSpec { release, status: Some(status), .. }
             if release == MIDDLE_RELEASE && status == "True")
     })
-    .unwrap_or_else(|| panic!("7.10.0's gate never opened:\n{}", evidence(&report)));
+    .unwrap_or_else(|| panic!("7.10.0's gate never opened:\n{}", report.evidence()));
     assert!(
         opened > succeeded,
         "7.10.0's gate opened at {} before the retry succeeded at {}",

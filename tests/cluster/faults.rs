@@ -44,7 +44,7 @@ use upgrade_gate_tests::chain::catalog::{
     add_release, read_documents, set_skip_range, write_documents,
 };
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
-use upgrade_gate_tests::chain::judge::{AfterRestore, RunVerdict, after_restore, race_of};
+use upgrade_gate_tests::chain::judge::{AfterRestore, after_restore, race_of};
 use upgrade_gate_tests::chain::predicates::closed_again_by;
 use upgrade_gate_tests::chain::record::{dynamic_api, read_history};
 use upgrade_gate_tests::chain::run::{
@@ -93,33 +93,8 @@ async fn held(cluster: &ProvidedCluster, options: RunOptions) -> (ChainRun, Held
     (run, lock)
 }
 
-fn show(report: &RunReport) {
-    println!(
-        "{}: raced {}, damaged {}, chain {:.1} s",
-        report.namespace, report.judgement.raced, report.judgement.damaged, report.chain_seconds
-    );
-    for line in &report.judgement.evidence {
-        println!("  {line}");
-    }
-}
-
-fn evidence(report: &RunReport) -> String {
-    report.judgement.evidence.join("\n")
-}
-
-/// A run whose record has a hole proves nothing either way.
-fn assert_conclusive(report: &RunReport) {
-    assert_ne!(
-        report.judgement.verdict,
-        RunVerdict::Inconclusive,
-        "the run is inconclusive ({}):\n{}",
-        report.judgement.inconclusive.join("; "),
-        evidence(report)
-    );
-}
-
 fn assert_held_and_not_damaged(report: &RunReport) {
-    show(report);
+    report.show();
     report.assert_held_and_not_damaged();
 }
 
@@ -237,12 +212,12 @@ async fn restored_or_through(run: &ChainRun, since: Timestamp) -> Outcome {
 /// still restored its answer in time, unless OLM had stopped it. Either
 /// way conclusive and nothing damaged.
 fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: Timestamp) {
-    show(report);
-    assert_conclusive(report);
+    report.show();
+    report.assert_conclusive();
     assert!(
         !report.judgement.damaged,
         "the run was damaged:\n{}",
-        evidence(report)
+        report.evidence()
     );
     match outcome {
         Outcome::Restored { written, copied } => {
@@ -269,7 +244,7 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
                     timeline::offset(since, *written),
                     timeline::offset(since, *copied),
                     from_fault(since, through),
-                    evidence(report)
+                    report.evidence()
                 ),
                 AfterRestore::ThroughWithinBound { after } => println!(
                     "OLM let 7.10.1 through {after:.1} s after its status copy (within {OLM_ACTS_WITHIN} s), before the restored gate was released: decided on its cache of the older object; raced {} accepted",
@@ -282,7 +257,7 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
                     timeline::offset(since, *copied),
                     from_fault(since, released),
                     from_fault(since, through),
-                    evidence(report)
+                    report.evidence()
                 ),
             }
         }
@@ -311,7 +286,7 @@ fn assert_restored_or_taken_over(report: &RunReport, outcome: &Outcome, since: T
                     || stopped.is_some_and(|stopped| deadline(stopped)
                         && restored.is_none_or(|restored| restored > stopped)),
                 "7.10.0's operator did not restore its answer within {RESTORE_WITHIN} s of the fault (restored {restored:?}, stopped {stopped:?}):\n{}",
-                evidence(report)
+                report.evidence()
             );
         }
     }
@@ -628,7 +603,7 @@ async fn job_pod_killed_during_the_long_migration_and_the_rerun_completes() {
         v4.len() == 1 && v4[0] > backend_gone,
         "V4 must commit once, after the killed attempt's backend ended at {}: {v4:?}\n{}",
         timeline::offset(killed_at, backend_gone),
-        evidence(&report)
+        report.evidence()
     );
     let outcome_of = |wanted: &dyn Fn(&str) -> bool| {
         report.events.iter().find_map(|event| match &event.fact {
@@ -651,7 +626,7 @@ async fn job_pod_killed_during_the_long_migration_and_the_rerun_completes() {
     let rerun = outcome_of(&|of| of != pod).unwrap_or_else(|| {
         panic!(
             "no rerun of 7.10.0's upgrade completed:\n{}",
-            evidence(&report)
+            report.evidence()
         )
     });
     assert!(
@@ -708,17 +683,17 @@ async fn admin_override_lets_olm_through_and_7_10_1_finishes_the_upgrade_once() 
     );
     lock.release().await;
     let report = run.finish().await;
-    show(&report);
-    assert_conclusive(&report);
+    report.show();
+    report.assert_conclusive();
     assert!(
         report.judgement.raced,
         "an override lets OLM through before 7.10.0 completed:\n{}",
-        evidence(&report)
+        report.evidence()
     );
     assert!(
         !report.judgement.damaged,
         "7.10.1 must finish what 7.10.0 left, once, nothing lost:\n{}",
-        evidence(&report)
+        report.evidence()
     );
 }
 
@@ -791,7 +766,7 @@ async fn a_skip_range_jumps_from_7_9_3_to_7_10_1_and_applies_7_10_0s_migrations_
             |event| matches!(&event.fact, Fact::CsvCreated { release } if release == "7.10.0")
         ),
         "OLM installed 7.10.0 although 7.10.1's skipRange covers 7.9.3:\n{}",
-        evidence(&report)
+        report.evidence()
     );
     let by_7_10_1: Vec<String> = report
         .events

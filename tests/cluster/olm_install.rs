@@ -151,12 +151,12 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
     assert!(
         report.judgement.verdict == RunVerdict::Held && !report.judgement.damaged,
         "the gated chain must be held (conclusively) and not damaged:\n{}",
-        report.judgement.evidence.join("\n")
+        report.evidence()
     );
     assert_eq!(
         report.judgement.load_ok,
         Some(true),
         "7.10.0's Job, held until 7.10.1's CSV had existed for the load margin, must outlast it:\n{}",
-        report.judgement.evidence.join("\n")
+        report.evidence()
     );
 }

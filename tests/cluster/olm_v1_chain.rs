@@ -326,12 +326,12 @@ async fn without_the_policy_olm_v1_applies_7_10_1_before_7_10_0s_upgrade_complet
         report.judgement.verdict,
         RunVerdict::Raced,
         "OLM v1 without the policy was expected to race:\n{}",
-        report.judgement.evidence.join("\n")
+        report.evidence()
     );
     assert!(
         !report.judgement.damaged,
         "the upgrade's own layers did not keep the data whole:\n{}",
-        report.judgement.evidence.join("\n")
+        report.evidence()
     );
 }
 
@@ -342,12 +342,12 @@ async fn with_the_policy_olm_v1_applies_7_10_1_only_after_7_10_0s_upgrade() {
         report.judgement.verdict,
         RunVerdict::Held,
         "the chain through OLM v1 was not held:\n{}",
-        report.judgement.evidence.join("\n")
+        report.evidence()
     );
     assert!(
         !report.judgement.damaged,
         "the chain through OLM v1 was damaged:\n{}",
-        report.judgement.evidence.join("\n")
+        report.evidence()
     );
     // Counted apart, not as the policy's refusals.
     let otherwise = failed_otherwise(&report.events);
@@ -360,12 +360,10 @@ async fn with_the_policy_olm_v1_applies_7_10_1_only_after_7_10_0s_upgrade() {
         refused > 0,
         "held, yet OLM v1 never tried 7.10.1 before it was let through"
     );
-    let reaction = report.judgement.olm_reaction_seconds.unwrap_or_else(|| {
-        panic!(
-            "no reaction figure:\n{}",
-            report.judgement.evidence.join("\n")
-        )
-    });
+    let reaction = report
+        .judgement
+        .olm_reaction_seconds
+        .unwrap_or_else(|| panic!("no reaction figure:\n{}", report.evidence()));
     println!(
         "figure: 7.10.0's upgrade complete -> OLM v1's apply of 7.10.1 accepted: {reaction:.2} s ({refused} refused revisions before)"
     );

@@ -96,16 +96,28 @@ impl RunReport {
         }
     }
 
-    /// Panics unless the run is conclusive, held and not damaged, with the
-    /// evidence in the message (what a fault test asserts at its end).
-    pub fn assert_held_and_not_damaged(&self) {
-        let evidence = self.judgement.evidence.join("\n");
+    /// The judgement's evidence, a line each.
+    pub fn evidence(&self) -> String {
+        self.judgement.evidence.join("\n")
+    }
+
+    /// Panics unless the run is conclusive: a run whose record has a hole
+    /// proves nothing either way.
+    pub fn assert_conclusive(&self) {
         assert_ne!(
             self.judgement.verdict,
             judge::RunVerdict::Inconclusive,
-            "the run is inconclusive ({}):\n{evidence}",
-            self.judgement.inconclusive.join("; ")
+            "the run is inconclusive ({}):\n{}",
+            self.judgement.inconclusive.join("; "),
+            self.evidence()
         );
+    }
+
+    /// Panics unless the run is conclusive, held and not damaged, with the
+    /// evidence in the message (what a fault test asserts at its end).
+    pub fn assert_held_and_not_damaged(&self) {
+        self.assert_conclusive();
+        let evidence = self.evidence();
         assert_eq!(
             self.judgement.verdict,
             judge::RunVerdict::Held,
