@@ -185,14 +185,10 @@ pub fn pending_message_after(
     since: Timestamp,
     wanted: impl Fn(&str) -> bool,
 ) -> Option<Timestamp> {
-    events
-        .iter()
-        .find(|event| {
-            event.at > since
-                && matches!(&event.fact, Fact::CsvPhase { release, phase, message, .. }
-                    if release == next && phase == "Pending" && wanted(message))
-        })
-        .map(|event| event.at)
+    timeline::first_after(events, since, |fact| {
+        matches!(fact, Fact::CsvPhase { release, phase, message, .. }
+            if release == next && phase == "Pending" && wanted(message))
+    })
 }
 
 /// When every one of `watches` had listed again after `since`, and after
@@ -437,24 +433,35 @@ mod tests {
         assert_eq!(pending_message_after(&events, "7.10.1", at(6), probe), None);
     }
 
-    #[test]
-    fn watches_are_whole_again_once_each_listed_again_after_its_last_failure() {
-        let at = |second: i64| {
-            Timestamp::from_second(1_700_000_000 + second).unwrap_or_else(|e| panic!("{e}"))
-        };
-        let error = |second, watch: &str| Event {
-            at: at(second),
+    /// `second` seconds into a watch-gap test's timeline.
+    fn second(second: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + second).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `watch` lost its place at `at` seconds.
+    fn error(at: i64, watch: &str) -> Event {
+        Event {
+            at: second(at),
             fact: Fact::WatchError {
                 watch: watch.into(),
                 error: "too old resource version".into(),
             },
-        };
-        let relisted = |second, watch: &str| Event {
-            at: at(second),
+        }
+    }
+
+    /// `watch` listed again at `at` seconds.
+    fn relisted(at: i64, watch: &str) -> Event {
+        Event {
+            at: second(at),
             fact: Fact::WatchRelisted {
                 watch: watch.into(),
             },
-        };
+        }
+    }
+
+    #[test]
+    fn watches_are_whole_again_once_each_listed_again_after_its_last_failure() {
+        let at = second;
         let events = [
             error(1, "pods"),
             relisted(2, "pods"),
@@ -481,22 +488,6 @@ mod tests {
 
     #[test]
     fn a_gap_is_open_from_a_watchs_failure_until_it_lists_again() {
-        let at = |second: i64| {
-            Timestamp::from_second(1_700_000_000 + second).unwrap_or_else(|e| panic!("{e}"))
-        };
-        let error = |second, watch: &str| Event {
-            at: at(second),
-            fact: Fact::WatchError {
-                watch: watch.into(),
-                error: "too old resource version".into(),
-            },
-        };
-        let relisted = |second, watch: &str| Event {
-            at: at(second),
-            fact: Fact::WatchRelisted {
-                watch: watch.into(),
-            },
-        };
         let both = ["Apps".to_owned(), "pods".to_owned()];
         let events = [
             error(1, "Apps"),
