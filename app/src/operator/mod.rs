@@ -510,14 +510,14 @@ pub async fn run(
         Some(settings) => {
             let elector = Elector::new(ctx.client.clone(), settings).map_err(StartError::from)?;
             tracing::info!(lease = %elector.settings().name, identity = %elector.settings().identity, "waiting for the leader Lease");
-            let leadership = elector
+            let Some(leadership) = elector
                 .lead_unless_stopped(&standing_tx, stopped(shutdown.clone()))
-                .await;
-            if leadership.is_none() {
+                .await
+            else {
                 join_server(server).await;
                 return Ok(());
-            }
-            leadership
+            };
+            Some(leadership)
         }
     };
     ctx.metrics.leading(true);
