@@ -39,7 +39,6 @@ use clap::{Parser, Subcommand};
 use harness::cluster::{Cluster, ClusterConfig};
 use harness::layout::ClusterName;
 use harness::testing::TestCluster;
-use upgrade_gate_tests::admission_policy;
 use upgrade_gate_tests::chain::arm::{Arm, Gate, Start, Successor};
 use upgrade_gate_tests::chain::cluster::{LocalCluster, OlmCluster};
 use upgrade_gate_tests::chain::judge::{Chain, Deployer};
@@ -492,8 +491,9 @@ async fn race(
     runs: u32,
     rows: u64,
 ) -> Outcome {
-    // The admitted deployers' runs install the policy (never a binding)
-    // themselves, before their first release (ChainRun::prepare).
+    // The admitted deployers' runs install the policy themselves, before
+    // their first release, and bind it with the gate on
+    // (`ChainRun::prepare`, `RunOptions::bind_policy`).
     let admitted = deployer.admitted();
     let dir = reports_dir(race_dir(), deployer);
     println!("==> Seeding {rows} executions at 7.9.3 once (each run gets a copy)");
@@ -539,9 +539,9 @@ async fn race(
             options.chain.deployer = deployer;
             if admitted {
                 options.release_variant = arm.release_flags();
+                options.bind_policy = arm.gate == Gate::On;
             }
             let mut run = ChainRun::prepare(cluster, options).await;
-            let _policy = bind_policy(cluster, &run, deployer, arm.gate).await;
             run.start_upgrade().await;
             push_next(&run, deployer).await;
             let report = run.finish().await;
@@ -778,30 +778,6 @@ fn pushed(deployer: Deployer) -> bool {
     matches!(deployer, Deployer::Helm | Deployer::Kubectl)
 }
 
-/// Under the deployers the admission policy holds, with the gate on: the
-/// policy bound to the run's namespace (unbound when the guard drops). The
-/// run installed the policy already (`ChainRun::prepare`).
-async fn bind_policy(
-    cluster: &LocalCluster,
-    run: &ChainRun,
-    deployer: Deployer,
-    gate: Gate,
-) -> Option<admission_policy::Policy> {
-    if !deployer.admitted() || gate == Gate::Off {
-        return None;
-    }
-    let ns = &run.namespace.name;
-    Some(
-        admission_policy::Policy::bind_installed(
-            &cluster.client().await,
-            cluster.kubeconfig(),
-            &format!("upgrade-gate.dev-{ns}"),
-            &[ns],
-        )
-        .await,
-    )
-}
-
 /// Under Helm and kubectl: the next release pushed every second until
 /// accepted, as a pipeline would (OLM v0 and v1 move on by themselves).
 async fn push_next(run: &ChainRun, deployer: Deployer) {
@@ -877,7 +853,7 @@ async fn demo_admitted(
     keep: bool,
 ) -> Outcome {
     let brake = match arm.gate {
-        Gate::On => "the admission policy bound to the run's namespace".to_owned(),
+        Gate::On => "the admission policy bound to the run's namespace (in force before 7.9.3: a dry-run of a move refused)".to_owned(),
         Gate::Off => format!("no admission policy: nothing holds {}", deployer.who()),
     };
     let (install, push) = admitted_story(deployer);
@@ -898,8 +874,10 @@ async fn demo_admitted(
     let mut options = options(arm, PathBuf::new(), &prefix, 50051, Data::Seed { rows });
     options.chain.deployer = deployer;
     options.release_variant = arm.release_flags();
+    // GATE=on: bound before 7.9.3 and proved in force by a refused
+    // dry-run before the set-up goes on (`RunOptions::bind_policy`).
+    options.bind_policy = arm.gate == Gate::On;
     let mut run = ChainRun::prepare(cluster, options).await;
-    let _policy = bind_policy(cluster, &run, deployer, arm.gate).await;
     println!(
         "    set up in {:.1} s; data before the upgrade: {}",
         set_up.elapsed().as_secs_f64(),

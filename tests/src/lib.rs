@@ -18,6 +18,7 @@
 //! | [`operator_install`] | `app-operator` installed from `manifests/` |
 //! | [`helm`] | the operator's chart installed and upgraded by the `helm` CLI |
 //! | [`admission_policy`] | the shipped admission policy bound to some namespaces |
+//! | [`policy_in_force`] | the policy's own refusal by its words; a namespace's binding proved in force by a refused dry-run |
 //! | [`kubectl`] | the tools' `kubectl` run as a person or a pipeline runs it |
 //! | [`gate_probe_catalog`] | the test operator `gate-probe` and its catalog |
 //! | [`object_history`] | every version of watched objects, timestamped |
@@ -44,6 +45,7 @@ pub mod object_history;
 pub mod olm_v0;
 pub mod olm_v1;
 pub mod operator_install;
+pub mod policy_in_force;
 pub mod process_output;
 pub mod schema_release;
 pub mod wait;

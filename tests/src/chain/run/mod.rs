@@ -269,6 +269,9 @@ pub struct ChainRun {
     pub database: TestDatabase,
     /// Spans whose watch gaps the caller answered for.
     answered: Vec<AnsweredGap>,
+    /// The admission policy's binding to the run's namespace
+    /// ([`RunOptions::bind_policy`]), removed when the run drops.
+    _policy: Option<crate::admission_policy::Policy>,
 }
 
 fn object(value: Value) -> DynamicObject {
@@ -312,14 +315,24 @@ impl ChainRun {
         };
         let timeline = Timeline::new();
         let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
+        let mut policy = None;
         if options.chain.deployer.admitted() {
-            // The record's CRD and the policies, never a binding (that is
-            // the gate, bound or not by the caller): what the operators
+            // The record's CRD and the policies; the binding only with
+            // `bind_policy` (the gate, on or off): what the operators
             // record is watched whether or not the policy holds.
-            crate::admission_policy::install(&cluster.client().await).await;
+            let admin = cluster.client().await;
+            crate::admission_policy::install(&admin).await;
+            if options.bind_policy {
+                policy = Some(bind_in_force(cluster, &admin, &ns, &timeline).await);
+            }
             recorders
                 .watch_admission_record(&client, &ns, &timeline)
                 .await;
+        } else {
+            assert!(
+                !options.bind_policy,
+                "{ns}: the admission policy is no brake of OLM v0's (bind_policy under Helm, kubectl or OLM v1)"
+            );
         }
         let mut olm_v1 = None;
         let set_up = SetUp {
@@ -379,6 +392,7 @@ impl ChainRun {
             _claim: claim,
             database,
             answered: Vec::new(),
+            _policy: policy,
         }
     }
 
@@ -639,6 +653,42 @@ impl ChainRun {
             writer: checks.writer,
         }
     }
+}
+
+/// How long a binding may take to be in force before a run gives up: the
+/// cluster tests saw more than 10 s under load.
+const POLICY_IN_FORCE_WITHIN: Duration = Duration::from_secs(120);
+
+/// Binds the admission policy to `ns` and waits until it is in force there
+/// ([`crate::policy_in_force::prove_in_force`]: a server-side dry-run of a
+/// move refused by it), before the first release and the recorders' watch
+/// of the record: no run starts its clock before its brake holds. Panics
+/// naming the wait when it is not in force within
+/// [`POLICY_IN_FORCE_WITHIN`]. The proof is a fact of the timeline.
+async fn bind_in_force(
+    cluster: &impl OlmCluster,
+    admin: &Client,
+    ns: &str,
+    timeline: &Timeline,
+) -> crate::admission_policy::Policy {
+    let bound = Instant::now();
+    let policy = crate::admission_policy::Policy::bind_installed(
+        admin,
+        cluster.kubeconfig(),
+        &format!("upgrade-gate.dev-{ns}"),
+        &[ns],
+    )
+    .await;
+    let in_force = crate::policy_in_force::prove_in_force(admin, ns, POLICY_IN_FORCE_WITHIN).await;
+    let what = format!(
+        "the admission policy bound to {ns}, in force {:.1} s after it was bound (a server-side dry-run of a move refused, try {}: {})",
+        bound.elapsed().as_secs_f64(),
+        in_force.tries,
+        crate::policy_in_force::reason(&in_force.refusal)
+    );
+    println!("{ns}: {what}");
+    timeline.push(Fact::Injected { what });
+    policy
 }
 
 pub async fn connect(url: &str) -> tokio_postgres::Client {

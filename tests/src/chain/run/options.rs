@@ -74,6 +74,11 @@ pub struct RunOptions {
     /// on, reachable from this process and from pods (`None`: the
     /// cluster's): a server of the test's own, which it may restart.
     pub database_server: Option<String>,
+    /// Under Helm, kubectl and OLM v1: the admission policy bound to the
+    /// run's namespace before its first release, and proved in force there
+    /// before the set-up goes on (`ChainRun::prepare`); unbound when the
+    /// run drops.
+    pub bind_policy: bool,
 }
 
 impl RunOptions {
@@ -98,6 +103,7 @@ impl RunOptions {
             chain_deadline: Duration::from_secs(600),
             release_variant: Vec::new(),
             database_server: None,
+            bind_policy: false,
         }
     }
 }

@@ -1,0 +1,301 @@
+//! Whether the admission policy of `manifests/admission/` judges a
+//! namespace yet, proved as the cluster tests prove it: a server-side
+//! dry-run of a move the policy must refuse, refused with the policy's own
+//! words. A binding is not in force when it is written: the API server
+//! picks it up from an informer (seconds, more than 10 s seen under load),
+//! and until then every move goes through.
+//!
+//! The probe is a Deployment of its own in the namespace (no replicas:
+//! nothing runs) whose operator entry in the namespace's UpgradeRecord says
+//! its release is in progress; a dry-run (`dryRun=All`, what `kubectl
+//! --dry-run=server` sends) that moves it to another release is an UPDATE,
+//! the request a deployer's next release is. The probe and its entry are
+//! removed once the answer came (the record too when the probe made it).
+//!
+//! Owns: the policy's words ([`is_policy_refusal`], [`reason`]) and the probe. Must
+//! not touch: the namespace's other Deployments and record entries, the
+//! policy and its bindings (the caller's: `admission_policy`).
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use upgrade_gate::admission::{
+    ADMISSION_LABEL, ENFORCE, IN_PROGRESS, OPERATOR_LABEL, RECORD_KIND, RECORD_NAME, RELEASE_LABEL,
+    record_resource,
+};
+
+use crate::wait::{self, Look};
+
+/// Who refuses, in the API server's message: the Deployment policy (not
+/// its record guard, `upgrade-gate.dev-record`, nor anyone else's).
+pub const POLICY_WORDS: &str = "ValidatingAdmissionPolicy 'upgrade-gate.dev'";
+/// What the policy's own refusal says after [`POLICY_WORDS`] (a binding
+/// that cannot read its parameter denies with other words).
+pub const REFUSAL_WORDS: &str = "denied request: upgrade-gate:";
+
+/// Whether `message` (an API server's answer, as a client prints it) is
+/// the policy's refusal: [`POLICY_WORDS`], then [`REFUSAL_WORDS`].
+pub fn is_policy_refusal(message: &str) -> bool {
+    message
+        .find(POLICY_WORDS)
+        .is_some_and(|at| message[at + POLICY_WORDS.len()..].contains(REFUSAL_WORDS))
+}
+
+/// The part of the policy's refusal a person reads (what follows "denied
+/// request: "); the whole message when it is not the policy's refusal.
+pub fn reason(message: &str) -> &str {
+    const DENIED: &str = "denied request: ";
+    match message.rfind(DENIED) {
+        Some(at) if is_policy_refusal(message) => &message[at + DENIED.len()..],
+        _ => message,
+    }
+}
+
+/// The probe's Deployment and its operator's entry in the record.
+const PROBE: &str = "upgrade-gate-in-force-probe";
+/// The release the probe runs (in progress), and the one the dry-run moves it to.
+const PROBE_RUNS: &str = "probe-1";
+const PROBE_MOVES_TO: &str = "probe-2";
+const FIELD_MANAGER: &str = "upgrade-gate-in-force-probe";
+
+/// What proved the policy in force.
+#[derive(Clone, Debug)]
+pub struct InForce {
+    /// From the call to the refused dry-run.
+    pub after: Duration,
+    /// Dry-runs tried (the last one refused).
+    pub tries: u32,
+    /// The refusal.
+    pub refusal: String,
+}
+
+/// What one dry-run of the probe's move was answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Refused with the policy's words: in force.
+    Refused(String),
+    /// Admitted: no binding judges the namespace yet.
+    Admitted,
+    /// Anything else (refused by someone else, the parameter not read
+    /// yet, the API server not answering): not known yet.
+    Other(String),
+}
+
+impl Answer {
+    /// How an answer reads (pure; `Ok` admitted, `Err` the API server's message).
+    pub fn of(result: Result<(), String>) -> Answer {
+        match result {
+            Ok(()) => Answer::Admitted,
+            Err(message) if is_policy_refusal(&message) => Answer::Refused(message),
+            Err(message) => Answer::Other(message),
+        }
+    }
+}
+
+/// Waits until the policy judges `namespace`: a server-side dry-run of a
+/// move of the probe refused by it. Panics after `timeout`, naming the
+/// wait and the last answer (a run must not start its clock before).
+pub async fn prove_in_force(client: &Client, namespace: &str, timeout: Duration) -> InForce {
+    let started = Instant::now();
+    let records =
+        Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &record_resource());
+    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
+    let made_record = write_probe_entry(&records, namespace).await;
+    deployments
+        .create(&PostParams::default(), &probe_deployment(PROBE_RUNS))
+        .await
+        .unwrap_or_else(|error| {
+            panic!("{namespace}: creating the in-force probe {PROBE}: {error}")
+        });
+    let mut tries = 0;
+    let refusal = wait::until(
+        &format!(
+            "the admission policy in force in namespace {namespace} (a server-side dry-run moving Deployment {PROBE} from {PROBE_RUNS}, in progress, to {PROBE_MOVES_TO} refused by {POLICY_WORDS})"
+        ),
+        timeout,
+        || {
+            tries += 1;
+            let deployments = deployments.clone();
+            async move {
+                let moved = deployments
+                    .patch(
+                        PROBE,
+                        &PatchParams::apply(FIELD_MANAGER).force().dry_run(),
+                        &Patch::Apply(probe_deployment(PROBE_MOVES_TO)),
+                    )
+                    .await
+                    .map(drop)
+                    .map_err(|error| match error {
+                        kube::Error::Api(status) => status.message.clone(),
+                        other => other.to_string(),
+                    });
+                match Answer::of(moved) {
+                    Answer::Refused(message) => Look::Done(message),
+                    Answer::Admitted => Look::NotYet("the move admitted".to_owned()),
+                    Answer::Other(message) => Look::NotYet(message),
+                }
+            }
+        },
+    )
+    .await;
+    let after = started.elapsed();
+    deployments
+        .delete(PROBE, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|error| panic!("{namespace}: deleting the in-force probe: {error}"));
+    remove_probe_entry(&records, namespace, made_record).await;
+    InForce {
+        after,
+        tries,
+        refusal,
+    }
+}
+
+/// Writes the probe's entry (its release in progress) into the record,
+/// making the record when there is none; whether it made it.
+async fn write_probe_entry(records: &Api<DynamicObject>, namespace: &str) -> bool {
+    let entry = json!({"operators": {PROBE: {
+        "release": PROBE_RUNS,
+        "state": IN_PROGRESS,
+        "message": "the admission policy's in-force probe"
+    }}});
+    let exists = records
+        .get_opt(RECORD_NAME)
+        .await
+        .unwrap_or_else(|error| panic!("{namespace}: reading the {RECORD_KIND}: {error}"))
+        .is_some();
+    if exists {
+        records
+            .patch(
+                RECORD_NAME,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": entry })),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("{namespace}: writing the probe's entry: {error}"));
+        return false;
+    }
+    let record: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": record_resource().api_version,
+        "kind": RECORD_KIND,
+        "metadata": {"name": RECORD_NAME, "namespace": namespace},
+        "spec": entry,
+    }))
+    .unwrap_or_else(|error| panic!("the probe's record: {error}"));
+    records
+        .create(&PostParams::default(), &record)
+        .await
+        .unwrap_or_else(|error| panic!("{namespace}: creating the {RECORD_KIND}: {error}"));
+    true
+}
+
+/// Removes what [`write_probe_entry`] wrote.
+async fn remove_probe_entry(records: &Api<DynamicObject>, namespace: &str, made_record: bool) {
+    let removed = if made_record {
+        records
+            .delete(RECORD_NAME, &DeleteParams::default())
+            .await
+            .map(drop)
+    } else {
+        records
+            .patch(
+                RECORD_NAME,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"operators": {PROBE: Value::Null}}})),
+            )
+            .await
+            .map(drop)
+    };
+    removed.unwrap_or_else(|error| panic!("{namespace}: removing the probe's entry: {error}"));
+}
+
+/// The probe's Deployment at `release`: opted in, no replicas.
+fn probe_deployment(release: &str) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": PROBE, "labels": {
+            ADMISSION_LABEL: ENFORCE,
+            OPERATOR_LABEL: PROBE,
+            RELEASE_LABEL: release,
+        }},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": PROBE}},
+            "template": {
+                "metadata": {"labels": {"app": PROBE}},
+                "spec": {"containers": [{"name": "probe", "image": "localhost/upgrade-gate-in-force-probe:none"}]}
+            }
+        }
+    }))
+    .unwrap_or_else(|error| panic!("the probe's Deployment: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Real answers: the policy's refusal (as kubectl, Helm and OLM v1
+    /// print it), its binding unable to read the record, the record's
+    /// guard, another policy, an API server not answering.
+    #[test]
+    fn only_the_policys_own_refusal_counts() {
+        let cases = [
+            (
+                "Error from server (Forbidden): deployments.apps \"app-operator\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'upgrade-gate.dev-demo-x' denied request: upgrade-gate: operator app-operator (Deployment app-operator) runs release 7.10.0, whose upgrade has not completed",
+                true,
+            ),
+            (
+                "Upgrade \"ext\" failed: cannot patch \"app-operator\" with kind Deployment: deployments.apps \"app-operator\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'upgrade-gate.dev' denied request: upgrade-gate: operator app-operator ...",
+                true,
+            ),
+            (
+                "deployments.apps \"op\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'upgrade-gate.dev' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction",
+                false,
+            ),
+            (
+                "upgraderecords.upgrade-gate.dev \"upgrade-gate\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev-record' with binding 'upgrade-gate.dev-record' denied request: upgrade-gate: only the operator may write its entry",
+                false,
+            ),
+            (
+                "deployments.apps \"app-operator\" is forbidden: ValidatingAdmissionPolicy 'no-latest' with binding 'no-latest' denied request: upgrade-gate: pinned",
+                false,
+            ),
+            (
+                "denied request: upgrade-gate: operator app-operator ... ValidatingAdmissionPolicy 'upgrade-gate.dev'",
+                false,
+            ),
+            (
+                "The connection to the server 10.0.0.1:6443 was refused - did you specify the right host or port?",
+                false,
+            ),
+        ];
+        for (message, refusal) in cases {
+            assert_eq!(is_policy_refusal(message), refusal, "{message}");
+            let answer = Answer::of(Err(message.to_owned()));
+            assert_eq!(
+                matches!(answer, Answer::Refused(_)),
+                refusal,
+                "{message}: {answer:?}"
+            );
+        }
+        assert_eq!(Answer::of(Ok(())), Answer::Admitted);
+    }
+
+    #[test]
+    fn a_refusal_reads_as_the_policys_reason() {
+        assert_eq!(
+            reason(
+                "x is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'b' denied request: upgrade-gate: operator op runs 1"
+            ),
+            "upgrade-gate: operator op runs 1"
+        );
+        assert_eq!(
+            reason("another: denied request: no"),
+            "another: denied request: no"
+        );
+    }
+}
