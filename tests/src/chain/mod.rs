@@ -24,6 +24,7 @@
 //! | [`write_failures`] | why a write failed, and the failed writes counted by cause |
 //! | [`digest`] | what a row means, in each schema layout |
 //! | [`judge`] | raced / damaged, with evidence (pure) |
+//! | [`refusal`] | a failed apply: the admission policy's refusal (its words) or another cause (pure) |
 //! | [`predicates`] | what the runner waits on and the cluster tests assert, read from the timeline (pure) |
 //! | [`catalog`] | test-time edits of a catalog (a release published later, a skipRange) |
 //! | [`report`] | `just race`'s and `just race-matrix`'s JSON and tables |
@@ -43,6 +44,7 @@ pub mod picture;
 pub mod pipeline;
 pub mod predicates;
 pub mod record;
+pub mod refusal;
 pub mod report;
 pub mod run;
 pub mod scale;

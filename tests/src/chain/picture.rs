@@ -20,6 +20,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use super::refusal::{Failure, failure};
+
 /// Width of the time axis, in SVG units.
 const PLOT_WIDTH: f64 = 1100.0;
 /// Left margin for the lane labels.
@@ -162,13 +164,17 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
             "channel_switched" | "subscribed" | "extension_switched" | "injected" => {
                 (lane("the runner".to_owned()), Shape::Diamond, PURPLE)
             }
+            // Accepted: a green diamond; refused by the admission policy
+            // (its words): a red cross; failed for another cause: grey.
             "deployed" => {
                 let accepted = entry["accepted"].as_bool().unwrap_or(false);
                 let name = lane(format!("release {release}"));
                 if accepted {
                     (name, Shape::Diamond, GREEN)
-                } else {
+                } else if failure(&text_of(entry, "message")) == Failure::Policy {
                     (name, Shape::Cross, RED)
+                } else {
+                    (name, Shape::Cross, GREY)
                 }
             }
             "csv_created" => (lane(format!("release {release}")), Shape::Tick, GREY),
@@ -513,7 +519,7 @@ const LEGEND: &str = "<p class=\"legend\">\
 <span><i class=\"swatch\" style=\"background:#1f5fa8\"></i>a pod or Job running</span>\
 <span><i class=\"swatch\" style=\"background:#6a3d9a\"></i>the runner's acts, the gate's object</span>\
 </p>\n<p>Release lanes: upper half the CSV's phase (OLM v0), lower half its operator pod's life; \
-a deployer's refused applies (the admission policy's refusals) are red crosses, its accepted ones green diamonds. \
+a deployer's applies refused by the admission policy are red crosses, those that failed for another cause grey crosses, its accepted ones green diamonds. \
 Gate lanes (OLM v0): upper half the OperatorCondition's spec (what the gate wrote), lower half OLM's copy in status; \
 the admission record's lane (the other deployers): red while the running release's upgrade is in progress, green once complete. \
 Hover a mark for its fact.</p>\n";
@@ -753,6 +759,24 @@ mod tests {
         assert!(
             raced.contains("verdict-raced") && raced.contains("data damaged"),
             "{raced}"
+        );
+    }
+
+    #[test]
+    fn a_deployers_apply_failed_for_another_cause_is_no_policy_refusal() {
+        let entry = |message: &str| json!({"t": 1.0, "fact": "deployed", "release": "7.10.1", "accepted": false, "message": message, "text": "x"});
+        let (_, marks, _) = layout(&[
+            entry(
+                "x is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'b' denied request: upgrade-gate: operator op",
+            ),
+            entry("dial tcp 10.0.0.1:6443: connect: connection refused"),
+        ]);
+        assert_eq!(
+            marks
+                .iter()
+                .map(|mark| (mark.shape, mark.colour))
+                .collect::<Vec<_>>(),
+            [(Shape::Cross, RED), (Shape::Cross, GREY)]
         );
     }
 

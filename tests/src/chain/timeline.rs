@@ -80,9 +80,11 @@ pub enum Fact {
         what: String,
     },
     /// A deployer other than OLM v0 applied `release` of the operator:
-    /// accepted, or refused with `message` (the API server's reason), as
-    /// known when its command returned (Helm) or its Helm release's
-    /// revision ended (OLM v1). Under Helm the first one is time zero.
+    /// accepted, or not with `message` (the API server's answer: the
+    /// admission policy's refusal only when it carries the policy's words,
+    /// `chain::refusal`), as known when its command returned (Helm,
+    /// kubectl) or its Helm release's revision ended (OLM v1). Under Helm
+    /// and kubectl the first one is time zero.
     Deployed {
         release: String,
         accepted: bool,
@@ -288,10 +290,18 @@ impl fmt::Display for Fact {
             } => write!(f, "the deployer applied release {release}"),
             Fact::Deployed {
                 release, message, ..
-            } => write!(
-                f,
-                "the deployer's apply of release {release} refused: {message}"
-            ),
+            } => match super::refusal::failure(message) {
+                super::refusal::Failure::Policy => write!(
+                    f,
+                    "the deployer's apply of release {release} refused by the admission policy: {}",
+                    crate::policy_in_force::reason(message)
+                ),
+                super::refusal::Failure::Other(cause) => write!(
+                    f,
+                    "the deployer's apply of release {release} failed ({}, not the admission policy): {message}",
+                    cause.name()
+                ),
+            },
             Fact::AdmissionRecord {
                 operator,
                 release,

@@ -1,12 +1,17 @@
 //! The load check: did the middle release's Job outlast OLM's step (or the
 //! deployer's first apply) to the next release by [`LOAD_MARGIN`]? A run
-//! whose Job was shorter cannot show that anything held it.
+//! whose Job was shorter cannot show that anything held it. The load clock
+//! starts at the deployer's first apply of the next release: when that
+//! apply failed for another cause than the admission policy (it never
+//! reached the policy), when the next release was first put to the policy
+//! cannot be told, and the check cannot be made.
 //!
 //! Owns: the margin, whether it passed, and the line saying so. Must not
 //! touch: anything but the timeline.
 
 use jiff::Timestamp;
 
+use super::applies::{Apply, applies};
 use super::{Chain, Deployer, LOAD_MARGIN, after, job_outcomes, versions};
 use crate::chain::timeline::{Event, Fact, JobChange, offset, seconds_between};
 
@@ -19,6 +24,9 @@ pub(super) struct Load {
     pub(super) ok: Option<bool>,
     /// The evidence line saying so.
     pub(super) line: String,
+    /// Why the check cannot be made, when the clock's start was no
+    /// decision of the policy's (the run is then inconclusive).
+    pub(super) unsure: Option<String>,
 }
 
 pub(super) fn load(events: &[Event], chain: &Chain, middle: &str, zero: Timestamp) -> Load {
@@ -33,6 +41,28 @@ pub(super) fn load(events: &[Event], chain: &Chain, middle: &str, zero: Timestam
             format!("{} first applied {}", chain.deployer.who(), chain.next)
         }
     };
+    if let Some((first, Apply::Failed(cause))) = applies(events, &chain.next, zero).first()
+        && next_created.is_some_and(|next| next.at == first.at)
+    {
+        let why = format!(
+            "{}'s first apply of {} at {} failed for another cause than the admission policy ({}: {}): it started the load clock without reaching the policy, so when {} was first put to the policy cannot be told",
+            chain.deployer.who(),
+            chain.next,
+            offset(zero, first.at),
+            cause.name(),
+            match &first.fact {
+                Fact::Deployed { message, .. } => message.as_str(),
+                _ => "",
+            },
+            chain.next
+        );
+        return Load {
+            margin: None,
+            ok: None,
+            line: format!("load: not measurable: {why}"),
+            unsure: Some(why),
+        };
+    }
     let job_done = after(events, zero).find(|event| {
         matches!(&event.fact, Fact::Job { release, change: JobChange::Succeeded, .. } if release == middle)
     });
@@ -53,6 +83,7 @@ pub(super) fn load(events: &[Event], chain: &Chain, middle: &str, zero: Timestam
                 margin: Some(margin),
                 ok: Some(ok),
                 line,
+                unsure: None,
             }
         }
         (None, _) => Load {
@@ -67,6 +98,7 @@ pub(super) fn load(events: &[Event], chain: &Chain, middle: &str, zero: Timestam
                     }
                 }
             ),
+            unsure: None,
         },
         (Some(next), None) => {
             let reshaped = job_outcomes(events)
@@ -93,6 +125,7 @@ pub(super) fn load(events: &[Event], chain: &Chain, middle: &str, zero: Timestam
                 margin: None,
                 ok: None,
                 line,
+                unsure: None,
             }
         }
     }

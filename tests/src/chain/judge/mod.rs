@@ -22,7 +22,12 @@
 //!   error nor a lost connection: the writer's counts by cause are not
 //!   whole), or — for a run
 //!   not raced — a load check not passed (a run whose Job was too short to
-//!   meet OLM's step cannot show that the gate held it).
+//!   meet OLM's step cannot show that the gate held it) or not measurable,
+//!   which it is when a deployer's first apply of the next release failed
+//!   for another cause than the admission policy. A deployer's apply
+//!   counts as the policy's refusal only when its message carries the
+//!   policy's words (`chain::refusal`); the others are counted apart, by
+//!   cause.
 //! - **Raced**: the middle release's upgrade completes when its Job has
 //!   succeeded *and* its operator verified the schema (the App Ready with
 //!   its database at the middle release's schema — a gate opened by anyone
@@ -41,6 +46,7 @@
 //! | `mod.rs` | the run's chain, the end checks, the verdict's types; [`judge`], which puts the parts together |
 //! | `race.rs` | raced: when the middle release's upgrade completed, and what cut it first |
 //! | `load.rs` | the load check |
+//! | `applies.rs` | a deployer's applies: accepted, refused by the policy, failed otherwise (by cause) |
 //! | `timing.rs` | how long the next release waited, how soon OLM or the deployer moved |
 //! | `holes.rs` | the holes that make a run inconclusive |
 //! | `end.rs` | the end state; whether the chain ended or stopped for good |
@@ -54,6 +60,7 @@ use super::digest::{DataDigest, ExecutionsLayout};
 use super::timeline::{Event, Fact, PodKind};
 use super::writer::WriterVerdict;
 
+mod applies;
 mod damage;
 mod end;
 mod holes;
@@ -295,7 +302,11 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
         ));
     }
     let mut inconclusive = holes(events, chain, checks, zero);
-    if chain.middle.is_some() && !raced && load_ok != Some(true) {
+    if let Some(why) = load.as_ref().and_then(|load| load.unsure.clone())
+        && !raced
+    {
+        inconclusive.push(why);
+    } else if chain.middle.is_some() && !raced && load_ok != Some(true) {
         inconclusive.push(format!(
             "not raced, but the load check did not pass ({}): the run could not have shown a race",
             load.as_ref()

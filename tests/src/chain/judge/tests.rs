@@ -233,6 +233,9 @@ fn a_gated_chain_is_neither_raced_nor_damaged() {
     );
 }
 
+/// The admission policy's refusal, as the API server words it.
+const POLICY_REFUSAL: &str = "deployments.apps \"app-operator\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'upgrade-gate.dev-ns' denied request: upgrade-gate: operator app-operator (Deployment app-operator) runs release 7.10.0, whose upgrade has not completed";
+
 fn deployed(release: &str, accepted: bool) -> Fact {
     Fact::Deployed {
         release: release.into(),
@@ -240,8 +243,17 @@ fn deployed(release: &str, accepted: bool) -> Fact {
         message: if accepted {
             String::new()
         } else {
-            "denied request: upgrade-gate: ...".into()
+            POLICY_REFUSAL.into()
         },
+    }
+}
+
+/// An apply that failed for another cause than the policy.
+fn failed(release: &str, message: &str) -> Fact {
+    Fact::Deployed {
+        release: release.into(),
+        accepted: false,
+        message: message.into(),
     }
 }
 
@@ -650,6 +662,93 @@ fn a_jump_over_the_middle_release_is_no_race() {
     assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
     assert!(!verdict.damaged, "{:#?}", verdict.evidence);
     assert!(verdict.evidence[0].contains("went straight to 7.10.1"));
+}
+
+/// A failed apply is the policy's refusal only in the policy's words:
+/// other failures are counted apart, by cause, and one that starts the
+/// load clock (the first apply of the next release) makes the run
+/// inconclusive.
+#[test]
+fn a_pushed_runs_applies_that_failed_for_another_cause_are_no_refusals() {
+    const UNREACHABLE: &str = "error: unable to recognize \"m.yaml\": Get \"https://10.88.0.2:6443/api\": dial tcp 10.88.0.2:6443: connect: connection refused";
+    const RENDER: &str =
+        "Error: UPGRADE FAILED: template: upgrade-gate/templates/deployment.yaml:12:3: nil pointer";
+    // The first apply of 7.10.1 never reached the policy; the later ones
+    // were refused by it, as in a held run.
+    let mut first_failed = pushed();
+    first_failed.retain(|(at, _)| *at != 10);
+    first_failed.push((10, failed("7.10.1", UNREACHABLE)));
+    for deployer in [Deployer::Helm, Deployer::Kubectl] {
+        let chain = Chain {
+            deployer,
+            ..chain()
+        };
+        let verdict = judge(&events(first_failed.clone()), &chain, &checks());
+        assert_eq!(
+            verdict.verdict,
+            RunVerdict::Inconclusive,
+            "{deployer:?}: {:#?}",
+            verdict.evidence
+        );
+        assert!(
+            verdict.inconclusive[0].contains("first apply of 7.10.1 at +1.0 s failed for another cause than the admission policy (the API server not reached"),
+            "{:?}",
+            verdict.inconclusive
+        );
+        // Refused once by the policy (+40.0 s), not twice.
+        assert!(
+            verdict.evidence.iter().any(|line| line.contains(
+                "refused by the admission policy 1 times from +40.0 s on; accepted at +42.8 s"
+            )),
+            "{:#?}",
+            verdict.evidence
+        );
+        assert_eq!(verdict.load_ok, None);
+    }
+    // Nothing reached the policy: every apply of 7.10.1 failed otherwise
+    // until one went through after completion. Once judged held.
+    let mut nothing_reached = pushed();
+    nothing_reached.retain(|(at, _)| *at != 10 && *at != 400);
+    nothing_reached.extend([
+        (10, failed("7.10.1", RENDER)),
+        (400, failed("7.10.1", RENDER)),
+    ]);
+    let verdict = judge(&events(nothing_reached), &helm_chain(), &checks());
+    assert_eq!(
+        verdict.verdict,
+        RunVerdict::Inconclusive,
+        "{:#?}",
+        verdict.evidence
+    );
+    assert!(
+        verdict.evidence.iter().any(|line| line.contains("failed for another cause than the admission policy (not its refusals): the manifests not rendered ×2 (first at +1.0 s")),
+        "{:#?}",
+        verdict.evidence
+    );
+    assert!(
+        verdict.evidence.iter().any(|line| line
+            .contains("accepted at +42.8 s with no refusal by the admission policy before it")),
+        "{:#?}",
+        verdict.evidence
+    );
+    // A failure after the policy's first refusal starts no clock: held,
+    // the failure counted apart.
+    let mut later = pushed();
+    later.push((200, failed("7.10.1", UNREACHABLE)));
+    let verdict = judge(&events(later), &helm_chain(), &checks());
+    assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+    assert!(
+        verdict
+            .evidence
+            .iter()
+            .any(|line| line.contains("the API server not reached ×1 (first at +20.0 s")),
+        "{:#?}",
+        verdict.evidence
+    );
+    assert_eq!(
+        verdict.pending_seconds.map(|s| (s * 10.0).round()),
+        Some(418.0)
+    );
 }
 
 /// Every hole in a run's record makes it inconclusive, whether it

@@ -7,6 +7,7 @@
 
 use jiff::Timestamp;
 
+use super::applies::{Apply, applies, failed_by_cause};
 use super::race::completion;
 use super::{Chain, Deployer, after};
 use crate::chain::timeline::{Event, Fact, offset, seconds_between};
@@ -156,9 +157,10 @@ pub(super) fn pending(
     Some(seconds)
 }
 
-/// How long the deployer's applies of `release` were refused: from the
-/// first refused one to the accepted one (`None`: never refused, or never
-/// accepted).
+/// How long the admission policy refused the deployer's applies of
+/// `release`: from the first refusal to the accepted apply (`None`: never
+/// refused, or never accepted). Only a refusal in the policy's words
+/// counts; applies that failed for another cause are told apart, by cause.
 pub(super) fn refused_for(
     events: &[Event],
     deployer: Deployer,
@@ -166,40 +168,57 @@ pub(super) fn refused_for(
     zero: Timestamp,
     evidence: &mut Vec<String>,
 ) -> Option<f64> {
-    let applies: Vec<(&Event, bool)> = after(events, zero)
-        .filter_map(|event| match &event.fact {
-            Fact::Deployed {
-                release: of,
-                accepted,
-                ..
-            } if of == release => Some((event, *accepted)),
-            _ => None,
-        })
-        .collect();
-    let refused = applies.iter().filter(|(_, accepted)| !accepted).count();
-    let first = applies.first()?;
-    let Some((accepted, _)) = applies.iter().find(|(_, accepted)| *accepted) else {
+    let applies = applies(events, release, zero);
+    let who = deployer.who();
+    if let Some(failed) = failed_by_cause(&applies, zero) {
         evidence.push(format!(
-            "{}'s {} applies of {release} were all refused",
-            deployer.who(),
-            applies.len()
+            "{who}'s applies of {release} that failed for another cause than the admission policy (not its refusals): {failed}"
         ));
-        return None;
-    };
-    if refused == 0 {
-        evidence.push(format!(
-            "{}'s first apply of {release} was accepted at {}",
-            deployer.who(),
-            offset(zero, accepted.at)
-        ));
-        return None;
     }
-    let seconds = seconds_between(first.0.at, accepted.at);
-    evidence.push(format!(
-        "{}'s applies of {release} refused {refused} times from {} on; accepted at {}: waited {seconds:.1} s",
-        deployer.who(),
-        offset(zero, first.0.at),
-        offset(zero, accepted.at)
-    ));
-    Some(seconds)
+    let accepted = applies
+        .iter()
+        .find(|(_, apply)| *apply == Apply::Accepted)
+        .map(|(event, _)| *event);
+    let refused: Vec<&Event> = applies
+        .iter()
+        .filter(|(event, apply)| {
+            *apply == Apply::Refused && accepted.is_none_or(|accepted| event.at < accepted.at)
+        })
+        .map(|(event, _)| *event)
+        .collect();
+    match (refused.first(), accepted) {
+        (None, None) if applies.is_empty() => None,
+        (None, None) => {
+            evidence.push(format!(
+                "none of {who}'s {} applies of {release} was accepted, and none was refused by the admission policy",
+                applies.len()
+            ));
+            None
+        }
+        (Some(first), None) => {
+            evidence.push(format!(
+                "{who}'s applies of {release} refused by the admission policy {} times from {} on; never accepted",
+                refused.len(),
+                offset(zero, first.at)
+            ));
+            None
+        }
+        (None, Some(accepted)) => {
+            evidence.push(format!(
+                "{who}'s apply of {release} accepted at {} with no refusal by the admission policy before it",
+                offset(zero, accepted.at)
+            ));
+            None
+        }
+        (Some(first), Some(accepted)) => {
+            let seconds = seconds_between(first.at, accepted.at);
+            evidence.push(format!(
+                "{who}'s applies of {release} refused by the admission policy {} times from {} on; accepted at {}: waited {seconds:.1} s",
+                refused.len(),
+                offset(zero, first.at),
+                offset(zero, accepted.at)
+            ));
+            Some(seconds)
+        }
+    }
 }

@@ -96,22 +96,74 @@ async fn pipeline_push(pipeline: &Arc<Pipeline>, release: &str) -> Pushed {
         .unwrap_or_else(|error| panic!("running the pipeline: {error}"))
 }
 
-/// What an apply said, as a fact: the refusal's reason from the API
-/// server's message (after "denied request: "), else its last line.
+/// What an apply said, as a fact: the API server's message whole when it
+/// carries the admission policy's words (the judge counts a refusal as the
+/// policy's only by them, `chain::refusal`), else the output's line that
+/// says it was denied, else its last line.
 fn deployed(release: &str, ran: &Pushed) -> Fact {
-    let message = if ran.accepted {
-        String::new()
-    } else {
-        let output = ran.output.trim();
-        output
-            .rfind("denied request: ")
-            .map(|at| output[at + "denied request: ".len()..].to_owned())
-            .or_else(|| output.lines().last().map(str::to_owned))
-            .unwrap_or_default()
-    };
     Fact::Deployed {
         release: release.to_owned(),
         accepted: ran.accepted,
-        message,
+        message: if ran.accepted {
+            String::new()
+        } else {
+            failure_message(&ran.output)
+        },
+    }
+}
+
+/// The line of a failed apply's output that says why.
+fn failure_message(output: &str) -> String {
+    let lines: Vec<&str> = output
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    lines
+        .iter()
+        .rfind(|line| crate::policy_in_force::is_policy_refusal(line))
+        .or_else(|| lines.iter().rfind(|line| line.contains("denied request")))
+        .or_else(|| lines.last())
+        .map_or_else(String::new, |line| (*line).to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_applys_fact_keeps_the_policys_words() {
+        let refused = "configmap/app-operator serverside-applied\nError from server (Forbidden): error when applying patch:\n{...}\nto:\nResource: \"apps/v1, Resource=deployments\"\nfor: \"m.yaml\": deployments.apps \"app-operator\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'upgrade-gate.dev-ns' denied request: upgrade-gate: operator app-operator (Deployment app-operator) runs release 7.10.0, whose upgrade has not completed\n";
+        let fact = deployed(
+            "7.10.1",
+            &Pushed {
+                accepted: false,
+                output: refused.to_owned(),
+            },
+        );
+        let Fact::Deployed { message, .. } = &fact else {
+            panic!("{fact:?}")
+        };
+        assert!(
+            message.starts_with("for: \"m.yaml\": deployments.apps")
+                && crate::policy_in_force::is_policy_refusal(message),
+            "{message}"
+        );
+        let unreachable = "error: unable to recognize \"m.yaml\": Get \"https://10.88.0.2:6443/api\": dial tcp 10.88.0.2:6443: connect: connection refused\n";
+        let fact = deployed(
+            "7.10.1",
+            &Pushed {
+                accepted: false,
+                output: unreachable.to_owned(),
+            },
+        );
+        assert_eq!(
+            fact,
+            Fact::Deployed {
+                release: "7.10.1".into(),
+                accepted: false,
+                message: unreachable.trim().to_owned()
+            }
+        );
     }
 }
