@@ -174,6 +174,15 @@ impl Arm {
     /// Whether a conclusive run met [`Arm::expectation`]; the reason when not.
     pub fn check(self, verdict: RunVerdict, damaged: bool) -> Result<(), String> {
         let raced = verdict == RunVerdict::Raced;
+        // Every arm's chain goes on to its next release: one that never
+        // moved on, or one that jumped over the release every arm is
+        // about, shows nothing the arm asks.
+        if matches!(verdict, RunVerdict::Stuck | RunVerdict::Jumped) {
+            return Err(format!(
+                "{}: the chain is not the arm's (its next release never moved on, or no middle release)",
+                verdict.name()
+            ));
+        }
         match (self.gate, self.start) {
             (Gate::On, _) if verdict != RunVerdict::Held => {
                 return Err(format!("{}, not held", verdict.name()));
@@ -303,7 +312,7 @@ mod tests {
 
     #[test]
     fn each_arm_expects_what_the_issue_predicts() {
-        use RunVerdict::{Held, Inconclusive, Raced};
+        use RunVerdict::{Held, Inconclusive, Jumped, Raced, Stuck};
         let arm = |gate, start, successor| Arm {
             gate,
             start,
@@ -400,6 +409,26 @@ mod tests {
                 arm(Gate::Off, Start::Fast, Successor::Naive),
                 Held,
                 true,
+                false,
+            ),
+            // A chain whose next release never moved on meets no arm, not
+            // even one that asks nothing of the race.
+            (
+                arm(Gate::On, Start::Slow, Successor::Cumulative),
+                Stuck,
+                false,
+                false,
+            ),
+            (
+                arm(Gate::Off, Start::Fast, Successor::Cumulative),
+                Stuck,
+                false,
+                false,
+            ),
+            (
+                arm(Gate::Off, Start::Fast, Successor::Cumulative),
+                Jumped,
+                false,
                 false,
             ),
         ];

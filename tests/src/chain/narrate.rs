@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 
-use super::judge::{Chain, Judgement};
+use super::judge::{Chain, Judgement, RunVerdict};
 use super::timeline::{Event, Fact, PodChange, PodKind, Timeline, offset};
 
 /// Whether a fact gets a line of its own in the narration.
@@ -198,12 +198,22 @@ pub fn closing(judgement: &Judgement, chain: &Chain) -> Vec<String> {
             chain.next
         ));
     } else {
-        lines.push(format!(
-            "No race: {} waited until {middle}'s upgrade had completed and been verified.",
-            chain.next
-        ));
+        lines.push(match judgement.verdict {
+            RunVerdict::Stuck => format!(
+                "No race, but no hold either: {} never moved on (the chain stopped short of it).",
+                chain.next
+            ),
+            RunVerdict::Jumped => format!(
+                "No release between {} and {} was installed: nothing to cut short, nothing held.",
+                chain.from, chain.last
+            ),
+            _ => format!(
+                "No race: {} waited until {middle}'s upgrade had completed and been verified.",
+                chain.next
+            ),
+        });
     }
-    if judgement.verdict == super::judge::RunVerdict::Inconclusive {
+    if judgement.verdict == RunVerdict::Inconclusive {
         lines.push(format!(
             "But the run is INCONCLUSIVE, its record has a hole: {}.",
             judgement.inconclusive.join("; ")
@@ -252,7 +262,10 @@ pub fn closing(judgement: &Judgement, chain: &Chain) -> Vec<String> {
 /// say "never" is not told twice).
 fn tells_the_race(line: &str) -> bool {
     !line.starts_with("DAMAGED")
-        && (line.starts_with("RACED") || line.starts_with("not raced") || line.contains("never"))
+        && (line.starts_with("RACED")
+            || line.starts_with("STUCK")
+            || line.starts_with("not raced")
+            || line.contains("never"))
 }
 
 /// The App as `kubectl describe app` shows it to a person: phase, each

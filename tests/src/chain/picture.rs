@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use super::judge::RunVerdict;
 use super::refusal::{Failure, failure};
 
 /// Width of the time axis, in SVG units.
@@ -64,6 +65,8 @@ body { font-family: sans-serif; margin: 1.5em; color: #222; }
 .banner { font-size: 1.6em; font-weight: bold; padding: .4em .8em; border-radius: 6px; display: inline-block; }
 .verdict-held { background: #d8f3dc; color: #1b4332; border: 3px solid #2d6a4f; }
 .verdict-raced { background: #ffd6d6; color: #7a0000; border: 3px solid #c00000; }
+.verdict-stuck { background: #fff0c2; color: #7a4b00; border: 3px solid #e09f00; }
+.verdict-jumped { background: #dde8f6; color: #123a6b; border: 3px solid #1f5fa8; }
 .verdict-inconclusive { background: #eee; color: #444; border: 3px dashed #888; }
 .damaged { background: #c00000; color: white; padding: .2em .6em; border-radius: 4px; margin-left: 1em; }
 .intact { background: #2d6a4f; color: white; padding: .2em .6em; border-radius: 4px; margin-left: 1em; }
@@ -492,13 +495,13 @@ fn svg(timeline: &[Value], id: &str) -> String {
     out
 }
 
-/// The banner of a run: its verdict in one word and whether data was damaged.
+/// The banner of a run: its verdict in one word, as the JSON names it
+/// (class `verdict-<name>`), and whether data was damaged.
 fn banner(run: &Value) -> String {
-    let verdict = run["verdict"].as_str().unwrap_or("inconclusive");
-    let class = match verdict {
-        "held" => "verdict-held",
-        "raced" => "verdict-raced",
-        _ => "verdict-inconclusive",
+    let verdict = run["verdict"].as_str().unwrap_or_default();
+    let class = match RunVerdict::ALL.iter().find(|known| known.name() == verdict) {
+        Some(known) => format!("verdict-{}", known.name()),
+        None => "verdict-inconclusive".to_owned(),
     };
     let damage = if run["damaged"] == true {
         "<span class=\"damaged\">data damaged</span>"
@@ -570,14 +573,12 @@ pub fn arm_page(arm: &Value) -> String {
     let mut out = head(&title);
     let _ = writeln!(
         out,
-        "<body>\n<h1>{}</h1>\n<p>Expected: {}. Held {}, raced {}, inconclusive {}, damaged {} of {}.</p>",
+        "<body>\n<h1>{}</h1>\n<p>Expected: {}. {}, damaged {} of {}.</p>",
         escape(&title),
         escape(arm["expectation"].as_str().unwrap_or_default()),
-        arm["held"],
-        arm["raced"],
-        arm["inconclusive"],
-        arm["damaged"],
-        arm["total"]
+        verdict_counts(arm),
+        arm["damaged"].as_u64().unwrap_or_default(),
+        arm["total"].as_u64().unwrap_or_default()
     );
     out.push_str(LEGEND);
     for (index, run) in arm["runs"].as_array().into_iter().flatten().enumerate() {
@@ -587,13 +588,40 @@ pub fn arm_page(arm: &Value) -> String {
     out
 }
 
+/// `held 2, raced 0, stuck 1, …`: the arm's runs under each verdict's
+/// name, read from the JSON under the same names.
+fn verdict_counts(arm: &Value) -> String {
+    RunVerdict::ALL
+        .iter()
+        .map(|verdict| {
+            format!(
+                "<span class=\"count\" data-count=\"{name}\">{name} {}</span>",
+                arm[verdict.name()].as_u64().unwrap_or_default(),
+                name = verdict.name()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The colour of each verdict's bar on the matrix page.
+fn verdict_colour(verdict: RunVerdict) -> &'static str {
+    match verdict {
+        RunVerdict::Held => GREEN,
+        RunVerdict::Raced => RED,
+        RunVerdict::Stuck => AMBER,
+        RunVerdict::Jumped => BLUE,
+        RunVerdict::Inconclusive => GREY,
+    }
+}
+
 /// The page comparing arms (`just race-matrix`): each arm's counts as bars
 /// and each run's Pending time and load margin as dots.
 pub fn matrix_page(deployer: &str, arms: &[Value]) -> String {
     let title = format!("The race matrix, pushed by {}", escape(deployer));
     let mut out = head(&format!("upgrade-gate: {title}"));
     let _ = write!(out, "<body>\n<h1>{title}</h1>\n");
-    out.push_str("<table class=\"matrix\">\n<tr><th>arm</th><th>expected</th><th>held / raced / inconclusive</th><th>damaged</th><th>Pending (s), each run</th><th>load margin (s), each run</th></tr>\n");
+    out.push_str("<table class=\"matrix\">\n<tr><th>arm</th><th>expected</th><th>verdicts</th><th>damaged</th><th>Pending (s), each run</th><th>load margin (s), each run</th></tr>\n");
     let dots = |arm: &Value, key: &str| -> String {
         let values: Vec<f64> = arm["runs"]
             .as_array()
@@ -619,18 +647,25 @@ pub fn matrix_page(deployer: &str, arms: &[Value]) -> String {
         let total = count("total").max(1);
         #[allow(clippy::cast_precision_loss)]
         let width = |n: u64| n as f64 / total as f64 * 200.0;
+        let mut bars =
+            String::from("<svg width=\"210\" height=\"16\" xmlns=\"http://www.w3.org/2000/svg\">");
+        let mut x = 0.0;
+        for verdict in RunVerdict::ALL {
+            let w = width(count(verdict.name()));
+            let _ = write!(
+                bars,
+                "<rect x=\"{x:.1}\" y=\"2\" width=\"{w:.1}\" height=\"12\" fill=\"{}\"><title>{}</title></rect>",
+                verdict_colour(verdict),
+                verdict.name()
+            );
+            x += w;
+        }
+        bars.push_str("</svg>");
         let _ = writeln!(
             out,
-            "<tr class=\"arm\" data-arm=\"{name}\"><td>{name}</td><td>{}</td><td><svg width=\"210\" height=\"16\" xmlns=\"http://www.w3.org/2000/svg\"><rect x=\"0\" y=\"2\" width=\"{:.1}\" height=\"12\" fill=\"{GREEN}\"/><rect x=\"{:.1}\" y=\"2\" width=\"{:.1}\" height=\"12\" fill=\"{RED}\"/><rect x=\"{:.1}\" y=\"2\" width=\"{:.1}\" height=\"12\" fill=\"{GREY}\"/></svg> {} / {} / {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"arm\" data-arm=\"{name}\"><td>{name}</td><td>{}</td><td>{bars} {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(arm["expectation"].as_str().unwrap_or_default()),
-            width(count("held")),
-            width(count("held")),
-            width(count("raced")),
-            width(count("held") + count("raced")),
-            width(count("inconclusive")),
-            count("held"),
-            count("raced"),
-            count("inconclusive"),
+            verdict_counts(arm),
             count("damaged"),
             dots(arm, "pending_seconds"),
             dots(arm, "load_margin_seconds"),
@@ -760,6 +795,24 @@ mod tests {
             raced.contains("verdict-raced") && raced.contains("data damaged"),
             "{raced}"
         );
+    }
+
+    #[test]
+    fn every_verdict_has_a_banner_of_its_own() {
+        for verdict in RunVerdict::ALL {
+            let mut run = held_run();
+            run["verdict"] = json!(verdict.name());
+            let shown = banner(&run);
+            assert!(
+                shown.contains(&format!("class=\"banner verdict-{}\"", verdict.name())),
+                "{shown}"
+            );
+            assert!(
+                STYLE.contains(&format!(".verdict-{} {{", verdict.name())),
+                "no style for {}",
+                verdict.name()
+            );
+        }
     }
 
     #[test]

@@ -68,9 +68,13 @@ impl ArmReport {
             .count()
     }
 
-    /// Runs judged raced (also those inconclusive for a hole).
-    pub fn raced(&self) -> usize {
-        self.runs.iter().filter(|run| run.judgement.raced).count()
+    /// `2 held, 0 raced, 1 stuck, …`: each verdict by its name.
+    pub fn verdict_counts(&self) -> String {
+        RunVerdict::ALL
+            .iter()
+            .map(|verdict| format!("{} {}", self.count(*verdict), verdict.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     pub fn damaged(&self) -> usize {
@@ -132,10 +136,13 @@ impl ArmReport {
             .collect()
     }
 
+    /// The arm's JSON: each run's, the runs counted under each verdict's
+    /// name ([`RunVerdict::name`], as the runs' `verdict` and the picture
+    /// name them), the writes, whether the expectation was met.
     pub fn to_json(&self) -> Value {
         let writes = self.writes();
         let outcome = self.outcome();
-        json!({
+        let mut json = json!({
             "arm": self.arm.name(),
             "gate": self.arm.gate,
             "start": self.arm.start,
@@ -143,9 +150,6 @@ impl ArmReport {
             "expectation": self.arm.expectation(),
             "expectation_met": outcome == Outcome::Met,
             "runs": self.runs.iter().map(RunReport::to_json).collect::<Vec<_>>(),
-            "raced": self.raced(),
-            "held": self.count(RunVerdict::Held),
-            "inconclusive": self.count(RunVerdict::Inconclusive),
             "damaged": self.damaged(),
             "total": self.runs.len(),
             "pending_median_seconds": self.pending_median(),
@@ -157,7 +161,11 @@ impl ArmReport {
                 "unexpected": writes.failed.unexpected,
                 "lost": writes.lost,
             },
-        })
+        });
+        for verdict in RunVerdict::ALL {
+            json[verdict.name()] = Value::from(self.count(verdict));
+        }
+        json
     }
 
     /// One line per run, then the totals and the outcome.
@@ -192,12 +200,10 @@ impl ArmReport {
             ));
         }
         lines.push(format!(
-            "{}: {} runs, {} raced, {} held, {} inconclusive, {} damaged — expected: {} — {}",
+            "{}: {} runs, {}, {} damaged — expected: {} — {}",
             self.arm.describe(),
             self.runs.len(),
-            self.count(RunVerdict::Raced),
-            self.count(RunVerdict::Held),
-            self.count(RunVerdict::Inconclusive),
+            self.verdict_counts(),
             self.damaged(),
             self.arm.expectation(),
             describe_outcome(&self.outcome())
@@ -218,10 +224,12 @@ pub fn describe_outcome(outcome: &Outcome) -> String {
 /// `just race-matrix`'s table: one row per arm.
 pub fn matrix_table(reports: &[ArmReport]) -> String {
     let mut lines = vec![format!(
-        "{:<28} {:>4} {:>5} {:>7} {:>12} {:>10} {:>15} {:>28}  {}",
+        "{:<28} {:>4} {:>5} {:>5} {:>5} {:>7} {:>12} {:>10} {:>15} {:>28}  {}",
         "arm",
         "runs",
+        "held",
         "raced",
+        "stuck",
         "damaged",
         "inconclusive",
         "pending md",
@@ -242,10 +250,12 @@ pub fn matrix_table(reports: &[ArmReport]) -> String {
         };
         let writes = report.writes();
         lines.push(format!(
-            "{:<28} {:>4} {:>5} {:>7} {:>12} {:>10} {:>15} {:>28}  {}",
+            "{:<28} {:>4} {:>5} {:>5} {:>5} {:>7} {:>12} {:>10} {:>15} {:>28}  {}",
             report.arm.name(),
             report.runs.len(),
-            report.raced(),
+            report.count(RunVerdict::Held),
+            report.count(RunVerdict::Raced),
+            report.count(RunVerdict::Stuck),
             report.damaged(),
             report.count(RunVerdict::Inconclusive),
             seconds(report.pending_median()),
@@ -380,6 +390,59 @@ mod tests {
                 .next()
                 .is_some_and(|row| row.contains(" 20/12/2/2/0  ")),
             "{table}"
+        );
+    }
+
+    /// Each verdict is counted in the arm's JSON under its name, and the
+    /// picture shows each run's verdict and the counts under the same
+    /// names: a stuck run is never counted held.
+    #[test]
+    fn the_json_and_the_picture_name_each_verdict_alike() {
+        let report = ArmReport {
+            arm: Arm::default(),
+            runs: RunVerdict::ALL
+                .iter()
+                .map(|verdict| run(*verdict, false))
+                .chain([run(RunVerdict::Stuck, true)])
+                .collect(),
+        };
+        let json = report.to_json();
+        for verdict in RunVerdict::ALL {
+            let expected = if verdict == RunVerdict::Stuck { 2 } else { 1 };
+            assert_eq!(json[verdict.name()], expected, "{}: {json}", verdict.name());
+        }
+        let page = crate::chain::picture::arm_page(&json);
+        for (index, run) in json["runs"].as_array().expect("runs").iter().enumerate() {
+            let name = run["verdict"].as_str().expect("a verdict");
+            let section = page
+                .split(&format!("id=\"run-{index}\""))
+                .nth(1)
+                .and_then(|rest| rest.split("</section>").next())
+                .expect("the run's section");
+            assert!(
+                section.contains(&format!(
+                    "class=\"banner verdict-{name}\" data-verdict=\"{name}\""
+                )) && section.contains(&format!(">{}<", name.to_uppercase())),
+                "{section}"
+            );
+        }
+        for verdict in RunVerdict::ALL {
+            assert!(
+                page.contains(&format!(
+                    "data-count=\"{name}\">{name} {}<",
+                    json[verdict.name()],
+                    name = verdict.name()
+                )),
+                "{}",
+                verdict.name()
+            );
+        }
+        assert!(
+            report
+                .table()
+                .contains("1 held, 1 raced, 2 stuck, 1 jumped, 1 inconclusive"),
+            "{}",
+            report.table()
         );
     }
 

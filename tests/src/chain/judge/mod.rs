@@ -9,25 +9,32 @@
 //! soon OLM acted once the gate opened. Must not touch: the cluster or the
 //! database.
 //!
-//! - **The verdict** ([`RunVerdict`]): `raced`, `held` or `inconclusive`.
+//! - **The verdict** ([`RunVerdict`]): `raced`, `held`, `stuck`, `jumped`
+//!   or `inconclusive`, each named the same in the JSON and the picture.
 //!   A run is inconclusive when its evidence has a hole that could hide a
 //!   race or damage: a recorder's gap (a failed or relisted watch, a failed
 //!   history read; a watch that failed during the set-up and listed again
 //!   before time zero is whole again and no hole, and so is a watch's gap
-//!   inside a span the caller answered for: [`AnsweredGap`]), a Job pod's outcome that
-//!   cannot be read, a release
-//!   whose CSV succeeded without its operator pod ever observed, no write
-//!   acknowledged in a schema layout the run went through, a write that
-//!   failed with an error of an unexpected kind (neither refused, an SQL
-//!   error nor a lost connection: the writer's counts by cause are not
-//!   whole), or — for a run
-//!   not raced — a load check not passed (a run whose Job was too short to
-//!   meet OLM's step cannot show that the gate held it) or not measurable,
-//!   which it is when a deployer's first apply of the next release failed
-//!   for another cause than the admission policy. A deployer's apply
-//!   counts as the policy's refusal only when its message carries the
-//!   policy's words (`chain::refusal`); the others are counted apart, by
-//!   cause.
+//!   inside a span the caller answered for: [`AnsweredGap`]), a Job pod's
+//!   outcome that cannot be read, a release whose CSV succeeded without
+//!   its operator pod ever observed, no write acknowledged in a schema
+//!   layout the run went through, a write that failed with an error of an
+//!   unexpected kind (neither refused, an SQL error nor a lost connection:
+//!   the writer's counts by cause are not whole), or — for a run not raced
+//!   — a load check not passed (a run whose Job was too short to meet OLM's
+//!   step cannot show that the gate held it) or not measurable, which it
+//!   is when a deployer's first apply of the next release failed for
+//!   another cause than the admission policy. A deployer's apply counts as
+//!   the policy's refusal only when its message carries the policy's words
+//!   (`chain::refusal`); the others are counted apart, by cause.
+//! - **Stuck**: not raced, but the next release never moved on (under OLM
+//!   v0 its CSV never past `Pending`; under a deployer no apply of it
+//!   accepted): whatever held it never let go, or nothing offered it.
+//!   Never "held".
+//! - **Jumped**: a chain without a middle release (a skipRange): nothing
+//!   could be cut short, so nothing was held either; what it shows is that
+//!   no release between the first and the last was installed and the last
+//!   one moved on. A release installed between makes it inconclusive.
 //! - **Raced**: the middle release's upgrade completes when its Job has
 //!   succeeded *and* its operator verified the schema (the App Ready with
 //!   its database at the middle release's schema — a gate opened by anyone
@@ -205,20 +212,36 @@ pub struct AnsweredGap {
 pub enum RunVerdict {
     /// Another upgrade started before the middle release's completed.
     Raced,
-    /// Not raced, with evidence that could have shown a race: the load
-    /// check passed and no hole in the record (a chain without a middle
-    /// release has nothing to cut short, and no load to check).
+    /// Not raced, the next release moved on, with evidence that could have
+    /// shown a race: the load check passed and no hole in the record.
     Held,
+    /// Not raced, but the next release never moved on.
+    Stuck,
+    /// A chain without a middle release: no release between installed,
+    /// the last one moved on; nothing to cut short, nothing held.
+    Jumped,
     /// The record has a hole that could hide a race or damage; the
     /// reasons say which ([`Judgement::inconclusive`]).
     Inconclusive,
 }
 
 impl RunVerdict {
+    /// Every verdict, in the order the reports count them.
+    pub const ALL: [RunVerdict; 5] = [
+        RunVerdict::Held,
+        RunVerdict::Raced,
+        RunVerdict::Stuck,
+        RunVerdict::Jumped,
+        RunVerdict::Inconclusive,
+    ];
+
+    /// The verdict's name in the JSON, the tables and the picture.
     pub fn name(self) -> &'static str {
         match self {
             RunVerdict::Raced => "raced",
             RunVerdict::Held => "held",
+            RunVerdict::Stuck => "stuck",
+            RunVerdict::Jumped => "jumped",
             RunVerdict::Inconclusive => "inconclusive",
         }
     }
@@ -302,25 +325,48 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
         ));
     }
     let mut inconclusive = holes(events, chain, checks, zero);
-    if let Some(why) = load.as_ref().and_then(|load| load.unsure.clone())
-        && !raced
-    {
+    let moved = moved_on(events, chain, zero);
+    let verdict = if !inconclusive.is_empty() {
+        RunVerdict::Inconclusive
+    } else if raced {
+        RunVerdict::Raced
+    } else if let Some(why) = load.as_ref().and_then(|load| load.unsure.clone()) {
         inconclusive.push(why);
-    } else if chain.middle.is_some() && !raced && load_ok != Some(true) {
+        RunVerdict::Inconclusive
+    } else if moved.is_none() {
+        evidence.push(format!(
+            "STUCK: {} never moved on ({}): not held",
+            chain.next,
+            match chain.deployer {
+                Deployer::Olm => format!("CSV upgrade-gate.v{} never past Pending", chain.next),
+                other => format!("no apply of it by {} accepted", other.who()),
+            }
+        ));
+        RunVerdict::Stuck
+    } else if chain.middle.is_none() {
+        let between = race::between(events, chain, zero);
+        if between.is_empty() {
+            RunVerdict::Jumped
+        } else {
+            inconclusive.push(format!(
+                "a chain expected to jump over its middle release installed {}: a race with it is not judged",
+                between.join(", ")
+            ));
+            RunVerdict::Inconclusive
+        }
+    } else if load_ok != Some(true) {
         inconclusive.push(format!(
             "not raced, but the load check did not pass ({}): the run could not have shown a race",
             load.as_ref()
                 .map_or("no load line", |load| load.line.as_str())
         ));
-    }
+        RunVerdict::Inconclusive
+    } else {
+        RunVerdict::Held
+    };
     for reason in &inconclusive {
         evidence.push(format!("INCONCLUSIVE: {reason}"));
     }
-    let verdict = match (inconclusive.is_empty(), raced) {
-        (false, _) => RunVerdict::Inconclusive,
-        (true, true) => RunVerdict::Raced,
-        (true, false) => RunVerdict::Held,
-    };
     Judgement {
         verdict,
         raced,
@@ -332,6 +378,27 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
         load_ok,
         olm_reaction_seconds,
     }
+}
+
+/// When the next release moved on after zero: under OLM v0 its CSV past
+/// `Pending` (`InstallReady`, `Installing`, `Succeeded`), under a deployer
+/// an apply of it accepted.
+fn moved_on<'a>(events: &'a [Event], chain: &Chain, zero: Timestamp) -> Option<&'a Event> {
+    after(events, zero).find(|event| match (&event.fact, chain.deployer) {
+        (Fact::CsvPhase { release, phase, .. }, Deployer::Olm) => {
+            *release == chain.next
+                && matches!(phase.as_str(), "InstallReady" | "Installing" | "Succeeded")
+        }
+        (
+            Fact::Deployed {
+                release,
+                accepted: true,
+                ..
+            },
+            Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl,
+        ) => *release == chain.next,
+        _ => false,
+    })
 }
 
 /// Time zero: the channel switch (the first event if there was none).

@@ -196,19 +196,37 @@ pub(super) fn later(release: &str, than: &str) -> bool {
     }
 }
 
+/// The releases installed (OLM v0: a CSV created; a deployer: an apply
+/// accepted) after zero other than the chain's first and last: none when
+/// the chain jumped over its middle release.
+pub(super) fn between(events: &[Event], chain: &Chain, zero: Timestamp) -> Vec<String> {
+    let mut between: Vec<String> = Vec::new();
+    for event in after(events, zero) {
+        let release = match &event.fact {
+            Fact::CsvCreated { release }
+            | Fact::Deployed {
+                release,
+                accepted: true,
+                ..
+            } => release,
+            _ => continue,
+        };
+        if *release != chain.from && *release != chain.last && !between.contains(release) {
+            between.push(release.clone());
+        }
+    }
+    between
+}
+
 pub(super) fn no_middle(events: &[Event], chain: &Chain, zero: Timestamp) -> String {
-    let between: Vec<String> = after(events, zero)
-        .filter_map(|event| match &event.fact {
-            Fact::CsvCreated { release } if *release != chain.from && *release != chain.last => {
-                Some(release.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let between = between(events, chain, zero);
     if between.is_empty() {
         format!(
-            "no release between {} and {} was installed: OLM went straight to {}",
-            chain.from, chain.last, chain.last
+            "no release between {} and {} was installed: {} went straight to {}",
+            chain.from,
+            chain.last,
+            chain.deployer.who(),
+            chain.last
         )
     } else {
         format!(

@@ -657,11 +657,100 @@ fn a_jump_over_the_middle_release_is_no_race() {
         (218, app("7.10.1", true)),
         (223, gate_true("7.10.1")),
     ];
-    let verdict = judge(&events(facts), &jump, &checks());
+    let verdict = judge(&events(facts.clone()), &jump, &checks());
     assert!(!verdict.raced);
-    assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+    // Judged by what it shows: it jumped; nothing was there to hold.
+    assert_eq!(
+        verdict.verdict,
+        RunVerdict::Jumped,
+        "{:#?}",
+        verdict.evidence
+    );
     assert!(!verdict.damaged, "{:#?}", verdict.evidence);
     assert!(verdict.evidence[0].contains("went straight to 7.10.1"));
+    // A release installed between all the same: not judged, inconclusive.
+    let mut through = facts.clone();
+    through.push((
+        20,
+        Fact::CsvCreated {
+            release: "7.10.0".into(),
+        },
+    ));
+    let verdict = judge(&events(through), &jump, &checks());
+    assert_eq!(
+        verdict.verdict,
+        RunVerdict::Inconclusive,
+        "{:#?}",
+        verdict.evidence
+    );
+    assert!(
+        verdict.inconclusive[0].contains("installed 7.10.0"),
+        "{:?}",
+        verdict.inconclusive
+    );
+    // Its last release never past Pending: stuck, whatever "no holes" says.
+    let pending: Vec<(i64, Fact)> = facts.into_iter().filter(|(at, _)| *at < 42).collect();
+    let verdict = judge(&events(pending), &jump, &checks());
+    assert_eq!(
+        verdict.verdict,
+        RunVerdict::Stuck,
+        "{:#?}",
+        verdict.evidence
+    );
+}
+
+/// A pushed run whose next release the policy refused to the end is not
+/// held: its own verdict, stuck, in the JSON and the picture alike.
+#[test]
+fn a_pushed_run_whose_next_release_was_never_accepted_is_stuck_not_held() {
+    let facts: Vec<(i64, Fact)> = pushed()
+        .into_iter()
+        .filter(|(_, fact)| !matches!(fact, Fact::Deployed { release, accepted: true, .. } if release == "7.10.1"))
+        .filter(|(_, fact)| !matches!(fact, Fact::Pod { release, .. } if release == "7.10.1"))
+        .chain([(440, deployed("7.10.1", false)), (460, deployed("7.10.1", false))])
+        .collect();
+    for deployer in [Deployer::Helm, Deployer::Kubectl, Deployer::OlmV1] {
+        let chain = Chain {
+            deployer,
+            ..chain()
+        };
+        let verdict = judge(&events(facts.clone()), &chain, &checks());
+        assert_eq!(
+            verdict.verdict,
+            RunVerdict::Stuck,
+            "{deployer:?}: {:#?}",
+            verdict.evidence
+        );
+        assert!(
+            verdict.damaged,
+            "the chain did not end: {:#?}",
+            verdict.evidence
+        );
+        assert!(
+            verdict
+                .evidence
+                .iter()
+                .any(|line| line.starts_with("STUCK: 7.10.1 never moved on")),
+            "{:#?}",
+            verdict.evidence
+        );
+        assert!(
+            verdict.evidence.iter().any(|line| line.contains(
+                "refused by the admission policy 4 times from +1.0 s on; never accepted"
+            )),
+            "{:#?}",
+            verdict.evidence
+        );
+    }
+    // Under OLM v0: 7.10.1's CSV never past Pending.
+    let pending: Vec<(i64, Fact)> = gated().into_iter().filter(|(at, _)| *at < 420).collect();
+    let verdict = judge(&events(pending), &chain(), &checks());
+    assert_eq!(
+        verdict.verdict,
+        RunVerdict::Stuck,
+        "{:#?}",
+        verdict.evidence
+    );
 }
 
 /// A failed apply is the policy's refusal only in the policy's words:
