@@ -24,7 +24,8 @@
 //!   limit, the last App Ready after the 180 s goal, the gate open before
 //!   the last App was Ready, PostgreSQL's sessions at `max_connections`),
 //!   6 when a figure cannot be trusted (the Job watch failed or missed
-//!   Jobs, a time not readable).
+//!   Jobs, a time not readable, every sample of PostgreSQL's sessions
+//!   failed).
 //!
 //! All start their own cluster (`--cluster`, torn down at the end unless
 //! `--keep`), or use a running one with `--reuse`.

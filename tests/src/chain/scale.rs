@@ -9,15 +9,17 @@
 //! App was verified; the most upgrade Jobs unfinished at once (a watch);
 //! the operator's peak RSS (the kernel's high-water mark of its process);
 //! the API server's requests in that window (all clients); the most
-//! PostgreSQL client sessions at once (sampled every 250 ms) against
-//! `max_connections`.
+//! PostgreSQL client sessions at once (sampled every 250 ms; failed
+//! samples counted) against `max_connections`.
 //!
 //! Then judged ([`verdict`], a pure function of what was observed): the
 //! run misses when more upgrade Jobs ran at once than the operator's
 //! limit, when the last App was Ready after [`GOAL`], when the gate opened
 //! before the last App was Ready, or when PostgreSQL's sessions reached
 //! `max_connections`; it is inconclusive when the Job watch failed (its
-//! count is then a lower bound) or missed Jobs, or a time cannot be read.
+//! count is then a lower bound) or missed Jobs, a time cannot be read, or
+//! every sample of PostgreSQL's sessions failed (a peak of none is no
+//! count).
 //!
 //! Owns: the scenario and its figures. Must not touch: the cluster's life
 //! (the `chain` binary starts and tears it down).
@@ -103,7 +105,20 @@ pub struct Observed {
     /// The most PostgreSQL client sessions at once, and the server's limit.
     pub sessions_peak: i64,
     pub max_connections: i64,
+    /// The session count's samples, those that failed, and the first
+    /// failure: a peak of failed samples is no count.
+    pub session_samples: SessionSamples,
     pub goal: Duration,
+}
+
+/// How the sampling of PostgreSQL's client sessions went.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionSamples {
+    /// Samples taken (each a query of `pg_stat_activity`).
+    pub taken: usize,
+    /// Of them, those that failed.
+    pub failed: usize,
+    pub first_error: Option<String>,
 }
 
 /// The verdict of a fleet upgrade: missed when a figure is past its
@@ -161,10 +176,19 @@ pub fn verdict(seen: &Observed) -> Outcome {
             ready.map_or_else(|| "(no time)".to_owned(), |at| at.to_string())
         )),
     }
+    let samples = &seen.session_samples;
     if seen.sessions_peak >= seen.max_connections {
         missed.push(format!(
             "{} PostgreSQL sessions at once reached max_connections {}",
             seen.sessions_peak, seen.max_connections
+        ));
+    } else if samples.failed >= samples.taken {
+        unsure.push(format!(
+            "PostgreSQL's sessions were never counted: {} of {} samples failed (first: {}), so a peak of {} says nothing of max_connections",
+            samples.failed,
+            samples.taken,
+            samples.first_error.as_deref().unwrap_or("none taken"),
+            seen.sessions_peak
         ));
     }
     if !missed.is_empty() {
@@ -241,8 +265,12 @@ pub fn upgrade_limit(pod: &Pod) -> Option<usize> {
     }
 }
 
-/// Samples PostgreSQL's client sessions until stopped.
-async fn poll_connections(admin_url: String, mut stop: tokio::sync::oneshot::Receiver<()>) -> i64 {
+/// Samples PostgreSQL's client sessions until stopped: the peak, and the
+/// samples taken and failed.
+async fn poll_connections(
+    admin_url: String,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) -> (i64, SessionSamples) {
     let (client, connection) =
         match tokio_postgres::connect(&admin_url, tokio_postgres::NoTls).await {
             Ok(pair) => pair,
@@ -250,20 +278,26 @@ async fn poll_connections(admin_url: String, mut stop: tokio::sync::oneshot::Rec
         };
     tokio::spawn(connection);
     let mut peak = 0;
+    let mut samples = SessionSamples::default();
     let mut ticks = tokio::time::interval(Duration::from_millis(250));
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
-            _ = &mut stop => return peak,
+            _ = &mut stop => return (peak, samples),
         }
-        if let Ok(row) = client
+        samples.taken += 1;
+        match client
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'",
                 &[],
             )
             .await
         {
-            peak = peak.max(row.get::<_, i64>(0));
+            Ok(row) => peak = peak.max(row.get::<_, i64>(0)),
+            Err(error) => {
+                samples.failed += 1;
+                samples.first_error.get_or_insert_with(|| error.to_string());
+            }
         }
     }
 }
@@ -637,7 +671,7 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
     let jobs = jobs
         .await
         .unwrap_or_else(|error| panic!("the Job watch failed: {error}"));
-    let peak_sessions = sessions
+    let (peak_sessions, session_samples) = sessions
         .await
         .unwrap_or_else(|error| panic!("the session poll failed: {error}"));
 
@@ -660,6 +694,7 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
         gate_seen_early: violations.clone(),
         sessions_peak: peak_sessions,
         max_connections: limit,
+        session_samples: session_samples.clone(),
         goal: GOAL,
     };
     let outcome = verdict(&observed);
@@ -694,6 +729,9 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
         },
         "postgres_sessions_peak": peak_sessions,
         "postgres_max_connections": limit,
+        "postgres_session_samples": session_samples.taken,
+        "postgres_session_samples_failed": session_samples.failed,
+        "postgres_session_first_error": session_samples.first_error,
         "goal_seconds": GOAL.as_secs(),
         "goal_met": outcome == Outcome::Met,
         "verdict": verdict_name,
@@ -730,6 +768,11 @@ mod tests {
             gate_seen_early: Vec::new(),
             sessions_peak: 30,
             max_connections: 100,
+            session_samples: SessionSamples {
+                taken: 900,
+                failed: 0,
+                first_error: None,
+            },
             goal: GOAL,
         }
     }
@@ -744,7 +787,7 @@ mod tests {
     #[test]
     fn a_fleet_upgrade_misses_on_each_bound_and_is_inconclusive_on_a_failed_count() {
         type Change = fn(&mut Observed);
-        let cases: [(&str, Change, Expect, &str); 15] = [
+        let cases: [(&str, Change, Expect, &str); 18] = [
             ("as measured", |_| {}, Expect::Met, ""),
             (
                 "five Jobs at once",
@@ -834,6 +877,32 @@ mod tests {
                 |o| o.sessions_peak = 100,
                 Expect::Missed,
                 "100 PostgreSQL sessions at once reached max_connections 100",
+            ),
+            (
+                "every session sample failed: peak 0 is no count",
+                |o| {
+                    o.sessions_peak = 0;
+                    o.session_samples.failed = 900;
+                    o.session_samples.first_error =
+                        Some("db error: FATAL: too many connections".into());
+                },
+                Expect::Inconclusive,
+                "PostgreSQL's sessions were never counted: 900 of 900 samples failed (first: db error: FATAL: too many connections), so a peak of 0 says nothing of max_connections",
+            ),
+            (
+                "no session sample taken",
+                |o| {
+                    o.sessions_peak = 0;
+                    o.session_samples.taken = 0;
+                },
+                Expect::Inconclusive,
+                "0 of 0 samples failed (first: none taken)",
+            ),
+            (
+                "some session samples failed: the others counted",
+                |o| o.session_samples.failed = 899,
+                Expect::Met,
+                "",
             ),
             (
                 "a miss and a failed count: missed, the doubt said",
