@@ -8,7 +8,10 @@
 //!   (`upgrade-gate.dev/release`, the label the admission policy compares)
 //!   and the policy's opt-in label from `.Values.admission` (`enforce` by
 //!   default: Helm has no OperatorCondition, so the policy is its only
-//!   brake); `UPGRADE_GATE_RELEASE` is the chart's release;
+//!   brake), and the operator whose record the policy reads
+//!   (`upgrade-gate.dev/operator`, the source's: not a value, as a release
+//!   that changed it would be another operator to the policy);
+//!   `UPGRADE_GATE_RELEASE` is the chart's release;
 //! - every container, and `UPGRADE_GATE_IMAGE` (the Job's and the server's
 //!   image), run `.Values.image`; `WATCH_NAMESPACE` is
 //!   `.Values.watchNamespace`;
@@ -25,7 +28,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::csv::{ADMISSION_LABEL, MIN_KUBE_VERSION, RELEASE_LABEL, REPOSITORY, SHORT_DESCRIPTION};
+use crate::csv::{
+    ADMISSION_LABEL, MIN_KUBE_VERSION, OPERATOR_LABEL, RELEASE_LABEL, REPOSITORY,
+    SHORT_DESCRIPTION, operator_identity,
+};
 use crate::install::{ENV_IMAGE, ENV_RELEASE, ENV_WATCH_NAMESPACE};
 use crate::releases::{PACKAGE, Release};
 use crate::render::{RenderError, RenderedFile};
@@ -121,6 +127,10 @@ fn deployment(
     release: &Release,
     variant: Variant,
 ) -> Result<Value, RenderError> {
+    let operator = operator_identity(&sources.deployment).map_err(|source| RenderError::Csv {
+        release: release.version.to_owned(),
+        source,
+    })?;
     let mut source = sources.deployment.clone();
     if let Some(pod) = source
         .spec
@@ -139,6 +149,7 @@ fn deployment(
         .ok_or(RenderError::Deployment("metadata.labels"))?;
     labels.insert(RELEASE_LABEL.to_owned(), json!(release.version));
     labels.insert(ADMISSION_LABEL.to_owned(), json!("{{ .Values.admission }}"));
+    labels.insert(OPERATOR_LABEL.to_owned(), json!(operator));
     let pod = deployment
         .pointer_mut("/spec/template/spec")
         .ok_or(RenderError::Deployment("spec.template.spec"))?;
@@ -322,6 +333,10 @@ mod tests {
         let labels = &deployment["metadata"]["labels"];
         assert_eq!(labels[RELEASE_LABEL], "7.10.0");
         assert_eq!(labels[ADMISSION_LABEL], "{{ .Values.admission }}");
+        assert_eq!(
+            labels[OPERATOR_LABEL], "app-operator",
+            "the operator whose record the policy reads, whatever the Deployment is named"
+        );
         let pod = &deployment["spec"]["template"]["spec"];
         for container in pod["initContainers"]
             .as_array()

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use k8s_openapi::api::apps::v1::DeploymentSpec;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use serde::Serialize;
 use serde_json::Value;
@@ -42,6 +42,11 @@ pub enum CsvError {
     CrdField(&'static str),
     #[error("the sample App cannot be written as JSON: {0}")]
     Example(serde_json::Error),
+    #[error(
+        "{file}: the operator Deployment has no label {OPERATOR_LABEL}: every bundle and the chart opt it in to the admission policy, which keeps its record under that label (else under the Deployment's name), so a later release that renamed the Deployment would be another operator to the policy and be let through while this one's upgrade runs; add {OPERATOR_LABEL}: <the name the operator records under> to its metadata.labels",
+        file = crate::sources::DEPLOYMENT_FILE
+    )]
+    NoOperatorLabel,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -158,7 +163,8 @@ pub struct InstallDeployment {
     pub spec: DeploymentSpec,
     /// The Deployment's labels (OLM sets them on the object, replacing
     /// any added by hand): the source's, the release the admission policy
-    /// compares across an update, and the policy's opt-in. Whether the
+    /// compares across an update, the policy's opt-in, and the operator
+    /// whose record it reads (the source's [`OPERATOR_LABEL`]). Whether the
     /// policy judges an install is the cluster admin's choice, by the
     /// binding's namespaces (docs/admission.md).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -179,6 +185,26 @@ pub const RELEASE_LABEL: &str = "upgrade-gate.dev/release";
 /// value (`upgrade_gate::admission::{ADMISSION_LABEL, ENFORCE}`).
 pub const ADMISSION_LABEL: &str = "upgrade-gate.dev/admission";
 pub const ENFORCE: &str = "enforce";
+/// The label naming the operator whose record the admission policy reads
+/// (`upgrade_gate::admission::OPERATOR_LABEL`; without it, the
+/// Deployment's name): kept by every release, so a release that renames
+/// the Deployment is still the same operator to the policy.
+pub const OPERATOR_LABEL: &str = "upgrade-gate.dev/operator";
+
+/// The operator's identity for the admission policy: the source
+/// Deployment's [`OPERATOR_LABEL`]. Every bundle and the chart opt the
+/// Deployment in, so a source without it is refused
+/// ([`CsvError::NoOperatorLabel`]), never rendered under the name alone.
+pub fn operator_identity(deployment: &Deployment) -> Result<&str, CsvError> {
+    deployment
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|labels| labels.get(OPERATOR_LABEL))
+        .map(String::as_str)
+        .filter(|name| !name.is_empty())
+        .ok_or(CsvError::NoOperatorLabel)
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RelatedImage {
@@ -218,6 +244,10 @@ pub fn release_csv(
         .unwrap_or_default();
     label.insert(RELEASE_LABEL.to_owned(), release.version.to_owned());
     label.insert(ADMISSION_LABEL.to_owned(), ENFORCE.to_owned());
+    label.insert(
+        OPERATOR_LABEL.to_owned(),
+        operator_identity(&sources.deployment)?.to_owned(),
+    );
     let service_account = deployment
         .template
         .spec
@@ -474,9 +504,10 @@ mod tests {
             serde_json::json!({
                 "app.kubernetes.io/name": "app-operator",
                 RELEASE_LABEL: "7.10.0",
-                ADMISSION_LABEL: ENFORCE
+                ADMISSION_LABEL: ENFORCE,
+                OPERATOR_LABEL: "app-operator"
             }),
-            "the release the admission policy compares, and the opt-in (where the policy is bound)"
+            "the release the admission policy compares, the opt-in (where the policy is bound) and the operator whose record it reads"
         );
         let rules = value["spec"]["install"]["spec"]["permissions"][0]["rules"]
             .as_array()
@@ -491,6 +522,36 @@ mod tests {
             serde_json::json!(["upgrade-gate.v7.10.0"]),
             "only its own OperatorCondition"
         );
+    }
+
+    /// Every rendering opts the Deployment in: a source that names no
+    /// operator is refused, not rendered as one the policy keys by name.
+    #[test]
+    fn a_source_deployment_without_its_operator_label_is_refused() {
+        let mut sources = repository_sources();
+        let release = releases::find("7.10.0").unwrap();
+        assert_eq!(
+            operator_identity(&sources.deployment).unwrap(),
+            "app-operator"
+        );
+        for unnamed in [None, Some(String::new())] {
+            let labels = sources.deployment.metadata.labels.get_or_insert_default();
+            match &unnamed {
+                None => labels.remove(OPERATOR_LABEL),
+                Some(empty) => labels.insert(OPERATOR_LABEL.to_owned(), empty.clone()),
+            };
+            let error = release_csv(&sources, release, "i:1").unwrap_err();
+            assert!(
+                matches!(error, CsvError::NoOperatorLabel),
+                "{unnamed:?}: {error}"
+            );
+            assert!(
+                error.to_string().starts_with(
+                    "manifests/deployment.yaml: the operator Deployment has no label upgrade-gate.dev/operator"
+                ),
+                "{error}"
+            );
+        }
     }
 
     #[test]
