@@ -24,7 +24,9 @@
 #      (docs/admission.md): the CSV's Deployment with the same images and
 #      containers, `keep` also keeping the admission record
 #      (UPGRADE_GATE_RECORD), the Deployment opted in with its release
-#      label, the recording rights, and the CRD in crds/;
+#      label and named as the operator whose record the policy reads
+#      (upgrade-gate.dev/operator), the recording rights, and the CRD in
+#      crds/;
 #   5. with --image, builds each release's image FROM scratch with podman
 #      (the Helm operator, watches.yaml, that release's chart), saved as an
 #      OCI archive.
@@ -465,6 +467,10 @@ metadata:
     # release waits until this release's keep recorded its upgrade complete.
     upgrade-gate.dev/admission: enforce
     upgrade-gate.dev/release: {{ .Chart.AppVersion | quote }}
+    # The operator whose record the policy reads: the entry keep records
+    # under (UPGRADE_GATE_DEPLOYMENT). Every release keeps it, so one that
+    # renamed this Deployment would still be held as the same operator.
+    upgrade-gate.dev/operator: $package
 spec:
   replicas: 1
   strategy: {type: Recreate}

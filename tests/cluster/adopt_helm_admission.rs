@@ -36,7 +36,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use upgrade_gate::admission::{RECORD_NAME, RELEASE_LABEL, record_resource};
+use upgrade_gate::admission::{OPERATOR_LABEL, RECORD_NAME, RELEASE_LABEL, record_resource};
 use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::wait::{self, Look};
 
@@ -198,6 +198,14 @@ fn assert_the_chart_runs_the_bundles_operator(helm: &Helm, version: &str) {
     assert_eq!(
         deployment["metadata"]["labels"][RELEASE_LABEL], version,
         "the chart's Deployment names its release for the policy"
+    );
+    assert_eq!(
+        (
+            &deployment["metadata"]["labels"][OPERATOR_LABEL],
+            &env(chart_pod, "UPGRADE_GATE_DEPLOYMENT")["value"]
+        ),
+        (&json!(PACKAGE), &json!(PACKAGE)),
+        "the chart's Deployment names the operator whose entry the policy reads, the one keep records under"
     );
 }
 
