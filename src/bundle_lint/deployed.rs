@@ -6,6 +6,9 @@
 //!   names the release it runs in `upgrade-gate.dev/release`, and that is
 //!   the CSV's `spec.version` and the release its operator is told it is
 //!   (`UPGRADE_GATE_RELEASE`, `--release`), the one it records as complete;
+//! - the operator an opted-in Deployment is to the policy
+//!   ([`check_admission_operator`]): `upgrade-gate.dev/operator`, which a
+//!   release that renames the Deployment keeps;
 //! - image references pinned by a real digest, not a placeholder left from
 //!   the docs ([`digest_problem`], [`check_image_digests`]);
 //! - the gate-only image named by a tag only ([`tag_note`],
@@ -23,7 +26,7 @@ use super::Rule;
 use super::rules::{
     Findings, KnownImage, Placed, argv, containers, known_image, list, runs_hold, text,
 };
-use crate::admission::{ADMISSION_LABEL, ENFORCE, RELEASE_LABEL};
+use crate::admission::{ADMISSION_LABEL, ENFORCE, OPERATOR_LABEL, RELEASE_LABEL};
 
 /// The env var the sample's binaries and `upgrade-gate record` read their
 /// release from (`--release`; app/src/cli.rs, src/cli/commands.rs).
@@ -35,6 +38,12 @@ const RELEASE_FLAG: &str = "--release";
 pub(super) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// A kubeconfig the gate reads before the in-cluster configuration.
 const KUBECONFIG_ENV: &str = "KUBECONFIG";
+
+/// Whether a Deployment entry of the install strategy opts in to the
+/// admission policy (`upgrade-gate.dev/admission: enforce` in its `label`).
+fn opted_in(deployment: &Value) -> bool {
+    text(&deployment["label"][ADMISSION_LABEL]) == ENFORCE
+}
 
 /// A label's value as a string: label values are strings, but a YAML
 /// author may write `1.3`, which parses as a number.
@@ -97,7 +106,7 @@ pub(super) fn check_admission_release(
     let version = text(&csv["spec"]["version"]);
     for (index, deployment) in deployments.iter().enumerate() {
         let labels = &deployment["label"];
-        if text(&labels[ADMISSION_LABEL]) != ENFORCE {
+        if !opted_in(deployment) {
             continue;
         }
         let name = text(&deployment["name"]);
@@ -138,6 +147,30 @@ pub(super) fn check_admission_release(
                 );
             }
         }
+    }
+}
+
+/// `admission-operator`: every Deployment that opts in to the admission
+/// policy names, in `upgrade-gate.dev/operator`, the operator whose record
+/// the policy reads. Without it the policy reads the record under the
+/// Deployment's name, so a later release that renames the Deployment is
+/// another operator to it, one that recorded nothing and is let through
+/// while this release's upgrade still runs.
+pub(super) fn check_admission_operator(findings: &mut Findings<'_>, deployments: &[Value]) {
+    for (index, deployment) in deployments.iter().enumerate() {
+        if !opted_in(deployment) {
+            continue;
+        }
+        if label_value(&deployment["label"][OPERATOR_LABEL]).is_some_and(|name| !name.is_empty()) {
+            continue;
+        }
+        let name = text(&deployment["name"]);
+        let base = format!("spec.install.spec.deployments[{index}]");
+        findings.error(
+            Rule::AdmissionOperator,
+            format!("{base}.label"),
+            format!("Deployment {name:?} opts in to the admission policy ({ADMISSION_LABEL}: {ENFORCE}) but does not say which operator it is ({OPERATOR_LABEL}): the policy then looks up its record by the Deployment's name, so a later release that renames the Deployment counts as another operator, with nothing recorded, and is let through while this release's upgrade is still in progress; add {OPERATOR_LABEL}: \"{name}\" (the name its operator records under) to {base}.label and keep that value in every later release"),
+        );
     }
 }
 

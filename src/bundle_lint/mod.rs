@@ -49,6 +49,10 @@
 //!   is that label's: the policy compares the label with the release the
 //!   operator records as complete, so any other value refuses every later
 //!   upgrade, forever; no label lets every release change through;
+//! - such a Deployment names the operator whose record the policy reads
+//!   (`upgrade-gate.dev/operator`): without it the policy reads the record
+//!   under the Deployment's name, and a later release that renames the
+//!   Deployment is another operator to it, let through mid-upgrade;
 //! - no image (containers, init containers, `spec.relatedImages`) pinned
 //!   to a placeholder digest such as `@sha256:<digest from the release>`:
 //!   anything after `@` that is not `sha256:` and 64 lowercase hex
@@ -140,6 +144,9 @@ pub enum Rule {
     /// An opted-in Deployment's release label: the CSV's release, and the
     /// one its operator is told it is.
     AdmissionRelease,
+    /// An opted-in Deployment names the operator whose record the policy
+    /// reads (`upgrade-gate.dev/operator`), which a rename keeps.
+    AdmissionOperator,
     /// An image pinned by a real digest, not a placeholder.
     ImageDigest,
     /// The gate-only image pinned by a digest, not only a tag (a note).

@@ -263,6 +263,7 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
     }
     check_commands(&mut findings, deployments);
     deployed::check_admission_release(&mut findings, csv, deployments);
+    deployed::check_admission_operator(&mut findings, deployments);
     deployed::check_image_digests(&mut findings, csv, deployments);
     deployed::check_gate_image_tags(&mut findings, deployments);
     deployed::check_gate_credentials(&mut findings, &gated);

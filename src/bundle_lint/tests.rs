@@ -53,11 +53,12 @@ fn rule(csv: &mut Value) -> &mut Value {
     &mut csv["spec"]["install"]["spec"]["permissions"][0]["rules"][0]
 }
 
-/// The Deployment's labels opting in to the admission policy, with the
-/// release label `release` (none: left out).
+/// The Deployment's labels opting in to the admission policy, naming its
+/// operator, with the release label `release` (none: left out).
 fn opt_in(csv: &mut Value, release: Option<&str>) {
     let label = &mut csv["spec"]["install"]["spec"]["deployments"][0]["label"];
-    *label = json!({"app": "op", "upgrade-gate.dev/admission": "enforce"});
+    *label = json!({"app": "op", "upgrade-gate.dev/admission": "enforce",
+        "upgrade-gate.dev/operator": "op"});
     if let Some(release) = release {
         label["upgrade-gate.dev/release"] = json!(release);
     }
@@ -380,6 +381,19 @@ fn broken_copies_are_caught_by_rule_and_field() {
             "spec.install.spec.deployments[0].label.upgrade-gate.dev/release".into(),
         ),
         (
+            "opted in to the admission policy without naming its operator",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                csv["spec"]["install"]["spec"]["deployments"][0]["label"]
+                    .as_object_mut()
+                    .expect("labels")
+                    .remove("upgrade-gate.dev/operator");
+            },
+            Rule::AdmissionOperator,
+            Severity::Error,
+            "spec.install.spec.deployments[0].label".into(),
+        ),
+        (
             "the gate-only image pinned to the docs' placeholder digest",
             |csv| pod(csv)["initContainers"][0]["image"] = json!(PLACEHOLDER),
             Rule::ImageDigest,
@@ -658,6 +672,82 @@ fn admission_release_table() {
         ),
     ];
     assert_table(Rule::AdmissionRelease, cases);
+}
+
+#[test]
+fn admission_operator_table() {
+    fn labels(csv: &mut Value, index: usize) -> &mut serde_json::Map<String, Value> {
+        csv["spec"]["install"]["spec"]["deployments"][index]["label"]
+            .as_object_mut()
+            .expect("labels")
+    }
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "not opted in: whom the record is kept for is not the policy's business",
+            |_| {},
+            None,
+        ),
+        (
+            "opted in, naming its operator",
+            |csv| opt_in(csv, Some("1.1.0")),
+            None,
+        ),
+        (
+            "opted in, named after an earlier Deployment name (a renamed release)",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                labels(csv, 0).insert("upgrade-gate.dev/operator".into(), json!("op-manager"));
+            },
+            None,
+        ),
+        (
+            "opted out by another value, without a name",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                labels(csv, 0).insert("upgrade-gate.dev/admission".into(), json!("off"));
+                labels(csv, 0).remove("upgrade-gate.dev/operator");
+            },
+            None,
+        ),
+        (
+            "opted in without naming its operator",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                labels(csv, 0).remove("upgrade-gate.dev/operator");
+            },
+            Some((
+                LABEL.into(),
+                "Deployment \"op\" opts in to the admission policy (upgrade-gate.dev/admission: enforce) but does not say which operator it is (upgrade-gate.dev/operator): the policy then looks up its record by the Deployment's name, so a later release that renames the Deployment counts as another operator, with nothing recorded, and is let through while this release's upgrade is still in progress; add upgrade-gate.dev/operator: \"op\" (the name its operator records under) to spec.install.spec.deployments[0].label and keep that value in every later release",
+            )),
+        ),
+        (
+            "opted in with an empty name",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                labels(csv, 0).insert("upgrade-gate.dev/operator".into(), json!(""));
+            },
+            Some((LABEL.into(), "does not say which operator it is")),
+        ),
+        (
+            "the second Deployment opted in without a name",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                let deployments = csv["spec"]["install"]["spec"]["deployments"]
+                    .as_array_mut()
+                    .expect("deployments");
+                let mut web = deployments[0].clone();
+                web["name"] = json!("web");
+                web["label"] = json!({"upgrade-gate.dev/admission": "enforce",
+                    "upgrade-gate.dev/release": "1.1.0"});
+                deployments.push(web);
+            },
+            Some((
+                "spec.install.spec.deployments[1].label".into(),
+                "add upgrade-gate.dev/operator: \"web\"",
+            )),
+        ),
+    ];
+    assert_table(Rule::AdmissionOperator, cases);
 }
 
 #[test]

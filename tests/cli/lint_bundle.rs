@@ -70,7 +70,7 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     type Edit = fn(&str) -> String;
-    let cases: [(&str, Edit, &str); 8] = [
+    let cases: [(&str, Edit, &str); 9] = [
         (
             "rights-for-every-condition",
             |text| {
@@ -128,6 +128,11 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
                 )
             },
             "initContainers[0].command: ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0 is the gate-only image",
+        ),
+        (
+            "no-operator-label",
+            |text| text.replacen("          upgrade-gate.dev/operator: app-operator\n", "", 1),
+            "spec.install.spec.deployments[0].label: Deployment \"app-operator\" opts in to the admission policy (upgrade-gate.dev/admission: enforce) but does not say which operator it is (upgrade-gate.dev/operator)",
         ),
         (
             "no-gate",
