@@ -112,34 +112,38 @@ pub use skips::{SkipRange, SkipRangeError};
 
 pub use crate::lint_finding::Severity;
 
-/// Which check a finding comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Which check a finding comes from. Its name (kebab-case, as a finding's
+/// JSON `rule` says it) and its first doc line are what `lint-bundle
+/// --help` lists under `--accept`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Rule {
     /// The CSV has a name (the OperatorCondition is named after it).
     CsvName,
     /// An init container runs `upgrade-gate hold`.
     GateInitContainer,
-    /// It is the first init container.
+    /// `upgrade-gate hold` is the first init container.
     GateFirst,
-    /// It is a plain init container, not a native sidecar.
+    /// hold's init container is a plain one, not a native sidecar.
     GateRestartPolicy,
     /// A container's command exists in the image it names (this project's
     /// images only).
     ImageCommand,
-    /// Its OperatorCondition name is literal and the CSV's.
+    /// hold's OperatorCondition name is literal and the CSV's.
     ConditionName,
     /// The rights on the OperatorCondition, limited to its name.
     ConditionRights,
     /// The rights granted to the ServiceAccount the gate's pod runs as.
     RightsServiceAccount,
-    /// The rights in `permissions`, not only in `clusterPermissions`.
+    /// The rights in `permissions`, not only in `clusterPermissions` (a
+    /// warning).
     ClusterRights,
     /// An update strategy that never runs two releases at once.
     UpdateStrategy,
     /// A readiness probe on the operator container.
     ReadinessProbe,
-    /// `olm.skipRange` / `spec.skips` jumps.
+    /// `olm.skipRange` / `spec.skips` jumps (a warning; a range OLM cannot
+    /// read, an error).
     Skips,
     /// An opted-in Deployment's release label: the CSV's release, and the
     /// one its operator is told it is.
@@ -163,8 +167,41 @@ pub enum Rule {
     KeepRights,
 }
 
+impl Rule {
+    /// The rule's name: what a finding's JSON `rule` says and `--accept`
+    /// takes (`image-tag`).
+    pub fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map(|value| value.get_name().to_owned())
+            .unwrap_or_default()
+    }
+}
+
 /// One problem of a bundle, located by file and field path.
 pub type Finding = crate::lint_finding::Finding<Rule>;
+
+/// `--accept RULE`: each warning of a rule in `accepted` becomes a note
+/// (info) that says it was accepted, so that it is still printed but
+/// fails no run, `--strict` included. For a finding known and left on
+/// purpose where the bundle is linted (`image-tag` on images built and
+/// loaded locally). Errors stay errors: with one the gate does not hold,
+/// or an upgrade goes wrong. `rule_of` gives a finding's rule of
+/// `lint-bundle`, if it has one (`lint-catalog`'s findings wrap them).
+pub fn accept<R>(
+    findings: &mut [crate::lint_finding::Finding<R>],
+    accepted: &[Rule],
+    rule_of: impl Fn(&R) -> Option<Rule>,
+) {
+    for finding in findings {
+        let Some(rule) = rule_of(&finding.rule) else {
+            continue;
+        };
+        if finding.severity == Severity::Warning && accepted.contains(&rule) {
+            finding.severity = Severity::Info;
+            finding.message = format!("accepted (--accept {}): {}", rule.name(), finding.message);
+        }
+    }
+}
 
 /// Everything `lint-bundle` found in one bundle.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -750,6 +750,85 @@ fn admission_operator_table() {
     assert_table(Rule::AdmissionOperator, cases);
 }
 
+/// Every rule has one name, the one its findings' JSON says, and
+/// `--accept` takes it: `lint-bundle --help` lists them all (clap's
+/// `ValueEnum`), each with its first doc line.
+#[test]
+fn every_rule_is_named_as_its_findings_say_it() {
+    use clap::ValueEnum;
+    let names: Vec<String> = Rule::value_variants().iter().map(|r| r.name()).collect();
+    for (rule, name) in Rule::value_variants().iter().zip(&names) {
+        assert_eq!(serde_json::to_value(rule).expect("a name"), json!(name));
+        assert_eq!(Rule::from_str(name, false), Ok(*rule), "{name}");
+        assert!(
+            rule.to_possible_value()
+                .and_then(|value| value.get_help().map(ToString::to_string))
+                .is_some_and(|help| !help.is_empty()),
+            "{name} says what it checks"
+        );
+    }
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+}
+
+/// `--accept`: an accepted rule's warnings become notes that say so, which
+/// fail no run; its errors, and other rules' warnings, stay.
+#[test]
+fn accepted_warnings_are_notes_and_errors_stay() {
+    let finding = |rule, severity| Finding {
+        file: FILE.into(),
+        field: "f".into(),
+        severity,
+        rule,
+        message: "why".into(),
+    };
+    type Accepting<'a> = (&'a str, Vec<Rule>, Vec<Finding>, Vec<(Severity, &'a str)>);
+    let cases: Vec<Accepting<'_>> = vec![
+        (
+            "nothing accepted",
+            vec![],
+            vec![finding(Rule::ClusterRights, Severity::Warning)],
+            vec![(Severity::Warning, "why")],
+        ),
+        (
+            "cluster-rights accepted",
+            vec![Rule::ClusterRights],
+            vec![
+                finding(Rule::ClusterRights, Severity::Warning),
+                finding(Rule::Skips, Severity::Warning),
+            ],
+            vec![
+                (Severity::Info, "accepted (--accept cluster-rights): why"),
+                (Severity::Warning, "why"),
+            ],
+        ),
+        (
+            "an accepted rule's error stays an error",
+            vec![Rule::Skips, Rule::AdmissionOperator],
+            vec![
+                finding(Rule::Skips, Severity::Error),
+                finding(Rule::AdmissionOperator, Severity::Error),
+                finding(Rule::Skips, Severity::Warning),
+            ],
+            vec![
+                (Severity::Error, "why"),
+                (Severity::Error, "why"),
+                (Severity::Info, "accepted (--accept skips): why"),
+            ],
+        ),
+    ];
+    for (case, accepted, mut findings, expected) in cases {
+        accept(&mut findings, &accepted, |rule| Some(*rule));
+        let got: Vec<(Severity, &str)> = findings
+            .iter()
+            .map(|finding| (finding.severity, finding.message.as_str()))
+            .collect();
+        assert_eq!(got, expected, "case {case}");
+    }
+}
+
 #[test]
 fn gate_credentials_table() {
     let cases: Vec<Case<'_>> = vec![

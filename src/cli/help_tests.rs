@@ -132,6 +132,32 @@ mod tests {
         }
     }
 
+    /// `lint-bundle --help` lists every check `--accept` takes, by the name
+    /// its findings carry, each with what it checks; lint-catalog's points
+    /// there.
+    #[test]
+    fn lint_bundle_help_lists_every_check() {
+        use clap::{CommandFactory, ValueEnum};
+        let mut command = Cli::command();
+        command.build();
+        let mut help = |name: &str| {
+            command
+                .find_subcommand_mut(name)
+                .expect("a subcommand")
+                .render_long_help()
+                .to_string()
+        };
+        let bundle = help("lint-bundle");
+        for rule in crate::bundle_lint::Rule::value_variants() {
+            let row = format!("- {}:", rule.name());
+            assert!(bundle.contains(&row), "{row} in:\n{bundle}");
+        }
+        assert!(
+            help("lint-catalog").contains("`upgrade-gate lint-bundle --help` lists them"),
+            "lint-catalog --help says where the checks are"
+        );
+    }
+
     #[test]
     fn cli_is_consistent() {
         use clap::CommandFactory;

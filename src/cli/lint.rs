@@ -39,6 +39,14 @@ pub(super) struct LintArgs {
     /// or skips that jumps over one is named in its warning.
     #[arg(long, value_delimiter = ',', value_parser = parse_version)]
     must_run: Vec<Version>,
+    /// Accept these checks' warnings (comma-separated): each is printed as an info line that
+    /// says so and fails no run, --strict included; errors stay errors.
+    ///
+    /// For a finding known and left on purpose, e.g. image-tag where you build and load the
+    /// images yourself. Every check lint-bundle makes is below; each finds errors unless it
+    /// says otherwise.
+    #[arg(long, value_delimiter = ',', value_enum, value_name = "RULE")]
+    accept: Vec<bundle_lint::Rule>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -60,6 +68,17 @@ pub(super) struct CatalogLintArgs {
     /// Count warnings as problems (exit 1); info lines never count.
     #[arg(long)]
     strict: bool,
+    /// Accept these warnings of lint-bundle's checks on the CSVs the catalog holds
+    /// (comma-separated; `upgrade-gate lint-bundle --help` lists them): each is printed as an
+    /// info line that says so and fails no run, --strict included.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_enum,
+        value_name = "RULE",
+        hide_possible_values = true
+    )]
+    accept: Vec<bundle_lint::Rule>,
 }
 
 fn parse_version(text: &str) -> Result<Version, String> {
@@ -145,6 +164,7 @@ fn run<L: Linter>(linter: &L, dirs: &[PathBuf], json: bool, strict: bool) -> u8 
 pub(super) fn lint_bundles(args: &LintArgs) -> u8 {
     let linter = Bundles {
         must_run: &args.must_run,
+        accept: &args.accept,
     };
     let json = args.output == LintOutput::Json;
     run(&linter, &args.bundles, json, args.strict)
@@ -153,11 +173,16 @@ pub(super) fn lint_bundles(args: &LintArgs) -> u8 {
 /// `lint-catalog`: pure file checks, no runtime.
 pub(super) fn lint_catalogs(args: &CatalogLintArgs) -> u8 {
     let json = args.output == CatalogLintOutput::Json;
-    run(&Catalogs, &args.catalogs, json, args.strict)
+    let linter = Catalogs {
+        accept: &args.accept,
+    };
+    run(&linter, &args.catalogs, json, args.strict)
 }
 
 struct Bundles<'a> {
     must_run: &'a [Version],
+    /// `--accept`: rules whose warnings are notes.
+    accept: &'a [bundle_lint::Rule],
 }
 
 impl Linter for Bundles<'_> {
@@ -166,7 +191,9 @@ impl Linter for Bundles<'_> {
     type Error = bundle_lint::LintError;
 
     fn lint(&self, dir: &Path) -> Result<Self::Report, Self::Error> {
-        bundle_lint::lint_bundle(dir, self.must_run)
+        let mut report = bundle_lint::lint_bundle(dir, self.must_run)?;
+        bundle_lint::accept(&mut report.findings, self.accept, |rule| Some(*rule));
+        Ok(report)
     }
 
     fn exit_code(report: &Self::Report, strict: bool) -> u8 {
@@ -212,15 +239,23 @@ impl Linter for Bundles<'_> {
     }
 }
 
-struct Catalogs;
+struct Catalogs<'a> {
+    /// `--accept`: lint-bundle's rules whose warnings are notes.
+    accept: &'a [bundle_lint::Rule],
+}
 
-impl Linter for Catalogs {
+impl Linter for Catalogs<'_> {
     const COMMAND: &'static str = "lint-catalog";
     type Report = catalog_lint::Report;
     type Error = catalog_lint::LintError;
 
     fn lint(&self, dir: &Path) -> Result<Self::Report, Self::Error> {
-        catalog_lint::lint_catalog(dir)
+        let mut report = catalog_lint::lint_catalog(dir)?;
+        bundle_lint::accept(&mut report.findings, self.accept, |rule| match rule {
+            catalog_lint::Rule::Bundle(rule) => Some(*rule),
+            _ => None,
+        });
+        Ok(report)
     }
 
     fn exit_code(report: &Self::Report, strict: bool) -> u8 {

@@ -216,6 +216,24 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
         warned.stdout
     );
     assert_eq!(lint(&[cluster_path, "--strict"]).code, Some(1));
+    // Accepted: the same finding as an info line that says so.
+    let accepted = lint(&[cluster_path, "--strict", "--accept", "cluster-rights"]);
+    assert_eq!(
+        accepted.code,
+        Some(0),
+        "{}{}",
+        accepted.stdout,
+        accepted.stderr
+    );
+    assert!(
+        accepted.stdout.contains(
+            "info: spec.install.spec.clusterPermissions[0]: accepted (--accept cluster-rights): the rights on operatorconditions"
+        ),
+        "{}",
+        accepted.stdout
+    );
+    let unknown = lint(&[cluster_path, "--accept", "no-such-check"]);
+    assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
 
     // The gate-only image by tag: a note, which passes even --strict
     // (docs/adopt.md pins it by digest; a tag is what `just image` makes).
