@@ -11,8 +11,12 @@
 //!   release that renames the Deployment keeps;
 //! - image references pinned by a real digest, not a placeholder left from
 //!   the docs ([`digest_problem`], [`check_image_digests`]);
+//! - every image of an opted-in Deployment pinned by digest
+//!   ([`tag_only`], [`check_image_tags`]): a warning, as the policy
+//!   compares images as text and a tag can be pushed again with other
+//!   code;
 //! - the gate-only image named by a tag only ([`tag_note`],
-//!   [`check_gate_image_tags`]): a note, never a failure;
+//!   [`check_gate_image_tags`]) elsewhere: a note, never a failure;
 //! - the gate's credentials ([`check_gate_credentials`]): a pod that turns
 //!   the service-account token off must mount one into the gate's
 //!   container.
@@ -241,21 +245,80 @@ pub(super) fn check_image_digests(findings: &mut Findings<'_>, csv: &Value, depl
     }
 }
 
+/// How an image reference names its image when no digest pins it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TagOnly {
+    /// By this tag.
+    Tag(String),
+    /// By neither tag nor digest: the kubelet pulls `:latest`.
+    NoTag,
+}
+
+impl TagOnly {
+    /// How the reference is pinned, in a sentence's words.
+    pub fn pinned(&self) -> String {
+        match self {
+            TagOnly::Tag(tag) => format!("pinned by tag ({tag:?}), not digest"),
+            TagOnly::NoTag => {
+                "pinned by neither tag nor digest (the kubelet pulls :latest)".to_owned()
+            }
+        }
+    }
+}
+
+/// How image `reference` is named when no digest pins it: by its tag (the
+/// last path component's, after `:`; a registry's port is not a tag), or
+/// by none. `None` for a reference with a digest (a wrong one is
+/// [`digest_problem`]'s) and an empty one.
+pub fn tag_only(reference: &str) -> Option<TagOnly> {
+    if reference.is_empty() || reference.contains('@') {
+        return None;
+    }
+    let last = reference.rsplit('/').next().unwrap_or_default();
+    Some(match last.split_once(':') {
+        Some((_, tag)) => TagOnly::Tag(tag.to_owned()),
+        None => TagOnly::NoTag,
+    })
+}
+
+/// What a re-pushed tag does to an opted-in Deployment, and what to do:
+/// the end of `image-tag`'s warning and of `kubectl upgrade-gate status`'s.
+pub const RE_PUSHED_TAG: &str = "the policy compares images as text and admits `kubectl rollout restart`, so once the tag is pushed again with other code, every pod started after that (a restart, a rescheduled or evicted pod, a new node) may run the new code, unjudged, while the record still says the running release's upgrade is in progress; pin it by digest (IMAGE@sha256:..., from `podman push --digestfile FILE`, your registry, or a release's digests.txt; kustomize: edit set image NAME=NAME@sha256:...)";
+
+/// `image-tag`'s warning on an opted-in Deployment's image `reference`
+/// when no digest pins it ([`tag_only`]).
+pub(super) fn tag_warning(reference: &str) -> Option<String> {
+    let how = tag_only(reference)?.pinned();
+    Some(format!(
+        "the image {reference:?} is {how}, in a Deployment under the admission policy ({ADMISSION_LABEL}: {ENFORCE}): {RE_PUSHED_TAG}; or, for images you build and load yourself, --accept image-tag"
+    ))
+}
+
+/// `image-tag`: every container and init container of every Deployment
+/// that opts in to the admission policy names its image by digest
+/// ([`tag_warning`]). A warning, not an error: the gate and the policy
+/// hold the same with a tag until it is pushed again, and a tag is what
+/// an image built here (`just image`) or loaded into a local cluster has
+/// (`--accept image-tag` says so and passes, `--strict` included).
+pub(super) fn check_image_tags(findings: &mut Findings<'_>, deployments: &[Value]) {
+    for placed in containers(deployments).filter(|placed| opted_in(placed.deployment)) {
+        if let Some(why) = tag_warning(text(&placed.container["image"])) {
+            findings.warning(Rule::ImageTag, placed.image_field(), placed.says(&why));
+        }
+    }
+}
+
 /// What to say of the gate-only image named by `reference` when no digest
 /// pins it: docs/adopt.md pins it by the release's digest, as a tag can be
 /// moved to another image and a digest cannot. `None` for a reference with
 /// a digest (a wrong one is [`digest_problem`]'s) and for any other image:
 /// an operator's own image by tag is what `make bundle` writes, and its
-/// authors' choice.
+/// authors' choice (but see [`check_image_tags`]).
 pub(super) fn tag_note(reference: &str) -> Option<String> {
-    if known_image(reference) != KnownImage::GateOnly || reference.contains('@') {
+    if known_image(reference) != KnownImage::GateOnly {
         return None;
     }
-    let last = reference.rsplit('/').next().unwrap_or_default();
-    let how = match last.split_once(':') {
-        Some((_, tag)) => format!("pinned by tag ({tag:?}), not digest"),
-        None => "pinned by neither tag nor digest (the kubelet pulls :latest)".to_owned(),
-    };
+    let how = tag_only(reference)?.pinned();
     Some(format!(
         "the gate image {reference:?} is {how}: a tag can be moved to another image, a digest cannot; pin the digest (a release gives it in its notes and digests.txt, `podman push --digestfile FILE` one you pushed; kustomize: edit set image NAME=NAME@sha256:...); a note, never a failure, --strict included"
     ))
@@ -265,9 +328,11 @@ pub(super) fn tag_note(reference: &str) -> Option<String> {
 /// Deployment that runs the gate-only image without a digest
 /// ([`tag_note`]), as a note (info): the gate holds the same with a tag,
 /// and a tag is what an image built here (`just image`) or loaded into a
-/// local cluster has, so `--strict` does not fail on it.
+/// local cluster has, so `--strict` does not fail on it. Not in a
+/// Deployment that opts in to the admission policy: `image-tag` warns
+/// there of every image.
 pub(super) fn check_gate_image_tags(findings: &mut Findings<'_>, deployments: &[Value]) {
-    for placed in containers(deployments) {
+    for placed in containers(deployments).filter(|placed| !opted_in(placed.deployment)) {
         if let Some(why) = tag_note(text(&placed.container["image"])) {
             findings.info(Rule::GateImageTag, placed.image_field(), placed.says(&why));
         }

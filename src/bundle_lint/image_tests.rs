@@ -1,11 +1,13 @@
 //! Table tests of what lint-bundle says about image references: which of
 //! this project's images a reference names, whether the command exists in
-//! it, a digest that is no digest (an error), and the gate-only image by
-//! tag (a note). The CSV they edit is [`super::tests`]'s.
+//! it, a digest that is no digest (an error), an image by tag in a
+//! Deployment under the admission policy (a warning) and the gate-only
+//! image by tag elsewhere (a note). The CSV they edit is
+//! [`super::tests`]'s.
 
 use serde_json::{Value, json};
 
-use super::tests::{Case, DEPLOYMENT, FILE, PLACEHOLDER, assert_table, good, pod};
+use super::tests::{Case, DEPLOYMENT, FILE, PLACEHOLDER, assert_table, good, opt_in, pod};
 use super::*;
 
 #[test]
@@ -311,6 +313,164 @@ fn gate_image_tag_table() {
                 report.exit_code(true),
                 0,
                 "case {case}: a note never fails, --strict included"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_image_is_tag_only_without_a_digest() {
+    let hex64 = "0123456789abcdef".repeat(4);
+    let cases: Vec<(String, Option<TagOnly>)> = vec![
+        (
+            "ghcr.io/upgrade-gate/upgrade-gate:7.10.1".into(),
+            Some(TagOnly::Tag("7.10.1".into())),
+        ),
+        (
+            "quay.io/example/op:latest".into(),
+            Some(TagOnly::Tag("latest".into())),
+        ),
+        // A registry's port is no tag.
+        ("localhost:5000/op".into(), Some(TagOnly::NoTag)),
+        (
+            "registry.example:5000/team/op:1.3.0".into(),
+            Some(TagOnly::Tag("1.3.0".into())),
+        ),
+        ("op".into(), Some(TagOnly::NoTag)),
+        (format!("quay.io/example/op@sha256:{hex64}"), None),
+        (format!("quay.io/example/op:1.3.0@sha256:{hex64}"), None),
+        // A placeholder digest is image-digest's error, not a tag.
+        (PLACEHOLDER.into(), None),
+        (String::new(), None),
+    ];
+    for (reference, expected) in cases {
+        assert_eq!(tag_only(&reference), expected, "{reference:?}");
+    }
+    assert_eq!(
+        TagOnly::NoTag.pinned(),
+        "pinned by neither tag nor digest (the kubelet pulls :latest)"
+    );
+}
+
+#[test]
+fn image_tag_table() {
+    type Edit = fn(&mut Value);
+    let cases: Vec<(&str, Edit, Vec<String>)> = vec![
+        (
+            "not opted in: the operator's image by tag is its authors' choice",
+            |_| {},
+            vec![],
+        ),
+        (
+            "opted in, every image pinned by digest",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                pod(csv)["containers"][0]["image"] =
+                    json!(format!("quay.io/example/op@sha256:{}", "ab".repeat(32)));
+            },
+            vec![],
+        ),
+        (
+            "opted in, the operator's image by tag",
+            |csv| opt_in(csv, Some("1.1.0")),
+            vec![format!("{DEPLOYMENT}.template.spec.containers[0].image")],
+        ),
+        (
+            "opted in, every container and init container by tag or none",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                let pod = pod(csv);
+                pod["initContainers"][0]["image"] = json!("localhost/upgrade-gate-hold:0.2.0");
+                pod["initContainers"]
+                    .as_array_mut()
+                    .expect("init containers")
+                    .push(json!({"name": "migrate", "image": "quay.io/example/op-migrate"}));
+                pod["containers"]
+                    .as_array_mut()
+                    .expect("containers")
+                    .push(json!({"name": "proxy", "image": "quay.io/example/proxy:latest"}));
+            },
+            vec![
+                format!("{DEPLOYMENT}.template.spec.initContainers[0].image"),
+                format!("{DEPLOYMENT}.template.spec.initContainers[1].image"),
+                format!("{DEPLOYMENT}.template.spec.containers[0].image"),
+                format!("{DEPLOYMENT}.template.spec.containers[1].image"),
+            ],
+        ),
+        (
+            "opted in, a placeholder digest: image-digest's error, no tag",
+            |csv| {
+                opt_in(csv, Some("1.1.0"));
+                pod(csv)["containers"][0]["image"] = json!("quay.io/example/op@sha256:<digest>");
+            },
+            vec![],
+        ),
+    ];
+    for (case, edit, expected) in cases {
+        let mut csv = good();
+        edit(&mut csv);
+        let findings = check_csv(&csv, FILE, &[]);
+        let warned: Vec<&Finding> = findings
+            .iter()
+            .filter(|finding| finding.rule == Rule::ImageTag)
+            .collect();
+        let fields: Vec<&str> = warned.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, expected, "case {case}: {findings:#?}");
+        for warning in &warned {
+            assert_eq!(warning.severity, Severity::Warning, "case {case}");
+            assert!(
+                !warning.message.contains('\n'),
+                "one line: {}",
+                warning.message
+            );
+            for part in [
+                "of Deployment \"op\": the image \"",
+                "in a Deployment under the admission policy (upgrade-gate.dev/admission: enforce): the policy compares images as text and admits `kubectl rollout restart`, so once the tag is pushed again with other code",
+                "may run the new code, unjudged, while the record still says the running release's upgrade is in progress; pin it by digest",
+                "--accept image-tag",
+            ] {
+                assert!(
+                    warning.message.contains(part),
+                    "case {case}: {part:?} in {}",
+                    warning.message
+                );
+            }
+        }
+        // Where image-tag warns, the gate-only image's note is not said twice.
+        assert!(
+            !findings
+                .iter()
+                .any(|finding| finding.rule == Rule::GateImageTag),
+            "case {case}: {findings:#?}"
+        );
+        // A warning: the bundle passes, not strictly; accepted, strictly too.
+        if findings
+            .iter()
+            .all(|finding| finding.rule == Rule::ImageTag)
+            && !warned.is_empty()
+        {
+            let mut report = Report {
+                bundle: "b".into(),
+                csv: "op.v1.1.0".into(),
+                findings: findings.clone(),
+            };
+            assert_eq!(
+                (report.exit_code(false), report.exit_code(true)),
+                (0, 1),
+                "case {case}"
+            );
+            accept(&mut report.findings, &[Rule::ImageTag], |rule| Some(*rule));
+            assert_eq!(report.exit_code(true), 0, "case {case}: accepted");
+            assert!(
+                report
+                    .findings
+                    .iter()
+                    .all(|finding| finding.severity == Severity::Info
+                        && finding
+                            .message
+                            .starts_with("accepted (--accept image-tag): container \"")),
+                "case {case}: {:#?}",
+                report.findings
             );
         }
     }

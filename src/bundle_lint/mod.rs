@@ -57,11 +57,19 @@
 //!   to a placeholder digest such as `@sha256:<digest from the release>`:
 //!   anything after `@` that is not `sha256:` and 64 lowercase hex
 //!   characters (or sha384, sha512) cannot be pulled;
+//! - a **warning** on every image of such a Deployment (containers and
+//!   init containers) named by a tag, not a digest: the policy compares
+//!   images as text and admits `kubectl rollout restart`, so a tag pushed
+//!   again with other code (or `:latest`) runs that code unjudged while
+//!   the upgrade is in progress. Not an error, as the policy holds until
+//!   then and an image built here (`just image`) or loaded into a local
+//!   cluster has only its tag: `--accept image-tag` turns it into a note
+//!   that says so;
 //! - a **note** (info, which never fails a run, `--strict` included) on
-//!   the gate-only image named by a tag, not a digest: docs/adopt.md pins
-//!   it by the release's digest, as a tag can be moved; but the gate holds
-//!   the same, and an image built here (`just image`) or loaded into a
-//!   local cluster has only its tag;
+//!   the gate-only image named by a tag, not a digest, elsewhere:
+//!   docs/adopt.md pins it by the release's digest, as a tag can be moved;
+//!   but the gate holds the same, and an image built here (`just image`)
+//!   or loaded into a local cluster has only its tag;
 //! - a pod with `automountServiceAccountToken: false` mounts a
 //!   service-account token (a projected `serviceAccountToken` volume, or a
 //!   token Secret) at `/var/run/secrets/kubernetes.io/serviceaccount` in
@@ -105,7 +113,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use deployed::digest_problem;
+pub use deployed::{RE_PUSHED_TAG, TagOnly, digest_problem, tag_only};
 pub use rules::check_csv;
 pub use semver::Version;
 pub use skips::{SkipRange, SkipRangeError};
@@ -153,6 +161,9 @@ pub enum Rule {
     AdmissionOperator,
     /// An image pinned by a real digest, not a placeholder.
     ImageDigest,
+    /// An opted-in Deployment's images pinned by digest, not only by a tag
+    /// that can be pushed again with other code (a warning).
+    ImageTag,
     /// The gate-only image pinned by a digest, not only a tag (a note).
     GateImageTag,
     /// The gate's container has a service-account token to act with.

@@ -36,7 +36,7 @@ impl Findings<'_> {
     pub(super) fn error(&mut self, rule: Rule, field: String, message: String) {
         self.add(Severity::Error, rule, field, message);
     }
-    fn warning(&mut self, rule: Rule, field: String, message: String) {
+    pub(super) fn warning(&mut self, rule: Rule, field: String, message: String) {
         self.add(Severity::Warning, rule, field, message);
     }
     pub(super) fn info(&mut self, rule: Rule, field: String, message: String) {
@@ -265,6 +265,7 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
     deployed::check_admission_release(&mut findings, csv, deployments);
     deployed::check_admission_operator(&mut findings, deployments);
     deployed::check_image_digests(&mut findings, csv, deployments);
+    deployed::check_image_tags(&mut findings, deployments);
     deployed::check_gate_image_tags(&mut findings, deployments);
     deployed::check_gate_credentials(&mut findings, &gated);
     super::keep::check_keep(&mut findings, csv, deployments);

@@ -1,8 +1,8 @@
 //! `upgrade-gate lint-bundle` as a process, on copies of the project's own
-//! bundles: clean ones pass (exit 0), broken copies are named file and field
-//! (exit 1), a note alone passes (exit 0, `--strict` included), a
-//! directory that is not a bundle (no manifests/, or no metadata/) is
-//! refused (exit 2).
+//! bundles: clean ones pass (exit 0; `--strict` with their images by tag
+//! accepted), broken copies are named file and field (exit 1), a note
+//! alone passes (exit 0, `--strict` included), a directory that is not a
+//! bundle (no manifests/, or no metadata/) is refused (exit 2).
 
 use std::path::{Path, PathBuf};
 
@@ -48,9 +48,44 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
         })
         .collect();
     let args: Vec<&str> = bundles.iter().map(String::as_str).collect();
-    let clean = lint(&args);
+    // The sample image by tag, in a Deployment under the admission policy:
+    // image-tag's warning on the gate's and the operator's container of
+    // each bundle, which fails --strict until accepted, as `just validate`
+    // accepts it.
+    let by_tag = "container \"{}\" of Deployment \"app-operator\": the image \"ghcr.io/upgrade-gate/upgrade-gate:7.10.1\" is pinned by tag (\"7.10.1\"), not digest, in a Deployment under the admission policy";
+    let strict: Vec<&str> = args.iter().copied().chain(["--strict"]).collect();
+    let warned = lint(&strict);
+    assert_eq!(warned.code, Some(1), "{}{}", warned.stdout, warned.stderr);
+    let accepted: Vec<&str> = strict
+        .iter()
+        .copied()
+        .chain(["--accept", "image-tag"])
+        .collect();
+    let clean = lint(&accepted);
     assert_eq!(clean.code, Some(0), "{}{}", clean.stdout, clean.stderr);
-    assert_eq!(clean.stdout, "", "no findings");
+    for (run, severity, accepted) in [
+        (&warned, "warning", ""),
+        (&clean, "info", "accepted (--accept image-tag): "),
+    ] {
+        let lines: Vec<&str> = run.stdout.lines().collect();
+        assert_eq!(lines.len(), 6, "{}", run.stdout);
+        for (line, container) in lines
+            .iter()
+            .zip(["upgrade-gate", "app-operator"].iter().cycle())
+        {
+            let kind = if *container == "upgrade-gate" {
+                "initContainers"
+            } else {
+                "containers"
+            };
+            let expected = format!(
+                ": {severity}: spec.install.spec.deployments[0].spec.template.spec.{kind}[0].image: {accepted}{}",
+                by_tag.replace("{}", container)
+            );
+            assert!(line.contains(&expected), "{expected}\nin {line}");
+            assert!(line.contains("--accept image-tag"), "{line}");
+        }
+    }
     let closing: Vec<&str> = clean.stderr.lines().collect();
     assert_eq!(
         closing.last(),
@@ -61,7 +96,7 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
     assert_eq!(
         closing
             .iter()
-            .filter(|line| line.ends_with("passes lint-bundle's checks"))
+            .filter(|line| line.ends_with("passes lint-bundle's checks (2 notes above)"))
             .count(),
         3,
         "{}",
@@ -216,8 +251,14 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
         warned.stdout
     );
     assert_eq!(lint(&[cluster_path, "--strict"]).code, Some(1));
-    // Accepted: the same finding as an info line that says so.
-    let accepted = lint(&[cluster_path, "--strict", "--accept", "cluster-rights"]);
+    // Accepted: the same finding as an info line that says so (and the
+    // sample image's tags, as the bundle's own).
+    let accepted = lint(&[
+        cluster_path,
+        "--strict",
+        "--accept",
+        "cluster-rights,image-tag",
+    ]);
     assert_eq!(
         accepted.code,
         Some(0),
@@ -235,10 +276,16 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
     let unknown = lint(&[cluster_path, "--accept", "no-such-check"]);
     assert_eq!(unknown.code, Some(2), "{}", unknown.stderr);
 
-    // The gate-only image by tag: a note, which passes even --strict
-    // (docs/adopt.md pins it by digest; a tag is what `just image` makes).
+    // The gate-only image by tag, in a Deployment not under the admission
+    // policy: a note, which passes even --strict (docs/adopt.md pins it by
+    // digest; a tag is what `just image` makes).
     let by_tag = broken_copy(dir.path(), "gate-image-by-tag", |text| {
         text.replacen(
+            "          upgrade-gate.dev/admission: enforce\n",
+            "          upgrade-gate.dev/admission: \"off\"\n",
+            1,
+        )
+        .replacen(
             "                command:\n                - upgrade-gate\n                env:\n                - name: POD_NAMESPACE\n                  valueFrom:\n                    fieldRef:\n                      fieldPath: metadata.namespace\n                - name: OPERATOR_CONDITION_NAME\n                  value: upgrade-gate.v7.10.1\n                image: ghcr.io/upgrade-gate/upgrade-gate:7.10.1\n",
             "                command:\n                - /upgrade-gate\n                env:\n                - name: POD_NAMESPACE\n                  valueFrom:\n                    fieldRef:\n                      fieldPath: metadata.namespace\n                - name: OPERATOR_CONDITION_NAME\n                  value: upgrade-gate.v7.10.1\n                image: localhost/upgrade-gate-hold:0.2.0\n",
             1,
@@ -265,8 +312,14 @@ fn the_projects_bundles_pass_and_broken_copies_are_named_by_file_and_field() {
     let json = lint(&[skip_path, "-o", "json"]);
     let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("-o json is JSON");
     assert_eq!(report["notChecked"], upgrade_gate::bundle_lint::NOT_CHECKED);
-    assert_eq!(report["bundles"][0]["findings"][0]["rule"], "skips");
-    assert_eq!(report["bundles"][0]["findings"][0]["severity"], "warning");
+    let skips: Vec<&serde_json::Value> = report["bundles"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|finding| finding["rule"] == "skips")
+        .collect();
+    assert_eq!(skips.len(), 1, "{}", json.stdout);
+    assert_eq!(skips[0]["severity"], "warning");
 
     let not_a_bundle = lint(&[dir.path().to_str().expect("UTF-8 path")]);
     assert_eq!(not_a_bundle.code, Some(2), "{}", not_a_bundle.stderr);

@@ -1,5 +1,6 @@
 //! `upgrade-gate lint-catalog` as a process, on the project's own catalogs
-//! and broken copies of them: the catalogs pass (exit 0, with `--strict`;
+//! and broken copies of them: the catalogs pass (exit 0, with `--strict`
+//! and the local one's images by tag accepted, as `just validate` runs it;
 //! the image-based one says once per bundle that its CSV is out of reach),
 //! a skipRange jumping over 7.10.0 is one error line (exit 1), a skipRange
 //! in `latest` alone makes OLM v0 and v1 part ways in `7.10.x` (a warning:
@@ -46,15 +47,36 @@ fn the_projects_catalogs_pass_and_broken_copies_are_named_by_file_and_field() {
     let root = repository_root();
     let catalog = root.join("catalog").display().to_string();
     let local = root.join("catalog-local").display().to_string();
-    let clean = lint(&["--strict", &catalog, &local]);
+    // catalog-local's inline CSVs run the images `just image` builds, by
+    // tag: image-tag's warning on two containers of each, which --strict
+    // fails until accepted.
+    let warned = lint(&["--strict", &catalog, &local]);
+    assert_eq!(warned.code, Some(1), "{}{}", warned.stdout, warned.stderr);
+    assert!(
+        warned.stderr.contains(&format!(
+            "{local}: upgrade-gate (3 channels, 3 bundles): 0 errors, 6 warnings, 0 info"
+        )),
+        "{}",
+        warned.stderr
+    );
+    let clean = lint(&["--strict", "--accept", "image-tag", &catalog, &local]);
     assert_eq!(clean.code, Some(0), "{}{}", clean.stdout, clean.stderr);
     let lines: Vec<&str> = clean.stdout.lines().collect();
     assert_eq!(
         lines.len(),
-        3,
-        "one info line per bundle of catalog/:\n{}",
+        9,
+        "one info line per bundle of catalog/, two accepted per bundle of catalog-local/:\n{}",
         clean.stdout
     );
+    for line in &lines[3..] {
+        assert!(
+            line.starts_with(&format!(
+                "{local}/upgrade-gate/catalog.json: info: olm.bundle[upgrade-gate.v"
+            )) && line.contains("accepted (--accept image-tag): container \"")
+                && line.contains("the image \"localhost/upgrade-gate:7.10.1\" is pinned by tag"),
+            "{line}"
+        );
+    }
     for (line, release) in lines.iter().zip(["7.9.3", "7.10.0", "7.10.1"]) {
         assert!(
             line.starts_with(&format!(
@@ -65,7 +87,7 @@ fn the_projects_catalogs_pass_and_broken_copies_are_named_by_file_and_field() {
     }
     assert!(
         clean.stderr.contains(&format!(
-            "{local}: upgrade-gate (3 channels, 3 bundles): 0 errors, 0 warnings, 0 info"
+            "{local}: upgrade-gate (3 channels, 3 bundles): 0 errors, 0 warnings, 6 info"
         )),
         "{}",
         clean.stderr
