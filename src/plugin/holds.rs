@@ -5,7 +5,9 @@
 //! ([`crate::admission::policy_in_force`]), and, where the record says
 //! the running release's upgrade is not complete, what a server-side
 //! dry-run of a move to another release says: refused by the policy
-//! (verified), admitted (the hold is NOT in force), or not known.
+//! (verified), admitted (the hold is NOT in force), or not known; and the
+//! images it runs by tag only, not digest, which a tag pushed again with
+//! other code would change without a move the policy judges.
 //!
 //! Owns: the hold's content, its table, its warnings and the exit code of
 //! a hold proven not in force. Must not touch: the cluster (the reads and
@@ -21,6 +23,7 @@ use crate::admission::{
     COMPLETE, OPERATOR_LABEL, Override, POLICY_NAME, PolicyInForce, RECORD_KIND, RECORD_NAME,
     RELEASE_LABEL, entry_of, override_of,
 };
+use crate::bundle_lint::{RE_PUSHED_TAG, tag_only};
 use crate::operator_condition::Obstacle;
 
 /// The exit code of `kubectl upgrade-gate status` when a dry-run proved
@@ -179,6 +182,58 @@ pub struct Hold {
     pub policy: PolicyInForce,
     /// What the dry-run of a move said.
     pub dry_run: DryRun,
+    /// Its images that no digest pins ([`tag_only_images`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tag_only_images: Vec<TagOnlyImage>,
+}
+
+/// An image a Deployment runs by tag only: the policy compares images as
+/// text, so a tag pushed again with other code runs that code in every
+/// pod started after, without a move the policy judges.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TagOnlyImage {
+    /// The image reference.
+    pub image: String,
+    /// How it is pinned, in words (`pinned by tag ("7.10.1"), not digest`).
+    pub pinned: String,
+    /// What runs it: `init container NAME`, `container NAME`.
+    pub containers: Vec<String>,
+}
+
+/// The images of `deployment`'s pod template that no digest pins, each
+/// once, in the order of its init containers then containers.
+pub fn tag_only_images(deployment: &Deployment) -> Vec<TagOnlyImage> {
+    let Some(pod) = deployment
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.template.spec.as_ref())
+    else {
+        return Vec::new();
+    };
+    let init = pod
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| ("init container", c));
+    let main = pod.containers.iter().map(|c| ("container", c));
+    let mut images: Vec<TagOnlyImage> = Vec::new();
+    for (kind, container) in init.chain(main) {
+        let image = container.image.as_deref().unwrap_or_default();
+        let Some(how) = tag_only(image) else {
+            continue;
+        };
+        let what = format!("{kind} {}", container.name);
+        match images.iter_mut().find(|found| found.image == image) {
+            Some(found) => found.containers.push(what),
+            None => images.push(TagOnlyImage {
+                image: image.to_owned(),
+                pinned: how.pinned(),
+                containers: vec![what],
+            }),
+        }
+    }
+    images
 }
 
 fn label<'a>(deployment: &'a Deployment, key: &str) -> Option<&'a str> {
@@ -319,6 +374,7 @@ pub fn hold(
         override_move,
         policy,
         dry_run,
+        tag_only_images: tag_only_images(deployment),
     }
 }
 
@@ -371,7 +427,8 @@ pub fn hold_cells<'a>(holds: impl IntoIterator<Item = &'a Hold>) -> Vec<Vec<Stri
 
 /// What to warn about, one line each, without repeats: a hold a dry-run
 /// proved not in force (first), updates or creates the policy does not
-/// judge, a record whose writers are not limited, a dry-run that failed.
+/// judge, a record whose writers are not limited, a dry-run that failed,
+/// an image run by tag only (one line per image).
 pub fn hold_warnings<'a>(holds: impl IntoIterator<Item = &'a Hold>) -> Vec<String> {
     let holds: Vec<&Hold> = holds.into_iter().collect();
     let mut lines: Vec<String> = Vec::new();
@@ -418,6 +475,14 @@ pub fn hold_warnings<'a>(holds: impl IntoIterator<Item = &'a Hold>) -> Vec<Strin
         if let UpgradeRecord::Unreadable { why } = &hold.upgrade {
             push(format!(
                 "{name}: the {RECORD_KIND} {RECORD_NAME} of its namespace could not be read ({why})"
+            ));
+        }
+        for image in &hold.tag_only_images {
+            push(format!(
+                "{name}: the image {} ({}) is {}, under the admission policy: {RE_PUSHED_TAG}",
+                image.image,
+                image.containers.join(", "),
+                image.pinned
             ));
         }
     }
@@ -625,6 +690,141 @@ mod tests {
         assert_eq!(
             operator_of(&deployment(json!({OPERATOR_LABEL: "shop-db"}))),
             "shop-db"
+        );
+    }
+
+    /// An opted-in Deployment whose pod runs `init` then `containers`
+    /// (name, image) pairs.
+    fn running(init: &[(&str, &str)], containers: &[(&str, &str)]) -> Deployment {
+        let list = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(name, image)| json!({"name": name, "image": image}))
+                .collect::<Vec<_>>()
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": "app-operator", "namespace": "shop", "labels": {
+                "upgrade-gate.dev/admission": "enforce", RELEASE_LABEL: "7.10.0"}},
+            "spec": {"selector": {}, "template": {"spec": {
+                "initContainers": list(init), "containers": list(containers)}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn images_by_tag_only_are_listed_once_with_what_runs_them() {
+        let pinned = format!(
+            "ghcr.io/upgrade-gate/upgrade-gate@sha256:{}",
+            "ab".repeat(32)
+        );
+        let sample = "ghcr.io/upgrade-gate/upgrade-gate:7.10.1";
+        /// An image, how it is pinned, what runs it.
+        type Listed<'a> = (&'a str, &'a str, Vec<&'a str>);
+        let table: Vec<(&str, Deployment, Vec<Listed<'_>>)> = vec![
+            (
+                "every image pinned by digest",
+                running(&[("upgrade-gate", &pinned)], &[("app-operator", &pinned)]),
+                vec![],
+            ),
+            (
+                "the sample's: one image by tag, in the gate and the operator",
+                running(&[("upgrade-gate", sample)], &[("app-operator", sample)]),
+                vec![(
+                    sample,
+                    "pinned by tag (\"7.10.1\"), not digest",
+                    vec!["init container upgrade-gate", "container app-operator"],
+                )],
+            ),
+            (
+                "a pinned gate, the operator by tag, a sidecar by no tag",
+                running(
+                    &[("upgrade-gate", &pinned)],
+                    &[
+                        ("app-operator", "localhost:5000/app-operator:7.10.1"),
+                        ("proxy", "quay.io/example/proxy"),
+                    ],
+                ),
+                vec![
+                    (
+                        "localhost:5000/app-operator:7.10.1",
+                        "pinned by tag (\"7.10.1\"), not digest",
+                        vec!["container app-operator"],
+                    ),
+                    (
+                        "quay.io/example/proxy",
+                        "pinned by neither tag nor digest (the kubelet pulls :latest)",
+                        vec!["container proxy"],
+                    ),
+                ],
+            ),
+            (
+                "no pod template (described by labels only)",
+                opted_in("7.10.0"),
+                vec![],
+            ),
+        ];
+        for (case, deployment, expected) in table {
+            let found = tag_only_images(&deployment);
+            let found: Vec<Listed<'_>> = found
+                .iter()
+                .map(|image| {
+                    (
+                        image.image.as_str(),
+                        image.pinned.as_str(),
+                        image.containers.iter().map(String::as_str).collect(),
+                    )
+                })
+                .collect();
+            assert_eq!(found, expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_held_deployment_by_tag_is_warned_of_in_the_users_words() {
+        let sample = "ghcr.io/upgrade-gate/upgrade-gate:7.10.1";
+        let done = record(
+            json!({"operators": {"app-operator": {"release": "7.10.0", "state": "Complete"}}}),
+        );
+        let by_tag = running(&[("upgrade-gate", sample)], &[("app-operator", sample)]);
+        // Complete: no dry-run, the policy judges, nothing else to say.
+        let tagged = hold(
+            &by_tag,
+            Ok(Some(&done)),
+            policy(&["shop"], Some(&done)),
+            None,
+        );
+        assert_eq!(
+            hold_warnings([&tagged]),
+            [format!(
+                "Deployment shop/app-operator: the image {sample} (init container upgrade-gate, container app-operator) is pinned by tag (\"7.10.1\"), not digest, under the admission policy: the policy compares images as text and admits `kubectl rollout restart`, so once the tag is pushed again with other code, every pod started after that (a restart, a rescheduled or evicted pod, a new node) may run the new code, unjudged, while the record still says the running release's upgrade is in progress; pin it by digest (IMAGE@sha256:..., from `podman push --digestfile FILE`, your registry, or a release's digests.txt; kustomize: edit set image NAME=NAME@sha256:...)"
+            )]
+        );
+        assert_eq!(
+            exit_code([&tagged]),
+            0,
+            "a warning, not a hold out of force"
+        );
+        let json = serde_json::to_value(&tagged).unwrap();
+        assert_eq!(
+            json["tagOnlyImages"],
+            json!([{"image": sample, "pinned": "pinned by tag (\"7.10.1\"), not digest",
+                "containers": ["init container upgrade-gate", "container app-operator"]}])
+        );
+
+        let pinned = format!("{sample}@sha256:{}", "ab".repeat(32));
+        let by_digest = running(&[("upgrade-gate", &pinned)], &[("app-operator", &pinned)]);
+        let quiet = hold(
+            &by_digest,
+            Ok(Some(&done)),
+            policy(&["shop"], Some(&done)),
+            None,
+        );
+        assert_eq!(hold_warnings([&quiet]), Vec::<String>::new());
+        assert!(
+            serde_json::to_value(&quiet)
+                .unwrap()
+                .get("tagOnlyImages")
+                .is_none()
         );
     }
 

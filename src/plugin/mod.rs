@@ -445,7 +445,7 @@ fn listing_failed(action: &'static str, error: &kube::Error) -> Error {
 
 /// The Deployments the CSVs (copies left out) install that opt in to the
 /// admission policy, once each: `(namespace, name, the CSVs that name it,
-/// its labels as the first CSV gives them)`.
+/// its entry of the first CSV's install strategy: name, label, spec)`.
 fn csv_opted_in(csvs: &[Value]) -> Vec<(String, String, Vec<String>, Value)> {
     let mut found: Vec<(String, String, Vec<String>, Value)> = Vec::new();
     for csv in csvs.iter().filter(|csv| !is_copied(csv)) {
@@ -470,7 +470,7 @@ fn csv_opted_in(csvs: &[Value]) -> Vec<(String, String, Vec<String>, Value)> {
                     namespace.to_owned(),
                     deployment_name.to_owned(),
                     vec![name.to_owned()],
-                    deployment["label"].clone(),
+                    deployment.clone(),
                 )),
             }
         }
@@ -496,11 +496,15 @@ fn csv_owner<'a>(deployment: &Deployment, owners: &'a [String]) -> Option<&'a St
 /// cannot be read is described by its CSV, and gets no dry-run.
 async fn csv_deployments(client: &kube::Client, csvs: &[Value], deadline: Instant) -> Vec<OptedIn> {
     let mut opted = Vec::new();
-    for (namespace, name, owners, labels) in csv_opted_in(csvs) {
+    for (namespace, name, owners, entry) in csv_opted_in(csvs) {
+        // As its CSV describes it: labels and, where it reads as one, the
+        // pod template (its images).
         let described = || -> Deployment {
-            serde_json::from_value(serde_json::json!({"metadata": {
-                "name": name, "namespace": namespace, "labels": labels}}))
-            .unwrap_or_default()
+            let metadata = serde_json::json!({
+                "name": name, "namespace": namespace, "labels": entry["label"]});
+            serde_json::from_value(serde_json::json!({"metadata": metadata, "spec": entry["spec"]}))
+                .or_else(|_| serde_json::from_value(serde_json::json!({"metadata": metadata})))
+                .unwrap_or_default()
         };
         let api = Api::<Deployment>::namespaced(client.clone(), &namespace);
         let read = by(deadline, async {
@@ -883,13 +887,13 @@ mod tests {
         ];
         let found = csv_opted_in(&csvs);
         assert_eq!(found.len(), 1, "{found:?}");
-        let (namespace, name, owners, labels) = &found[0];
+        let (namespace, name, owners, entry) = &found[0];
         assert_eq!(
             (namespace.as_str(), name.as_str()),
             ("shop", "app-operator")
         );
         assert_eq!(owners, &["upgrade-gate.v7.10.0", "upgrade-gate.v7.10.1"]);
-        assert_eq!(labels["upgrade-gate.dev/release"], "7.10.0");
+        assert_eq!(entry["label"]["upgrade-gate.dev/release"], "7.10.0");
         let installed_for = |owner: &str| -> Deployment {
             serde_json::from_value(serde_json::json!({"metadata": {"name": "app-operator",
                 "labels": {"olm.owner": owner}}}))

@@ -422,8 +422,10 @@ async fn under_olm_v1_only_hold_exits_0_and_says_what_protects_the_upgrade() {
 /// and `loose`, each with an opted-in Deployment whose record says 7.10.0's
 /// upgrade runs (objects only: this API server runs no controller). The
 /// plugin's dry-run of a move is refused by the policy in `shop` ("verified
-/// by dry-run") and admitted in `loose`, which it says loudly.
+/// by dry-run") and admitted in `loose`, which it says loudly; `loose`'s
+/// Deployment runs its image by tag, which it warns of, `shop`'s by digest.
 async fn plugin_verifies_each_hold_by_dry_run(v1: &ApiserverWithoutOlm, plugin: &Path) {
+    const TAGGED_IMAGE: &str = "registry.invalid/app-operator:7.10.0";
     let client = v1.admin_client().await;
     let policy = Policy::apply(&client, &v1.kubeconfig, "plugin-status", &["shop"]).await;
     let apply = PatchParams::apply("cluster-olm-v1-test").force();
@@ -470,11 +472,15 @@ async fn plugin_verifies_each_hold_by_dry_run(v1: &ApiserverWithoutOlm, plugin: 
             .unwrap_or_else(|error| panic!("applying the UpgradeRecord in {namespace}: {error}"));
         let labels = json!({OLM_V1_OWNER_KIND_LABEL: "ClusterExtension",
             OLM_V1_OWNER_NAME_LABEL: namespace, ADMISSION_LABEL: ENFORCE, RELEASE_LABEL: "7.10.0"});
+        let image = match namespace {
+            "shop" => format!("{TAGGED_IMAGE}@sha256:{}", "ab".repeat(32)),
+            _ => TAGGED_IMAGE.to_owned(),
+        };
         let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": DEPLOYMENT, "labels": labels},
             "spec": {"selector": {"matchLabels": {"app": DEPLOYMENT}},
                 "template": {"metadata": {"labels": {"app": DEPLOYMENT}},
-                    "spec": {"containers": [{"name": OPERATOR_CONTAINER, "image": "registry.invalid/app-operator:7.10.0"}]}}}});
+                    "spec": {"containers": [{"name": OPERATOR_CONTAINER, "image": image}]}}}});
         // The record's CRD was created moments ago on this API server:
         // until the policy's parameter informer has synced it, the policy
         // refuses (fail closed, "not yet synced"); that answer alone is
@@ -580,8 +586,19 @@ async fn plugin_verifies_each_hold_by_dry_run(v1: &ApiserverWithoutOlm, plugin: 
             "the hold is NOT in force for operator app-operator (Deployment loose/app-operator)"
         ) && stderr
             .contains("namespace loose: writers of its UpgradeRecord upgrade-gate are not limited")
+            && stderr.contains(&format!(
+                "Deployment loose/app-operator: the image {TAGGED_IMAGE} (container {OPERATOR_CONTAINER}) is pinned by tag (\"7.10.0\"), not digest, under the admission policy: the policy compares images as text"
+            ))
             && !stderr.contains("shop/app-operator"),
         "{stderr}"
+    );
+    assert_eq!(
+        (
+            &shop.get("tagOnlyImages"),
+            &loose["tagOnlyImages"][0]["image"]
+        ),
+        (&None, &json!(TAGGED_IMAGE)),
+        "{shop:#}\n{loose:#}"
     );
     // A hold proven not in force fails the command.
     assert_eq!(
