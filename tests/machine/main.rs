@@ -1,9 +1,11 @@
 //! The preflight (`doctor`, tools/doctor/) as a process on this machine
 //! made to look like the machines it must refuse: not root, no network
 //! namespaces (a user namespace without the rights), a killed cluster's
-//! leftovers, too little disk where the cache is. Each case changes the
-//! machine for real (a netns, a tmpfs, another uid) and undoes it, also when
-//! the test fails. Needs root, as the local cluster does.
+//! leftovers, too little disk where the cache is, and each cgroup layout of
+//! the doctor's fixtures (hybrid, v1, v2, v2 elsewhere, none), mounted in a
+//! mount namespace of the doctor's own. Each case changes the machine for
+//! real (a netns, a tmpfs, another uid, a namespace's mounts) and undoes it,
+//! also when the test fails. Needs root, as the local cluster does.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -85,31 +87,140 @@ fn run(command: &[&str]) {
     assert!(status.success(), "{command:?} failed: {status}");
 }
 
-#[test]
-fn names_the_cgroup_layout_of_this_machine() {
-    require_root();
-    let (_, output) = doctor(&[], &[]);
-    let cgroups = output
-        .lines()
-        .find(|line| line.split_whitespace().nth(1) == Some("cgroups"))
-        .unwrap_or_else(|| panic!("no cgroups line in:\n{output}"));
-    let mounts = std::fs::read_to_string("/proc/self/mounts").expect("/proc/self/mounts");
-    let v2_root = mounts
-        .lines()
-        .any(|m| m.split_whitespace().nth(1) == Some("/sys/fs/cgroup") && m.contains(" cgroup2 "));
-    let v1 = mounts
-        .lines()
-        .any(|m| m.split_whitespace().nth(2) == Some("cgroup"));
-    let expected = match (v1, v2_root, mounts.contains(" cgroup2 ")) {
-        (_, true, _) => "v2",
-        (true, false, true) => "hybrid",
-        (true, false, false) => "v1",
-        _ => "none",
-    };
-    assert!(
-        cgroups.contains(expected),
-        "expected the layout {expected} in: {cgroups}"
+/// What a mount namespace of the doctor's own starts with: every cgroup
+/// file system it inherited unmounted (this namespace's copies only), and
+/// then a check that none is left.
+const NO_CGROUPS: &str = r#"
+awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/self/mounts | sort -r |
+  while read -r point; do umount --lazy "$point"; done
+while mountpoint -q /sys/fs/cgroup; do umount --lazy /sys/fs/cgroup; done
+if awk '$3 == "cgroup" || $3 == "cgroup2" { found = 1 } END { exit !found }' /proc/self/mounts; then
+  echo "cgroup file systems left after unmounting them all:" >&2
+  grep -E ' cgroup2? ' /proc/self/mounts >&2
+  exit 3
+fi
+"#;
+
+/// The v1 hierarchy every v1 mount of a fixture becomes: a named one, with
+/// no controller, so the machine's controllers stay where they are (a v2
+/// machine has none to give) and it goes when its last mount does.
+const V1_HIERARCHY: &str = "none,name=ugdoctor-test";
+
+/// The shell commands that mount `fixture`'s cgroup layout (its tmpfs at
+/// /sys/fs/cgroup, its cgroup and cgroup2 mounts, in its order) on a
+/// namespace that has none.
+fn mount_layout(fixture: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tools/doctor/fixtures")
+        .join(fixture);
+    let table = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let mut script = String::new();
+    for line in table.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, point, fstype, ..] = fields[..] else {
+            panic!("{fixture}: not a mount line: {line:?}");
+        };
+        let options = match fstype {
+            "cgroup" => V1_HIERARCHY,
+            "cgroup2" => "rw",
+            "tmpfs" if point == "/sys/fs/cgroup" => "mode=755",
+            _ => continue,
+        };
+        // Only under /sys/fs/cgroup: a directory made for a mount point
+        // is made on the machine's file system, outside the namespace.
+        assert!(
+            point == "/sys/fs/cgroup" || point.starts_with("/sys/fs/cgroup/"),
+            "{fixture}: {point} is not under /sys/fs/cgroup"
+        );
+        script.push_str(&format!(
+            "mkdir -p {point}\nmount -t {fstype} -o {options} {fstype} {point}\n"
+        ));
+    }
+    script
+}
+
+/// The doctor in a mount namespace of its own whose cgroup file systems
+/// are `fixture`'s, and nothing else of the machine changed. Its output
+/// starts with the cgroup mounts made.
+fn doctor_on_layout(fixture: &str) -> String {
+    let script = format!(
+        "set -eu\n{NO_CGROUPS}{}\
+         awk '$3 == \"cgroup\" || $3 == \"cgroup2\" || $2 == \"/sys/fs/cgroup\" \
+         {{ print \"mounted:\", $0 }}' /proc/self/mounts\nexec \"$@\"\n",
+        mount_layout(fixture)
     );
+    let wrapper = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        fixture,
+    ];
+    doctor(&wrapper, &[]).1
+}
+
+/// The doctor's line for each layout, written here from the fixture as a
+/// person reads it, not from the doctor's rule. The v1 hierarchies made
+/// carry no controller, so a v1 or hybrid layout fails for the kubelet.
+const LAYOUTS: [(&str, &str, &str); 5] = [
+    (
+        "mounts-hybrid",
+        "FAIL",
+        "hybrid: v1 controllers under /sys/fs/cgroup, cgroup2 at /sys/fs/cgroup/unified (",
+    ),
+    (
+        "mounts-v1",
+        "FAIL",
+        "v1: controllers under /sys/fs/cgroup, no cgroup2;",
+    ),
+    ("mounts-v2", "WARN", "cgroup v2 only (at /sys/fs/cgroup, "),
+    (
+        "mounts-v2-elsewhere",
+        "WARN",
+        "cgroup v2 only (at /sys/fs/cgroup/unified, ",
+    ),
+    (
+        "mounts-none",
+        "FAIL",
+        "no cgroup file system mounted: the kubelet cannot run pods",
+    ),
+];
+
+#[test]
+fn names_each_cgroup_layout_made_for_real() {
+    require_root();
+    let mut wrong = Vec::new();
+    for (fixture, verdict, starts) in LAYOUTS {
+        let output = doctor_on_layout(fixture);
+        let found = output.lines().find_map(|line| {
+            let mut words = line.split_whitespace();
+            let said = words.next()?;
+            (words.next() == Some("cgroups")).then(|| {
+                let detail = line.trim_start_matches(said).trim_start();
+                (said, detail.trim_start_matches("cgroups").trim_start())
+            })
+        });
+        match found {
+            Some((said, detail)) if said == verdict && detail.starts_with(starts) => {}
+            Some((said, detail)) => {
+                let made: Vec<&str> = output
+                    .lines()
+                    .filter(|line| line.starts_with("mounted:"))
+                    .collect();
+                wrong.push(format!(
+                    "{fixture}: expected `{verdict} cgroups {starts}…`, the doctor said \
+                     `{said} cgroups {detail}`, on:\n{}",
+                    made.join("\n")
+                ))
+            }
+            None => wrong.push(format!("{fixture}: no cgroups line in:\n{output}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]

@@ -155,6 +155,7 @@ mod tests {
 
     const HYBRID: &str = include_str!("../fixtures/mounts-hybrid");
     const V2: &str = include_str!("../fixtures/mounts-v2");
+    const V2_ELSEWHERE: &str = include_str!("../fixtures/mounts-v2-elsewhere");
     const V1: &str = include_str!("../fixtures/mounts-v1");
     const NONE: &str = include_str!("../fixtures/mounts-none");
     const HUGETLB: &str = include_str!("../fixtures/cgroup.controllers-hybrid");
@@ -188,6 +189,16 @@ mod tests {
                 Verdict::Warn,
                 "cgroup v2 only (at /sys/fs/cgroup, controllers: cpuset cpu io memory pids): the \
                  kubelet supports it; this project's local cluster was tried on hybrid and v1 layouts",
+            ),
+            (
+                V2_ELSEWHERE,
+                Some(HUGETLB),
+                Layout::V2 {
+                    at: "/sys/fs/cgroup/unified".into(),
+                },
+                Verdict::Warn,
+                "cgroup v2 only (at /sys/fs/cgroup/unified, controllers: hugetlb): the kubelet \
+                 supports it; this project's local cluster was tried on hybrid and v1 layouts",
             ),
             (
                 V1,
