@@ -1,9 +1,12 @@
-//! The CI recipe for adopters cannot drift from what this repository
-//! ships and tests: docs/adopt.md's workflow is `adopt/ci/olm-upgrade.yml`
-//! word for word (actionlint checks that file in `just validate`), it runs
-//! `adopt/ci/olm-upgrade-check.sh` from the gate's release of this crate's
-//! version, and the inputs it gives the script are the ones the script
-//! reads — the script a cluster test runs (tests/cluster/adopt_ci.rs).
+//! CI cannot drift from what this repository ships and tests. Our own
+//! workflow (`.github/workflows/ci.yml`) runs every stage `just test` runs
+//! (the `stages=(…)` of the justfile's `test` recipe), each as its `just`
+//! recipe, and no other recipe. The CI recipe for adopters: docs/adopt.md's
+//! workflow is `adopt/ci/olm-upgrade.yml` word for word (actionlint checks
+//! that file in `just validate`), it runs `adopt/ci/olm-upgrade-check.sh`
+//! from the gate's release of this crate's version, and the inputs it gives
+//! the script are the ones the script reads — the script a cluster test
+//! runs (tests/cluster/adopt_ci.rs).
 //!
 //! Owns: these checks, run by `cargo test`. Must not touch: the files (it
 //! only reads them).
@@ -186,5 +189,124 @@ fn each_kind_of_drift_in_the_recipe_is_named() {
         vec![format!(
             "{WORKFLOW} sets 2 of UG_CATALOG_IMAGE and UG_CATALOG_ADDRESS, not one"
         )]
+    );
+}
+
+const CI: &str = ".github/workflows/ci.yml";
+
+/// The stages `just test` runs: the words of the `stages=(…)` line of the
+/// justfile's `test` recipe (its body: the indented lines under `test:`).
+fn test_stages(justfile: &str) -> Option<Vec<String>> {
+    justfile
+        .lines()
+        .skip_while(|line| line.trim_end() != "test:")
+        .skip(1)
+        .take_while(|line| line.is_empty() || line.starts_with(' ') || line.starts_with('\t'))
+        .find_map(|line| line.trim().strip_prefix("stages=("))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .map(|words| words.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The shell of every step of a workflow (`run: command` and the lines of
+/// a `run: |` block), comments left out.
+fn step_commands(workflow: &str) -> Vec<String> {
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    let mut commands = Vec::new();
+    let mut lines = workflow.lines().peekable();
+    while let Some(line) = lines.next() {
+        let key = line.trim_start().trim_start_matches("- ");
+        let Some(value) = key.strip_prefix("run:") else {
+            continue;
+        };
+        let value = value.trim();
+        if !value.starts_with(['|', '>']) {
+            commands.push(value.to_owned());
+            continue;
+        }
+        while let Some(next) =
+            lines.next_if(|next| next.trim().is_empty() || indent(next) > indent(line))
+        {
+            commands.push(next.trim().to_owned());
+        }
+    }
+    commands.retain(|command| !command.is_empty() && !command.starts_with('#'));
+    commands
+}
+
+/// The recipes the steps run: the word after `just`, also when just is
+/// run through sudo as `"$(command -v just)"` (options skipped).
+fn recipes_run(workflow: &str) -> Vec<String> {
+    let mut recipes = Vec::new();
+    for command in step_commands(workflow) {
+        let mut words = command.split_whitespace();
+        while let Some(word) = words.next() {
+            if (word == "just" || word.ends_with("just)\""))
+                && let Some(recipe) = words.by_ref().find(|word| !word.starts_with('-'))
+            {
+                recipes.push(recipe.to_owned());
+            }
+        }
+    }
+    recipes
+}
+
+/// Every way the workflow and `just test` disagree, one line each.
+fn stage_problems(justfile: &str, workflow: &str) -> Vec<String> {
+    let Some(stages) = test_stages(justfile) else {
+        return vec!["justfile: the `test` recipe has no `stages=(…)` line".to_owned()];
+    };
+    let run: BTreeSet<String> = recipes_run(workflow).into_iter().collect();
+    let mut problems: Vec<String> = stages
+        .iter()
+        .filter(|stage| !run.contains(*stage))
+        .map(|stage| format!("{CI}: no step runs `just {stage}`, a stage of `just test`"))
+        .collect();
+    problems.extend(
+        run.iter()
+            .filter(|recipe| !stages.contains(recipe))
+            .map(|recipe| {
+                format!("{CI}: a step runs `just {recipe}`, which is no stage of `just test`")
+            }),
+    );
+    problems
+}
+
+#[test]
+fn the_workflow_runs_every_stage_of_just_test() {
+    let problems = stage_problems(&read("justfile"), &read(CI));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn each_drift_between_the_workflow_and_just_test_is_named() {
+    let justfile = "# Everything CI runs.\ntest:\n    #!/usr/bin/env bash\n    stages=(lint test-fast test-cluster)\n    for stage in \"${stages[@]}\"; do just \"$stage\"; done\n\n# Unit tests.\ntest-fast:\n    cargo test\n";
+    assert_eq!(
+        test_stages(justfile),
+        Some(vec![
+            "lint".into(),
+            "test-fast".into(),
+            "test-cluster".into()
+        ])
+    );
+    // Every form a step runs just in: a line, a block, through sudo.
+    let workflow = "# lint, test-fast: just lint runs clippy\njobs:\n  lint:\n    steps:\n      - run: just lint\n  test-fast:\n    steps:\n      - name: unit\n        run: |\n          # just test-machine needs root\n          cargo build\n          just --quiet test-fast\n  test-cluster:\n    steps:\n      - name: as root\n        run: sudo --preserve-env=PATH \"$(command -v just)\" test-cluster\n";
+    assert_eq!(stage_problems(justfile, workflow), Vec::<String>::new());
+    let missing = workflow.replace("          just --quiet test-fast\n", "");
+    assert_eq!(
+        stage_problems(justfile, &missing),
+        vec![format!(
+            "{CI}: no step runs `just test-fast`, a stage of `just test`"
+        )]
+    );
+    let extra = workflow.replace("run: just lint", "run: just lint && just demo");
+    assert_eq!(
+        stage_problems(justfile, &extra),
+        vec![format!(
+            "{CI}: a step runs `just demo`, which is no stage of `just test`"
+        )]
+    );
+    assert_eq!(
+        stage_problems("test:\n    just lint\n", workflow),
+        vec!["justfile: the `test` recipe has no `stages=(…)` line".to_owned()]
     );
 }
