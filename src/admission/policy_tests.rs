@@ -13,7 +13,9 @@ use cel::objects::Key;
 use cel::{Context, Env, Program, Value as Cel};
 use serde_json::{Value, json};
 
-use super::record::{OVERRIDE_VERB, RECORD_GROUP, RECORD_NAME, RECORD_PLURAL, RECORD_VERB};
+use super::record::{
+    OVERRIDE_VERB, RECORD_BY_HAND_VERB, RECORD_GROUP, RECORD_NAME, RECORD_PLURAL, RECORD_VERB,
+};
 use super::{ADMISSION_LABEL, ENFORCE, OPERATOR_LABEL, RELEASE_LABEL};
 
 const POLICY: &str = include_str!("../../manifests/admission/policy.yaml");
@@ -168,14 +170,40 @@ fn judge(old: Option<&Value>, new: &Value, params: &Value) -> Result<(), String>
     evaluate(&policy(POLICY), context)
 }
 
-/// The guard's decision on a write of the record by a subject with `grants`.
-fn guard(old: Option<&Value>, new: &Value, grants: Grants) -> Result<(), String> {
+/// Who writes the record: a username and whether its token is bound to a
+/// pod (the claims the API server puts in `userInfo.extra`).
+#[derive(Clone, Copy)]
+struct Writer {
+    username: &'static str,
+    pod: Option<&'static str>,
+}
+
+/// The operator's own pod in namespace `shop`.
+const OWN_POD: Writer = Writer {
+    username: "system:serviceaccount:shop:app-operator",
+    pod: Some("app-operator-5d8f-x2"),
+};
+
+impl Writer {
+    fn user_info(self) -> Value {
+        match self.pod {
+            Some(pod) => json!({"username": self.username, "extra": {
+                "authentication.kubernetes.io/pod-name": [pod],
+                "authentication.kubernetes.io/pod-uid": ["0b9c"],
+            }}),
+            None => json!({"username": self.username}),
+        }
+    }
+}
+
+/// The guard's decision on a write of the record by `writer` holding `grants`.
+fn guard(old: Option<&Value>, new: &Value, writer: Writer, grants: Grants) -> Result<(), String> {
     let mut context = context(grants);
     let operation = if old.is_some() { "UPDATE" } else { "CREATE" };
     context
         .add_variable(
             "request",
-            json!({"operation": operation, "userInfo": {"username": "system:serviceaccount:shop:app-operator"}}),
+            json!({"operation": operation, "userInfo": writer.user_info()}),
         )
         .expect("request");
     context
@@ -225,7 +253,7 @@ fn deployment(shape: Shape) -> Value {
         "kind": "Deployment",
         "metadata": {"name": shape.name, "namespace": "shop", "labels": labels},
         "spec": {"replicas": shape.replicas, "template": {
-            "metadata": {"annotations": {}},
+            "metadata": {"labels": {"app.kubernetes.io/name": "app-operator"}, "annotations": {}},
             "spec": {
                 "initContainers": [{"name": "upgrade-gate", "image": shape.init}],
                 "containers": [{"name": "app-operator", "image": shape.image, "env": [{"name": "SETTING", "value": shape.env}]}]
@@ -237,14 +265,29 @@ fn deployment(shape: Shape) -> Value {
 fn release(release: &'static str) -> Value {
     deployment(Shape {
         release: Some(release),
-        image: match release {
-            "7.9.3" => "app:7.9.3",
-            "7.10.0" => "app:7.10.0",
-            "7.10.1" => "app:7.10.1",
-            _ => "app:other",
-        },
+        image: image_of(release),
         ..BASE
     })
+}
+
+fn image_of(release: &str) -> &'static str {
+    match release {
+        "7.9.3" => "app:7.9.3",
+        "7.10.0" => "app:7.10.0",
+        "7.10.1" => "app:7.10.1",
+        _ => "app:other",
+    }
+}
+
+/// What `release(r)` runs, as the policy and the record list it.
+fn images(release: &str) -> Value {
+    json!([format!("app-operator={}", image_of(release)), "upgrade-gate=gate:0.2.0"])
+}
+
+/// `deployment` changed by `change`.
+fn changed(mut deployment: Value, change: impl FnOnce(&mut Value)) -> Value {
+    change(&mut deployment);
+    deployment
 }
 
 /// The namespace's record with these entries and overrides.
@@ -257,8 +300,16 @@ fn record(operators: Value, overrides: Value) -> Value {
     })
 }
 
+/// An entry of `release`, with the images that release runs.
 fn entry(release: &str, state: &str) -> Value {
-    json!({"release": release, "state": state, "message": "1 of 1 App(s): Job shop-db-7-10-0-1 running", "lastCompleted": "7.9.3"})
+    json!({"release": release, "state": state, "message": "1 of 1 App(s): Job shop-db-7-10-0-1 running",
+           "lastCompleted": "7.9.3", "images": images(release)})
+}
+
+/// An admin's override of the move from `from` to `to` (releases and
+/// their images).
+fn override_of(from: &str, to: &str) -> Value {
+    json!({"from": from, "to": to, "fromImages": images(from), "toImages": images(to)})
 }
 
 #[test]
@@ -271,17 +322,33 @@ fn update_table() {
         json!({"app-operator": entry("7.10.0", "Complete")}),
         json!({}),
     );
-    let restarted = {
-        let mut restarted = release("7.10.0");
-        restarted["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"] =
-            json!("2026-12-03T15:00:00Z");
-        restarted
-    };
-    let one_container_less = {
-        let mut fewer = release("7.10.0");
-        fewer["spec"]["template"]["spec"]["initContainers"] = json!([]);
-        fewer
-    };
+    let restarted = changed(release("7.10.0"), |d| {
+        d["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"] =
+            json!("2026-12-03T15:00:00Z")
+    });
+    let one_container_less = changed(release("7.10.0"), |d| {
+        d["spec"]["template"]["spec"]["initContainers"] = json!([])
+    });
+    let setting = deployment(Shape { env: "b", ..BASE });
+    let unlabelled = changed(release("7.10.0"), |d| {
+        d["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove(ADMISSION_LABEL);
+    });
+    let template_annotation = changed(release("7.10.0"), |d| {
+        d["spec"]["template"]["metadata"]["annotations"]["checksum/config"] = json!("b")
+    });
+    let template_label = changed(release("7.10.0"), |d| {
+        d["spec"]["template"]["metadata"]["labels"]["tier"] = json!("b")
+    });
+    let other_account = changed(release("7.10.0"), |d| {
+        d["spec"]["template"]["spec"]["serviceAccountName"] = json!("other")
+    });
+    let settings_override = record(
+        json!({"app-operator": entry("7.10.0", "InProgress")}),
+        json!({"app-operator": override_of("7.10.0", "7.10.0")}),
+    );
     let cases: Vec<(&str, Value, Value, Value, bool)> = vec![
         (
             "the next release while the upgrade runs",
@@ -327,7 +394,7 @@ fn update_table() {
             release("7.10.1"),
             record(
                 json!({"app-operator": entry("7.10.0", "InProgress")}),
-                json!({"app-operator": {"from": "7.10.0", "to": "7.10.1"}}),
+                json!({"app-operator": override_of("7.10.0", "7.10.1")}),
             ),
             true,
         ),
@@ -337,7 +404,46 @@ fn update_table() {
             release("7.10.1"),
             record(
                 json!({"app-operator": entry("7.10.0", "InProgress")}),
-                json!({"app-operator": {"from": "7.10.0", "to": "7.10.2"}}),
+                json!({"app-operator": override_of("7.10.0", "7.10.2")}),
+            ),
+            false,
+        ),
+        (
+            "an override naming the releases but other images",
+            release("7.10.0"),
+            deployment(Shape {
+                release: Some("7.10.1"),
+                image: "app:7.10.1-rebuilt",
+                ..BASE
+            }),
+            record(
+                json!({"app-operator": entry("7.10.0", "InProgress")}),
+                json!({"app-operator": override_of("7.10.0", "7.10.1")}),
+            ),
+            false,
+        ),
+        (
+            "an override without images (the releases alone)",
+            release("7.10.0"),
+            release("7.10.1"),
+            record(
+                json!({"app-operator": entry("7.10.0", "InProgress")}),
+                json!({"app-operator": {"from": "7.10.0", "to": "7.10.1"}}),
+            ),
+            false,
+        ),
+        (
+            "an override under the same label admits its images only",
+            release("7.10.0"),
+            deployment(Shape {
+                image: "app:7.10.0-other",
+                ..BASE
+            }),
+            record(
+                json!({"app-operator": entry("7.10.0", "InProgress")}),
+                json!({"app-operator": {"from": "7.10.0", "to": "7.10.0",
+                    "fromImages": images("7.10.0"),
+                    "toImages": ["app-operator=app:7.10.0-debug", "upgrade-gate=gate:0.2.0"]}}),
             ),
             false,
         ),
@@ -347,7 +453,7 @@ fn update_table() {
             release("7.10.1"),
             record(
                 json!({"app-operator": entry("7.10.0", "InProgress")}),
-                json!({"other": {"from": "7.10.0", "to": "7.10.1"}}),
+                json!({"other": override_of("7.10.0", "7.10.1")}),
             ),
             false,
         ),
@@ -386,13 +492,9 @@ fn update_table() {
             false,
         ),
         (
-            "scale and a setting keeping every image",
+            "scale",
             release("7.10.0"),
-            deployment(Shape {
-                replicas: 3,
-                env: "b",
-                ..BASE
-            }),
+            deployment(Shape { replicas: 3, ..BASE }),
             in_progress.clone(),
             true,
         ),
@@ -401,6 +503,48 @@ fn update_table() {
             release("7.10.0"),
             restarted,
             in_progress.clone(),
+            true,
+        ),
+        (
+            "a setting while the upgrade runs (kubectl set env)",
+            release("7.10.0"),
+            setting.clone(),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "a pod template annotation while the upgrade runs",
+            release("7.10.0"),
+            template_annotation,
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "a pod template label while the upgrade runs",
+            release("7.10.0"),
+            template_label,
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "another ServiceAccount while the upgrade runs",
+            release("7.10.0"),
+            other_account,
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "a setting once complete",
+            release("7.10.0"),
+            setting.clone(),
+            complete.clone(),
+            true,
+        ),
+        (
+            "a setting with an override of the same release and images",
+            release("7.10.0"),
+            setting,
+            settings_override,
             true,
         ),
         (
@@ -421,6 +565,29 @@ fn update_table() {
             }),
             release("7.10.1"),
             in_progress.clone(),
+            true,
+        ),
+        (
+            "removing the opt-in label while the upgrade runs",
+            release("7.10.0"),
+            unlabelled.clone(),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "changing the opt-in label's value while the upgrade runs",
+            release("7.10.0"),
+            changed(release("7.10.0"), |d| {
+                d["metadata"]["labels"][ADMISSION_LABEL] = json!("off")
+            }),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "removing the opt-in label once complete",
+            release("7.10.0"),
+            unlabelled,
+            complete.clone(),
             true,
         ),
         (
@@ -494,6 +661,22 @@ fn update_table() {
             record(json!({"app": entry("7.10.0", "InProgress")}), json!({})),
             false,
         ),
+        (
+            "changing the operator label alone while the upgrade runs",
+            deployment(Shape {
+                operator: Some("app"),
+                ..BASE
+            }),
+            deployment(Shape {
+                operator: Some("fresh"),
+                ..BASE
+            }),
+            record(
+                json!({"app": entry("7.10.0", "InProgress"), "fresh": entry("7.10.0", "Complete")}),
+                json!({}),
+            ),
+            false,
+        ),
     ];
     for (what, old, new, params, admitted) in cases {
         let decision = judge(Some(&old), &new, &params);
@@ -516,6 +699,18 @@ fn create_table() {
             ..BASE
         })
     };
+    let unlabelled = |release: &'static str| {
+        deployment(Shape {
+            opted_in: false,
+            release: Some(release),
+            image: image_of(release),
+            ..BASE
+        })
+    };
+    let without_images = record(
+        json!({"app-operator": {"release": "7.10.0", "state": "InProgress"}}),
+        json!({}),
+    );
     let cases: Vec<(&str, Value, Value, bool)> = vec![
         (
             "a first install (another operator's entry only)",
@@ -524,9 +719,27 @@ fn create_table() {
             true,
         ),
         (
-            "the release in progress, re-created (replace --force of the same)",
+            "the release in progress, re-created with its images (replace --force of the same)",
             release("7.10.0"),
             in_progress.clone(),
+            true,
+        ),
+        (
+            "the release in progress, re-created with other images under its label",
+            deployment(Shape {
+                image: "app:7.10.1",
+                ..BASE
+            }),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "a record without images compares releases only",
+            deployment(Shape {
+                image: "app:7.10.1",
+                ..BASE
+            }),
+            without_images,
             true,
         ),
         (
@@ -549,7 +762,7 @@ fn create_table() {
             release("7.10.1"),
             record(
                 json!({"app-operator": entry("7.10.0", "InProgress")}),
-                json!({"app-operator": {"from": "7.10.0", "to": "7.10.1"}}),
+                json!({"app-operator": override_of("7.10.0", "7.10.1")}),
             ),
             true,
         ),
@@ -565,11 +778,59 @@ fn create_table() {
             in_progress.clone(),
             true,
         ),
+        (
+            "re-created without the opt-in label while the upgrade runs",
+            unlabelled("7.10.0"),
+            in_progress.clone(),
+            false,
+        ),
+        (
+            "re-created without the opt-in label once complete",
+            unlabelled("7.10.1"),
+            record(
+                json!({"app-operator": entry("7.10.0", "Complete")}),
+                json!({}),
+            ),
+            true,
+        ),
+        (
+            "a Deployment without the opt-in label and no entry (any other workload)",
+            deployment(Shape {
+                name: "shop-server",
+                opted_in: false,
+                ..BASE
+            }),
+            in_progress.clone(),
+            true,
+        ),
+        (
+            "re-created under its own name with another operator label",
+            deployment(Shape {
+                operator: Some("fresh"),
+                release: Some("7.10.1"),
+                image: "app:7.10.1",
+                ..BASE
+            }),
+            in_progress.clone(),
+            false,
+        ),
     ];
     for (what, new, params, admitted) in cases {
         let decision = judge(None, &new, &params);
         assert_eq!(decision.is_ok(), admitted, "{what}: {decision:?}");
     }
+}
+
+/// The override a refusal prints, applied to `record`'s entries.
+fn printed_override(refused: &str, entries: Value) -> Value {
+    let patch: Value = serde_json::from_str(
+        refused
+            .rsplit_once(" -p ")
+            .map(|(_, patch)| patch.trim_matches('\''))
+            .expect("the override command"),
+    )
+    .unwrap_or_else(|error| panic!("the override is JSON ({error}): {refused}"));
+    record(entries, patch["spec"]["overrides"].clone())
 }
 
 #[test]
@@ -585,26 +846,25 @@ fn the_refusal_names_the_operator_the_move_the_reason_and_the_override() {
         "upgrade-gate: operator app-operator (Deployment app-operator) runs release 7.10.0, whose \
          upgrade has not completed (1 of 1 App(s): Job shop-db-7-10-0-1 running); it cannot move \
          to release 7.10.1 (last completed: 7.9.3). Retry once its operator records the upgrade \
-         complete. To let this one move through anyway, with the role upgrade-gate:override: \
+         complete. To let this one change through anyway, with the role upgrade-gate:override: \
          kubectl -n shop patch upgraderecord upgrade-gate --type merge -p \
-         '{\"spec\":{\"overrides\":{\"app-operator\": {\"from\": \"7.10.0\", \"to\": \"7.10.1\"}}}}'"
+         '{\"spec\":{\"overrides\":{\"app-operator\": {\"from\": \"7.10.0\", \"to\": \"7.10.1\", \
+         \"fromImages\": [\"app-operator=app:7.10.0\", \"upgrade-gate=gate:0.2.0\"], \
+         \"toImages\": [\"app-operator=app:7.10.1\", \"upgrade-gate=gate:0.2.0\"]}}}}'"
     );
-    // The override it prints lets exactly that move through.
-    let patch: Value = serde_json::from_str(
-        refused
-            .rsplit_once(" -p ")
-            .map(|(_, patch)| patch.trim_matches('\''))
-            .expect("the override command"),
-    )
-    .expect("the override is JSON");
-    let overridden = record(
-        json!({"app-operator": entry("7.10.0", "InProgress")}),
-        patch["spec"]["overrides"].clone(),
-    );
+    // The override it prints lets exactly that move through, and no other.
+    let entries = json!({"app-operator": entry("7.10.0", "InProgress")});
+    let overridden = printed_override(&refused, entries.clone());
     assert_eq!(
         judge(Some(&release("7.10.0")), &release("7.10.1"), &overridden),
         Ok(())
     );
+    let rebuilt = deployment(Shape {
+        release: Some("7.10.1"),
+        image: "app:7.10.1-rebuilt",
+        ..BASE
+    });
+    assert!(judge(Some(&release("7.10.0")), &rebuilt, &overridden).is_err());
 
     let image = judge(
         Some(&release("7.10.0")),
@@ -657,10 +917,92 @@ fn the_refusal_names_the_operator_the_move_the_reason_and_the_override() {
 }
 
 #[test]
+fn each_kind_of_change_is_named_in_the_users_words_and_its_override_admits_it() {
+    let entries = json!({"app-operator": entry("7.10.0", "InProgress")});
+    let in_progress = record(entries.clone(), json!({}));
+    let unlabelled = changed(release("7.10.0"), |d| {
+        d["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove(ADMISSION_LABEL);
+    });
+    let cases: Vec<(&str, Option<Value>, Value, &str)> = vec![
+        (
+            "a setting",
+            Some(release("7.10.0")),
+            deployment(Shape { env: "b", ..BASE }),
+            "it cannot change its settings (its pod template changed: while the upgrade runs \
+             only a restart and scaling pass)",
+        ),
+        (
+            "the opt-in removed",
+            Some(release("7.10.0")),
+            unlabelled,
+            "it cannot leave the policy (its label upgrade-gate.dev/admission removed or changed)",
+        ),
+        (
+            "the identity changed",
+            Some(release("7.10.0")),
+            deployment(Shape {
+                operator: Some("fresh"),
+                ..BASE
+            }),
+            "it cannot change its identity (label upgrade-gate.dev/operator app-operator to fresh)",
+        ),
+        (
+            "re-created without the opt-in",
+            None,
+            deployment(Shape {
+                opted_in: false,
+                ..BASE
+            }),
+            "it cannot be re-created without the label upgrade-gate.dev/admission: enforce",
+        ),
+        (
+            "re-created with other images",
+            None,
+            deployment(Shape {
+                image: "app:7.10.0-debug",
+                ..BASE
+            }),
+            "it cannot move to other code under the same release label \
+             (app-operator=app:7.10.0-debug instead of app-operator=app:7.10.0)",
+        ),
+    ];
+    for (what, old, new, words) in cases {
+        let refused = judge(old.as_ref(), &new, &in_progress)
+            .expect_err(&format!("{what}: refused"));
+        assert!(refused.contains(words), "{what}: {refused}");
+        let overridden = printed_override(&refused, entries.clone());
+        assert_eq!(
+            judge(old.as_ref(), &new, &overridden),
+            Ok(()),
+            "{what}: the printed override admits it"
+        );
+    }
+    let aliased = judge(
+        None,
+        &deployment(Shape {
+            operator: Some("fresh"),
+            ..BASE
+        }),
+        &in_progress,
+    )
+    .expect_err("refused");
+    assert!(
+        aliased.contains(
+            "it cannot be re-created under another identity (label upgrade-gate.dev/operator \
+             fresh on Deployment app-operator, whose own record is in progress)"
+        ),
+        "{aliased}"
+    );
+}
+
+#[test]
 fn the_guard_keeps_each_writer_to_its_own_entries() {
     let before = record(
         json!({"app-operator": entry("7.10.0", "InProgress"), "other": entry("1.0", "InProgress")}),
-        json!({"app-operator": {"from": "7.9.3", "to": "7.10.0"}}),
+        json!({"app-operator": override_of("7.9.3", "7.10.0")}),
     );
     let with = |f: &dyn Fn(&mut Value)| {
         let mut after = before.clone();
@@ -675,9 +1017,8 @@ fn the_guard_keeps_each_writer_to_its_own_entries() {
             .unwrap()
             .remove("other");
     });
-    let sets_override = with(&|r| {
-        r["spec"]["overrides"]["app-operator"] = json!({"from": "7.10.0", "to": "7.10.1"})
-    });
+    let sets_override =
+        with(&|r| r["spec"]["overrides"]["app-operator"] = override_of("7.10.0", "7.10.1"));
     let spends_override = with(&|r| {
         r["spec"]["overrides"]
             .as_object_mut()
@@ -685,63 +1026,127 @@ fn the_guard_keeps_each_writer_to_its_own_entries() {
             .remove("app-operator");
     });
     let operator: Grants = vec![("app-operator", RECORD_VERB)];
-    let admin: Grants = vec![("*", RECORD_VERB), ("*", OVERRIDE_VERB)];
+    let admin: Grants = vec![
+        ("*", RECORD_VERB),
+        ("*", OVERRIDE_VERB),
+        ("*", RECORD_BY_HAND_VERB),
+    ];
     let on_call: Grants = vec![("*", OVERRIDE_VERB)];
     let edit: Grants = vec![];
-    let cases: Vec<(&str, &Value, &Grants, bool)> = vec![
+    let person = |name| Writer {
+        username: name,
+        pod: None,
+    };
+    let impersonated = Writer {
+        username: "system:serviceaccount:shop:app-operator",
+        pod: None,
+    };
+    let deployer_pod = Writer {
+        username: "system:serviceaccount:ci:deployer",
+        pod: Some("deploy-7f-x"),
+    };
+    let cases: Vec<(&str, &Value, Writer, &Grants, bool)> = vec![
         (
-            "the operator records its completion",
+            "the operator's pod records its completion",
             &completes,
+            OWN_POD,
             &operator,
             true,
         ),
         (
-            "the operator writes another operator's entry",
+            "the operator's ServiceAccount, impersonated (no pod claims)",
+            &completes,
+            impersonated,
+            &operator,
+            false,
+        ),
+        (
+            "a deployer holding the verb, from its kubeconfig",
+            &completes,
+            person("helm-user"),
+            &operator,
+            false,
+        ),
+        (
+            "a deployer's CI pod of another namespace holding the verb",
+            &completes,
+            deployer_pod,
+            &operator,
+            false,
+        ),
+        (
+            "the operator's pod writes another operator's entry",
             &completes_other,
+            OWN_POD,
             &operator,
             false,
         ),
         (
-            "the operator removes another operator's entry",
+            "the operator's pod removes another operator's entry",
             &deletes_other,
+            OWN_POD,
             &operator,
             false,
         ),
         (
-            "the operator sets itself an override",
+            "the operator's pod sets itself an override",
             &sets_override,
+            OWN_POD,
             &operator,
             false,
         ),
         (
-            "the operator spends its override",
+            "the operator's pod spends its override",
             &spends_override,
+            OWN_POD,
             &operator,
             true,
         ),
-        ("a user with edit marks complete", &completes, &edit, false),
+        (
+            "a user with edit marks complete",
+            &completes,
+            person("alice"),
+            &edit,
+            false,
+        ),
         (
             "a user with edit sets an override",
             &sets_override,
+            person("alice"),
             &edit,
             false,
         ),
         (
             "the override role sets an override",
             &sets_override,
+            person("oncall"),
             &on_call,
             true,
         ),
         (
             "the override role marks complete",
             &completes,
+            person("oncall"),
             &on_call,
             false,
         ),
-        ("a cluster admin marks complete", &completes, &admin, true),
+        (
+            "a cluster admin marks complete by hand",
+            &completes,
+            person("admin"),
+            &admin,
+            true,
+        ),
+        (
+            "a ServiceAccount with every verb (a GitOps controller) marks complete",
+            &completes,
+            deployer_pod,
+            &admin,
+            false,
+        ),
     ];
-    for (what, after, grants, admitted) in cases {
-        let decision = guard(Some(&before), after, grants.clone());
+    for (what, after, writer, grants, admitted) in cases {
+        let decision = guard(Some(&before), after, writer, grants.clone());
         assert_eq!(decision.is_ok(), admitted, "{what}: {decision:?}");
     }
     // Creating the record counts every entry it holds as written.
@@ -749,14 +1154,29 @@ fn the_guard_keeps_each_writer_to_its_own_entries() {
         json!({"app-operator": entry("7.10.0", "InProgress")}),
         json!({}),
     );
-    assert_eq!(guard(None, &first, operator.clone()), Ok(()));
-    let refused = guard(None, &first, vec![("other", RECORD_VERB)]).expect_err("refused");
+    assert_eq!(guard(None, &first, OWN_POD, operator.clone()), Ok(()));
+    let refused =
+        guard(None, &first, OWN_POD, vec![("other", RECORD_VERB)]).expect_err("refused");
     assert_eq!(
         refused,
         "upgrade-gate: system:serviceaccount:shop:app-operator may not write the record of \
-         operator(s) among app-operator: only the operator itself (the verb record on \
-         upgraderecords named after it, in its Role) and cluster admins may. To let a release \
-         through, an admin with the role upgrade-gate:override sets spec.overrides instead."
+         operator(s) among app-operator: its ServiceAccount lacks the verb record on \
+         upgraderecords named after the operator (the operator's own Role grants it). To let a \
+         release through, an admin with the role upgrade-gate:override sets spec.overrides instead."
+    );
+    let impersonation = guard(None, &first, impersonated, operator.clone()).expect_err("refused");
+    assert!(
+        impersonation.contains(
+            "only the operator's own pods write its entry: a ServiceAccount token bound to a pod \
+             of namespace shop (this request carries no pod-bound token: impersonation, a \
+             TokenRequest token or a kubeconfig)"
+        ),
+        "{impersonation}"
+    );
+    let by_hand = guard(None, &first, person("helm-user"), operator).expect_err("refused");
+    assert!(
+        by_hand.contains("by hand, only a person allowed the verb record-by-hand (cluster admins)"),
+        "{by_hand}"
     );
 }
 
@@ -768,13 +1188,10 @@ fn the_policies_match_what_they_judge_and_fail_closed() {
         spec["paramKind"],
         json!({"apiVersion": format!("{RECORD_GROUP}/v1alpha1"), "kind": "UpgradeRecord"})
     );
+    // Every Deployment: a create without the opt-in is judged too.
     assert_eq!(
-        spec["matchConstraints"]["resourceRules"],
-        json!([{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}])
-    );
-    assert_eq!(
-        spec["matchConstraints"]["objectSelector"]["matchLabels"][ADMISSION_LABEL],
-        ENFORCE
+        spec["matchConstraints"],
+        json!({"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]})
     );
     let guard = &yaml(GUARD)["spec"];
     assert_eq!(guard["failurePolicy"], "Fail");
@@ -792,10 +1209,17 @@ fn the_policies_match_what_they_judge_and_fail_closed() {
             .clone()
     };
     let policy_name = yaml(POLICY)["metadata"]["name"].clone();
-    // A missing record: an update is refused, a create (a first install) is not.
-    for (binding, operation, not_found) in [
-        ("upgrade-gate.dev", "UPDATE", "Deny"),
-        ("upgrade-gate.dev-create", "CREATE", "Allow"),
+    // A missing record: an update is refused, a create (a first install) is
+    // not. Updates are selected by the opt-in label (the old object's or
+    // the new one's), creates all.
+    for (binding, operation, not_found, selector) in [
+        (
+            "upgrade-gate.dev",
+            "UPDATE",
+            "Deny",
+            json!({"matchLabels": {ADMISSION_LABEL: ENFORCE}}),
+        ),
+        ("upgrade-gate.dev-create", "CREATE", "Allow", Value::Null),
     ] {
         let binding = by_name(binding);
         assert_eq!(binding["spec"]["policyName"], policy_name);
@@ -808,6 +1232,7 @@ fn the_policies_match_what_they_judge_and_fail_closed() {
             binding["spec"]["matchResources"]["resourceRules"][0]["operations"],
             json!([operation])
         );
+        assert_eq!(binding["spec"]["matchResources"]["objectSelector"], selector);
     }
     let record_binding = by_name("upgrade-gate.dev-record");
     assert_eq!(

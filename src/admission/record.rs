@@ -35,6 +35,10 @@ pub const RECORD_NAME: &str = "upgrade-gate";
 pub const RECORD_VERB: &str = "record";
 /// The RBAC verb on `upgraderecords` that lets a subject set an override.
 pub const OVERRIDE_VERB: &str = "override";
+/// The RBAC verb on `upgraderecords` named after an operator that lets a
+/// person (not a ServiceAccount) write that operator's entry by hand:
+/// held by cluster admins (`*`), bound to nobody else by this project.
+pub const RECORD_BY_HAND_VERB: &str = "record-by-hand";
 
 /// The record's API, for `Api<DynamicObject>`.
 pub fn record_resource() -> ApiResource {
