@@ -8,8 +8,10 @@
 //! and operator labels; the record, `record`, and the ConfigMap the
 //! previous policy read, with its keys), the pure rule from a verdict to
 //! the state to record and from the recorded state to the merge patch that
-//! records it, and [`Recorder`], which keeps that state written for as
-//! long as the operator leads. Must not touch: the OperatorCondition (the
+//! records it (Complete only on evidence), [`Recorder`], which keeps that
+//! state written for as long as the operator leads, and
+//! [`record_starting`], the init container's entry of a release that
+//! starts, written before its operator runs. Must not touch: the OperatorCondition (the
 //! keeper's), the policy's decision (the API server's; the unit tests
 //! evaluate the policies' own expressions), any other operator's entry, or
 //! an override but to spend it once used (`spec.overrides` is an admin's).
@@ -40,12 +42,13 @@ pub use installed::{
     Enforcement, GUARD_POLICY_NAME, POLICY_NAME, PolicyInForce, policy_in_force, read_policy,
 };
 pub use record::{
-    COMPLETE, Entry, IN_PROGRESS, OVERRIDE_VERB, Override, RECORD_GROUP, RECORD_KIND, RECORD_NAME,
-    RECORD_PLURAL, RECORD_VERB, RECORD_VERSION, entry_of, override_of, record_resource,
+    COMPLETE, Entry, IN_PROGRESS, OVERRIDE_VERB, Override, RECORD_BY_HAND_VERB, RECORD_GROUP,
+    RECORD_KIND, RECORD_NAME, RECORD_PLURAL, RECORD_VERB, RECORD_VERSION, Running,
+    completion_refused, entry_of, override_of, record_resource,
 };
 pub use recorder::{
-    COMPLETED_ANNOTATION, Recorder, RecorderHandle, RecorderStatus, WAKE_ANNOTATION, WAKES,
-    open_after_recorded, record_once,
+    COMPLETED_ANNOTATION, Recorder, RecorderHandle, RecorderStatus, Starting, WAKE_ANNOTATION,
+    WAKES, open_after_recorded, read_running, record_once, record_starting,
 };
 
 /// The label by which a Deployment opts in (value [`ENFORCE`]).

@@ -281,7 +281,10 @@ fn image_of(release: &str) -> &'static str {
 
 /// What `release(r)` runs, as the policy and the record list it.
 fn images(release: &str) -> Value {
-    json!([format!("app-operator={}", image_of(release)), "upgrade-gate=gate:0.2.0"])
+    json!([
+        format!("app-operator={}", image_of(release)),
+        "upgrade-gate=gate:0.2.0"
+    ])
 }
 
 /// `deployment` changed by `change`.
@@ -494,7 +497,10 @@ fn update_table() {
         (
             "scale",
             release("7.10.0"),
-            deployment(Shape { replicas: 3, ..BASE }),
+            deployment(Shape {
+                replicas: 3,
+                ..BASE
+            }),
             in_progress.clone(),
             true,
         ),
@@ -970,8 +976,8 @@ fn each_kind_of_change_is_named_in_the_users_words_and_its_override_admits_it() 
         ),
     ];
     for (what, old, new, words) in cases {
-        let refused = judge(old.as_ref(), &new, &in_progress)
-            .expect_err(&format!("{what}: refused"));
+        let refused =
+            judge(old.as_ref(), &new, &in_progress).expect_err(&format!("{what}: refused"));
         assert!(refused.contains(words), "{what}: {refused}");
         let overridden = printed_override(&refused, entries.clone());
         assert_eq!(
@@ -1155,8 +1161,7 @@ fn the_guard_keeps_each_writer_to_its_own_entries() {
         json!({}),
     );
     assert_eq!(guard(None, &first, OWN_POD, operator.clone()), Ok(()));
-    let refused =
-        guard(None, &first, OWN_POD, vec![("other", RECORD_VERB)]).expect_err("refused");
+    let refused = guard(None, &first, OWN_POD, vec![("other", RECORD_VERB)]).expect_err("refused");
     assert_eq!(
         refused,
         "upgrade-gate: system:serviceaccount:shop:app-operator may not write the record of \
@@ -1232,7 +1237,10 @@ fn the_policies_match_what_they_judge_and_fail_closed() {
             binding["spec"]["matchResources"]["resourceRules"][0]["operations"],
             json!([operation])
         );
-        assert_eq!(binding["spec"]["matchResources"]["objectSelector"], selector);
+        assert_eq!(
+            binding["spec"]["matchResources"]["objectSelector"],
+            selector
+        );
     }
     let record_binding = by_name("upgrade-gate.dev-record");
     assert_eq!(

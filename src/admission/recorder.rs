@@ -2,13 +2,18 @@
 //! UpgradeRecord (and in the state ConfigMap the previous policy read)
 //! while it leads — written when its verdict changes, and read again every
 //! [`REASSERT_INTERVAL`] so that a deleted record or a changed entry comes
-//! back; spends an override once the release it let in runs — and, once
-//! the record says complete, optionally wakes OLM v0
-//! ([`Recorder::wake_olm_v0`]).
+//! back; records what its Deployment runs (read once, at its start) and
+//! what its verdicts were judged from, and writes Complete only on
+//! evidence ([`super::record::completion_refused`]); spends an override
+//! once the move it allowed has happened — and, once the record says
+//! complete, optionally wakes OLM v0 ([`Recorder::wake_olm_v0`]).
+//! [`record_starting`] is the init container's part: the entry of a
+//! release that starts, written before its operator runs.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
@@ -16,9 +21,11 @@ use kube::{Api, Client};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::record::{Override, RECORD_KIND, RECORD_NAME, override_of, record_patch, spends};
+use super::record::{
+    Facts, Override, RECORD_KIND, RECORD_NAME, Running, entry_of, override_of, record_patch, spends,
+};
 use super::{Record, STATE_CONFIGMAP, data_patch, initial_data, record_resource};
-use crate::keeper::Verdict;
+use crate::keeper::{Evidence, Verdict};
 use crate::operator_condition::GateState;
 use crate::task::TaskHandle;
 
@@ -124,7 +131,14 @@ impl Recorder {
     /// Writes once: `record` for the Deployment, creating the ConfigMap
     /// when it is missing. Returns whether it changed anything.
     pub async fn write_once(&self, record: &Record) -> Result<bool, kube::Error> {
-        write(&self.apis(), &self.deployment, record, None).await
+        let running = read_running(&self.client, &self.namespace, &self.deployment).await?;
+        let facts = Facts {
+            running: running.as_ref(),
+            evidence: None,
+        };
+        write(&self.apis(), &self.deployment, record, facts, None)
+            .await
+            .map(|(_, changed)| changed)
     }
 
     fn apis(&self) -> Apis {
@@ -149,6 +163,9 @@ impl Recorder {
     ) {
         let api = self.apis();
         let mut memo = Memo::default();
+        // What the Deployment runs, read once before the first write
+        // (`None` inside: it may not be read, said once).
+        let mut running: Option<Option<Running>> = None;
         let mut leading = self.leading.clone();
         let mut failures: u32 = 0;
         // The release the ServiceAccount was annotated with, and how often.
@@ -166,12 +183,13 @@ impl Recorder {
                 Some(verdict) if !verdict.still_current() => crate::keeper::STALE_RECHECK,
                 Some(verdict) => {
                     let record = Record::of(&self.release, verdict.entry());
+                    let evidence = verdict.evidence();
                     let written = tokio::select! {
-                        written = write(&api, &self.deployment, &record, Some(&mut memo)) => written,
+                        written = self.write_round(&api, &mut running, &record, evidence.as_ref(), &mut memo) => written,
                         _ = stop.changed() => return,
                     };
                     match written {
-                        Ok(changed) => {
+                        Ok((record, changed)) => {
                             failures = 0;
                             let complete = matches!(record, Record::Complete { .. });
                             self.report_written(&status, record, changed);
@@ -213,6 +231,36 @@ impl Recorder {
                 () = tokio::time::sleep(pause) => {}
             }
         }
+    }
+}
+
+impl Recorder {
+    /// One write of `record`: reads what the Deployment runs first, once
+    /// (a failure to read it that may pass is this round's error).
+    async fn write_round(
+        &self,
+        api: &Apis,
+        running: &mut Option<Option<Running>>,
+        record: &Record,
+        evidence: Option<&Evidence>,
+        memo: &mut Memo,
+    ) -> Result<(Record, bool), kube::Error> {
+        if running.is_none() {
+            *running = Some(read_running(&self.client, &self.namespace, &self.deployment).await?);
+        }
+        let running = running.as_ref().and_then(Option::as_ref);
+        if let Some(label) = running.and_then(|r| r.release.as_deref())
+            && label != self.release
+        {
+            tracing::warn!(
+                deployment = %self.deployment,
+                label,
+                release = %self.release,
+                "the Deployment's release label names another release than this operator runs: the policy will not find this release's record for it; set the label to the release"
+            );
+        }
+        let facts = Facts { running, evidence };
+        write(api, &self.deployment, record, facts, Some(memo)).await
     }
 }
 
@@ -273,7 +321,7 @@ impl Recorder {
         if changed {
             tracing::info!(
                 record = RECORD_NAME,
-                operator = %self.deployment,
+                deployment = %self.deployment,
                 record = ?record,
                 "recorded the upgrade's state for the admission policy"
             );
@@ -310,11 +358,54 @@ pub async fn record_once(
 ) -> Result<bool, crate::operator_condition::Error> {
     let api = Apis::new(client, namespace);
     crate::operator_condition::with_retries(deadline, "recording the upgrade's state", || async {
-        write(&api, deployment, record, None)
+        record_once_attempt(client, &api, deployment, record)
             .await
             .map_err(|error| crate::operator_condition::Obstacle::of(&error))
     })
     .await
+}
+
+async fn record_once_attempt(
+    client: &Client,
+    api: &Apis,
+    deployment: &str,
+    record: &Record,
+) -> Result<bool, kube::Error> {
+    let running = read_running(client, &api.namespace, deployment).await?;
+    let facts = Facts {
+        running: running.as_ref(),
+        evidence: None,
+    };
+    write(api, deployment, record, facts, None)
+        .await
+        .map(|(_, changed)| changed)
+}
+
+/// What Deployment `deployment` runs ([`Running`]); `Ok(None)` when it may
+/// not be read or is not there (said in one warning: the record then
+/// keeps no images, and a re-created Deployment is compared by release
+/// only).
+pub async fn read_running(
+    client: &Client,
+    namespace: &str,
+    deployment: &str,
+) -> Result<Option<Running>, kube::Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    match read(&api, deployment, "Deployment").await {
+        Ok(Some(found)) => Ok(Some(Running::of(&found))),
+        Ok(None) => {
+            tracing::warn!(
+                deployment,
+                "Deployment not found: the record names no images, and its entry is kept under the Deployment's name"
+            );
+            Ok(None)
+        }
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            tracing::warn!(deployment, %status, "cannot read the Deployment (grant get on deployments named after it): the record names no images, and its entry is kept under the Deployment's name");
+            Ok(None)
+        }
+        Err(error) => Err(error),
+    }
 }
 
 /// What the recorder remembers between writes: the override the record
@@ -325,28 +416,32 @@ struct Memo {
     first_override: Option<Option<Override>>,
 }
 
-/// Writes `record` for `deployment` where the policy reads it: the
-/// namespace's [`RECORD_KIND`] (created when missing) and, for a cluster
-/// still bound to the previous policy, the state ConfigMap. `Ok(true)`:
-/// either changed. A cluster without the record's CRD has no policy that
-/// could read it (the policy's parameter would not resolve, and its
-/// bindings would refuse every release change): that part is skipped,
-/// once a debug line.
+/// Writes `record` for Deployment `deployment` where the policy reads it:
+/// the namespace's [`RECORD_KIND`] (created when missing), under the
+/// operator the Deployment names ([`Running::operator`], else its name),
+/// and, for a cluster still bound to the previous policy, the state
+/// ConfigMap. Returns the record written (a `Complete` held back for want
+/// of evidence is written in progress) and whether either changed. A
+/// cluster without the record's CRD has no policy that could read it (the
+/// policy's parameter would not resolve, and its bindings would refuse
+/// every release change): that part is skipped, once a debug line.
 async fn write(
     apis: &Apis,
     deployment: &str,
     record: &Record,
+    facts: Facts<'_>,
     memo: Option<&mut Memo>,
-) -> Result<bool, kube::Error> {
-    let configmap = write_configmap(&apis.configmaps, deployment, record).await?;
-    let upgrade_record = match write_record(apis, deployment, record, memo).await {
+) -> Result<(Record, bool), kube::Error> {
+    let operator = facts.running.map_or(deployment, |r| r.operator.as_str());
+    let (written, upgrade_record) = match write_record(apis, operator, record, facts, memo).await {
         Err(kube::Error::Api(status)) if status.code == 404 => {
             tracing::debug!(%status, "no UpgradeRecord API in this cluster; recorded in the ConfigMap only");
-            false
+            (record.clone(), false)
         }
         other => other?,
     };
-    Ok(configmap || upgrade_record)
+    let configmap = write_configmap(&apis.configmaps, deployment, &written).await?;
+    Ok((written, configmap || upgrade_record))
 }
 
 /// Writes `record` into the namespace's [`RECORD_KIND`], and removes the
@@ -355,35 +450,200 @@ async fn write_record(
     apis: &Apis,
     operator: &str,
     record: &Record,
+    facts: Facts<'_>,
     memo: Option<&mut Memo>,
-) -> Result<bool, kube::Error> {
+) -> Result<(Record, bool), kube::Error> {
     let api = &apis.records;
     let Some(current) = read(api, RECORD_NAME, RECORD_KIND).await? else {
-        let object: DynamicObject =
-            serde_json::from_value(super::record::new_record(&apis.namespace, operator, record))
-                .map_err(kube::Error::SerdeError)?;
+        let object: DynamicObject = serde_json::from_value(super::record::new_record(
+            &apis.namespace,
+            operator,
+            record,
+            facts,
+        ))
+        .map_err(kube::Error::SerdeError)?;
         if let Some(memo) = memo {
             memo.first_override.get_or_insert(None);
         }
-        return create(api, RECORD_NAME, &object, RECORD_KIND).await;
+        let created = create(api, RECORD_NAME, &object, RECORD_KIND).await?;
+        return Ok((record.clone(), created));
     };
     let spec = current.data.get("spec");
     let now = override_of(spec, operator);
     let spend = match memo {
         Some(memo) => {
             let first = memo.first_override.get_or_insert_with(|| now.clone());
-            spends(first.as_ref(), now.as_ref(), record.release())
+            spends(
+                first.as_ref(),
+                now.as_ref(),
+                facts.running,
+                record.release(),
+            )
         }
         None => false,
     };
-    let Some(changes) = record_patch(spec, operator, record, spend) else {
-        return Ok(false);
+    let (written, changes) = record_patch(spec, operator, record, facts, spend);
+    if &written != record
+        && let Record::InProgress { why, .. } = &written
+    {
+        tracing::warn!(operator, why = %why, "not recording the upgrade complete");
+    }
+    let Some(changes) = changes else {
+        return Ok((written, false));
     };
     patch(api, RECORD_NAME, &changes, RECORD_KIND).await?;
     if spend {
         tracing::info!(operator, release = %record.release(), "the override that let this release in is spent: removed");
     }
-    Ok(true)
+    Ok((written, true))
+}
+
+/// The init container's record (`upgrade-gate hold --record`): before the
+/// operator of Deployment `deployment` starts, its entry names the release
+/// the Deployment runs, in progress — unless the entry already names that
+/// release (a restart: the running operator's own state stands). Spends
+/// an override this pod's start has used ([`spends`]). So the policy holds
+/// a release from the moment its pod runs, before its operator has judged
+/// anything: nothing can replace it while its operator starts.
+///
+/// Needs to read the Deployment (its release label and images); fails
+/// otherwise. Retries what may pass until `deadline`.
+pub async fn record_starting(
+    client: &Client,
+    namespace: &str,
+    deployment: &str,
+    deadline: tokio::time::Instant,
+) -> Result<Starting, crate::operator_condition::Error> {
+    let apis = Apis::new(client, namespace);
+    crate::operator_condition::with_retries(
+        deadline,
+        "recording this release as starting",
+        || async {
+            starting_attempt(client, &apis, deployment)
+                .await
+                .map_err(|error| crate::operator_condition::Obstacle::of(&error))
+        },
+    )
+    .await
+}
+
+async fn starting_attempt(
+    client: &Client,
+    apis: &Apis,
+    deployment: &str,
+) -> Result<Starting, kube::Error> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &apis.namespace);
+    let found = read(&api, deployment, "Deployment")
+        .await?
+        .ok_or_else(|| not_found("Deployment", deployment))?;
+    let running = Running::of(&found);
+    let Some(release) = running.release.clone() else {
+        return Ok(Starting::NoReleaseLabel);
+    };
+    let current = read(&apis.records, RECORD_NAME, RECORD_KIND).await?;
+    let spec = current.as_ref().and_then(|record| record.data.get("spec"));
+    let entry = entry_of(spec, &running.operator);
+    let now = override_of(spec, &running.operator);
+    // Found at this pod's start: set before it, so spent if this pod runs
+    // what it names.
+    let spent = spends(now.as_ref(), now.as_ref(), Some(&running), &release);
+    if entry.as_ref().is_some_and(|entry| entry.release == release) {
+        if spent {
+            let changes =
+                serde_json::json!({"spec": {"overrides": {running.operator.as_str(): null}}});
+            patch(&apis.records, RECORD_NAME, &changes, RECORD_KIND).await?;
+        }
+        return Ok(Starting::Kept {
+            operator: running.operator,
+            release,
+            spent,
+        });
+    }
+    let record = Record::InProgress {
+        release: release.clone(),
+        why: format!("release {release} is starting: its operator has not judged its upgrade yet"),
+    };
+    let facts = Facts {
+        running: Some(&running),
+        evidence: None,
+    };
+    match current {
+        None => {
+            let object: DynamicObject = serde_json::from_value(super::record::new_record(
+                &apis.namespace,
+                &running.operator,
+                &record,
+                facts,
+            ))
+            .map_err(kube::Error::SerdeError)?;
+            match create(&apis.records, RECORD_NAME, &object, RECORD_KIND).await {
+                Ok(true) => {}
+                // Created by another writer meanwhile: read it and try again.
+                Ok(false) => return Err(conflict(RECORD_KIND, RECORD_NAME)),
+                // The record's CRD is not installed: no policy reads it.
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    return Ok(Starting::NoRecordApi);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Some(_) => {
+            if let (_, Some(changes)) = record_patch(spec, &running.operator, &record, facts, spent)
+            {
+                patch(&apis.records, RECORD_NAME, &changes, RECORD_KIND).await?;
+            }
+        }
+    }
+    Ok(Starting::Recorded {
+        operator: running.operator,
+        release,
+        spent,
+    })
+}
+
+/// What [`record_starting`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Starting {
+    /// The entry now names the release, in progress.
+    Recorded {
+        /// The operator's entry.
+        operator: String,
+        /// The release the Deployment runs.
+        release: String,
+        /// Whether it spent the override that let this release in.
+        spent: bool,
+    },
+    /// The entry already named the release: left as it is.
+    Kept {
+        /// The operator's entry.
+        operator: String,
+        /// The release the Deployment runs.
+        release: String,
+        /// Whether it spent the override that let this release in.
+        spent: bool,
+    },
+    /// The Deployment names no release (label `upgrade-gate.dev/release`):
+    /// nothing to record; the policy refuses its moves meanwhile.
+    NoReleaseLabel,
+    /// The cluster does not serve the record (its CRD is not installed):
+    /// no admission policy reads it; nothing recorded.
+    NoRecordApi,
+}
+
+fn conflict(kind: &str, name: &str) -> kube::Error {
+    kube::Error::Api(
+        kube::core::Status::failure(&format!("{kind} {name} was created meanwhile"), "Conflict")
+            .with_code(409)
+            .boxed(),
+    )
+}
+
+fn not_found(kind: &str, name: &str) -> kube::Error {
+    kube::Error::Api(
+        kube::core::Status::failure(&format!("{kind} {name} not found"), "NotFound")
+            .with_code(404)
+            .boxed(),
+    )
 }
 
 /// The APIs of a namespace that hold the record.

@@ -107,12 +107,11 @@ enum Command {
     LintCatalog(CatalogLintArgs),
 }
 
-// `<deployment>` in the help text is a placeholder, not an HTML tag.
-#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Args)]
 struct RecordArgs {
-    /// The operator's Deployment: the state's keys are named after it (<deployment>.completed,
-    /// <deployment>.progress).
+    /// The operator's Deployment: the entry is kept under its label upgrade-gate.dev/operator
+    /// (or its name), with the images it runs (get on that Deployment; without it, under its
+    /// name and without images).
     #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
     deployment: String,
     /// The release that runs: the value of its Deployment's upgrade-gate.dev/release label.
@@ -125,7 +124,7 @@ struct RecordArgs {
     /// it; at most 1 KiB is kept).
     #[arg(long, value_name = "WHY", conflicts_with = "complete")]
     in_progress: Option<String>,
-    /// Namespace of the Deployment and the ConfigMap. Default: the pod's, from the
+    /// Namespace of the Deployment and its UpgradeRecord. Default: the pod's, from the
     /// service-account mount.
     #[arg(long, env = "POD_NAMESPACE")]
     namespace: Option<String>,
@@ -182,6 +181,14 @@ struct HoldArgs {
     /// and exit 0 instead of failing with exit 12.
     #[arg(long, env = "UPGRADE_GATE_ALLOW_OVERRIDE")]
     allow_override: bool,
+    /// Also hold for the admission policy: before the operator starts, record in the
+    /// namespace's UpgradeRecord that the release this Deployment runs (its label
+    /// upgrade-gate.dev/release) is in progress, with the images it runs, unless the record
+    /// already names that release; spends an admin's override this start has used. Needs
+    /// --deployment, get on that Deployment and the operator's record rights; whatever OLM
+    /// there is (docs/admission.md).
+    #[arg(long, env = "UPGRADE_GATE_RECORD", requires = "deployment")]
+    record: bool,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +308,9 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
     match command {
         Command::Hold(args) => {
             let (target, deadline, client) = prepared(&args.target).await?;
+            if args.record {
+                record_starting(&client, &target, deadline).await?;
+            }
             let options = HoldOptions {
                 entry: gate::hold_entry(EntryText {
                     reason: Some(&args.reason),
@@ -383,7 +393,7 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
                     .await?;
             Ok(Outcome::Recorded {
                 recorded_in: format!(
-                    "UpgradeRecord {namespace}/{} (and ConfigMap {namespace}/{})",
+                    "UpgradeRecord {namespace}/{} (and ConfigMap {namespace}/{}, the previous policy's record)",
                     admission::RECORD_NAME,
                     admission::STATE_CONFIGMAP
                 ),
@@ -396,6 +406,50 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
             GateError::InvalidInput("lint-bundle, lint-catalog and keep run on their own".into()),
         ),
     }
+}
+
+/// `hold --record`: the entry of the release that starts, before the
+/// operator runs.
+async fn record_starting(
+    client: &kube::Client,
+    target: &Target,
+    deadline: Instant,
+) -> Result<(), GateError> {
+    let deployment = target.deployment.as_deref().ok_or_else(|| {
+        GateError::InvalidInput("hold --record needs --deployment (UPGRADE_GATE_DEPLOYMENT)".into())
+    })?;
+    match admission::record_starting(client, &target.namespace, deployment, deadline).await? {
+        admission::Starting::Recorded {
+            operator,
+            release,
+            spent,
+        } => tracing::info!(
+            record = admission::RECORD_NAME,
+            operator = %operator,
+            release = %release,
+            spent_override = spent,
+            "recorded this release as starting: the admission policy holds it until its operator records its upgrade complete"
+        ),
+        admission::Starting::Kept {
+            operator,
+            release,
+            spent,
+        } => tracing::info!(
+            record = admission::RECORD_NAME,
+            operator = %operator,
+            release = %release,
+            spent_override = spent,
+            "the record already names this release: its operator's own state stands"
+        ),
+        admission::Starting::NoRecordApi => tracing::info!(
+            "this cluster does not serve UpgradeRecords (the admission policy is not installed): nothing recorded"
+        ),
+        admission::Starting::NoReleaseLabel => tracing::warn!(
+            deployment,
+            "the Deployment has no label upgrade-gate.dev/release: nothing recorded (the admission policy refuses its moves meanwhile)"
+        ),
+    }
+    Ok(())
 }
 
 fn report(outcome: &Outcome) {

@@ -164,6 +164,26 @@ mod tests {
         Cli::command().debug_assert();
         PluginCli::command().debug_assert();
     }
+
+    /// The record is an UpgradeRecord entry; the ConfigMap's keys the
+    /// previous policy read (`<deployment>.completed`, `.progress`) are an
+    /// implementation detail kept for one release, never what a user sets.
+    #[test]
+    fn no_help_speaks_of_the_configmaps_keys() {
+        for (name, help) in long_helps(100) {
+            for stale in [
+                ".completed",
+                ".progress",
+                "state's keys",
+                "ConfigMap's keys",
+            ] {
+                assert!(
+                    !help.contains(stale),
+                    "`{name} --help` speaks of the ConfigMap's keys ({stale}):\n{help}"
+                );
+            }
+        }
+    }
 }
 
 /// docs/gate.md's tables of flags and exit codes, checked against the clap

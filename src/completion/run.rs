@@ -23,7 +23,7 @@ use super::ResourceName;
 use super::decide::{Watched, decide};
 use super::rule::{Rule, Shown};
 use crate::admission::{self, Recorder};
-use crate::keeper::Keeper;
+use crate::keeper::{Evidence, Keeper, Verdict};
 use crate::leader::{Elector, LeaseSettings, LostLease, SettingsError, Standing};
 use crate::locate::Target;
 use crate::operator_condition::UpgradeableEntry;
@@ -77,6 +77,49 @@ pub enum KeepError {
     LostLease(#[from] LostLease),
 }
 
+/// The verdict `keep` hands the keeper and the recorder: the entry, and
+/// what it was judged from (every object watched, under the rule, the
+/// resources and the namespaces).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct KeepVerdict {
+    entry: UpgradeableEntry,
+    evidence: Evidence,
+}
+
+impl Verdict for KeepVerdict {
+    fn entry(&self) -> &UpgradeableEntry {
+        &self.entry
+    }
+
+    fn evidence(&self) -> Option<Evidence> {
+        Some(self.evidence.clone())
+    }
+}
+
+/// The settings keep's judgement follows, in a person's words.
+fn judgement_basis(settings: &KeepSettings) -> String {
+    let namespaces = if settings.namespaces.is_empty() {
+        "every namespace".to_owned()
+    } else {
+        let mut sorted = settings.namespaces.clone();
+        sorted.sort();
+        format!("namespaces {}", sorted.join(", "))
+    };
+    format!(
+        "{} in {namespaces}, done when {}",
+        names(&settings.resources),
+        settings.rule.source()
+    )
+}
+
+/// What every watch shows, judged: the verdict and its evidence.
+fn judged(release: &str, watched: &[Watched], basis: &str) -> KeepVerdict {
+    KeepVerdict {
+        entry: decide(release, watched),
+        evidence: Evidence::new(watched.iter().map(|watch| watch.objects.len()).sum(), basis),
+    }
+}
+
 /// What one watch reports to the loop.
 enum Update {
     /// The resource could not be found or read (one line).
@@ -113,7 +156,8 @@ pub async fn keep(
         "leading: keeping the gate closed until every object shows this release's upgrade done"
     );
 
-    let (verdicts, latest) = watch::channel::<Option<UpgradeableEntry>>(None);
+    let basis = judgement_basis(&settings);
+    let (verdicts, latest) = watch::channel::<Option<KeepVerdict>>(None);
     let recorder = settings.record.as_ref().map(|record| {
         let mut recorder = Recorder::new(
             client.clone(),
@@ -165,23 +209,24 @@ pub async fn keep(
         ));
     }
     drop(updates);
-    verdicts.send_replace(Some(decide(&release, &watched)));
+    verdicts.send_replace(Some(judged(&release, &watched, &basis)));
 
     let outcome = loop {
         tokio::select! {
             update = updated.recv() => {
                 let Some((index, update)) = update else { break Ok(()) };
                 apply(&mut watched[index], update);
-                let entry = decide(&release, &watched);
+                let verdict = judged(&release, &watched, &basis);
                 let changed = verdicts.send_if_modified(|current| {
-                    let changed = current.as_ref() != Some(&entry);
+                    let changed = current.as_ref() != Some(&verdict);
                     if changed {
-                        *current = Some(entry.clone());
+                        *current = Some(verdict.clone());
                     }
                     changed
                 });
                 if changed {
-                    tracing::info!(state = ?entry.state(), reason = entry.reason().as_str(), message = entry.message(), "verdict");
+                    let entry = &verdict.entry;
+                    tracing::info!(state = ?entry.state(), reason = entry.reason().as_str(), message = entry.message(), objects = verdict.evidence.judged, "verdict");
                 }
             }
             lost = leadership.lost() => break Err(KeepError::from(lost)),

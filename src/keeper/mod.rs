@@ -96,6 +96,59 @@ pub trait Verdict: Clone + Send + Sync + 'static {
     fn still_current(&self) -> bool {
         true
     }
+
+    /// What the verdict was judged from, for the admission record
+    /// ([`crate::admission::Recorder`]): how many objects, under which
+    /// settings. `None` (the default): not said, and the record cannot
+    /// tell a judgement of nothing from one of everything.
+    fn evidence(&self) -> Option<Evidence> {
+        None
+    }
+}
+
+/// What a verdict was judged from: how many objects it judged, and the
+/// settings it followed (the namespaces watched, the rule), in a person's
+/// words. The admission record keeps both while an upgrade is in
+/// progress, and lets it turn complete only from a judgement of at least
+/// one object under the same settings: a settings change that leaves the
+/// operator seeing nothing, or judging by another rule, is no evidence
+/// that the upgrade completed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Evidence {
+    /// How many objects the verdict judged.
+    pub judged: u32,
+    /// The settings the judgement followed, at most [`MAX_BASIS_BYTES`].
+    pub basis: String,
+}
+
+/// The longest [`Evidence::basis`] kept: a longer one keeps its start
+/// and the SHA-256 of the whole, so that two different long settings
+/// never compare equal.
+pub const MAX_BASIS_BYTES: usize = 256;
+
+impl Evidence {
+    /// `judged` objects under `basis` (shortened as [`MAX_BASIS_BYTES`] says).
+    pub fn new(judged: usize, basis: &str) -> Evidence {
+        Evidence {
+            judged: u32::try_from(judged).unwrap_or(u32::MAX),
+            basis: shortened_basis(basis),
+        }
+    }
+}
+
+fn shortened_basis(basis: &str) -> String {
+    use sha2::Digest;
+    if basis.len() <= MAX_BASIS_BYTES {
+        return basis.to_owned();
+    }
+    let digest = sha2::Sha256::digest(basis.as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    let suffix = format!("… (sha256 {hex})");
+    let mut end = MAX_BASIS_BYTES - suffix.len();
+    while !basis.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{suffix}", &basis[..end])
 }
 
 impl Verdict for UpgradeableEntry {

@@ -528,3 +528,21 @@ async fn outside_olm_and_under_olm_v1_nothing_is_written() {
         );
     }
 }
+
+#[test]
+fn a_long_basis_keeps_its_start_and_a_digest_of_the_whole() {
+    use super::{Evidence, MAX_BASIS_BYTES};
+    let short = Evidence::new(3, "widgets in every namespace");
+    assert_eq!(short.basis, "widgets in every namespace");
+    let long_a = format!("{}a", "é".repeat(MAX_BASIS_BYTES));
+    let long_b = format!("{}b", "é".repeat(MAX_BASIS_BYTES));
+    let (a, b) = (Evidence::new(1, &long_a), Evidence::new(1, &long_b));
+    assert!(a.basis.len() <= MAX_BASIS_BYTES, "{}", a.basis.len());
+    assert!(a.basis.starts_with("éé"), "{}", a.basis);
+    assert!(a.basis.contains("(sha256 "), "{}", a.basis);
+    assert_ne!(
+        a.basis, b.basis,
+        "two long settings differing at the end differ"
+    );
+    assert_eq!(Evidence::new(usize::MAX, "x").judged, u32::MAX);
+}

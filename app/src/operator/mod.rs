@@ -52,7 +52,7 @@ use crate::operator::observe::{ObserveContext, ObserveError, SchemaReader};
 use crate::operator::queue::{FleetSlots, UpgradeQueue};
 use crate::operator::resources::{APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, PodSettings};
 use upgrade_gate::admission;
-use upgrade_gate::keeper::{Keeper, KeeperStatus, Verdict};
+use upgrade_gate::keeper::{Evidence, Keeper, KeeperStatus, Verdict};
 use upgrade_gate::leader::{
     Elector, Leadership, LeaseSettings, LostLease, SettingsError, Standing,
 };
@@ -143,10 +143,12 @@ pub struct Context {
     fleet: OnceLock<FleetStores>,
 }
 
-/// The stores of every watched scope.
+/// The stores of every watched scope, and the settings they follow
+/// ([`judgement_basis`]).
 struct FleetStores {
     apps: Vec<Store<App>>,
     jobs: Vec<Store<Job>>,
+    basis: String,
 }
 
 impl Context {
@@ -696,6 +698,7 @@ async fn lead(
     let _first = ctx.fleet.set(FleetStores {
         apps: stores.clone(),
         jobs: job_stores,
+        basis: judgement_basis(&config.namespaces),
     });
     tracing::info!(release = %ctx.release, namespaces = ?config.namespaces, max_concurrent_upgrades = ctx.queue.limit(), "app-operator started");
     let gate = gate_loop(
@@ -759,11 +762,14 @@ pub fn observe_apps(stores: &[Store<App>]) -> (Vec<Arc<App>>, u64) {
 /// The gate decision as the keeper keeps it: its entry, and the App
 /// observation it was decided from. Once the stores hold a newer
 /// observation the verdict is stale: a write of it not yet sent is dropped.
+/// Its evidence (how many Apps, which namespaces watched) lets the
+/// admission record refuse a Complete judged from nothing.
 #[derive(Clone)]
 pub struct GateVerdict {
     entry: UpgradeableEntry,
     stores: Arc<Vec<Store<App>>>,
     observed: u64,
+    evidence: Evidence,
 }
 
 impl Verdict for GateVerdict {
@@ -773,6 +779,22 @@ impl Verdict for GateVerdict {
 
     fn still_current(&self) -> bool {
         observe_apps(&self.stores).1 == self.observed
+    }
+
+    fn evidence(&self) -> Option<Evidence> {
+        Some(self.evidence.clone())
+    }
+}
+
+/// The settings an App judgement follows, in a person's words: the
+/// namespaces watched.
+pub fn judgement_basis(namespaces: &[String]) -> String {
+    if namespaces.is_empty() {
+        "Apps in every namespace".to_owned()
+    } else {
+        let mut sorted = namespaces.to_vec();
+        sorted.sort();
+        format!("Apps in namespaces {}", sorted.join(", "))
     }
 }
 
@@ -819,6 +841,11 @@ async fn gate_loop(
         }
     }
     let stores = Arc::new(stores);
+    let basis = ctx
+        .fleet
+        .get()
+        .map(|fleet| fleet.basis.clone())
+        .unwrap_or_default();
     let mut invalid: Option<GateDecision> = None;
     loop {
         let (apps, observed) = observe_apps(&stores);
@@ -835,6 +862,7 @@ async fn gate_loop(
                         entry,
                         stores: stores.clone(),
                         observed,
+                        evidence: Evidence::new(apps.len(), &basis),
                     }));
                 }
             }
