@@ -15,10 +15,14 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::certificates::v1::{
+    CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestSpec,
+    CertificateSigningRequestStatus,
+};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::config::AuthInfo;
 use kube::{Api, Client};
 
@@ -391,10 +395,40 @@ impl TestNamespace {
     /// A client for the existing ServiceAccount `name` with a fresh token
     /// from the TokenRequest API, and a kubeconfig file holding that token.
     pub async fn token_identity(&self, name: &str) -> Identity {
+        self.token_identity_of(name, None).await
+    }
+
+    /// [`TestNamespace::token_identity`] with a token bound to pod `pod` of
+    /// this namespace (which runs as ServiceAccount `name`), as the kubelet
+    /// mounts one: the API server then names the pod in the request's
+    /// `userInfo.extra`.
+    pub async fn pod_token_identity(&self, name: &str, pod: &str) -> Identity {
+        let uid = self
+            .api::<Pod>()
+            .get(pod)
+            .await
+            .unwrap_or_else(|error| panic!("reading pod {pod}: {error}"))
+            .metadata
+            .uid
+            .unwrap_or_else(|| panic!("pod {pod} has no uid"));
+        self.token_identity_of(
+            name,
+            Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(pod.to_owned()),
+                uid: Some(uid),
+            }),
+        )
+        .await
+    }
+
+    async fn token_identity_of(&self, name: &str, bound: Option<BoundObjectReference>) -> Identity {
         let accounts: Api<ServiceAccount> = self.api();
         let request = TokenRequest {
             spec: Some(TokenRequestSpec {
                 expiration_seconds: Some(3600),
+                bound_object_ref: bound,
                 ..TokenRequestSpec::default()
             }),
             ..TokenRequest::default()
@@ -434,6 +468,153 @@ impl TestNamespace {
             client,
             _dir: dir,
         }
+    }
+}
+
+impl TestNamespace {
+    /// A person, `<name>-<namespace>`, with a client certificate of the
+    /// cluster's CA obtained as an admin onboards a user: a
+    /// CertificateSigningRequest (signer kubernetes.io/kube-apiserver-client)
+    /// the admin approves and the controller manager signs. Holds no right
+    /// until bound; the request is deleted when the value drops.
+    pub async fn person(&self, name: &str) -> Person {
+        let username = format!("{name}-{}", self.name);
+        let key = rcgen::KeyPair::generate()
+            .unwrap_or_else(|error| panic!("a key for {username}: {error}"));
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())
+            .unwrap_or_else(|error| panic!("certificate params: {error}"));
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, username.clone());
+        let request = params
+            .serialize_request(&key)
+            .unwrap_or_else(|error| panic!("a CSR for {username}: {error}"))
+            .pem()
+            .unwrap_or_else(|error| panic!("the CSR as PEM: {error}"));
+        let requests: Api<CertificateSigningRequest> = Api::all(self.client.clone());
+        let csr = CertificateSigningRequest {
+            metadata: ObjectMeta {
+                name: Some(username.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: CertificateSigningRequestSpec {
+                request: k8s_openapi::ByteString(request.into_bytes()),
+                signer_name: "kubernetes.io/kube-apiserver-client".into(),
+                expiration_seconds: Some(3600),
+                usages: Some(vec!["client auth".into()]),
+                ..CertificateSigningRequestSpec::default()
+            },
+            status: None,
+        };
+        requests
+            .create(&PostParams::default(), &csr)
+            .await
+            .unwrap_or_else(|error| panic!("creating the CSR of {username}: {error}"));
+        let guard = CsrGuard {
+            kubeconfig: self.kubeconfig.clone(),
+            name: username.clone(),
+        };
+        let approval = CertificateSigningRequest {
+            status: Some(CertificateSigningRequestStatus {
+                conditions: Some(vec![CertificateSigningRequestCondition {
+                    type_: "Approved".into(),
+                    status: "True".into(),
+                    reason: Some("TestUser".into()),
+                    message: Some("a person for an upgrade-gate test".into()),
+                    ..CertificateSigningRequestCondition::default()
+                }]),
+                certificate: None,
+            }),
+            ..csr
+        };
+        requests
+            .patch_approval(
+                &username,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"status": approval.status})),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("approving the CSR of {username}: {error}"));
+        let signed = tokio::time::timeout(
+            CERTIFICATE_WITHIN,
+            kube::runtime::wait::await_condition(
+                requests,
+                &username,
+                |csr: Option<&CertificateSigningRequest>| {
+                    csr.and_then(|csr| csr.status.as_ref())
+                        .and_then(|status| status.certificate.as_ref())
+                        .is_some_and(|certificate| !certificate.0.is_empty())
+                },
+            ),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!("the CSR of {username} not signed within {CERTIFICATE_WITHIN:?}: is the controller manager's csrsigning controller running?")
+        })
+        .unwrap_or_else(|error| panic!("watching the CSR of {username}: {error}"))
+        .and_then(|csr| csr.status)
+        .and_then(|status| status.certificate)
+        .unwrap_or_else(|| panic!("the CSR of {username} has no certificate"));
+        let dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
+        let write = |file: &str, bytes: &[u8]| {
+            let path = dir.path().join(file);
+            std::fs::write(&path, bytes)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            path
+        };
+        let certificate = write("tls.crt", &signed.0);
+        let private_key = write("tls.key", key.serialize_pem().as_bytes());
+        let admin = kube::config::Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|error| panic!("reading {}: {error}", self.kubeconfig.display()));
+        let cluster = admin
+            .clusters
+            .first()
+            .and_then(|named| named.cluster.clone())
+            .unwrap_or_else(|| panic!("{} names no cluster", self.kubeconfig.display()));
+        let kubeconfig = dir.path().join(format!("{name}.kubeconfig"));
+        let user = AuthInfo {
+            client_certificate: Some(certificate.display().to_string()),
+            client_key: Some(private_key.display().to_string()),
+            ..AuthInfo::default()
+        };
+        crate::pki::write_kubeconfig(&kubeconfig, cluster, &username, user)
+            .unwrap_or_else(|error| panic!("{error}"));
+        let client = crate::api::client_from_kubeconfig(&kubeconfig)
+            .await
+            .unwrap_or_else(|error| panic!("{error}"));
+        Person {
+            username,
+            kubeconfig,
+            client,
+            _dir: dir,
+            _request: guard,
+        }
+    }
+}
+
+/// How long the controller manager may take to sign an approved CSR.
+const CERTIFICATE_WITHIN: Duration = Duration::from_secs(60);
+
+/// A person's identity ([`TestNamespace::person`]): the username the API
+/// server sees, a kubeconfig with the person's certificate (kept while
+/// this value lives) and a client.
+pub struct Person {
+    pub username: String,
+    pub kubeconfig: PathBuf,
+    pub client: Client,
+    _dir: tempfile::TempDir,
+    _request: CsrGuard,
+}
+
+/// Deletes a person's CertificateSigningRequest when dropped.
+struct CsrGuard {
+    kubeconfig: PathBuf,
+    name: String,
+}
+
+impl Drop for CsrGuard {
+    fn drop(&mut self) {
+        delete_on_drop::<CertificateSigningRequest>(&self.kubeconfig, &self.name);
     }
 }
 

@@ -17,6 +17,32 @@ use serde_json::Value;
 
 use crate::wait::{self, Look};
 
+/// The words every refusal of upgrade-gate's Deployment policy carries
+/// (`manifests/admission/policy.yaml`), after the API server's own
+/// `denied request: `.
+pub const POLICY_REFUSAL: &str = "denied request: upgrade-gate: operator ";
+
+/// What the API server answers a command, as a test waits for it.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer<'a> {
+    /// Exit status 0.
+    Accepted,
+    /// A failure whose output carries every one of these words.
+    RefusedWith(&'a [&'a str]),
+}
+
+impl Answer<'_> {
+    /// Whether `ran` is this answer.
+    pub fn is(&self, ran: &Ran) -> bool {
+        match self {
+            Answer::Accepted => ran.accepted,
+            Answer::RefusedWith(words) => {
+                !ran.accepted && words.iter().all(|word| ran.output.contains(word))
+            }
+        }
+    }
+}
+
 /// `kubectl` for one kubeconfig.
 pub struct Kubectl {
     kubectl: PathBuf,
@@ -82,21 +108,37 @@ impl Kubectl {
         }
     }
 
-    /// Runs `args` every `every` until the API server accepts it
-    /// (`accepted`) or refuses it (not), `timeout` at most; what it printed
-    /// the last time.
+    /// Runs `args` every `every` until the API server answers as
+    /// `answer` says, `timeout` at most; what it printed the last time. A
+    /// refusal counts only when it carries every one of its words: a
+    /// failure for another cause (an unreachable server, a typo) is not the
+    /// refusal waited for.
     pub async fn until(
         &self,
         what: &str,
         timeout: Duration,
         every: Duration,
         args: &[&str],
-        accepted: bool,
+        answer: Answer<'_>,
+    ) -> String {
+        self.until_with(what, timeout, every, args, None, answer)
+            .await
+    }
+
+    /// [`Kubectl::until`] with `stdin` handed over as [`Kubectl::run`] does.
+    pub async fn until_with(
+        &self,
+        what: &str,
+        timeout: Duration,
+        every: Duration,
+        args: &[&str],
+        stdin: Option<&Value>,
+        answer: Answer<'_>,
     ) -> String {
         wait::poll(what, timeout, every, || {
-            let ran = self.run(args, None);
+            let ran = self.run(args, stdin);
             async move {
-                if ran.accepted == accepted {
+                if answer.is(&ran) {
                     Look::Done(ran.output)
                 } else {
                     Look::NotYet(ran.output)

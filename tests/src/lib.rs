@@ -30,6 +30,7 @@
 //! | [`chain`] | the upgrade chain through OLM, recorded and judged (`chain` binary, `just race`, `just demo`) |
 
 pub mod admission_policy;
+pub mod admission_record;
 pub mod apiserver_without_olm;
 pub mod backup_volume;
 pub mod bundle_catalog;
@@ -44,6 +45,7 @@ pub mod kubectl;
 pub mod object_history;
 pub mod olm_v0;
 pub mod olm_v1;
+pub mod one_shot_pod;
 pub mod operator_install;
 pub mod policy_in_force;
 pub mod process_output;
