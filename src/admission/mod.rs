@@ -47,8 +47,9 @@ pub use record::{
     completion_refused, entry_of, override_of, record_resource,
 };
 pub use recorder::{
-    COMPLETED_ANNOTATION, Recorder, RecorderHandle, RecorderStatus, Starting, WAKE_ANNOTATION,
-    WAKES, open_after_recorded, read_running, record_once, record_starting,
+    COMPLETED_ANNOTATION, REASSERT_INTERVAL, RESTORED_WITHIN, Recorder, RecorderHandle,
+    RecorderStatus, Starting, WAKE_ANNOTATION, WAKES, open_after_recorded, read_running,
+    record_once, record_starting,
 };
 
 /// The label by which a Deployment opts in (value [`ENFORCE`]).

@@ -38,6 +38,12 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub const RETRY_AT_MOST: Duration = Duration::from_secs(30);
 /// How long one API request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How soon, at most, a running recorder puts its entry back after someone
+/// changed it or deleted the record: its next round (at most
+/// [`REASSERT_INTERVAL`] later), then a read and a write (each at most
+/// 5 s). Typically about [`REASSERT_INTERVAL`].
+pub const RESTORED_WITHIN: Duration =
+    Duration::from_secs(REASSERT_INTERVAL.as_secs() + 2 * REQUEST_TIMEOUT.as_secs());
 /// The field manager of the recorder's writes.
 const FIELD_MANAGER: &str = "upgrade-gate-recorder";
 /// The annotation [`Recorder::wake_olm_v0`] sets on the ServiceAccount:

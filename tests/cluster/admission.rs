@@ -48,16 +48,17 @@ use tokio::time::Instant;
 
 use kube::api::DynamicObject;
 use upgrade_gate::admission::{
-    ADMISSION_LABEL, ENFORCE, RECORD_NAME, RELEASE_LABEL, STATE_CONFIGMAP, record_resource,
+    self, ADMISSION_LABEL, ENFORCE, RECORD_NAME, RELEASE_LABEL, STATE_CONFIGMAP, record_resource,
 };
 use upgrade_gate_tests::admission_policy::Policy;
+use upgrade_gate_tests::admission_record::{patch_record, printed_override};
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
 use upgrade_gate_tests::chain::judge::{Deployer, RunVerdict};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions};
 use upgrade_gate_tests::chain::timeline::Fact;
 use upgrade_gate_tests::gate_process::run_gate;
 use upgrade_gate_tests::helm::{Helm, RELEASE_NAME};
-use upgrade_gate_tests::kubectl::{Kubectl, Ran};
+use upgrade_gate_tests::kubectl::{Answer, Kubectl, POLICY_REFUSAL, Ran};
 use upgrade_gate_tests::operator_install::{self, HeldUpgrade, OPERATOR};
 use upgrade_gate_tests::wait::{self, Look};
 
@@ -212,6 +213,32 @@ async fn idle_deployment(namespace: &TestNamespace, name: &str, release: &str) {
         .create(&PostParams::default(), &deployment)
         .await
         .unwrap_or_else(|error| panic!("creating Deployment {name}: {error}"));
+}
+
+/// Does `change` to the record while the operator's upgrade is in
+/// progress and waits until the operator put its entry back (in progress
+/// again), [`admission::RESTORED_WITHIN`] at most; prints how long it took.
+async fn restored_after(namespace: &TestNamespace, what: &str, change: impl AsyncFnOnce()) {
+    let changed = Instant::now();
+    change().await;
+    wait::poll(
+        &format!("the operator's entry back after {what}"),
+        admission::RESTORED_WITHIN,
+        Duration::from_millis(100),
+        || async {
+            let entry = upgrade_record(namespace).await["spec"]["operators"][OPERATOR].clone();
+            if entry["state"] == "InProgress" {
+                Look::Done(())
+            } else {
+                Look::NotYet(entry.to_string())
+            }
+        },
+    )
+    .await;
+    println!(
+        "figure: {what} -> the operator's entry in progress again: {:.2} s",
+        changed.elapsed().as_secs_f64()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,6 +415,137 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         kept.output
     );
 
+    // The recorder puts its entry back when someone changes it or deletes
+    // the record (docs/admission.md: within admission::RESTORED_WITHIN).
+    restored_after(
+        &namespace,
+        "its entry marked complete by hand",
+        async || {
+            Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &record_resource())
+                .patch(
+                    RECORD_NAME,
+                    &PatchParams::default(),
+                    &Patch::Merge(
+                        json!({"spec": {"operators": {OPERATOR: {"state": "Complete"}}}}),
+                    ),
+                )
+                .await
+                .unwrap_or_else(|error| panic!("marking it complete by hand: {error}"));
+        },
+    )
+    .await;
+    restored_after(&namespace, "the record deleted", async || {
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &record_resource())
+            .delete(RECORD_NAME, &Default::default())
+            .await
+            .unwrap_or_else(|error| panic!("deleting the record: {error}"));
+    })
+    .await;
+
+    // A setting while the upgrade runs is refused; let through anyway by an
+    // admin, the second brake holds: the operator, restarted watching no
+    // App, does not record a Complete it has no evidence for.
+    let watch_elsewhere = [
+        "-n",
+        &ns,
+        "set",
+        "env",
+        &format!("deployment/{OPERATOR}"),
+        "-c",
+        OPERATOR,
+        "WATCH_NAMESPACE=default",
+    ];
+    let refused = kubectl.run(&watch_elsewhere, None);
+    assert!(
+        Answer::RefusedWith(&[POLICY_REFUSAL, "it cannot change its settings"]).is(&refused),
+        "WATCH_NAMESPACE changed while the Job runs: {}",
+        refused.output
+    );
+    kubectl.accepted(
+        "the admin lets the setting through",
+        &patch_record(&ns, &printed_override(&refused.output)),
+        None,
+    );
+    kubectl
+        .until(
+            "WATCH_NAMESPACE=default admitted by the override",
+            Duration::from_secs(30),
+            RETRY,
+            &watch_elsewhere,
+            Answer::Accepted,
+        )
+        .await;
+    let held_back = wait::poll(
+        "the operator, watching no App, still records in progress",
+        POD_READY,
+        RETRY,
+        || async {
+            let entry = upgrade_record(&namespace).await["spec"]["operators"][OPERATOR].clone();
+            let message = entry["message"].as_str().unwrap_or_default().to_owned();
+            if entry["state"] == "InProgress" && message.contains("now judges none") {
+                Look::Done(message)
+            } else {
+                Look::NotYet(entry.to_string())
+            }
+        },
+    )
+    .await;
+    println!("the second brake: {held_back}");
+    let refused = kubectl.apply(&release_of(&ns, OPERATOR, NEXT));
+    assert!(
+        Answer::RefusedWith(&[POLICY_REFUSAL, "now judges none"]).is(&refused),
+        "the next release after a settings change that hid the App: {}",
+        refused.output
+    );
+    // Back to the settings the upgrade started with (an override again:
+    // the record is still in progress).
+    let watch_here_value = format!("WATCH_NAMESPACE={ns}");
+    let watch_here = [
+        "-n",
+        &ns,
+        "set",
+        "env",
+        &format!("deployment/{OPERATOR}"),
+        "-c",
+        OPERATOR,
+        &watch_here_value,
+    ];
+    let refused = kubectl.run(&watch_here, None);
+    assert!(
+        Answer::RefusedWith(&[POLICY_REFUSAL, "it cannot change its settings"]).is(&refused),
+        "the setting back while in progress: {}",
+        refused.output
+    );
+    kubectl.accepted(
+        "the admin lets it back",
+        &patch_record(&ns, &printed_override(&refused.output)),
+        None,
+    );
+    kubectl
+        .until(
+            "WATCH_NAMESPACE back, admitted by the override",
+            Duration::from_secs(30),
+            RETRY,
+            &watch_here,
+            Answer::Accepted,
+        )
+        .await;
+    wait::poll(
+        "the operator sees its App again",
+        POD_READY,
+        RETRY,
+        || async {
+            let entry = upgrade_record(&namespace).await["spec"]["operators"][OPERATOR].clone();
+            let message = entry["message"].as_str().unwrap_or_default().to_owned();
+            if entry["state"] == "InProgress" && message.contains("Job") {
+                Look::Done(())
+            } else {
+                Look::NotYet(entry.to_string())
+            }
+        },
+    )
+    .await;
+
     // The Job runs to the end; the deployer retries until accepted.
     held.lock.release().await;
     let completed_at = recorded_complete(&namespace, RUNNING, Duration::from_secs(300)).await;
@@ -416,7 +574,15 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         "a release that recorded nothing: {}",
         refused.output
     );
-    let leave = json!({"from": NEXT, "to": "7.10.3"});
+    let images = admission::Running::of(
+        &namespace
+            .api::<Deployment>()
+            .get(OPERATOR)
+            .await
+            .unwrap_or_else(|error| panic!("the Deployment: {error}")),
+    )
+    .images;
+    let leave = json!({"from": NEXT, "to": "7.10.3", "fromImages": images, "toImages": images});
     Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &record_resource())
         .patch(
             RECORD_NAME,
@@ -579,6 +745,16 @@ async fn helm_upgrade_to_the_next_release_waits_for_the_running_releases_upgrade
     );
     println!(
         "figure: after the refused helm upgrade, the next release's new ClusterRole rule is APPLIED"
+    );
+    // Opting out with the chart's own value, while the upgrade runs: the
+    // same release with the opt-in label off is refused like a move.
+    let opt_out = helm.upgrade(HELM_RUNNING, &["--reuse-values", "--set", "admission=off"]);
+    assert!(
+        !opt_out.success
+            && opt_out.output.contains(POLICY_REFUSAL)
+            && opt_out.output.contains("it cannot leave the policy"),
+        "helm upgrade --set admission=off while the Job runs:\n{}",
+        opt_out.output
     );
     let history = helm.run(&["history", RELEASE_NAME]);
     println!("helm history after the refusal:\n{}", history.output);

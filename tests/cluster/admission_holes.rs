@@ -1,25 +1,29 @@
-//! Every way a review found to move an operator to other code past the
-//! admission policy while its upgrade is in progress, tried on the local
-//! cluster with the shipped manifests and `kubectl` as a person or a
-//! pipeline runs it (docs/admission.md, "What it decides in the corner
-//! cases": each row there is asserted here or in `admission.rs`).
+//! Every way a review found to change an operator past the admission
+//! policy while its upgrade is in progress, tried on the local cluster with
+//! the shipped manifests and `kubectl` as a person or a pipeline runs it
+//! (docs/admission.md, "What it decides in the corner cases", and
+//! docs/threat-model.md: each row there is asserted here or in
+//! `admission.rs`). A refusal counts only when it carries the policy's or
+//! the guard's own words.
 //!
 //! The operator is a Deployment of nothing (no replicas): the policy judges
-//! objects, not pods. Its record is written as its operator would, by the
-//! test as a cluster admin, or by the library's `Recorder` where the
-//! recorder's own rule (spending an override) is what is tried.
+//! objects, not pods. Its record is written as its operator would — by the
+//! test as a cluster admin (by hand), by the library's `Recorder` and the
+//! init container's `record_starting` where their own rules (spending an
+//! override) are tried, or by a pod of the operator's ServiceAccount.
 //!
-//! - `kubectl set image`, `kubectl rollout undo`, `kubectl replace --force`
-//!   and a renamed Deployment of the same operator are refused while the
-//!   record says in progress; scale, a restart and a setting are admitted.
-//! - A user with the namespace's `edit` role reads the record and cannot
-//!   mark an upgrade complete or set an override; the role
-//!   `upgrade-gate:override` can set an override, not mark complete; the
-//!   operator's ServiceAccount writes its own entry and not another's.
+//! - `kubectl set image`, `rollout undo`, `set env`, removing the opt-in
+//!   label or changing the operator label, `replace --force` of another
+//!   release or of the same release with other images, a re-create without
+//!   the opt-in or under another identity, and a renamed Deployment of the
+//!   same operator are refused while the record says in progress; scale
+//!   and a restart are admitted. The override a refusal prints, set by an
+//!   admin, lets that one move through and no other.
+//! - Who may write the record: `admission_writers.rs`.
 //! - The policy's bindings all deleted and bound again: each decision
 //!   follows the record at once (the delay printed), in both directions.
-//! - An override lets its one move through and is spent by the release it
-//!   let in: a return to that release and away again is judged afresh.
+//! - An override lets its one move through and is spent by the pod that
+//!   started after it, once the Deployment runs what it names.
 //!
 //! Needs the shared test cluster (`just test-cluster`); panics without it.
 
@@ -31,25 +35,29 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use upgrade_gate::admission::{
-    self, ADMISSION_LABEL, ENFORCE, OPERATOR_LABEL, RECORD_NAME, RELEASE_LABEL, Recorder,
+    self, ADMISSION_LABEL, ENFORCE, OPERATOR_LABEL, RECORD_NAME, RELEASE_LABEL, Recorder, Starting,
 };
 use upgrade_gate::operator_condition::{Reason, UpgradeableEntry};
 use upgrade_gate_tests::admission_policy::{self, Policy};
-use upgrade_gate_tests::kubectl::Kubectl;
-use upgrade_gate_tests::wait::{self, Look};
+use upgrade_gate_tests::admission_record::{
+    patch_record, printed_override, records, with, write_entry,
+};
+use upgrade_gate_tests::kubectl::{Answer, Kubectl, POLICY_REFUSAL};
+use upgrade_gate_tests::wait;
 
 /// How long a decision may take to follow the record here (the cluster is
 /// shared with every other test); the figure is printed.
 const FOLLOWS: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(50);
-/// How long new bindings may take to be in force on a loaded cluster.
+/// How long new bindings (and RBAC) may take to be in force on a loaded
+/// cluster.
 const IN_FORCE: Duration = Duration::from_secs(60);
 
 /// An opted-in Deployment of nothing named `name`, running `release` with
@@ -73,40 +81,6 @@ fn idle(namespace: &str, name: &str, release: &str, image: &str, operator: Optio
     })
 }
 
-fn records(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), namespace, &admission::record_resource())
-}
-
-/// Writes operator `operator`'s entry as its operator would (as an admin).
-async fn write_entry(client: &Client, namespace: &str, operator: &str, release: &str, state: &str) {
-    let api = records(client, namespace);
-    let entry = json!({"release": release, "state": state, "message": format!("release {release}: migrating")});
-    if api
-        .get_opt(RECORD_NAME)
-        .await
-        .unwrap_or_else(|e| panic!("reading the record: {e}"))
-        .is_none()
-    {
-        let object: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "UpgradeRecord",
-            "metadata": {"name": RECORD_NAME, "namespace": namespace},
-            "spec": {"operators": {operator: entry}}
-        }))
-        .expect("a record");
-        api.create(&PostParams::default(), &object)
-            .await
-            .unwrap_or_else(|e| panic!("creating the record: {e}"));
-        return;
-    }
-    api.patch(
-        RECORD_NAME,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"operators": {operator: entry}}})),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("writing the record: {e}"));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
     let cluster = TestCluster::from_env();
@@ -122,35 +96,46 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
     .await;
     let kubectl = Kubectl::new(&cluster.kubeconfig);
     let deploy = "deployment/op";
+    let pause = "localhost/pause:3.10";
+    let next_image = "localhost/pause:3.10-next";
 
-    write_entry(&client, &ns, "op", "1.0", "InProgress").await;
+    write_entry(
+        &client,
+        &ns,
+        "op",
+        "1.0",
+        "InProgress",
+        &["op=localhost/pause:3.10"],
+    )
+    .await;
     // Probes are server-side dry-runs: an accepted probe changes nothing.
-    // The same release re-created while in progress is admitted (a
-    // restart, not a move); it proves the policy is in force once a move
-    // is refused below.
-    let first = idle(&ns, "op", "1.0", "localhost/pause:3.10", None);
+    // The same release with the images it recorded, re-created while in
+    // progress, is admitted (a restart, not a move); it proves the policy
+    // is in force once a move is refused below.
+    let first = idle(&ns, "op", "1.0", pause, None);
     assert!(
         kubectl.run(&["create"], Some(&first)).accepted,
         "creating 1.0"
     );
+    let set_image_dry = [
+        "-n",
+        &ns,
+        "set",
+        "image",
+        deploy,
+        "op=localhost/pause:3.10-next",
+        "--dry-run=server",
+    ];
     kubectl
         .until(
             "the policy in force: set image refused",
             IN_FORCE,
             wait::POLL_INTERVAL,
-            &[
-                "-n",
-                &ns,
-                "set",
-                "image",
-                deploy,
-                "op=localhost/pause:3.10-next",
-                "--dry-run=server",
-            ],
-            false,
+            &set_image_dry,
+            Answer::RefusedWith(&[POLICY_REFUSAL]),
         )
         .await;
-    kubectl.refused("kubectl set image keeping the release label", &["-n", &ns, "set", "image", deploy, "op=localhost/pause:3.10-next"], None, &["operator op (Deployment op) runs release 1.0, whose upgrade has not completed", "(release 1.0: migrating)",
+    kubectl.refused("kubectl set image keeping the release label", &["-n", &ns, "set", "image", deploy, "op=localhost/pause:3.10-next"], None, &[POLICY_REFUSAL, "operator op (Deployment op) runs release 1.0, whose upgrade has not completed", "(release 1.0: migrating)",
           "other code under the same release label (op=localhost/pause:3.10-next instead of op=localhost/pause:3.10)"]);
     kubectl.refused(
         "kubectl label of another release",
@@ -163,7 +148,7 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--overwrite",
         ],
         None,
-        &["it cannot move to release 2.0"],
+        &[POLICY_REFUSAL, "it cannot move to release 2.0"],
     );
     kubectl.accepted(
         "kubectl scale",
@@ -175,14 +160,43 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
         &["-n", &ns, "rollout", "restart", deploy],
         None,
     );
-    kubectl.accepted(
-        "kubectl set env",
-        &["-n", &ns, "set", "env", deploy, "SETTING=b"],
+    kubectl.refused(
+        "kubectl set env (a setting, e.g. WATCH_NAMESPACE)",
+        &["-n", &ns, "set", "env", deploy, "WATCH_NAMESPACE=default"],
         None,
+        &[POLICY_REFUSAL, "it cannot change its settings"],
+    );
+    // Opting out in two updates: the first is refused, so the second is
+    // judged too.
+    kubectl.refused(
+        "removing the opt-in label",
+        &["-n", &ns, "label", deploy, &format!("{ADMISSION_LABEL}-")],
+        None,
+        &[POLICY_REFUSAL, "it cannot leave the policy"],
+    );
+    kubectl.refused(
+        "another operator label",
+        &[
+            "-n",
+            &ns,
+            "label",
+            deploy,
+            &format!("{OPERATOR_LABEL}=fresh"),
+        ],
+        None,
+        &[POLICY_REFUSAL, "it cannot change its identity"],
     );
 
     // rollout undo to a template of other code.
-    write_entry(&client, &ns, "op", "1.0", "Complete").await;
+    write_entry(
+        &client,
+        &ns,
+        "op",
+        "1.0",
+        "Complete",
+        &["op=localhost/pause:3.10"],
+    )
+    .await;
     kubectl
         .until(
             "an image change admitted once complete",
@@ -196,10 +210,18 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
                 deploy,
                 "op=localhost/pause:3.10-next",
             ],
-            true,
+            Answer::Accepted,
         )
         .await;
-    write_entry(&client, &ns, "op", "1.0", "InProgress").await;
+    write_entry(
+        &client,
+        &ns,
+        "op",
+        "1.0",
+        "InProgress",
+        &["op=localhost/pause:3.10-next"],
+    )
+    .await;
     kubectl
         .until(
             "in force again",
@@ -214,23 +236,28 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
                 "op=localhost/pause:3.10-third",
                 "--dry-run=server",
             ],
-            false,
+            Answer::RefusedWith(&[POLICY_REFUSAL]),
         )
         .await;
     kubectl.refused(
         "kubectl rollout undo to the previous image",
         &["-n", &ns, "rollout", "undo", deploy],
         None,
-        &["op=localhost/pause:3.10 instead of op=localhost/pause:3.10-next"],
+        &[
+            POLICY_REFUSAL,
+            "op=localhost/pause:3.10 instead of op=localhost/pause:3.10-next",
+        ],
     );
 
-    // Delete and create: replace --force, then a renamed Deployment.
+    // Delete and create: replace --force of another release, then of the
+    // same release with other images, then re-creates that would leave.
     let next = idle(&ns, "op", "2.0", "localhost/pause:3.10-two", None);
     kubectl.refused(
         "kubectl replace --force of release 2.0",
         &["replace", "--force"],
         Some(&next),
         &[
+            POLICY_REFUSAL,
             "operator op (Deployment op) runs release 1.0",
             "it cannot move to release 2.0",
         ],
@@ -244,257 +271,82 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             .is_none(),
         "the delete went through (uninstall must work)"
     );
+    kubectl.refused(
+        "a create of the same release label with other images",
+        &["create"],
+        Some(&idle(&ns, "op", "1.0", "localhost/pause:3.10-two", None)),
+        &[
+            POLICY_REFUSAL,
+            "other code under the same release label (op=localhost/pause:3.10-two instead of op=localhost/pause:3.10-next)",
+        ],
+    );
+    let mut unlabelled = idle(&ns, "op", "1.0", next_image, None);
+    unlabelled["metadata"]["labels"]
+        .as_object_mut()
+        .expect("labels")
+        .remove(ADMISSION_LABEL);
+    kubectl.refused(
+        "a re-create without the opt-in label",
+        &["create"],
+        Some(&unlabelled),
+        &[
+            POLICY_REFUSAL,
+            "it cannot be re-created without the label upgrade-gate.dev/admission: enforce",
+        ],
+    );
+    kubectl.refused(
+        "a re-create under another operator label",
+        &["create"],
+        Some(&idle(
+            &ns,
+            "op",
+            "2.0",
+            "localhost/pause:3.10-two",
+            Some("fresh"),
+        )),
+        &[
+            POLICY_REFUSAL,
+            "it cannot be re-created under another identity",
+        ],
+    );
     let renamed = idle(&ns, "op-v2", "2.0", "localhost/pause:3.10-two", Some("op"));
     kubectl.refused(
         "a renamed Deployment of operator op",
         &["create"],
         Some(&renamed),
-        &["operator op (Deployment op-v2)"],
+        &[POLICY_REFUSAL, "operator op (Deployment op-v2)"],
     );
-    let again = idle(&ns, "op", "1.0", "localhost/pause:3.10", None);
+    let again = idle(&ns, "op", "1.0", next_image, None);
     assert!(
         kubectl.run(&["create"], Some(&again)).accepted,
-        "the running release re-created"
+        "the running release re-created with its images"
     );
 
-    // Who may write the record.
-    kubectl.accepted(
-        "edit for alice",
-        &[
-            "-n",
-            &ns,
-            "create",
-            "rolebinding",
-            "alice-edit",
-            "--clusterrole",
-            "edit",
-            "--user",
-            "alice",
-        ],
-        None,
-    );
-    kubectl.accepted(
-        "override for bob",
-        &[
-            "-n",
-            &ns,
-            "create",
-            "rolebinding",
-            "bob-override",
-            "--clusterrole",
-            "upgrade-gate:override",
-            "--user",
-            "bob",
-        ],
-        None,
-    );
-    kubectl
+    // The override a refusal prints, set by an admin, lets exactly that
+    // move through.
+    let move_to_2 = [
+        "-n",
+        &ns,
+        "label",
+        deploy,
+        &format!("{RELEASE_LABEL}=2.0"),
+        "--overwrite",
+    ];
+    let refusal = kubectl
         .until(
-            "alice reads the record",
+            "the re-created Deployment judged",
             FOLLOWS,
             wait::POLL_INTERVAL,
-            &[
-                "-n",
-                &ns,
-                "get",
-                "upgraderecord",
-                RECORD_NAME,
-                "--as",
-                "alice",
-                "-o",
-                "name",
-            ],
-            true,
+            &with(move_to_2.to_vec(), &["--dry-run=server"]),
+            Answer::RefusedWith(&[POLICY_REFUSAL, "it cannot move to release 2.0"]),
         )
         .await;
-    let complete = r#"{"spec":{"operators":{"op":{"state":"Complete"}}}}"#;
-    kubectl.refused(
-        "alice (edit) marks the upgrade complete",
-        &[
-            "-n",
-            &ns,
-            "patch",
-            "upgraderecord",
-            RECORD_NAME,
-            "--type",
-            "merge",
-            "-p",
-            complete,
-            "--as",
-            "alice",
-        ],
-        None,
-        &["Forbidden", "cannot patch resource \"upgraderecords\""],
-    );
-    let leave = r#"{"spec":{"overrides":{"op":{"from":"1.0","to":"2.0"}}}}"#;
-    kubectl.refused(
-        "alice (edit) sets an override",
-        &[
-            "-n",
-            &ns,
-            "patch",
-            "upgraderecord",
-            RECORD_NAME,
-            "--type",
-            "merge",
-            "-p",
-            leave,
-            "--as",
-            "alice",
-        ],
-        None,
-        &["Forbidden"],
-    );
-    kubectl.refused(
-        "bob (upgrade-gate:override) marks the upgrade complete",
-        &[
-            "-n",
-            &ns,
-            "patch",
-            "upgraderecord",
-            RECORD_NAME,
-            "--type",
-            "merge",
-            "-p",
-            complete,
-            "--as",
-            "bob",
-        ],
-        None,
-        &["bob may not write the record of operator(s) among op"],
-    );
+    let leave = printed_override(&refusal);
     kubectl.accepted(
-        "bob sets an override",
-        &[
-            "-n",
-            &ns,
-            "patch",
-            "upgraderecord",
-            RECORD_NAME,
-            "--type",
-            "merge",
-            "-p",
-            leave,
-            "--as",
-            "bob",
-        ],
+        "the admin sets the printed override",
+        &patch_record(&ns, &leave),
         None,
     );
-    let operator_sa = format!("system:serviceaccount:{ns}:op");
-    kubectl.accepted(
-        "the operator's Role",
-        &[
-            "-n",
-            &ns,
-            "create",
-            "role",
-            "op-record",
-            "--verb",
-            "get,patch",
-            "--resource",
-            "upgraderecords.upgrade-gate.dev",
-            "--resource-name",
-            RECORD_NAME,
-        ],
-        None,
-    );
-    kubectl.accepted(
-        "the operator's RoleBinding",
-        &[
-            "-n",
-            &ns,
-            "create",
-            "rolebinding",
-            "op-record",
-            "--role",
-            "op-record",
-            "--serviceaccount",
-            &format!("{ns}:op"),
-        ],
-        None,
-    );
-    let own = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "op-own-entry", "namespace": ns},
-        "rules": [{"apiGroups": ["upgrade-gate.dev"], "resources": ["upgraderecords"], "resourceNames": ["op"], "verbs": ["record"]}]});
-    assert!(
-        kubectl.run(&["create"], Some(&own)).accepted,
-        "the record verb"
-    );
-    kubectl.accepted(
-        "its binding",
-        &[
-            "-n",
-            &ns,
-            "create",
-            "rolebinding",
-            "op-own-entry",
-            "--role",
-            "op-own-entry",
-            "--serviceaccount",
-            &format!("{ns}:op"),
-        ],
-        None,
-    );
-    let in_progress = r#"{"spec":{"operators":{"op":{"state":"InProgress"}}}}"#;
-    kubectl
-        .until(
-            "the operator writes its own entry",
-            FOLLOWS,
-            wait::POLL_INTERVAL,
-            &[
-                "-n",
-                &ns,
-                "patch",
-                "upgraderecord",
-                RECORD_NAME,
-                "--type",
-                "merge",
-                "-p",
-                in_progress,
-                "--as",
-                &operator_sa,
-            ],
-            true,
-        )
-        .await;
-    kubectl.refused(
-        "the operator writes another operator's entry",
-        &[
-            "-n",
-            &ns,
-            "patch",
-            "upgraderecord",
-            RECORD_NAME,
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"operators":{"db":{"release":"1","state":"Complete"}}}}"#,
-            "--as",
-            &operator_sa,
-        ],
-        None,
-        &["may not write the record of operator(s) among db"],
-    );
-    kubectl.refused(
-        "the operator sets itself an override",
-        &[
-            "-n",
-            &ns,
-            "patch",
-            "upgraderecord",
-            RECORD_NAME,
-            "--type",
-            "merge",
-            "-p",
-            r#"{"spec":{"overrides":{"op":{"from":"1.0","to":"3.0"}}}}"#,
-            "--as",
-            &operator_sa,
-        ],
-        None,
-        &["may not set or remove the override of operator(s) among op"],
-    );
-
-    // Bob's override lets exactly its move through.
     kubectl.refused(
         "a move the override does not name",
         &[
@@ -506,20 +358,17 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "--overwrite",
         ],
         None,
-        &["it cannot move to release 3.0"],
+        &[POLICY_REFUSAL, "it cannot move to release 3.0"],
     );
-    kubectl.accepted(
-        "the move the override names",
-        &[
-            "-n",
-            &ns,
-            "label",
-            deploy,
-            &format!("{RELEASE_LABEL}=2.0"),
-            "--overwrite",
-        ],
-        None,
-    );
+    kubectl
+        .until(
+            "the move the override names",
+            FOLLOWS,
+            wait::POLL_INTERVAL,
+            &move_to_2,
+            Answer::Accepted,
+        )
+        .await;
 }
 
 /// A copy of the shipped policy under a name of the test's own, so that
@@ -571,13 +420,18 @@ async fn until_decision(
         "--overwrite",
         "--dry-run=server",
     ];
+    let answer = if admitted {
+        Answer::Accepted
+    } else {
+        Answer::RefusedWith(&[POLICY_REFUSAL])
+    };
     kubectl
         .until(
             "the decision follows the record",
             timeout,
             POLL,
             &args,
-            admitted,
+            answer,
         )
         .await;
     since.elapsed().as_secs_f64()
@@ -601,7 +455,15 @@ async fn a_record_is_never_read_stale_after_every_binding_went() {
     let kubectl = Kubectl::new(&cluster.kubeconfig);
     let deploy = "deployment/op";
 
-    write_entry(&client, &ns, "op", "1.0", "InProgress").await;
+    write_entry(
+        &client,
+        &ns,
+        "op",
+        "1.0",
+        "InProgress",
+        &["op=localhost/pause:3.10"],
+    )
+    .await;
     assert!(
         kubectl
             .run(
@@ -649,7 +511,15 @@ async fn a_record_is_never_read_stale_after_every_binding_went() {
 
     // In progress -> complete: admitted once written.
     let written = Instant::now();
-    write_entry(&client, &ns, "op", "1.0", "Complete").await;
+    write_entry(
+        &client,
+        &ns,
+        "op",
+        "1.0",
+        "Complete",
+        &["op=localhost/pause:3.10"],
+    )
+    .await;
     let opened = until_decision(&kubectl, &ns, deploy, "2.0", true, written, FOLLOWS).await;
     println!(
         "figure: record written Complete -> the move admitted: {opened:.2} s (dry-run every {POLL:?})"
@@ -669,7 +539,15 @@ async fn a_record_is_never_read_stale_after_every_binding_went() {
 
     // Complete -> in progress for the new release: refused once written.
     let written = Instant::now();
-    write_entry(&client, &ns, "op", "2.0", "InProgress").await;
+    write_entry(
+        &client,
+        &ns,
+        "op",
+        "2.0",
+        "InProgress",
+        &["op=localhost/pause:3.10"],
+    )
+    .await;
     let closed = until_decision(&kubectl, &ns, deploy, "3.0", false, written, FOLLOWS).await;
     println!("figure: record written InProgress -> the next move refused: {closed:.2} s");
     assert!(opened < FOLLOWS.as_secs_f64() && closed < FOLLOWS.as_secs_f64());
@@ -715,24 +593,67 @@ async fn override_of(client: &Client, ns: &str) -> Option<Value> {
         .cloned()
 }
 
+async fn set_override(client: &Client, ns: &str, change: Value) {
+    records(client, ns)
+        .patch(
+            RECORD_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"overrides": {"op": change}}})),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("the override {change}: {error}"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_override_is_spent_by_the_release_it_let_in() {
     let cluster = TestCluster::from_env();
     let client = cluster.admin_client().await;
-    admission_policy::install(&client).await;
     let namespace: TestNamespace = cluster.namespace("admission-spent").await;
     let ns = namespace.name.clone();
-    write_entry(&client, &ns, "op", "1.0", "InProgress").await;
-    records(&client, &ns)
-        .patch(
-            RECORD_NAME,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"overrides": {"op": {"from": "1.0", "to": "2.0"}}}})),
+    let _policy = Policy::apply(
+        &client,
+        &cluster.kubeconfig,
+        &format!("upgrade-gate.dev-{ns}"),
+        &[&ns],
+    )
+    .await;
+    let kubectl = Kubectl::new(&cluster.kubeconfig);
+    let (one, two) = ("op=localhost/pause:3.10", "op=localhost/pause:3.10-two");
+    write_entry(&client, &ns, "op", "1.0", "InProgress", &[one]).await;
+    assert!(
+        kubectl
+            .run(
+                &["create"],
+                Some(&idle(&ns, "op", "1.0", "localhost/pause:3.10", None))
+            )
+            .accepted,
+        "creating 1.0"
+    );
+    let to_two = idle(&ns, "op", "2.0", "localhost/pause:3.10-two", None);
+    kubectl
+        .until_with(
+            "the policy in force: 2.0 refused",
+            IN_FORCE,
+            wait::POLL_INTERVAL,
+            &[
+                "apply",
+                "--server-side",
+                "--force-conflicts",
+                "--dry-run=server",
+            ],
+            Some(&to_two),
+            Answer::RefusedWith(&[POLICY_REFUSAL]),
         )
-        .await
-        .expect("the override");
+        .await;
+    set_override(
+        &client,
+        &ns,
+        json!({"from": "1.0", "to": "2.0", "fromImages": [one], "toImages": [two]}),
+    )
+    .await;
 
-    // 1.0's recorder, started before or after the override, leaves it.
+    // 1.0's recorder, started after the override, leaves it: its
+    // Deployment does not run what the override names.
     let (verdicts, latest) = watch::channel(Some(verdict(false)));
     let old = Recorder::new(client.clone(), ns.clone(), "op", "1.0").start(latest);
     wait::until("1.0's record written", FOLLOWS, || async {
@@ -741,31 +662,83 @@ async fn an_override_is_spent_by_the_release_it_let_in() {
     })
     .await;
     old.stop().await;
+    drop(verdicts);
     assert!(
         override_of(&client, &ns).await.is_some(),
         "the release it lets go does not spend it"
     );
-    drop(verdicts);
 
-    // 2.0's recorder starts after the move: it spends it on its first write.
+    // The move it names is admitted; the pod that starts after it (its
+    // init container's record) spends it.
+    kubectl
+        .until_with(
+            "the move the override names",
+            FOLLOWS,
+            wait::POLL_INTERVAL,
+            &["apply", "--server-side", "--force-conflicts"],
+            Some(&to_two),
+            Answer::Accepted,
+        )
+        .await;
+    let started = admission::record_starting(&client, &ns, "op", Instant::now() + FOLLOWS)
+        .await
+        .unwrap_or_else(|error| panic!("2.0's start recorded: {error}"));
+    assert_eq!(
+        started,
+        Starting::Recorded {
+            operator: "op".into(),
+            release: "2.0".into(),
+            spent: true
+        }
+    );
+    assert_eq!(
+        override_of(&client, &ns).await,
+        None,
+        "spent by the pod it let in"
+    );
+    let entry = records(&client, &ns)
+        .get(RECORD_NAME)
+        .await
+        .expect("the record")
+        .data["spec"]["operators"]["op"]
+        .clone();
+    assert_eq!(entry["release"], "2.0", "{entry}");
+    assert_eq!(entry["state"], "InProgress", "{entry}");
+    assert_eq!(entry["images"], json!([two]), "{entry}");
+    // A return to 1.0 is judged afresh: 2.0 has not completed.
+    kubectl
+        .until(
+            "a return to 1.0",
+            FOLLOWS,
+            wait::POLL_INTERVAL,
+            &[
+                "-n",
+                &ns,
+                "set",
+                "image",
+                "deployment/op",
+                "op=localhost/pause:3.10",
+                "--dry-run=server",
+            ],
+            Answer::RefusedWith(&[POLICY_REFUSAL, "release 2.0 is starting"]),
+        )
+        .await;
+
+    // One set while 2.0 runs waits for its move: 2.0's recorder started
+    // before it does not spend it, though the Deployment runs its `to`.
     let (verdicts, latest) = watch::channel(Some(verdict(false)));
     let new = Recorder::new(client.clone(), ns.clone(), "op", "2.0").start(latest);
-    wait::until("the override spent", FOLLOWS, || async {
-        match override_of(&client, &ns).await {
-            None => Look::Done(()),
-            Some(left) => Look::NotYet(left.to_string()),
-        }
+    wait::until("2.0's record written", FOLLOWS, || async {
+        let status = new.status().borrow().clone();
+        status.recorded.map(|_| ())
     })
     .await;
-    // One set while 2.0 runs waits for its move.
-    records(&client, &ns)
-        .patch(
-            RECORD_NAME,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"overrides": {"op": {"from": "2.0", "to": "2.0"}}}})),
-        )
-        .await
-        .expect("a later override");
+    set_override(
+        &client,
+        &ns,
+        json!({"from": "2.0", "to": "2.0", "fromImages": [two], "toImages": [two]}),
+    )
+    .await;
     verdicts.send_replace(Some(verdict(true)));
     wait::until("2.0 recorded complete", FOLLOWS, || async {
         let record = records(&client, &ns)

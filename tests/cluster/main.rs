@@ -5,6 +5,7 @@
 
 mod admission;
 mod admission_holes;
+mod admission_writers;
 mod adopt;
 mod adopt_ci;
 mod adopt_helm;
