@@ -1215,16 +1215,34 @@ fn the_policies_match_what_they_judge_and_fail_closed() {
     };
     let policy_name = yaml(POLICY)["metadata"]["name"].clone();
     // A missing record: an update is refused, a create (a first install) is
-    // not. Updates are selected by the opt-in label (the old object's or
-    // the new one's), creates all.
-    for (binding, operation, not_found, selector) in [
+    // not. Updates and creates are selected by the opt-in label (an
+    // update's old object's or new one's), and every create in a marked
+    // namespace.
+    let enforce = json!({"matchLabels": {ADMISSION_LABEL: ENFORCE}});
+    for (binding, operation, not_found, objects, namespaces) in [
         (
             "upgrade-gate.dev",
             "UPDATE",
             "Deny",
-            json!({"matchLabels": {ADMISSION_LABEL: ENFORCE}}),
+            enforce.clone(),
+            Value::Null,
         ),
-        ("upgrade-gate.dev-create", "CREATE", "Allow", Value::Null),
+        (
+            "upgrade-gate.dev-create",
+            "CREATE",
+            "Allow",
+            enforce.clone(),
+            Value::Null,
+        ),
+        // Unlabelled creates only where an admin marked the namespace: a
+        // missing CRD never refuses Deployments elsewhere.
+        (
+            "upgrade-gate.dev-create-unlabelled",
+            "CREATE",
+            "Allow",
+            Value::Null,
+            enforce.clone(),
+        ),
     ] {
         let binding = by_name(binding);
         assert_eq!(binding["spec"]["policyName"], policy_name);
@@ -1237,11 +1255,13 @@ fn the_policies_match_what_they_judge_and_fail_closed() {
             binding["spec"]["matchResources"]["resourceRules"][0]["operations"],
             json!([operation])
         );
+        assert_eq!(binding["spec"]["matchResources"]["objectSelector"], objects);
         assert_eq!(
-            binding["spec"]["matchResources"]["objectSelector"],
-            selector
+            binding["spec"]["matchResources"]["namespaceSelector"],
+            namespaces
         );
     }
+    assert_eq!(bindings.len(), 4, "every binding is checked here");
     let record_binding = by_name("upgrade-gate.dev-record");
     assert_eq!(
         record_binding["spec"]["policyName"],

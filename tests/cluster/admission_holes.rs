@@ -280,11 +280,33 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
             "other code under the same release label (op=localhost/pause:3.10-two instead of op=localhost/pause:3.10-next)",
         ],
     );
+    // Where an admin marked the namespace, a create without the opt-in
+    // label is judged too.
+    kubectl.accepted(
+        "the admin marks the operator's namespace",
+        &[
+            "label",
+            "namespace",
+            &ns,
+            &format!("{ADMISSION_LABEL}={ENFORCE}"),
+        ],
+        None,
+    );
     let mut unlabelled = idle(&ns, "op", "1.0", next_image, None);
     unlabelled["metadata"]["labels"]
         .as_object_mut()
         .expect("labels")
         .remove(ADMISSION_LABEL);
+    kubectl
+        .until_with(
+            "a re-create without the opt-in label",
+            IN_FORCE,
+            wait::POLL_INTERVAL,
+            &["create", "--dry-run=server"],
+            Some(&unlabelled),
+            Answer::RefusedWith(&[POLICY_REFUSAL]),
+        )
+        .await;
     kubectl.refused(
         "a re-create without the opt-in label",
         &["create"],

@@ -168,9 +168,15 @@ fn bindings(name: &str, namespaces: &[&str]) -> Vec<ValidatingAdmissionPolicyBin
                 .to_owned();
             let suffix = shipped.strip_prefix("upgrade-gate.dev").unwrap_or(&shipped);
             binding["metadata"]["name"] = json!(format!("{name}{suffix}"));
-            binding["spec"]["matchResources"]["namespaceSelector"] = json!({"matchExpressions": [
+            // The shipped selector (the third binding's label) and these
+            // namespaces only.
+            let selector = &mut binding["spec"]["matchResources"]["namespaceSelector"];
+            if selector.is_null() {
+                *selector = json!({});
+            }
+            selector["matchExpressions"] = json!([
                 {"key": "kubernetes.io/metadata.name", "operator": "In", "values": namespaces}
-            ]});
+            ]);
             object(binding, "bindings.yaml")
         })
         .collect()

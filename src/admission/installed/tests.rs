@@ -40,8 +40,13 @@ fn bindings(edit: impl Fn(&str, &mut Value)) -> Vec<ValidatingAdmissionPolicyBin
 fn only_in(namespace: &str) -> impl Fn(&str, &mut Value) {
     let namespace = namespace.to_owned();
     move |_, binding| {
-        binding["spec"]["matchResources"]["namespaceSelector"] = json!({"matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}]});
+        // The shipped selector's labels kept, this namespace alone.
+        let selector = &mut binding["spec"]["matchResources"]["namespaceSelector"];
+        if selector.is_null() {
+            *selector = json!({});
+        }
+        selector["matchExpressions"] = json!([
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}]);
     }
 }
 
@@ -295,7 +300,11 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
             Box::new(|_, binding| binding["spec"]["validationActions"] = json!(["Warn"])),
             namespace("shop", json!({})),
             Enforcement::NotDenying {
-                bindings: vec!["upgrade-gate.dev".into(), "upgrade-gate.dev-create".into()],
+                bindings: vec![
+                    "upgrade-gate.dev".into(),
+                    "upgrade-gate.dev-create".into(),
+                    "upgrade-gate.dev-create-unlabelled".into(),
+                ],
             },
         ),
         (
@@ -309,6 +318,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                 bindings: vec![
                     "upgrade-gate.dev: its resourceRules".into(),
                     "upgrade-gate.dev-create: its resourceRules".into(),
+                    "upgrade-gate.dev-create-unlabelled: its resourceRules".into(),
                 ],
             },
         ),
@@ -331,6 +341,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                 bindings: vec![
                     "upgrade-gate.dev: its excludeResourceRules".into(),
                     "upgrade-gate.dev-create: its resourceRules".into(),
+                    "upgrade-gate.dev-create-unlabelled: its resourceRules".into(),
                 ],
             },
         ),
@@ -345,6 +356,7 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
                 bindings: vec![
                     "upgrade-gate.dev: its resourceRules".into(),
                     "upgrade-gate.dev-create: its resourceRules".into(),
+                    "upgrade-gate.dev-create-unlabelled: its resourceRules".into(),
                 ],
             },
         ),
@@ -378,7 +390,10 @@ fn an_update_is_held_only_where_a_denying_binding_covers_it() {
             namespace("shop", json!({})),
             // The create binding covers CREATE only.
             Enforcement::NoBindingMatches {
-                bindings: vec!["upgrade-gate.dev-create: its resourceRules".into()],
+                bindings: vec![
+                    "upgrade-gate.dev-create: its resourceRules".into(),
+                    "upgrade-gate.dev-create-unlabelled: its resourceRules".into(),
+                ],
             },
         ),
     ];
