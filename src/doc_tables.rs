@@ -373,3 +373,112 @@ fn every_recipe_the_docs_name_is_in_the_justfile() {
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The tests a doc's table names in its last column: every backticked
+/// `module::name` or `name` of snake case (`…` ends an abbreviated name).
+fn named_tests(rows: &[Vec<String>]) -> Vec<String> {
+    let mut names = Vec::new();
+    for row in rows {
+        let Some(cell) = row.last() else { continue };
+        for (index, part) in cell.split('`').enumerate() {
+            let candidate = part.trim();
+            let snake = candidate.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == ':' || c == '…'
+            });
+            if index % 2 == 1 && snake && candidate.contains('_') {
+                names.push(candidate.to_owned());
+            }
+        }
+    }
+    names
+}
+
+/// Whether test `name` (`module::…::function`, the function possibly cut
+/// short with `…`) is a function in a Rust file whose path names the
+/// first module.
+fn test_exists(name: &str, files: &[(PathBuf, String)]) -> bool {
+    let segments: Vec<&str> = name.split("::").collect();
+    let function = segments.last().copied().unwrap_or_default();
+    let (function, whole) = match function.strip_suffix('…') {
+        Some(start) => (start, false),
+        None => (function, true),
+    };
+    let module = (segments.len() > 1).then(|| segments[0]);
+    files.iter().any(|(path, source)| {
+        let in_module = module.is_none_or(|module| path.to_string_lossy().contains(module));
+        in_module
+            && source.lines().any(|line| {
+                let line = line.trim_start();
+                let line = line.strip_prefix("async ").unwrap_or(line);
+                line.strip_prefix("fn ").is_some_and(|rest| {
+                    let declared: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if whole {
+                        declared == function
+                    } else {
+                        declared.starts_with(function)
+                    }
+                })
+            })
+    })
+}
+
+#[test]
+fn a_named_test_is_found_by_its_module_and_function() {
+    let files = vec![
+        (
+            PathBuf::from("tests/cluster/admission_holes.rs"),
+            "#[tokio::test]\nasync fn every_way_to_move() {}\n".to_owned(),
+        ),
+        (
+            PathBuf::from("src/admission/policy_tests.rs"),
+            "#[test]\nfn create_table() {}\n".to_owned(),
+        ),
+    ];
+    assert!(test_exists("admission_holes::every_way_to_move", &files));
+    assert!(test_exists("admission_holes::every_way…", &files));
+    assert!(test_exists("policy_tests::create_table", &files));
+    assert!(!test_exists("policy_tests::every_way_to_move", &files));
+    assert!(!test_exists("admission_holes::gone", &files));
+    let rows = vec![vec![
+        "a case".to_owned(),
+        "`a::b_c`, `d_e…` (`--set admission=off`), `App`".to_owned(),
+    ]];
+    assert_eq!(named_tests(&rows), ["a::b_c", "d_e…"]);
+}
+
+/// The threat model's promises and admission.md's corner cases each name
+/// the test that holds them: every one of those tests exists.
+#[test]
+fn every_test_a_promise_names_exists() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "tests", "app/src", "app/tests"] {
+        for path in rust_files(&root.join(dir)) {
+            let source = std::fs::read_to_string(&path).expect("a source file is readable");
+            files.push((path, source));
+        }
+    }
+    let mut missing = Vec::new();
+    for (doc, heading) in [
+        ("docs/threat-model.md", "## What it promises"),
+        (
+            "docs/admission.md",
+            "## What it decides in the corner cases",
+        ),
+    ] {
+        let text = std::fs::read_to_string(root.join(doc)).expect("the doc is readable");
+        let rows =
+            crate::doc_check::table_rows(doc, &text, heading).expect("the table is readable");
+        let names = named_tests(&rows);
+        assert!(!names.is_empty(), "{doc} names no test under {heading}");
+        for name in names {
+            if !test_exists(&name, &files) {
+                missing.push(format!("{doc} ({heading}): no test {name}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
