@@ -996,9 +996,10 @@ fn each_kind_of_change_is_named_in_the_users_words_and_its_override_admits_it() 
     )
     .expect_err("refused");
     assert!(
-        aliased.contains(
-            "it cannot be re-created under another identity (label upgrade-gate.dev/operator \
-             fresh on Deployment app-operator, whose own record is in progress)"
+        aliased.starts_with(
+            "upgrade-gate: operator app-operator (Deployment app-operator) runs release 7.10.0, \
+             whose upgrade has not completed (1 of 1 App(s): Job shop-db-7-10-0-1 running); it \
+             cannot be re-created under another identity (label upgrade-gate.dev/operator fresh)."
         ),
         "{aliased}"
     );

@@ -40,7 +40,7 @@ use std::time::Duration;
 use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -443,8 +443,42 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
     .await;
 
     // A setting while the upgrade runs is refused; let through anyway by an
-    // admin, the second brake holds: the operator, restarted watching no
-    // App, does not record a Complete it has no evidence for.
+    // admin, the second brake holds: the operator, restarted watching a
+    // namespace with no App (its rights there as here), does not record a
+    // Complete it has no evidence for.
+    let empty = cluster.namespace("admission-empty").await;
+    for role in namespace
+        .api::<Role>()
+        .list(&Default::default())
+        .await
+        .expect("the operator's Roles")
+    {
+        let name = role.metadata.name.clone();
+        let copy = Role {
+            metadata: kube::api::ObjectMeta {
+                name: name.clone(),
+                ..Default::default()
+            },
+            rules: role.rules,
+        };
+        empty
+            .api::<Role>()
+            .create(&PostParams::default(), &copy)
+            .await
+            .expect("the Role in the empty namespace");
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": OPERATOR, "namespace": ns}]
+        }))
+        .expect("a RoleBinding");
+        empty
+            .api::<RoleBinding>()
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("its binding");
+    }
+    let watch_elsewhere_value = format!("WATCH_NAMESPACE={}", empty.name);
     let watch_elsewhere = [
         "-n",
         &ns,
@@ -453,7 +487,7 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
         &format!("deployment/{OPERATOR}"),
         "-c",
         OPERATOR,
-        "WATCH_NAMESPACE=default",
+        &watch_elsewhere_value,
     ];
     let refused = kubectl.run(&watch_elsewhere, None);
     assert!(

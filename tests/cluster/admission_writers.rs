@@ -30,7 +30,7 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 
 use upgrade_gate::admission::RECORD_NAME;
-use upgrade_gate_tests::admission_policy::{self, Policy};
+use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::admission_record::{patch_record, records, with, write_entry};
 use upgrade_gate_tests::helm::Helm;
 use upgrade_gate_tests::kubectl::{Answer, Kubectl};
@@ -46,7 +46,8 @@ const POD_ENDS: Duration = Duration::from_secs(120);
 const GUARD_REFUSAL: &str = "denied request: upgrade-gate: ";
 
 /// Creates ServiceAccount `op` in `ns` with the operator's record rights
-/// (as `manifests/rbac.yaml` grants `app-operator`).
+/// (as `manifests/rbac.yaml` grants `app-operator`, the previous policy's
+/// ConfigMap among them).
 fn operator_account(kubectl: &Kubectl, ns: &str) {
     kubectl.accepted(
         "the operator's ServiceAccount",
@@ -58,7 +59,9 @@ fn operator_account(kubectl: &Kubectl, ns: &str) {
     "rules": [
         {"apiGroups": ["upgrade-gate.dev"], "resources": ["upgraderecords"], "verbs": ["create"]},
         {"apiGroups": ["upgrade-gate.dev"], "resources": ["upgraderecords"], "resourceNames": [RECORD_NAME], "verbs": ["get", "patch"]},
-        {"apiGroups": ["upgrade-gate.dev"], "resources": ["upgraderecords"], "resourceNames": ["op"], "verbs": ["record"]}
+        {"apiGroups": ["upgrade-gate.dev"], "resources": ["upgraderecords"], "resourceNames": ["op"], "verbs": ["record"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["upgrade-gate-state"], "verbs": ["get", "patch"]}
     ]});
     assert!(
         kubectl.run(&["create"], Some(&role)).accepted,
@@ -85,9 +88,16 @@ fn operator_account(kubectl: &Kubectl, ns: &str) {
 async fn only_the_operators_own_pods_write_its_record() {
     let cluster = TestCluster::from_env();
     let client = cluster.admin_client().await;
-    admission_policy::install(&client).await;
     let namespace = cluster.namespace("admission-writers").await;
     let ns = namespace.name.clone();
+    // The guard's binding among them.
+    let _policy = Policy::apply(
+        &client,
+        &cluster.kubeconfig,
+        &format!("upgrade-gate.dev-{ns}"),
+        &[&ns],
+    )
+    .await;
     let admin = Kubectl::new(&cluster.kubeconfig);
     operator_account(&admin, &ns);
     write_entry(
@@ -331,8 +341,9 @@ async fn a_deployer_with_the_charts_rights_installs_it_and_cannot_write_the_reco
     )
     .await;
     let release = "7.10.0";
-    let rendered = Helm::new(&cluster.kubeconfig, &ns, &cluster.image).manifests(release);
-    let manifests = std::fs::read_to_string(&rendered).expect("the rendered chart");
+    let renderer = Helm::new(&cluster.kubeconfig, &ns, &cluster.image);
+    let manifests =
+        std::fs::read_to_string(renderer.manifests(release)).expect("the rendered chart");
     let name = format!("upgrade-gate-deployer-{ns}");
     let role: ClusterRole = serde_json::from_value(json!({
         "metadata": {"name": name}, "rules": rights_to_install(&manifests)
@@ -396,7 +407,11 @@ async fn a_deployer_with_the_charts_rights_installs_it_and_cannot_write_the_reco
         "the deployer marks the upgrade complete from its token",
         &patch_record(&ns, &complete),
         None,
-        &[GUARD_REFUSAL, "this request carries no pod-bound token"],
+        &[
+            GUARD_REFUSAL,
+            "may not write the record of operator(s) among app-operator",
+            "this ServiceAccount is of another namespace",
+        ],
     );
     // The same ServiceAccount from a pod of its own namespace (a CI job
     // running in the cluster): a token bound to a pod, of another namespace.
