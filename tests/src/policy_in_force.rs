@@ -5,12 +5,14 @@
 //! picks it up from an informer (seconds, more than 10 s seen under load),
 //! and until then every move goes through.
 //!
-//! The probe is a Deployment of its own in the namespace (no replicas:
-//! nothing runs) whose operator entry in the namespace's UpgradeRecord says
-//! its release is in progress; a dry-run (`dryRun=All`, what `kubectl
-//! --dry-run=server` sends) that moves it to another release is an UPDATE,
-//! the request a deployer's next release is. The probe and its entry are
-//! removed once the answer came (the record too when the probe made it).
+//! The probe ([`Probe`]) is a Deployment of its own in the namespace (no
+//! replicas: nothing runs) whose operator entry in the namespace's
+//! UpgradeRecord says its release is in progress; a dry-run (`dryRun=All`,
+//! what `kubectl --dry-run=server` sends) that moves it to another release
+//! is an UPDATE, the request a deployer's next release is. Set up before
+//! the binding, its dry-runs count the moves admitted after the binding
+//! was written. The probe and its entry are removed once the answer came
+//! (the record too when the probe made it).
 //!
 //! Owns: the policy's words ([`is_policy_refusal`], [`reason`]) and the probe. Must
 //! not touch: the namespace's other Deployments and record entries, the
@@ -27,7 +29,7 @@ use upgrade_gate::admission::{
     record_resource,
 };
 
-use crate::wait::{self, Look};
+use crate::wait;
 
 /// Who refuses, in the API server's message: the Deployment policy (not
 /// its record guard, `upgrade-gate.dev-record`, nor anyone else's).
@@ -64,10 +66,13 @@ const FIELD_MANAGER: &str = "upgrade-gate-in-force-probe";
 /// What proved the policy in force.
 #[derive(Clone, Debug)]
 pub struct InForce {
-    /// From the call to the refused dry-run.
+    /// From the binding (the caller's `since`) to the refused dry-run.
     pub after: Duration,
-    /// Dry-runs tried (the last one refused).
-    pub tries: u32,
+    /// Dry-runs admitted before one was refused: moves the binding did not
+    /// hold yet.
+    pub admitted: u32,
+    /// Dry-runs answered otherwise before (the parameter not read yet, ...).
+    pub other: u32,
     /// The refusal.
     pub refusal: String,
 }
@@ -95,63 +100,113 @@ impl Answer {
     }
 }
 
-/// Waits until the policy judges `namespace`: a server-side dry-run of a
-/// move of the probe refused by it. Panics after `timeout`, naming the
-/// wait and the last answer (a run must not start its clock before).
-pub async fn prove_in_force(client: &Client, namespace: &str, timeout: Duration) -> InForce {
-    let started = Instant::now();
-    let records =
-        Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &record_resource());
-    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
-    let made_record = write_probe_entry(&records, namespace).await;
-    deployments
-        .create(&PostParams::default(), &probe_deployment(PROBE_RUNS))
-        .await
-        .unwrap_or_else(|error| {
-            panic!("{namespace}: creating the in-force probe {PROBE}: {error}")
-        });
-    let mut tries = 0;
-    let refusal = wait::until(
-        &format!(
-            "the admission policy in force in namespace {namespace} (a server-side dry-run moving Deployment {PROBE} from {PROBE_RUNS}, in progress, to {PROBE_MOVES_TO} refused by {POLICY_WORDS})"
-        ),
-        timeout,
-        || {
-            tries += 1;
-            let deployments = deployments.clone();
-            async move {
-                let moved = deployments
-                    .patch(
-                        PROBE,
-                        &PatchParams::apply(FIELD_MANAGER).force().dry_run(),
-                        &Patch::Apply(probe_deployment(PROBE_MOVES_TO)),
-                    )
-                    .await
-                    .map(drop)
-                    .map_err(|error| match error {
-                        kube::Error::Api(status) => status.message.clone(),
-                        other => other.to_string(),
-                    });
-                match Answer::of(moved) {
-                    Answer::Refused(message) => Look::Done(message),
-                    Answer::Admitted => Look::NotYet("the move admitted".to_owned()),
-                    Answer::Other(message) => Look::NotYet(message),
-                }
-            }
-        },
-    )
-    .await;
-    let after = started.elapsed();
-    deployments
-        .delete(PROBE, &DeleteParams::default())
-        .await
-        .unwrap_or_else(|error| panic!("{namespace}: deleting the in-force probe: {error}"));
-    remove_probe_entry(&records, namespace, made_record).await;
-    InForce {
-        after,
-        tries,
-        refusal,
+/// The probe in a namespace: its Deployment, opted in and at a release
+/// recorded in progress. Made before the binding, so that its first
+/// dry-runs show whether the binding holds at once.
+pub struct Probe {
+    namespace: String,
+    records: Api<DynamicObject>,
+    deployments: Api<Deployment>,
+    made_record: bool,
+}
+
+impl Probe {
+    /// Writes the probe's entry into `namespace`'s record (making the
+    /// record when there is none) and creates its Deployment.
+    pub async fn set_up(client: &Client, namespace: &str) -> Probe {
+        let records =
+            Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &record_resource());
+        let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
+        let made_record = write_probe_entry(&records, namespace).await;
+        deployments
+            .create(&PostParams::default(), &probe_deployment(PROBE_RUNS))
+            .await
+            .unwrap_or_else(|error| {
+                panic!("{namespace}: creating the in-force probe {PROBE}: {error}")
+            });
+        Probe {
+            namespace: namespace.to_owned(),
+            records,
+            deployments,
+            made_record,
+        }
     }
+
+    /// One server-side dry-run of the probe's move.
+    async fn try_move(&self) -> Answer {
+        let moved = self
+            .deployments
+            .patch(
+                PROBE,
+                &PatchParams::apply(FIELD_MANAGER).force().dry_run(),
+                &Patch::Apply(probe_deployment(PROBE_MOVES_TO)),
+            )
+            .await
+            .map(drop)
+            .map_err(|error| match error {
+                kube::Error::Api(status) => status.message.clone(),
+                other => other.to_string(),
+            });
+        Answer::of(moved)
+    }
+
+    /// Dry-runs the probe's move every [`wait::POLL_INTERVAL`] until the
+    /// policy refuses it. Panics `timeout` after `since` (the binding),
+    /// naming the wait and the last answer: a run must not start its clock
+    /// before.
+    pub async fn wait_in_force(&self, since: Instant, timeout: Duration) -> InForce {
+        let mut ticks = tokio::time::interval(wait::POLL_INTERVAL);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut admitted, mut other) = (0, 0);
+        loop {
+            ticks.tick().await;
+            let last = match self.try_move().await {
+                Answer::Refused(refusal) => {
+                    return InForce {
+                        after: since.elapsed(),
+                        admitted,
+                        other,
+                        refusal,
+                    };
+                }
+                Answer::Admitted => {
+                    admitted += 1;
+                    "the move admitted".to_owned()
+                }
+                Answer::Other(message) => {
+                    other += 1;
+                    message
+                }
+            };
+            assert!(
+                since.elapsed() < timeout,
+                "timed out after {timeout:?} waiting for the admission policy in force in namespace {} (a server-side dry-run moving Deployment {PROBE} from {PROBE_RUNS}, in progress, to {PROBE_MOVES_TO} refused by {POLICY_WORDS}); {admitted} admitted, {other} answered otherwise; last answer: {last}",
+                self.namespace
+            );
+        }
+    }
+
+    /// Removes the Deployment and the entry (the record too when the probe
+    /// made it).
+    pub async fn remove(self) {
+        let namespace = &self.namespace;
+        self.deployments
+            .delete(PROBE, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|error| panic!("{namespace}: deleting the in-force probe: {error}"));
+        remove_probe_entry(&self.records, namespace, self.made_record).await;
+    }
+}
+
+/// For a binding already made: sets the probe up, waits until the policy
+/// refuses its move ([`Probe::wait_in_force`], `timeout` from now), and
+/// removes it.
+pub async fn prove_in_force(client: &Client, namespace: &str, timeout: Duration) -> InForce {
+    let since = Instant::now();
+    let probe = Probe::set_up(client, namespace).await;
+    let in_force = probe.wait_in_force(since, timeout).await;
+    probe.remove().await;
+    in_force
 }
 
 /// Writes the probe's entry (its release in progress) into the record,

@@ -660,17 +660,19 @@ impl ChainRun {
 const POLICY_IN_FORCE_WITHIN: Duration = Duration::from_secs(120);
 
 /// Binds the admission policy to `ns` and waits until it is in force there
-/// ([`crate::policy_in_force::prove_in_force`]: a server-side dry-run of a
-/// move refused by it), before the first release and the recorders' watch
-/// of the record: no run starts its clock before its brake holds. Panics
-/// naming the wait when it is not in force within
-/// [`POLICY_IN_FORCE_WITHIN`]. The proof is a fact of the timeline.
+/// (a server-side dry-run of a move refused by it,
+/// [`crate::policy_in_force::Probe`], set up before the binding), before
+/// the first release and the recorders' watch of the record: no run starts
+/// its clock before its brake holds. Panics naming the wait when it is not
+/// in force within [`POLICY_IN_FORCE_WITHIN`]. The proof, with the moves
+/// admitted after the binding was written, is a fact of the timeline.
 async fn bind_in_force(
     cluster: &impl OlmCluster,
     admin: &Client,
     ns: &str,
     timeline: &Timeline,
 ) -> crate::admission_policy::Policy {
+    let probe = crate::policy_in_force::Probe::set_up(admin, ns).await;
     let bound = Instant::now();
     let policy = crate::admission_policy::Policy::bind_installed(
         admin,
@@ -679,11 +681,13 @@ async fn bind_in_force(
         &[ns],
     )
     .await;
-    let in_force = crate::policy_in_force::prove_in_force(admin, ns, POLICY_IN_FORCE_WITHIN).await;
+    let in_force = probe.wait_in_force(bound, POLICY_IN_FORCE_WITHIN).await;
+    probe.remove().await;
     let what = format!(
-        "the admission policy bound to {ns}, in force {:.1} s after it was bound (a server-side dry-run of a move refused, try {}: {})",
-        bound.elapsed().as_secs_f64(),
-        in_force.tries,
+        "the admission policy bound to {ns}, in force {:.1} s after it was bound: a server-side dry-run of a move refused ({} admitted and {} answered otherwise before): {}",
+        in_force.after.as_secs_f64(),
+        in_force.admitted,
+        in_force.other,
         crate::policy_in_force::reason(&in_force.refusal)
     );
     println!("{ns}: {what}");
