@@ -508,7 +508,7 @@ async fn write_record(
 /// operator of Deployment `deployment` starts, its entry names the release
 /// the Deployment runs, in progress — unless the entry already names that
 /// release (a restart: the running operator's own state stands). Spends
-/// an override this pod's start has used ([`spends`]). So the policy holds
+/// an override this pod's start has used (`record::spends`). So the policy holds
 /// a release from the moment its pod runs, before its operator has judged
 /// anything: nothing can replace it while its operator starts.
 ///

@@ -182,7 +182,7 @@ pub struct Hold {
     pub policy: PolicyInForce,
     /// What the dry-run of a move said.
     pub dry_run: DryRun,
-    /// Its images that no digest pins ([`tag_only_images`]).
+    /// Its images that no digest pins (`tag_only_images`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tag_only_images: Vec<TagOnlyImage>,
 }
