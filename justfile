@@ -525,8 +525,16 @@ test-cluster FILTER="": cluster-bins
     fi
     rm -f "$kubeconfig_log"
     stage_times="concurrent stage: $(( $(date +%s) - stage_started )) s"
-    # The serial stage: what FILTER selects under serial::, after the rest, alone.
-    mapfile -t serial < <(cd tests && "$tests_bin" --list --format terse {{FILTER}} | sed -n 's/^\(serial::.*\): test$/\1/p')
+    # The serial stage: what FILTER selects under serial::, after the rest,
+    # alone. No list of them (the listing failed, or found none without
+    # FILTER: `just _serial-tests`) fails it, rather than skipping it.
+    serial=()
+    if serial_list=$(just _serial-tests "$tests_bin" {{FILTER}}); then
+      [[ -z $serial_list ]] || mapfile -t serial <<<"$serial_list"
+    else
+      echo "serial stage FAILED: no list of its tests"
+      status=1
+    fi
     if [[ ${#serial[@]} -gt 0 ]]; then
       stage_started=$(date +%s)
       (cd tests && "$tests_bin" --nocapture --test-threads 1 --exact "${serial[@]}") || status=1
@@ -534,6 +542,29 @@ test-cluster FILTER="": cluster-bins
     fi
     echo "$stage_times"
     exit "$status"
+
+# The serial stage's tests (`just test-cluster`): the names under serial::
+# that `TESTS_BIN --list` gives for FILTER, one a line. Fails when the listing
+# fails, and, without FILTER, when it names no test under serial:: (a renamed
+# module would skip the stage, green).
+_serial-tests TESTS_BIN *FILTER:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if ! listing=$(cd tests && "{{TESTS_BIN}}" --list --format terse {{FILTER}}); then
+      echo "just _serial-tests: \`{{TESTS_BIN}} --list --format terse {{FILTER}}\` failed" >&2
+      exit 1
+    fi
+    found=0
+    while IFS= read -r line; do
+      if [[ $line =~ ^(serial::.+):\ test$ ]]; then
+        echo "${BASH_REMATCH[1]}"
+        found=$((found + 1))
+      fi
+    done <<<"$listing"
+    if [[ $found -eq 0 && -z "{{FILTER}}" ]]; then
+      echo "just _serial-tests: {{TESTS_BIN}} lists no test under serial::, so the serial stage would run none" >&2
+      exit 1
+    fi
 
 # Set up by someone else (kind: tools/e2e-kind/run.sh). Reads DATABASE_URL,
 # UPGRADE_GATE_IMAGE, UPGRADE_GATE_OPM_IMAGE and more (docs/testing.md);
