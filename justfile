@@ -421,14 +421,33 @@ bench-scale *SETTINGS: _chain-prerequisites
 # containerd or the API server, or stop OLM, which the others would feel.
 # Each stage's time is printed.
 # Our two images are built from the dev profile (`just image dev`), the build the tests use.
-# Every image is built with podman's OCI runtime made unusable
-# (tools/image-any-runtime.sh): none needs one, as on a machine where it cannot run.
+# Every image the tests use is built in every run (podman's layer cache makes
+# an unchanged one in seconds) with podman's OCI runtime made unusable
+# (tools/image-any-runtime.sh, which fails when one of them was not built):
+# none needs one, as on a machine where it cannot run.
 # The cluster tests on a fresh local cluster with OLM v0 and v1, torn down and checked after.
 test-cluster FILTER="": cluster-bins
     #!/usr/bin/env bash
     set -euo pipefail
-    UPGRADE_GATE_CACHE="{{cache}}" tools/image-any-runtime.sh bash -c \
-      'tools/image.sh pause && tools/image.sh app dev && tools/image.sh gate dev && tools/image.sh opm && tools/image.sh olm-v1' >/dev/null
+    # The kubebuilder-scaffolded operator of tests/cluster/adopt_kubebuilder.rs
+    # (its two releases' bundles, made with the gate's kustomize component, its
+    # project for `make deploy`'s manifests, its image a release) and the
+    # Helm-based operator of tests/cluster/adopt_helm.rs (helm-operator-plugins'
+    # Helm operator, the keep sidecar: its bundles, images and the charts of the
+    # operator itself, for tests/cluster/adopt_helm_admission.rs) are made here
+    # with the other images.
+    adopt_dir="{{target_dir}}/adopt-kubebuilder"
+    helm_dir="{{target_dir}}/adopt-helm-operator"
+    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/image-any-runtime.sh \
+      --built localhost/pause:3.10 --built 'localhost/upgrade-gate-base:*' \
+      --built localhost/upgrade-gate:{{version}} --built localhost/upgrade-gate-hold:{{gate_version}} \
+      --built localhost/opm:{{opm_version}} \
+      --built localhost/catalogd:{{olm_v1_version}} --built localhost/operator-controller:{{olm_v1_version}} \
+      --built localhost/widget-operator:0.1.0 --built localhost/widget-operator:0.2.0 \
+      --built localhost/widget-helm-operator:0.1.0 --built localhost/widget-helm-operator:0.2.0 \
+      bash -c 'tools/image.sh pause && tools/image.sh app dev && tools/image.sh gate dev && tools/image.sh opm &&
+        tools/image.sh olm-v1 && tools/adopt-kubebuilder.sh --image "$1" && tools/adopt-helm-operator.sh --image "$2"' \
+      images "$adopt_dir" "$helm_dir" >/dev/null
     started=$(date +%s.%N)
     # `image dev` built the workspace's bins; the test binary is built before
     # the cluster starts and run as cargo would (from tests/), so no cargo
@@ -436,19 +455,9 @@ test-cluster FILTER="": cluster-bins
     cluster_bin="{{target_dir}}/debug/cluster"
     tests_bin=$(cargo test --quiet --workspace --test cluster --no-run --message-format=json \
       | jq -r 'select(.executable != null and .target.name == "cluster") | .executable')
-    # The kubebuilder-scaffolded operator of tests/cluster/adopt_kubebuilder.rs:
-    # its two releases' bundles, made with the gate's kustomize component, its
-    # project (for `make deploy`'s manifests) and its image a release.
-    adopt_dir="{{target_dir}}/adopt-kubebuilder"
-    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-kubebuilder.sh --image "$adopt_dir" >/dev/null
     export UPGRADE_GATE_KUBEBUILDER_BUNDLES="$adopt_dir/bundles"
     # The project itself, for the test that deploys it as `make deploy` does.
     export UPGRADE_GATE_KUBEBUILDER_PROJECT="$adopt_dir/widget-operator"
-    # The Helm-based operator of tests/cluster/adopt_helm.rs (helm-operator-plugins'
-    # Helm operator, the keep sidecar): its two releases' bundles and images;
-    # and its charts of the operator itself (tests/cluster/adopt_helm_admission.rs).
-    helm_dir="{{target_dir}}/adopt-helm-operator"
-    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/adopt-helm-operator.sh --image "$helm_dir" >/dev/null
     export UPGRADE_GATE_HELM_OPERATOR_BUNDLES="$helm_dir/bundles"
     export UPGRADE_GATE_HELM_OPERATOR_CHARTS="$helm_dir/operator-charts"
     # libfaketime, for the operator replicas tests/cluster/operator/clock_skew.rs

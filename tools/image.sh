@@ -17,6 +17,13 @@
 #                                        alone, FROM scratch, user 65532, for the local
 #                                        cluster's OLM v1 (`cluster up --olm-v1`, docs/harness-olm-v1.md)
 #
+# Every call builds its image with `podman build` (no RUN step in any of
+# them: podman never starts its OCI runtime), from podman's layer cache when
+# its inputs did not change; only what is slow and not an image build is
+# kept: the base's mmdebstrap root file system (a tarball in the cache) and
+# an archive that holds the image already. So `just test-cluster` builds each
+# image it uses under tools/image-any-runtime.sh's broken runtime every run.
+#
 # PROFILE is cargo's: `release` (the default: what users run, `just image`)
 # or `dev`, the profile `cargo build` and the tests already built, its
 # binaries stripped (`just test-cluster`: no second,
@@ -46,7 +53,9 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
 # The base root file system: Debian packages only, no package manager. Every
-# input is in base_args, so their hash names the image and a change rebuilds it.
+# input is in base_args, so their hash names the image and its root file
+# system's tarball (mmdebstrap's output, kept in the cache), and a change
+# makes both anew.
 # The project's binaries need glibc and libgcc_s (both in --variant=essential);
 # TLS needs ca-certificates. The upgrade Job's PostgreSQL 18 client tools
 # (tools/postgresql.sh; Debian has only 15) bring their own libraries and
@@ -66,8 +75,6 @@ base_args=(
   bookworm
 )
 base_mirror=http://deb.debian.org/debian
-
-image_exists() { podman image exists "$1"; }
 
 # Cargo's flag and output directory for a profile (release | dev).
 profile_flags() {
@@ -91,10 +98,6 @@ stage_binary() {
   else
     cp -p "$binary" "$destination"
   fi
-}
-
-image_label() {
-  podman image inspect --format "{{index .Labels \"$2\"}}" "$1" 2>/dev/null || true
 }
 
 # Saves an image as an OCI archive, atomically; skipped when the archive
@@ -122,11 +125,6 @@ build_pause() {
   hold_lock images
   local source_hash archive="$images_dir/pause-3.10.oci.tar"
   source_hash=$(cat "$tools_src/pause/pause.c" "$tools_src/pause/Containerfile" | short_hash)
-  if [[ $(image_label "$pause_tag" org.upgrade-gate.source-hash) == "$source_hash" && -f $archive ]]; then
-    log "$pause_tag is up to date (source $source_hash)"
-    printf '%s\n' "$archive"
-    return
-  fi
   local start context="$scratch/pause-context"
   start=$(now)
   mkdir -p "$context"
@@ -138,28 +136,34 @@ build_pause() {
   printf '%s\n' "$archive"
 }
 
+# The base: mmdebstrap's root file system (made once per base_args, kept as
+# a tarball in the cache), added FROM scratch by `podman build`, whose layer
+# cache makes the same image again while the tarball is the same.
 base_tag() {
   printf 'localhost/upgrade-gate-base:%s\n' "$(printf '%s\n' "${base_args[@]}" "$base_mirror" | short_hash)"
 }
 
 build_base() {
   hold_lock images
-  local tag
+  local tag start
   tag=$(base_tag)
-  if image_exists "$tag"; then
-    log "$tag exists"
-    printf '%s\n' "$tag"
-    return
+  # The build context: the tarball and a Containerfile, nothing else.
+  local context="$images_dir/upgrade-gate-base-${tag##*:}"
+  if [[ ! -f $context/rootfs.tar ]]; then
+    ensure_debian_packages mmdebstrap uidmap
+    start=$(now)
+    mmdebstrap --quiet "${base_args[@]}" "$scratch/rootfs.tar" "$base_mirror"
+    mkdir -p "$context"
+    cp "$scratch/rootfs.tar" "$context/rootfs.tar.partial"
+    mv "$context/rootfs.tar.partial" "$context/rootfs.tar"
+    log "mmdebstrap root file system in $(elapsed_since "$start") s: $context/rootfs.tar"
   fi
-  ensure_debian_packages podman mmdebstrap uidmap
-  local start work="$scratch"
+  ensure_debian_packages podman
   start=$(now)
-  mmdebstrap --quiet "${base_args[@]}" "$work/rootfs.tar" "$base_mirror"
-  log "mmdebstrap root file system in $(elapsed_since "$start") s"
-  podman import --quiet \
-    --change 'LABEL org.upgrade-gate.base-spec-hash='"${tag##*:}" \
-    "$work/rootfs.tar" "$tag" >/dev/null
-  log "imported $tag in $(elapsed_since "$start") s"
+  printf 'FROM scratch\nADD rootfs.tar /\n' >"$context/Containerfile"
+  podman build --quiet --label "org.upgrade-gate.base-spec-hash=${tag##*:}" \
+    -f "$context/Containerfile" -t "$tag" "$context" >/dev/null
+  log "built $tag in $(elapsed_since "$start") s"
   printf '%s\n' "$tag"
 }
 
@@ -287,18 +291,14 @@ build_opm() {
   local tag="localhost/opm:$version" archive="$images_dir/opm-$version.oci.tar"
   local binary_hash
   binary_hash=$(short_hash <"$bin")
-  if [[ $(image_label "$tag" org.upgrade-gate.source-hash) == "$binary_hash" && -f $archive ]]; then
-    log "$tag is up to date (opm $binary_hash)"
-    printf '%s\n' "$archive"
-    return
-  fi
-  local context="$scratch/opm-context"
+  local context="$scratch/opm-context" start
+  start=$(now)
   mkdir -p "$context"
   cp -L "$bin" "$context/opm"
   printf 'FROM scratch\nCOPY opm /bin/opm\nENTRYPOINT ["/bin/opm"]\n' >"$context/Containerfile"
   podman build --quiet --label "org.upgrade-gate.source-hash=$binary_hash" \
     -f "$context/Containerfile" -t "$tag" "$context" >/dev/null
-  log "built $tag"
+  log "built $tag in $(elapsed_since "$start") s"
   save_archive "$tag" "$archive"
   printf '%s\n' "$archive"
 }
@@ -309,8 +309,7 @@ build_opm() {
 # /<name>, WORKDIR / (the catalogd Deployment runs `./catalogd`), USER
 # 65532:65532 (the pods run with runAsNonRoot and no runAsUser, so the user
 # must be numeric). No CA bundle and no passwd: their CAs come from mounted
-# Secrets. Skipped when the image holds this binary already (its hash is a
-# label).
+# Secrets. The binary's hash is a label.
 build_scratch_binary_image() {
   local name=$1 version=$2
   local bin
@@ -328,11 +327,6 @@ build_scratch_binary_image() {
   local tag="localhost/$name:$version" archive="$images_dir/$name-$version.oci.tar"
   local binary_hash
   binary_hash=$(short_hash <"$bin")
-  if [[ $(image_label "$tag" org.upgrade-gate.source-hash) == "$binary_hash" && -f $archive ]]; then
-    log "$tag is up to date ($name $binary_hash)"
-    printf '%s\n' "$archive"
-    return
-  fi
   local context="$scratch/$name-context" start
   start=$(now)
   mkdir -p "$context"
