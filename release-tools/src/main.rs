@@ -19,6 +19,10 @@
 //! as `operator-sdk generate bundle` does (`kustomize_bundle`), and reads
 //! nothing of this repository.
 //!
+//! `sbom` is apart too: the CycloneDX BOM of one package's build from
+//! `cargo tree` (stdin) and Cargo.lock (`sbom`; tools/release-dist.sh
+//! runs it for each release).
+//!
 //! Exit codes: 0 done; 1 a source could not be read or rendered, or an
 //! output could not be written; 2 usage (also a variant without `--out`).
 
@@ -30,6 +34,7 @@ mod install;
 mod kustomize_bundle;
 mod releases;
 mod render;
+mod sbom;
 mod sources;
 mod variant;
 
@@ -117,6 +122,20 @@ enum Command {
         #[arg(long)]
         output_dir: PathBuf,
     },
+    /// The CycloneDX 1.5 JSON BOM of one package's build for one target,
+    /// from `cargo tree --package P --edges normal --target T --prefix
+    /// depth --format '{p}|{l}'` on stdin and the workspace's Cargo.lock.
+    Sbom {
+        /// The target cargo tree was given (recorded in the BOM).
+        #[arg(long)]
+        target: String,
+        /// The Cargo.lock the build used (registry crates' SHA-256).
+        #[arg(long)]
+        lock: PathBuf,
+        /// The BOM file written.
+        #[arg(long)]
+        output: PathBuf,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +148,13 @@ enum CliError {
     Fold(#[from] kustomize_bundle::FoldError),
     #[error("reading stdin: {0}")]
     Stdin(std::io::Error),
+    #[error(transparent)]
+    Sbom(#[from] sbom::SbomError),
+    #[error("{path}: {error}")]
+    File {
+        path: PathBuf,
+        error: std::io::Error,
+    },
 }
 
 fn main() -> ExitCode {
@@ -205,6 +231,33 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
             .map(|file| output_dir.join(file.path))
             .collect());
     }
+    if let Command::Sbom {
+        target,
+        lock,
+        output,
+    } = &cli.command
+    {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(CliError::Stdin)?;
+        let lock_text = std::fs::read_to_string(lock).map_err(|error| CliError::File {
+            path: lock.clone(),
+            error,
+        })?;
+        let tree = sbom::parse_tree(&text)?;
+        let bom = sbom::bom(
+            &tree,
+            &sbom::lock_checksums(&lock_text)?,
+            target,
+            env!("CARGO_PKG_VERSION"),
+        )?;
+        let mut json = serde_json::to_string_pretty(&bom).expect("a JSON value serializes");
+        json.push('\n');
+        std::fs::write(output, json).map_err(|error| CliError::File {
+            path: output.clone(),
+            error,
+        })?;
+        return Ok(vec![output.clone()]);
+    }
     let variant = cli.variant();
     let sources = sources::Sources::read(&cli.root)?;
     let operator_image = cli.operator_image(&sources);
@@ -246,7 +299,7 @@ fn run(cli: &Cli) -> Result<Vec<PathBuf>, CliError> {
                 variant,
             )?
         }
-        Command::GenerateBundle { .. } => unreachable!("handled above"),
+        Command::GenerateBundle { .. } | Command::Sbom { .. } => unreachable!("handled above"),
     };
     let out = cli.out.clone().unwrap_or_else(|| cli.root.clone());
     render::write(&out, &files)?;
