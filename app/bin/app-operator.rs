@@ -248,6 +248,9 @@ async fn main() -> ExitCode {
                 renew_deadline: election.leader_elect_renew_deadline,
                 retry_period: election.leader_elect_retry_period,
                 release_on_stop: election.leader_elect_release_on_stop,
+                // Written into the Lease: a replica waiting for it tells
+                // whether a replica of its own release leads.
+                release: Some(release.to_string()),
             });
             let pods = PodSettings {
                 image,

@@ -15,8 +15,22 @@
 //! [`Leadership::leading`]). Must not touch: anything else; what the
 //! operator does as leader is the operator's.
 //!
+//! Which release leads: every release of an operator shares the Lease, so
+//! a replica waiting for it cannot tell from `holderIdentity` alone whether
+//! the holder runs its own release (a standby's leader, which keeps the
+//! gate) or another one (the release it replaces, whose kept Lease it
+//! waits out: nobody keeps its gate meanwhile). So a holder writes its
+//! release ([`LeaseSettings::release`]) into the Lease's annotation
+//! [`RELEASE_ANNOTATION`] with every claim and renewal, and keeps it when
+//! it releases the Lease (it then says whose the Lease was last). A
+//! candidate reports [`Standing::Following`]'s `own_release` from it
+//! ([`release_leads`]), and a leader tells whether it took over from its
+//! own release ([`Leadership::succeeds_own_release`], [`same_release`]):
+//! `crate::keeper` keeps the gate closed from both.
+//!
 //! The decisions are pure ([`observe`], [`attempt`], [`claimed`],
-//! [`released`]) and table-tested; [`Elector`] does the requests.
+//! [`released`], [`release_leads`], [`same_release`], [`annotate`]) and
+//! table-tested; [`Elector`] does the requests.
 //!
 //! Why not a crate (checked for kube 5, December 2026): kube-rs has no
 //! leader election (kube-rs/kube#485 is open). `kube-leader-election`
@@ -58,7 +72,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
@@ -89,7 +103,17 @@ pub struct LeaseSettings {
     /// takes over at once (controller-runtime's `LeaderElectionReleaseOnCancel`,
     /// off there by default; on here).
     pub release_on_stop: bool,
+    /// The release this process runs (e.g. `7.10.0`), written into the
+    /// Lease ([`RELEASE_ANNOTATION`]) while it holds it, so that a replica
+    /// waiting for the Lease knows whether a replica of its own release
+    /// leads. `None`: not written, and every holder counts as another
+    /// release's.
+    pub release: Option<String>,
 }
+
+/// The Lease's annotation naming the holder's release
+/// ([`LeaseSettings::release`]); kept when the Lease is released.
+pub const RELEASE_ANNOTATION: &str = "upgrade-gate.dev/release";
 
 /// controller-runtime's default lease duration.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -110,7 +134,15 @@ impl LeaseSettings {
             renew_deadline: DEFAULT_RENEW_DEADLINE,
             retry_period: DEFAULT_RETRY_PERIOD,
             release_on_stop: true,
+            release: None,
         }
+    }
+
+    /// The same settings for a process running `release`
+    /// ([`LeaseSettings::release`]).
+    pub fn of_release(mut self, release: &str) -> LeaseSettings {
+        self.release = Some(release.to_owned());
+        self
     }
 }
 
@@ -163,6 +195,10 @@ pub struct LeaseRecord {
     pub renew_time: Option<MicroTime>,
     /// `leaseTransitions`.
     pub transitions: i32,
+    /// The holder's release ([`RELEASE_ANNOTATION`]); for a released
+    /// Lease, its last holder's. `None`: not written (a holder that names
+    /// no release, or another elector).
+    pub release: Option<String>,
 }
 
 impl LeaseRecord {
@@ -177,6 +213,12 @@ impl LeaseRecord {
             acquire_time: spec.acquire_time,
             renew_time: spec.renew_time,
             transitions: spec.lease_transitions.unwrap_or(0),
+            release: lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|annotations| annotations.get(RELEASE_ANNOTATION))
+                .cloned(),
         }
     }
 }
@@ -248,6 +290,55 @@ pub fn attempt(observed: Option<&Observed>, me: &str, now: Instant) -> Attempt {
     }
 }
 
+/// Whether the holder of the Lease as `observed` is a replica of `release`
+/// that may still lead: someone holds it, its annotation names `release`,
+/// and its record changed within `renew_deadline` of `now` on this
+/// candidate's clock (or was first seen that recently). A leader that
+/// could not renew for the renew deadline has stopped writing by client-go's
+/// rules, so past it nobody of `release` keeps the gate, although the Lease
+/// has not expired yet.
+pub fn release_leads(
+    observed: &Observed,
+    release: &str,
+    renew_deadline: Duration,
+    now: Instant,
+) -> bool {
+    let record = &observed.record;
+    !record.holder.is_empty()
+        && record.release.as_deref() == Some(release)
+        && now < observed.changed_at + renew_deadline
+}
+
+/// Whether a Lease taken over from `old` (`None`: created) was last held
+/// by a replica of `release` (`None`: this process names none): then that
+/// replica's verdict may be in the OperatorCondition, and the new leader
+/// leaves it until it has its own.
+pub fn same_release(old: Option<&LeaseRecord>, release: Option<&str>) -> bool {
+    match (old, release) {
+        (Some(old), Some(release)) => old.release.as_deref() == Some(release),
+        _ => false,
+    }
+}
+
+/// Writes `release` into the Lease's [`RELEASE_ANNOTATION`] (`None`:
+/// removes it, so that the Lease never names a release its holder does
+/// not run); other annotations stay.
+pub fn annotate(metadata: &mut ObjectMeta, release: Option<&str>) {
+    match release {
+        Some(release) => {
+            metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(RELEASE_ANNOTATION.to_owned(), release.to_owned());
+        }
+        None => {
+            if let Some(annotations) = metadata.annotations.as_mut() {
+                annotations.remove(RELEASE_ANNOTATION);
+            }
+        }
+    }
+}
+
 fn seconds(duration: Duration) -> i32 {
     i32::try_from(duration.as_secs()).unwrap_or(i32::MAX)
 }
@@ -304,6 +395,12 @@ pub enum Standing {
         holder: String,
         /// Whether the holder was seen renewing.
         alive: bool,
+        /// Whether the holder is a replica of this process's release that
+        /// may still lead ([`release_leads`]): its leader keeps the gate.
+        /// False for another release's holder (the one this release
+        /// replaces), one that names no release, one silent for the renew
+        /// deadline, and whenever this process names no release.
+        own_release: bool,
     },
     /// This process leads.
     Leading,
@@ -343,6 +440,9 @@ pub struct Elector {
     settings: LeaseSettings,
     observed: Option<Observed>,
     lease: Option<Lease>,
+    /// Whether the Lease this process claimed was last held by its own
+    /// release ([`same_release`]).
+    succeeds_own_release: bool,
 }
 
 impl Elector {
@@ -354,6 +454,7 @@ impl Elector {
             settings,
             observed: None,
             lease: None,
+            succeeds_own_release: false,
         })
     }
 
@@ -368,7 +469,7 @@ impl Elector {
     /// write is in flight, it may leave the Lease naming this process: to
     /// stop while waiting, use [`Elector::lead_unless_stopped`].
     pub async fn acquire(&mut self, standing: &watch::Sender<Standing>) {
-        let mut waiting_for: Option<String> = None;
+        let mut waiting_for: Option<(String, bool)> = None;
         loop {
             match self.round().await {
                 Ok(Round::Holding) => {
@@ -377,16 +478,42 @@ impl Elector {
                     return;
                 }
                 Ok(Round::Waiting(Attempt::Wait { holder, alive })) => {
-                    if waiting_for.as_ref() != Some(&holder) {
-                        tracing::info!(lease = %self.settings.name, %holder, "another process leads; waiting for its Lease");
-                        waiting_for = Some(holder.clone());
+                    let own_release = match (&self.observed, &self.settings.release) {
+                        (Some(observed), Some(release)) => release_leads(
+                            observed,
+                            release,
+                            self.settings.renew_deadline,
+                            Instant::now(),
+                        ),
+                        _ => false,
+                    };
+                    let holder_release = self
+                        .observed
+                        .as_ref()
+                        .and_then(|observed| observed.record.release.clone());
+                    if waiting_for.as_ref() != Some(&(holder.clone(), own_release)) {
+                        tracing::info!(lease = %self.settings.name, %holder, holder_release = holder_release.as_deref().unwrap_or("not named"), own_release, "another process leads; waiting for its Lease");
+                        waiting_for = Some((holder.clone(), own_release));
                     }
-                    standing.send_replace(Standing::Following { holder, alive });
+                    let now = Standing::Following {
+                        holder,
+                        alive,
+                        own_release,
+                    };
+                    standing.send_if_modified(|standing| {
+                        let changed = *standing != now;
+                        *standing = now;
+                        changed
+                    });
                 }
                 Ok(Round::Waiting(_)) => {}
                 Err(error) => {
                     tracing::warn!(lease = %self.settings.name, namespace = %self.settings.namespace, error = %error_chain(&error), "cannot take part in the leader election (needs get, create and update on coordination.k8s.io leases); retrying");
-                    standing.send_replace(Standing::Unknown);
+                    standing.send_if_modified(|standing| {
+                        let changed = *standing != Standing::Unknown;
+                        *standing = Standing::Unknown;
+                        changed
+                    });
                 }
             }
             tokio::time::sleep(self.settings.retry_period).await;
@@ -436,15 +563,22 @@ impl Elector {
             &self.settings,
             Timestamp::now(),
         );
+        let claims_from = match decision {
+            Attempt::Renew => None,
+            _ => Some(same_release(old, self.settings.release.as_deref())),
+        };
+        let release = self.settings.release.as_deref();
         let written = match (&decision, &self.lease) {
             (Attempt::Wait { .. }, _) => return Ok(Round::Waiting(decision)),
             (Attempt::Create, _) | (_, None) => {
+                let mut metadata = ObjectMeta {
+                    name: Some(self.settings.name.clone()),
+                    namespace: Some(self.settings.namespace.clone()),
+                    ..Default::default()
+                };
+                annotate(&mut metadata, release);
                 let lease = Lease {
-                    metadata: kube::api::ObjectMeta {
-                        name: Some(self.settings.name.clone()),
-                        namespace: Some(self.settings.namespace.clone()),
-                        ..Default::default()
-                    },
+                    metadata,
                     spec: Some(spec),
                 };
                 self.api.create(&PostParams::default(), &lease).await
@@ -452,6 +586,7 @@ impl Elector {
             (Attempt::TakeOver | Attempt::Renew, Some(current)) => {
                 let mut lease = current.clone();
                 lease.spec = Some(spec);
+                annotate(&mut lease.metadata, release);
                 self.api
                     .replace(&self.settings.name, &PostParams::default(), &lease)
                     .await
@@ -459,6 +594,9 @@ impl Elector {
         };
         match written {
             Ok(lease) => {
+                if let Some(own) = claims_from {
+                    self.succeeds_own_release = own;
+                }
                 self.observed = Some(observe(
                     self.observed.as_ref(),
                     LeaseRecord::of(&lease),
@@ -478,6 +616,7 @@ impl Elector {
     /// Renews until leadership is lost (the returned [`Leadership`] says
     /// when) or [`Leadership::step_down`] is called.
     pub fn keep(self) -> Leadership {
+        let succeeds_own_release = self.succeeds_own_release;
         let (lost_tx, lost_rx) = oneshot::channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let (leading_tx, leading_rx) = watch::channel(true);
@@ -493,6 +632,7 @@ impl Elector {
             leading: leading_rx,
             stop: Some(stop_tx),
             task,
+            succeeds_own_release,
         }
     }
 
@@ -616,6 +756,7 @@ pub struct Leadership {
     leading: watch::Receiver<bool>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
+    succeeds_own_release: bool,
 }
 
 impl Leadership {
@@ -625,6 +766,16 @@ impl Leadership {
     /// writing before anyone else may lead.
     pub fn leading(&self) -> watch::Receiver<bool> {
         self.leading.clone()
+    }
+
+    /// Whether the Lease this process claimed was last held by a replica of
+    /// its own release ([`same_release`]; false when it created the Lease
+    /// or names no release): that replica's verdict may be in the
+    /// OperatorCondition. Otherwise whatever the object shows before this
+    /// leader's first verdict is not its release's (`crate::keeper` keeps
+    /// it closed until then).
+    pub fn succeeds_own_release(&self) -> bool {
+        self.succeeds_own_release
     }
 
     /// Resolves when leadership is lost (never while it is kept).

@@ -28,6 +28,7 @@ fn record(holder: &str, transitions: i32) -> LeaseRecord {
         acquire_time: None,
         renew_time: None,
         transitions,
+        release: None,
     }
 }
 
@@ -114,6 +115,134 @@ fn attempt_table() {
     for (case, observed, elapsed, expected) in cases {
         assert_eq!(
             attempt(observed.as_ref(), "a", t0 + elapsed),
+            expected,
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn release_leads_table() {
+    let t0 = Instant::now();
+    let deadline = DEFAULT_RENEW_DEADLINE;
+    let seen = |holder: &str, release: Option<&str>| Observed {
+        record: LeaseRecord {
+            release: release.map(str::to_owned),
+            ..record(holder, 1)
+        },
+        changed_at: t0,
+        seen_changing: true,
+    };
+    // (case, observed, time since its record changed, leads for 7.10.0)
+    let cases = [
+        (
+            "held by 7.10.0, fresh",
+            seen("b", Some("7.10.0")),
+            Duration::ZERO,
+            true,
+        ),
+        (
+            "held by 7.10.0, renewed just within the deadline",
+            seen("b", Some("7.10.0")),
+            deadline - Duration::from_millis(1),
+            true,
+        ),
+        (
+            "held by 7.10.0, silent for the renew deadline",
+            seen("b", Some("7.10.0")),
+            deadline,
+            false,
+        ),
+        (
+            "held by 7.9.3",
+            seen("b", Some("7.9.3")),
+            Duration::ZERO,
+            false,
+        ),
+        (
+            "held, no release named",
+            seen("b", None),
+            Duration::ZERO,
+            false,
+        ),
+        (
+            "released by 7.10.0",
+            seen("", Some("7.10.0")),
+            Duration::ZERO,
+            false,
+        ),
+    ];
+    for (case, observed, elapsed, leads) in cases {
+        assert_eq!(
+            release_leads(&observed, "7.10.0", deadline, t0 + elapsed),
+            leads,
+            "{case}"
+        );
+    }
+}
+
+#[test]
+fn same_release_table() {
+    let named = |release: Option<&str>| LeaseRecord {
+        release: release.map(str::to_owned),
+        ..record("b", 1)
+    };
+    let cases = [
+        ("created", None, Some("7.10.0"), false),
+        (
+            "from 7.10.0",
+            Some(named(Some("7.10.0"))),
+            Some("7.10.0"),
+            true,
+        ),
+        (
+            "from 7.9.3",
+            Some(named(Some("7.9.3"))),
+            Some("7.10.0"),
+            false,
+        ),
+        (
+            "from a holder naming none",
+            Some(named(None)),
+            Some("7.10.0"),
+            false,
+        ),
+        ("this process names none", Some(named(None)), None, false),
+    ];
+    for (case, old, release, same) in cases {
+        assert_eq!(same_release(old.as_ref(), release), same, "{case}");
+    }
+}
+
+#[test]
+fn annotate_table() {
+    let with = |annotations: Value| -> ObjectMeta {
+        serde_json::from_value(json!({ "annotations": annotations })).expect("metadata")
+    };
+    let cases = [
+        (
+            "none yet",
+            ObjectMeta::default(),
+            Some("7.10.0"),
+            json!({RELEASE_ANNOTATION: "7.10.0"}),
+        ),
+        (
+            "another release's",
+            with(json!({RELEASE_ANNOTATION: "7.9.3", "other": "kept"})),
+            Some("7.10.0"),
+            json!({RELEASE_ANNOTATION: "7.10.0", "other": "kept"}),
+        ),
+        (
+            "removed when naming none",
+            with(json!({RELEASE_ANNOTATION: "7.9.3", "other": "kept"})),
+            None,
+            json!({"other": "kept"}),
+        ),
+    ];
+    for (case, mut metadata, release, expected) in cases {
+        annotate(&mut metadata, release);
+        assert_eq!(
+            serde_json::to_value(&metadata.annotations).expect("json"),
             expected,
             "{case}"
         );
@@ -367,7 +496,8 @@ async fn a_live_holder_is_waited_for_and_a_silent_one_taken_over_after_the_lease
         *seen.borrow_and_update(),
         Standing::Following {
             holder: "b".into(),
-            alive: false
+            alive: false,
+            own_release: false,
         }
     );
     // "b" renews once: now it is known to be alive.
@@ -430,7 +560,8 @@ async fn a_candidate_that_loses_the_write_race_gets_409_and_follows() {
         *seen.borrow(),
         Standing::Following {
             holder: "b".into(),
-            alive: true
+            alive: true,
+            own_release: false,
         },
         "a holder seen taking the Lease is alive"
     );
@@ -475,4 +606,131 @@ async fn leadership_is_lost_after_the_renew_deadline_without_a_renewal() {
     // One read per retry period (2, 4, 6, 8 s), each refused; the next
     // would start at the deadline.
     assert_eq!(live.take_log().len(), 4);
+}
+
+/// The release annotation of the stored Lease.
+fn named_release(live: &Live) -> Option<String> {
+    live.stored(LEASE).and_then(|lease| {
+        lease["metadata"]["annotations"][RELEASE_ANNOTATION]
+            .as_str()
+            .map(str::to_owned)
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_holder_names_its_release_in_every_claim_and_keeps_it_when_it_releases() {
+    let (elector, live) = leading(settings("a").of_release("7.10.0")).await;
+    assert_eq!(named_release(&live).as_deref(), Some("7.10.0"), "created");
+    let leadership = elector.keep();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        sequence(&live.take_log()),
+        [(Method::GET, LEASE), (Method::PUT, LEASE)]
+    );
+    assert_eq!(named_release(&live).as_deref(), Some("7.10.0"), "renewed");
+    assert!(!leadership.succeeds_own_release(), "created: nobody before");
+    leadership.step_down().await;
+    assert_eq!(holder(&live), None, "released");
+    assert_eq!(
+        named_release(&live).as_deref(),
+        Some("7.10.0"),
+        "a released Lease says whose it was last"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_takeover_names_the_new_release_and_says_whose_the_lease_was() {
+    let lease_of = |release: &str| {
+        let mut lease = held_by("", 3).expect("a lease");
+        lease["metadata"]["annotations"] = json!({ RELEASE_ANNOTATION: release });
+        lease
+    };
+    for (before, own) in [("7.9.3", false), ("7.10.0", true)] {
+        let (client, live) = start(Some(lease_of(before)));
+        let elector = Elector::new(client, settings("a").of_release("7.10.0")).expect("settings");
+        let (standing, _seen) = watch::channel(Standing::Unknown);
+        let leadership = elector
+            .lead_unless_stopped(&standing, std::future::pending())
+            .await
+            .expect("leads");
+        assert_eq!(leadership.succeeds_own_release(), own, "after {before}");
+        assert_eq!(
+            named_release(&live).as_deref(),
+            Some("7.10.0"),
+            "after {before}"
+        );
+        leadership.step_down().await;
+    }
+    // An elector that names no release leaves no other release's name behind.
+    let (client, live) = start(Some(lease_of("7.9.3")));
+    let mut elector = Elector::new(client, settings("a")).expect("settings");
+    let (standing, _seen) = watch::channel(Standing::Unknown);
+    elector.acquire(&standing).await;
+    assert_eq!(named_release(&live), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_tells_its_own_release_leading_from_another_and_from_a_silent_one() {
+    let lease_of = |release: &str| {
+        let mut lease = held_by("b", 3).expect("a lease");
+        lease["metadata"]["annotations"] = json!({ RELEASE_ANNOTATION: release });
+        lease
+    };
+    // Another release's holder: never this release's leader.
+    let (client, _live) = start(Some(lease_of("7.9.3")));
+    let mut elector = Elector::new(client, settings("a").of_release("7.10.0")).expect("settings");
+    let (standing, mut seen) = watch::channel(Standing::Unknown);
+    let acquiring = tokio::spawn(async move { elector.acquire(&standing).await });
+    seen.changed().await.expect("published");
+    assert!(
+        matches!(
+            *seen.borrow(),
+            Standing::Following {
+                own_release: false,
+                ..
+            }
+        ),
+        "{:?}",
+        *seen.borrow()
+    );
+    acquiring.abort();
+
+    // This release's holder: its leader, until it is silent for the renew
+    // deadline (before the lease duration lets this one take over).
+    let (client, _live) = start(Some(lease_of("7.10.0")));
+    let mut elector = Elector::new(client, settings("a").of_release("7.10.0")).expect("settings");
+    let (standing, mut seen) = watch::channel(Standing::Unknown);
+    let started = Instant::now();
+    let acquiring = tokio::spawn(async move { elector.acquire(&standing).await });
+    seen.changed().await.expect("published");
+    assert!(
+        matches!(
+            *seen.borrow_and_update(),
+            Standing::Following {
+                own_release: true,
+                ..
+            }
+        ),
+        "{:?}",
+        *seen.borrow()
+    );
+    seen.wait_for(|s| {
+        matches!(
+            s,
+            Standing::Following {
+                own_release: false,
+                ..
+            }
+        )
+    })
+    .await
+    .expect("published");
+    let silent = started.elapsed();
+    assert!(
+        silent >= DEFAULT_RENEW_DEADLINE
+            && silent < DEFAULT_RENEW_DEADLINE + DEFAULT_RETRY_PERIOD * 2,
+        "own_release turned false after {silent:?}"
+    );
+    acquiring.await.expect("took over after the lease duration");
+    assert!(started.elapsed() >= DEFAULT_LEASE_DURATION);
 }

@@ -418,6 +418,7 @@ pub fn readiness(mode: ReadyWhen, standing: &Standing, work_done: bool) -> Resul
             Standing::Following {
                 holder,
                 alive: false,
+                ..
             },
         ) => Err(format!(
             "waiting for the leader Lease held by {holder} (not seen renewing)"
@@ -941,6 +942,7 @@ mod tests {
         let following = |alive| Standing::Following {
             holder: "other".into(),
             alive,
+            own_release: false,
         };
         let cases = [
             (Started, Standing::Unknown, false, true),
