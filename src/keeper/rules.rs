@@ -1,6 +1,7 @@
-//! The keeper's pure rules: what the object shows, what to write next,
-//! what a write restored, whether a write given up without an answer was
-//! carried out, and how the object's watch paces the reads.
+//! The keeper's pure rules: where the process stands ([`Role`]) and so
+//! what the keeper keeps ([`Keeps`]), what the object shows, what to write
+//! next, what a write restored, whether a write given up without an answer
+//! was carried out, and how the object's watch paces the reads.
 //!
 //! Owns: these decisions, table-tested. Must not touch: the cluster (the
 //! reads, writes and the watch are `super`'s).
@@ -10,6 +11,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::watcher;
 
+use crate::leader::Standing;
 use crate::operator_condition::{OperatorCondition, UpgradeableEntry};
 
 /// How often the object is read to notice a deletion or a foreign write
@@ -18,6 +20,90 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// How often it is read while the watch works: a safety net for a watch
 /// that stalls without an error.
 pub const WATCHED_POLL_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Where the process stands, as the keeper acts on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// This process leads (or was started without a leadership input).
+    Leading,
+    /// A replica of this process's release leads: its keeper keeps the
+    /// gate, and this one writes nothing (it would fight an open gate).
+    StandBy,
+    /// No replica of this release leads: another release holds the Lease
+    /// (the one this release replaces, waited out), or one that stopped
+    /// renewing it. Nobody else keeps this release's gate: keep it closed.
+    Waiting,
+    /// Not known yet, or leadership ended: write nothing.
+    Idle,
+}
+
+/// The role of a keeper that follows the election's `standing`, given its
+/// role before. A failed read of the Lease (`Unknown`) says nothing new,
+/// and `Leading` keeps the role it had: that keeper is stopped before the
+/// leader's own keeper writes (`Keeper::wait_to_lead`).
+pub(crate) fn role_after(previous: Role, standing: &Standing) -> Role {
+    match standing {
+        Standing::Following {
+            own_release: true, ..
+        } => Role::StandBy,
+        Standing::Following {
+            own_release: false, ..
+        } => Role::Waiting,
+        Standing::Unknown | Standing::Leading => previous,
+    }
+}
+
+/// What the keeper keeps in the object now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Keeps {
+    /// Nothing: not leading, a replica of this release leads, or there is
+    /// no verdict yet and nothing to keep closed.
+    #[default]
+    Nothing,
+    /// `Upgradeable=False`: while this release waits to lead, and as its
+    /// leader until its first verdict. Any `False` in the object will do
+    /// (the init container's, a leader's); anything else is replaced by the
+    /// keeper's own closed entry.
+    Closed,
+    /// The operator's verdict, as the leader.
+    Verdict,
+}
+
+/// What to keep: the verdict while leading, `Upgradeable=False` while
+/// waiting (and while leading before the first verdict) when the keeper
+/// has a closed entry, nothing otherwise. Only a leader ever writes a
+/// verdict, so only a leader opens the gate.
+pub(crate) fn keeps(role: Role, has_verdict: bool, has_closed: bool) -> Keeps {
+    match role {
+        Role::Leading if has_verdict => Keeps::Verdict,
+        Role::Leading | Role::Waiting if has_closed => Keeps::Closed,
+        Role::Leading | Role::Waiting | Role::StandBy | Role::Idle => Keeps::Nothing,
+    }
+}
+
+/// What one round keeps, with its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Goal<'a> {
+    /// The verdict, exactly.
+    Verdict(&'a UpgradeableEntry),
+    /// Any `Upgradeable=False`; this entry when the object shows another.
+    Closed(&'a UpgradeableEntry),
+}
+
+impl Goal<'_> {
+    pub(crate) fn entry(&self) -> &UpgradeableEntry {
+        match self {
+            Goal::Verdict(entry) | Goal::Closed(entry) => entry,
+        }
+    }
+
+    pub(crate) fn keeps(&self) -> Keeps {
+        match self {
+            Goal::Verdict(_) => Keeps::Verdict,
+            Goal::Closed(_) => Keeps::Closed,
+        }
+    }
+}
 
 /// Our `Upgradeable` entry as the object shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,15 +260,39 @@ pub(crate) fn next_write(
     NextWrite::Write { restore }
 }
 
+/// The rule for either goal. Keeping the gate closed, any `False` will
+/// do, and every write is a restore: the object showed something else
+/// (named from what was last seen when it tells more, else from what is
+/// shown).
+pub(crate) fn next_write_for(goal: Goal<'_>, shown: &Shown, last: Option<&Shown>) -> NextWrite {
+    let closed = match goal {
+        Goal::Verdict(verdict) => return next_write(verdict, shown, last),
+        Goal::Closed(closed) => closed,
+    };
+    match shown {
+        Shown::NoObject => NextWrite::AwaitObject,
+        Shown::Entry { status, .. } if status == "False" => NextWrite::Nothing,
+        Shown::NoEntry { .. } | Shown::Entry { .. } => {
+            let seen = match next_write(closed, shown, last) {
+                NextWrite::Write { restore } => restore,
+                NextWrite::Nothing | NextWrite::AwaitObject => None,
+            };
+            let found = seen.unwrap_or_else(|| match shown {
+                Shown::Entry { status, .. } => Found::OtherStatus(status.clone()),
+                Shown::NoObject | Shown::NoEntry { .. } => Found::EntryRemoved,
+            });
+            NextWrite::Write {
+                restore: Some(found),
+            }
+        }
+    }
+}
+
 /// What a write restored: judged on the object its update replaced, which
 /// may be newer than the round's read (another writer's `True` landing
 /// between that read and the write is undone by the write all the same).
-pub(crate) fn restored(
-    verdict: &UpgradeableEntry,
-    replaced: &Shown,
-    last: Option<&Shown>,
-) -> Option<Found> {
-    match next_write(verdict, replaced, last) {
+pub(crate) fn restored(goal: Goal<'_>, replaced: &Shown, last: Option<&Shown>) -> Option<Found> {
+    match next_write_for(goal, replaced, last) {
         NextWrite::Write { restore } => restore,
         NextWrite::Nothing | NextWrite::AwaitObject => None,
     }
@@ -387,6 +497,148 @@ mod tests {
                 "{case}"
             );
         }
+    }
+
+    #[test]
+    fn role_after_table() {
+        use Role::*;
+        let following = |own_release| Standing::Following {
+            holder: "other".into(),
+            alive: true,
+            own_release,
+        };
+        // (role before, standing, role after)
+        let cases = [
+            (Idle, Standing::Unknown, Idle),
+            (Idle, following(false), Waiting),
+            (Idle, following(true), StandBy),
+            (Waiting, following(true), StandBy),
+            (StandBy, following(false), Waiting),
+            (Waiting, Standing::Unknown, Waiting),
+            (StandBy, Standing::Unknown, StandBy),
+            (Waiting, Standing::Leading, Waiting),
+            (StandBy, Standing::Leading, StandBy),
+        ];
+        for (before, standing, after) in cases {
+            assert_eq!(
+                role_after(before, &standing),
+                after,
+                "{before:?} then {standing:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn keeps_table() {
+        use Role::*;
+        // (role, has a verdict, has a closed entry) → keeps
+        let cases = [
+            (Leading, true, true, Keeps::Verdict),
+            (Leading, true, false, Keeps::Verdict),
+            (Leading, false, true, Keeps::Closed),
+            (Leading, false, false, Keeps::Nothing),
+            (Waiting, false, true, Keeps::Closed),
+            (Waiting, true, true, Keeps::Closed),
+            (Waiting, false, false, Keeps::Nothing),
+            (StandBy, true, true, Keeps::Nothing),
+            (StandBy, false, true, Keeps::Nothing),
+            (Idle, true, true, Keeps::Nothing),
+        ];
+        for (role, verdict, closed, expected) in cases {
+            assert_eq!(
+                keeps(role, verdict, closed),
+                expected,
+                "{role:?} verdict {verdict} closed {closed}"
+            );
+        }
+    }
+
+    #[test]
+    fn next_write_for_a_closed_gate_table() {
+        let waiting = UpgradeableEntry::closed(
+            Reason::new("WaitingToLead").expect("valid"),
+            "release 7.10.0 is waiting to lead",
+        )
+        .expect("valid entry");
+        let goal = Goal::Closed(&waiting);
+        let write = |found: Found| NextWrite::Write {
+            restore: Some(found),
+        };
+        let hold = entry("u1", "False", "UpgradeInProgress", "upgrade-gate hold");
+        let cases: Vec<(&str, Shown, Option<Shown>, NextWrite)> = vec![
+            (
+                "gone",
+                Shown::NoObject,
+                Some(hold.clone()),
+                NextWrite::AwaitObject,
+            ),
+            (
+                "the init container's False",
+                hold.clone(),
+                None,
+                NextWrite::Nothing,
+            ),
+            (
+                "another leader's False",
+                entry("u1", "False", "DatabaseBlocked", "x"),
+                Some(hold.clone()),
+                NextWrite::Nothing,
+            ),
+            (
+                "a foreign True",
+                entry("u1", "True", "Released", "upgrade-gate release"),
+                Some(hold.clone()),
+                write(Found::OtherStatus("True".into())),
+            ),
+            (
+                "a foreign True, first read",
+                entry("u1", "True", "Released", "upgrade-gate release"),
+                None,
+                write(Found::OtherStatus("True".into())),
+            ),
+            (
+                "an Unknown",
+                entry("u1", "Unknown", "R", "m"),
+                Some(hold.clone()),
+                write(Found::OtherStatus("Unknown".into())),
+            ),
+            (
+                "the entry dropped",
+                Shown::NoEntry { uid: "u1".into() },
+                Some(hold.clone()),
+                write(Found::EntryRemoved),
+            ),
+            (
+                "the entry dropped, first read",
+                Shown::NoEntry { uid: "u1".into() },
+                None,
+                write(Found::EntryRemoved),
+            ),
+            (
+                "deleted, recreated empty by OLM",
+                Shown::NoEntry { uid: "u2".into() },
+                Some(hold.clone()),
+                write(Found::Recreated),
+            ),
+        ];
+        for (case, shown, last, expected) in cases {
+            assert_eq!(
+                next_write_for(goal, &shown, last.as_ref()),
+                expected,
+                "{case}"
+            );
+            let restore = match &expected {
+                NextWrite::Write { restore } => restore.clone(),
+                NextWrite::Nothing | NextWrite::AwaitObject => None,
+            };
+            assert_eq!(restored(goal, &shown, last.as_ref()), restore, "{case}");
+        }
+        // The verdict's rule is next_write's.
+        let closed = verdict(false);
+        assert_eq!(
+            next_write_for(Goal::Verdict(&closed), &hold, None),
+            next_write(&closed, &hold, None)
+        );
     }
 
     #[test]

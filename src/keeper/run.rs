@@ -1,11 +1,12 @@
 //! The keeper's requests: find the OperatorCondition, then, round after
-//! round, read it when due and write the verdict when it shows something
-//! else (the rules are `super::rules`').
+//! round, read it when due and write what it keeps ([`Keeps`]: the
+//! verdict, or `Upgradeable=False` while the release waits to lead) when
+//! it shows something else (the rules are `super::rules`').
 //!
-//! Owns: the loop, its wake-ups (a new verdict, a change of leadership,
-//! the object's watch, the poll timer, stop) and what each round logs and
-//! reports. Must not touch: any object but the OperatorCondition (and
-//! what `locate::find` reads to find it).
+//! Owns: the loop, its wake-ups (a new verdict, a change of leadership or
+//! of the election's standing, the object's watch, the poll timer, stop)
+//! and what each round logs and reports. Must not touch: any object but
+//! the OperatorCondition (and what `locate::find` reads to find it).
 
 use std::future::Future;
 use std::time::Duration;
@@ -17,13 +18,14 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::rules::{
-    Found, NextWrite, Revision, Shown, WatchState, next_write, poll_interval, restored,
-    unanswered_write_landed, wakes,
+    Found, Goal, Keeps, NextWrite, Revision, Role, Shown, WatchState, keeps, next_write_for,
+    poll_interval, restored, role_after, unanswered_write_landed, wakes,
 };
 use super::{
     KeeperEvents, KeeperStatus, LOCATE_BUDGET, LastWrite, Place, READ_BUDGET, STALE_RECHECK,
     Verdict, WRITE_BUDGET,
 };
+use crate::leader::Standing;
 use crate::locate::{self, Located};
 use crate::operator_condition::{OperatorConditionClient, UpgradeableEntry};
 use crate::telemetry::error_chain;
@@ -36,16 +38,38 @@ const LOCATE_RETRY: Duration = Duration::from_secs(5);
 struct Inputs<V> {
     verdicts: watch::Receiver<Option<V>>,
     leading: Option<watch::Receiver<bool>>,
+    /// The election's standing, for a keeper started before it leads.
+    election: Option<watch::Receiver<Standing>>,
+    /// What it writes to keep the gate closed, if it does.
+    closed: Option<UpgradeableEntry>,
+    /// The role as of the last round (what `election` said last but `Unknown`).
+    role: Role,
     stop: watch::Receiver<bool>,
     status: watch::Sender<KeeperStatus>,
     events: std::sync::Arc<dyn KeeperEvents>,
 }
 
 impl<V: Verdict> Inputs<V> {
-    fn leads(&self) -> bool {
-        self.leading
-            .as_ref()
-            .is_none_or(|leading| *leading.borrow())
+    /// The role now: from the election's standing for a keeper that
+    /// waits to lead, from leadership for a leader's, leading at once
+    /// without either.
+    fn role_now(&self) -> Role {
+        if let Some(election) = &self.election {
+            return role_after(self.role, &election.borrow());
+        }
+        match &self.leading {
+            Some(leading) if !*leading.borrow() => Role::Idle,
+            Some(_) | None => Role::Leading,
+        }
+    }
+
+    /// What it keeps now.
+    fn keeps_now(&self) -> Keeps {
+        keeps(
+            self.role_now(),
+            self.verdicts.borrow().is_some(),
+            self.closed.is_some(),
+        )
     }
 
     fn stopped(&self) -> bool {
@@ -60,16 +84,23 @@ impl<V: Verdict> Inputs<V> {
         }
     }
 
-    /// Resolves once the process no longer leads (never without a
-    /// leadership input).
-    fn leadership_lost(&self) -> impl Future<Output = ()> + use<V> {
+    /// Resolves once the role is no longer `role` (never without a
+    /// leadership or election input): a write for the old one is
+    /// abandoned.
+    fn role_left(&self, role: Role) -> impl Future<Output = ()> + use<V> {
         let leading = self.leading.clone();
+        let election = self.election.clone();
         async move {
-            match leading {
-                Some(mut leading) => {
+            match (election, leading) {
+                (Some(mut election), _) => {
+                    let _sender_gone = election
+                        .wait_for(|standing| role_after(role, standing) != role)
+                        .await;
+                }
+                (None, Some(mut leading)) => {
                     let _sender_gone = leading.wait_for(|leads| !*leads).await;
                 }
-                None => std::future::pending().await,
+                (None, None) => std::future::pending().await,
             }
         }
     }
@@ -79,11 +110,11 @@ impl<V: Verdict> Inputs<V> {
     }
 }
 
-/// Resolves on the next change of leadership (never without a leadership
-/// input, or once its sender is gone: the value stays as it was last).
-async fn leadership_changed(leading: &mut Option<watch::Receiver<bool>>) {
-    let gone = match leading.as_mut() {
-        Some(leading) => leading.changed().await.is_err(),
+/// Resolves on the next change of `input` (never without it, or once its
+/// sender is gone: the value stays as it was last).
+async fn changed<T>(input: &mut Option<watch::Receiver<T>>) {
+    let gone = match input.as_mut() {
+        Some(input) => input.changed().await.is_err(),
         None => true,
     };
     if gone {
@@ -101,13 +132,19 @@ pub(super) async fn keep<V: Verdict>(
     let mut inputs = Inputs {
         verdicts,
         leading: keeper.leading,
+        election: keeper.election,
+        closed: keeper.closed,
+        role: Role::Idle,
         stop,
         status,
         events: keeper.events,
     };
-    let located = tokio::select! {
-        located = locate(&keeper.client, &keeper.target, &inputs) => located,
-        () = inputs.stop_asked() => return,
+    let located = match keeper.found {
+        Some(found) => found,
+        None => tokio::select! {
+            located = locate(&keeper.client, &keeper.target, &inputs) => located,
+            () = inputs.stop_asked() => return,
+        },
     };
     match located {
         Ok(name) => {
@@ -178,8 +215,11 @@ async fn idle<V: Verdict>(inputs: &mut Inputs<V>) {
 struct Memory {
     /// What the object showed after our last write or matching read.
     last_shown: Option<Shown>,
-    /// The verdict the object showed then.
-    applied: Option<UpgradeableEntry>,
+    /// What it kept that the object showed then (for [`Keeps::Closed`],
+    /// the entry it would write).
+    settled: Option<(Keeps, UpgradeableEntry)>,
+    /// What it keeps as of the last round.
+    keeps: Keeps,
     /// When the object was last read (`None`: read it in the next round).
     last_read: Option<Instant>,
     /// Whether the object's watch reports its changes.
@@ -218,10 +258,38 @@ async fn keep_in<V: Verdict>(condition: &OperatorConditionClient, inputs: &mut I
         if inputs.stopped() {
             return;
         }
+        inputs.role = inputs.role_now();
         let verdict = inputs.verdicts.borrow_and_update().clone();
-        let round = match verdict {
-            Some(verdict) if inputs.leads() => {
-                round(condition, &verdict, inputs, &mut memory).await
+        let now_keeps = keeps(inputs.role, verdict.is_some(), inputs.closed.is_some());
+        if now_keeps != memory.keeps {
+            tracing::info!(keeps = ?now_keeps, role = ?inputs.role, "{}", keeps_line(now_keeps, inputs.role));
+            memory.keeps = now_keeps;
+            // Read at once: the object may have changed while it kept something else.
+            memory.last_read = None;
+            inputs.publish(|status| status.keeps = now_keeps);
+        }
+        let closed = inputs.closed.clone();
+        let round = match (now_keeps, &verdict, &closed) {
+            (Keeps::Verdict, Some(verdict), _) => {
+                let still_current = || verdict.still_current();
+                round(
+                    condition,
+                    Goal::Verdict(verdict.entry()),
+                    &still_current,
+                    inputs,
+                    &mut memory,
+                )
+                .await
+            }
+            (Keeps::Closed, _, Some(closed)) => {
+                round(
+                    condition,
+                    Goal::Closed(closed),
+                    &|| true,
+                    inputs,
+                    &mut memory,
+                )
+                .await
             }
             _ => Round::Settled,
         };
@@ -247,10 +315,29 @@ async fn keep_in<V: Verdict>(condition: &OperatorConditionClient, inputs: &mut I
         tokio::select! {
             changed = inputs.verdicts.changed() => if changed.is_err() { return },
             () = stop => return,
-            () = leadership_changed(&mut inputs.leading) => memory.last_read = None,
+            () = changed(&mut inputs.leading) => memory.last_read = None,
+            // The next round takes the role up (and reads when it changes).
+            () = changed(&mut inputs.election) => {}
             Some(item) = changes.next() => watched(&item, &mut memory, inputs),
             () = tokio::time::sleep(pause) => {}
         }
+    }
+}
+
+/// The log line for what the keeper keeps from now on.
+fn keeps_line(keeps: Keeps, role: Role) -> &'static str {
+    match (keeps, role) {
+        (Keeps::Verdict, _) => "keeping the verdict in the OperatorCondition",
+        (Keeps::Closed, Role::Waiting) => {
+            "no replica of this release leads: keeping Upgradeable=False in the OperatorCondition while this release waits to lead"
+        }
+        (Keeps::Closed, _) => {
+            "leading, no verdict yet: keeping Upgradeable=False in the OperatorCondition until the first"
+        }
+        (Keeps::Nothing, Role::StandBy) => {
+            "a replica of this release leads and keeps the gate: writing nothing"
+        }
+        (Keeps::Nothing, _) => "keeping nothing in the OperatorCondition for now",
     }
 }
 
@@ -284,16 +371,21 @@ fn watched<K, V: Verdict>(
     }
 }
 
-/// One round against the object: read it when due, then write the
-/// verdict if it shows something else.
+/// One round against the object: read it when due, then write what it
+/// keeps (`goal`) if it shows something else.
 async fn round<V: Verdict>(
     condition: &OperatorConditionClient,
-    verdict: &V,
+    goal: Goal<'_>,
+    still_current: &(dyn Fn() -> bool + Sync),
     inputs: &Inputs<V>,
     memory: &mut Memory,
 ) -> Round {
-    let entry = verdict.entry();
-    let changed = memory.applied.as_ref() != Some(entry);
+    let entry = goal.entry();
+    let verdict = goal.keeps() == Keeps::Verdict;
+    let changed = memory
+        .settled
+        .as_ref()
+        .is_none_or(|(keeps, settled)| *keeps != goal.keeps() || settled != entry);
     let due = memory
         .last_read
         .is_none_or(|read| read.elapsed() >= poll_interval(memory.watch));
@@ -315,7 +407,7 @@ async fn round<V: Verdict>(
     let shown = Shown::of(object.as_ref());
     let revision = object.as_ref().map(Revision::of);
     let unanswered = memory.unanswered_restore.take();
-    let restore = match next_write(entry, &shown, memory.last_shown.as_ref()) {
+    let restore = match next_write_for(goal, &shown, memory.last_shown.as_ref()) {
         NextWrite::Nothing => {
             if let Some(UnansweredRestore { found, .. }) = unanswered {
                 tracing::info!(
@@ -326,7 +418,7 @@ async fn round<V: Verdict>(
             }
             memory.last_shown = Some(shown);
             memory.awaiting_logged = false;
-            if changed {
+            if changed && verdict {
                 tracing::info!(
                     upgradeable = entry.state().condition_status(),
                     reason = entry.reason().as_str(),
@@ -335,7 +427,7 @@ async fn round<V: Verdict>(
                 );
                 inputs.events.applied(entry, false);
             }
-            settle(memory, inputs, entry);
+            settle(memory, inputs, goal);
             return Round::Settled;
         }
         NextWrite::AwaitObject => {
@@ -366,24 +458,31 @@ async fn round<V: Verdict>(
     };
     memory.awaiting_logged = false;
     if let Some(found) = &restore {
+        let what = if verdict {
+            "the OperatorCondition no longer shows the verdict; restoring it"
+        } else {
+            "the OperatorCondition shows no Upgradeable=False and this release has no verdict yet (it waits to lead, or its leader has not decided); closing the gate again"
+        };
         tracing::warn!(
             found = found.label(), shown = ?shown, upgradeable = entry.state().condition_status(), reason = entry.reason().as_str(),
-            "the OperatorCondition no longer shows the verdict; restoring it"
+            "{what}"
         );
         unsettle(memory, inputs);
     }
+    let role = inputs.role;
     let still_wanted = || {
-        inputs.leads()
-            && !inputs.stopped()
-            && !inputs.verdicts.has_changed().unwrap_or(true)
-            && verdict.still_current()
+        !inputs.stopped()
+            && inputs.role_now() == role
+            && inputs.keeps_now() == goal.keeps()
+            && (!verdict || !inputs.verdicts.has_changed().unwrap_or(true))
+            && still_current()
     };
     let write = condition.set_if(entry, Instant::now() + WRITE_BUDGET, still_wanted);
     let written = tokio::select! {
         written = write => written,
-        () = inputs.leadership_lost() => {
-            tracing::info!("leadership ended while the verdict was written; the write is abandoned");
-            memory.applied = None;
+        () = inputs.role_left(role) => {
+            tracing::info!(role = ?role, "this process's standing changed while the OperatorCondition was written; the write is abandoned");
+            memory.settled = None;
             return Round::Pending;
         }
         () = inputs.stop_asked() => return Round::Pending,
@@ -394,11 +493,7 @@ async fn round<V: Verdict>(
             // Judged on what the update replaced: a change that landed after
             // the read above is restored by this write too.
             let restore = written.replaced().and_then(|replaced| {
-                restored(
-                    entry,
-                    &Shown::of(Some(replaced)),
-                    memory.last_shown.as_ref(),
-                )
+                restored(goal, &Shown::of(Some(replaced)), memory.last_shown.as_ref())
             });
             if let Some(found) = &restore {
                 count_restore(inputs, found);
@@ -409,9 +504,16 @@ async fn round<V: Verdict>(
                 message = entry.message(),
                 changed = wrote,
                 restored = restore.as_ref().map(Found::label),
-                "verdict written"
+                "{}",
+                if verdict {
+                    "verdict written"
+                } else {
+                    "Upgradeable=False written: this release has no verdict yet"
+                }
             );
-            inputs.events.applied(entry, wrote);
+            if verdict {
+                inputs.events.applied(entry, wrote);
+            }
             if wrote {
                 let write = LastWrite {
                     at: k8s_openapi::jiff::Timestamp::now(),
@@ -421,13 +523,20 @@ async fn round<V: Verdict>(
                 inputs.publish(|status| status.last_write = Some(write));
             }
             memory.last_shown = Some(Shown::of(Some(written.object())));
-            settle(memory, inputs, entry);
+            settle(memory, inputs, goal);
             Round::Settled
         }
-        Ok(None) => Round::Stale,
+        // Only a verdict goes stale; a closed gate's write is dropped when
+        // the role or what it keeps changed, taken up by the next round.
+        Ok(None) if verdict => Round::Stale,
+        Ok(None) => Round::Pending,
         Err(error) => {
-            failed(inputs, &error, "cannot write the verdict; trying again");
-            memory.applied = None;
+            failed(
+                inputs,
+                &error,
+                "cannot write the OperatorCondition; trying again",
+            );
+            memory.settled = None;
             memory.unanswered_restore = restore
                 .zip(revision)
                 .map(|(found, base)| UnansweredRestore { found, base });
@@ -436,16 +545,21 @@ async fn round<V: Verdict>(
     }
 }
 
-fn settle<V: Verdict>(memory: &mut Memory, inputs: &Inputs<V>, entry: &UpgradeableEntry) {
-    memory.applied = Some(entry.clone());
+fn settle<V: Verdict>(memory: &mut Memory, inputs: &Inputs<V>, goal: Goal<'_>) {
+    let entry = goal.entry();
+    memory.settled = Some((goal.keeps(), entry.clone()));
+    let applied = match goal {
+        Goal::Verdict(entry) => Some(entry.clone()),
+        Goal::Closed(_) => None,
+    };
     inputs.publish(|status| {
-        status.applied = Some(entry.clone());
+        status.applied = applied;
         status.last_error = None;
     });
 }
 
 fn unsettle<V: Verdict>(memory: &mut Memory, inputs: &Inputs<V>) {
-    memory.applied = None;
+    memory.settled = None;
     inputs.publish(|status| status.applied = None);
 }
 

@@ -3,7 +3,11 @@
 //! test while the keeper runs): the first write, a deletion (OLM recreates
 //! the object empty), a foreign rewrite, `upgrade-gate release`, a write
 //! whose answer was lost, leadership lost mid-write, a stale verdict, a
-//! stop, and nothing written outside OLM or under OLM v1. Each restore is
+//! stop, and nothing written outside OLM or under OLM v1; and, with a
+//! Lease on the same fake, the keeper while its release waits to lead
+//! (another release's Lease: the gate kept closed, and by the new leader
+//! until its first verdict; its own release's leader: left alone until
+//! that leader falls silent; a stop; no release named). Each restore is
 //! timed from the change to the object showing the verdict again; the
 //! promise is [`RESTORE_WITHIN`]. The fake serves no watch, so these are
 //! the keeper's polling times, its slowest path.
@@ -22,6 +26,7 @@ use super::*;
 use crate::operator_condition::Reason;
 use crate::testing::{
     FakeCluster, Fault, Live, On, Recorded, condition, operator_condition, operator_condition_path,
+    sequence,
 };
 
 const NAMESPACE: &str = "ops";
@@ -172,37 +177,16 @@ impl<V: Verdict> Harness<V> {
 
     /// spec's `Upgradeable` entry: (status, reason, message).
     fn upgradeable(&self) -> Option<(String, String, String)> {
-        let object = self.live.stored(&object_path())?;
-        let entry = object["spec"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == "Upgradeable")?
-            .clone();
-        let text = |field: &str| entry[field].as_str().unwrap_or_default().to_owned();
-        Some((text("status"), text("reason"), text("message")))
+        upgradeable(&self.live)
     }
 
     fn shows(&self, verdict: &UpgradeableEntry) -> bool {
-        self.upgradeable()
-            == Some((
-                verdict.state().condition_status().to_owned(),
-                verdict.reason().as_str().to_owned(),
-                verdict.message().to_owned(),
-            ))
+        shows(&self.live, verdict)
     }
 
     /// Waits (10 s at most) until the object shows `verdict`; how long it took.
     async fn until_shown(&self, verdict: &UpgradeableEntry, what: &str) -> Duration {
-        let since = Instant::now();
-        while !self.shows(verdict) {
-            assert!(
-                since.elapsed() < Duration::from_secs(10),
-                "{what}: the object shows {:?}",
-                self.upgradeable()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        since.elapsed()
+        until_shown(&self.live, verdict, what).await
     }
 
     /// Waits (10 s at most) until `done` says so of what the keeper reported.
@@ -232,6 +216,41 @@ impl<V: Verdict> Harness<V> {
     fn updates(&self) -> Vec<String> {
         updates(&self.live.take_log())
     }
+}
+
+/// spec's `Upgradeable` entry: (status, reason, message).
+fn upgradeable(live: &Live) -> Option<(String, String, String)> {
+    let object = live.stored(&object_path())?;
+    let entry = object["spec"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Upgradeable")?
+        .clone();
+    let text = |field: &str| entry[field].as_str().unwrap_or_default().to_owned();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+fn shows(live: &Live, verdict: &UpgradeableEntry) -> bool {
+    upgradeable(live)
+        == Some((
+            verdict.state().condition_status().to_owned(),
+            verdict.reason().as_str().to_owned(),
+            verdict.message().to_owned(),
+        ))
+}
+
+/// Waits (10 s at most) until the object shows `verdict`; how long it took.
+async fn until_shown(live: &Live, verdict: &UpgradeableEntry, what: &str) -> Duration {
+    let since = Instant::now();
+    while !shows(live, verdict) {
+        assert!(
+            since.elapsed() < Duration::from_secs(10),
+            "{what}: the object shows {:?}",
+            upgradeable(live)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    since.elapsed()
 }
 
 fn updates(log: &[Recorded]) -> Vec<String> {
@@ -545,4 +564,348 @@ fn a_long_basis_keeps_its_start_and_a_digest_of_the_whole() {
         "two long settings differing at the end differ"
     );
     assert_eq!(Evidence::new(usize::MAX, "x").judged, u32::MAX);
+}
+
+// ---- While the release waits to lead -------------------------------------
+
+const LEASE_NAME: &str = "gated-operator";
+const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/ops/leases/gated-operator";
+/// This process's release.
+const OURS: &str = "7.10.1";
+
+/// A Lease held by `holder`, naming `release` (`None`: no annotation).
+fn lease(holder: &str, release: Option<&str>) -> Value {
+    let mut lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": LEASE_NAME, "namespace": NAMESPACE, "resourceVersion": "1"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": 1,
+                 "renewTime": "2026-01-01T00:00:00.000000Z", "acquireTime": "2026-01-01T00:00:00.000000Z"}
+    });
+    if let Some(release) = release {
+        lease["metadata"]["annotations"] = json!({ crate::leader::RELEASE_ANNOTATION: release });
+    }
+    lease
+}
+
+/// The Lease's holder renewing every retry period, until aborted.
+fn renewing(live: &Live) -> tokio::task::JoinHandle<()> {
+    let live = live.clone();
+    tokio::spawn(async move {
+        for renewal in 1_u32.. {
+            tokio::time::sleep(crate::leader::DEFAULT_RETRY_PERIOD).await;
+            live.edit(|cluster| {
+                cluster.change(LEASE_PATH, |lease| {
+                    let at = k8s_openapi::jiff::Timestamp::from_second(
+                        1_767_225_600 + i64::from(renewal),
+                    )
+                    .expect("a time");
+                    lease["spec"]["renewTime"] = json!(at.to_string());
+                });
+            });
+        }
+    })
+}
+
+/// The init container's entry.
+fn held() -> Value {
+    condition(
+        "Upgradeable",
+        "False",
+        "UpgradeInProgress",
+        "held by the init container",
+    )
+}
+
+/// A process of release `release` waiting to lead with its keeper, on a
+/// fake holding `conditions` in the OperatorCondition and `lease`.
+struct Waiting {
+    live: Live,
+    counted: Arc<Counted>,
+    standing: watch::Receiver<Standing>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    waited: tokio::task::JoinHandle<Option<(Leadership, Keeper)>>,
+}
+
+impl Waiting {
+    fn start(conditions: Vec<Value>, lease: Value, release: Option<&str>) -> Waiting {
+        let mut cluster = FakeCluster::new(NAMESPACE, NAME);
+        cluster.object = Some(created("uid-1", conditions));
+        cluster.objects.insert(LEASE_PATH.to_owned(), lease);
+        let (client, live) = cluster.start_live();
+        let mut settings = crate::leader::LeaseSettings::new(LEASE_NAME, NAMESPACE, "new-pod_1");
+        settings.release = release.map(str::to_owned);
+        let elector = Elector::new(client.clone(), settings).expect("settings");
+        let (standing_tx, standing) = watch::channel(Standing::Unknown);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let counted = Arc::new(Counted::default());
+        let keeper = Keeper::new(client, target()).events(counted.clone());
+        let waited = tokio::spawn(async move {
+            let stop = async {
+                let _sender_gone = stopped.await;
+            };
+            keeper.wait_to_lead(elector, &standing_tx, stop).await
+        });
+        Waiting {
+            live,
+            counted,
+            standing,
+            stop: Some(stop),
+            waited,
+        }
+    }
+
+    async fn standing(&mut self, what: &str, wanted: impl Fn(&Standing) -> bool) {
+        let mut standing = self.standing.clone();
+        tokio::time::timeout(Duration::from_secs(30), standing.wait_for(wanted))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: standing {:?}", *self.standing.borrow()))
+            .expect("the elector publishes its standing");
+    }
+
+    fn restores(&self) -> Vec<&'static str> {
+        lock(&self.counted.restores).clone()
+    }
+
+    fn set_conditions(&self, conditions: Value) {
+        self.live.edit(|cluster| {
+            cluster.change(&object_path(), |object| {
+                object["spec"]["conditions"] = conditions
+            });
+        });
+    }
+
+    /// The led keeper, once the process leads.
+    async fn led(self) -> (Leadership, Keeper, Live, Arc<Counted>) {
+        let waited = tokio::time::timeout(Duration::from_secs(60), self.waited)
+            .await
+            .expect("leads within a minute")
+            .expect("the wait ended normally");
+        let (leadership, keeper) = waited.expect("not stopped: leads");
+        (leadership, keeper, self.live, self.counted)
+    }
+}
+
+fn waiting() -> UpgradeableEntry {
+    waiting_entry(OURS).expect("a valid entry")
+}
+
+/// 7.10.1 waits out the Lease of 7.9.3 (the release it replaces, renewed
+/// here to stretch the wait): a foreign `True` and a deletion are undone
+/// by the waiting replica with its own words; once it leads, its keeper
+/// keeps the gate closed until its first verdict, then keeps that.
+#[tokio::test(start_paused = true)]
+async fn waiting_for_another_release_keeps_the_gate_closed_until_the_first_verdict() {
+    let mut w = Waiting::start(
+        vec![foreign(), held()],
+        lease("old-pod_1", Some("7.9.3")),
+        Some(OURS),
+    );
+    let renewals = renewing(&w.live);
+    w.standing("following 7.9.3's holder", |s| {
+        matches!(
+            s,
+            Standing::Following {
+                own_release: false,
+                alive: true,
+                ..
+            }
+        )
+    })
+    .await;
+    // The init container's False is enough: nothing written.
+    tokio::time::sleep(POLL_INTERVAL * 3).await;
+    assert_eq!(updates(&w.live.take_log()), Vec::<String>::new());
+
+    w.set_conditions(json!([foreign(), released()]));
+    let took = until_shown(&w.live, &waiting(), "the restore while waiting").await;
+    assert_within(took, "the restore while waiting");
+    let stored = w.live.stored(&object_path()).expect("object");
+    assert_eq!(
+        stored["spec"]["conditions"][0],
+        foreign(),
+        "foreign entries stay"
+    );
+
+    // Deleted; OLM recreates it empty.
+    let deleted = Instant::now();
+    w.live.edit(|cluster| cluster.object = None);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    w.live
+        .edit(|cluster| cluster.object = Some(created("uid-2", vec![])));
+    until_shown(&w.live, &waiting(), "the restore after a deletion").await;
+    assert_within(deleted.elapsed(), "the restore after a deletion");
+    assert_eq!(w.restores(), ["other_true", "recreated"]);
+
+    // 7.9.3 releases its Lease: this process leads at once.
+    renewals.abort();
+    w.live.edit(|cluster| {
+        cluster.change(LEASE_PATH, |lease| {
+            lease["spec"]["holderIdentity"] = Value::Null;
+        });
+    });
+    let (leadership, keeper, live, counted) = w.led().await;
+    assert!(!leadership.succeeds_own_release(), "took over from 7.9.3");
+    let stored = live.stored(LEASE_PATH).expect("lease");
+    assert_eq!(stored["spec"]["holderIdentity"], "new-pod_1");
+    assert_eq!(
+        stored["metadata"]["annotations"][crate::leader::RELEASE_ANNOTATION],
+        OURS
+    );
+
+    // No verdict yet: a foreign True is still undone.
+    let (verdicts, latest) = watch::channel::<Option<UpgradeableEntry>>(None);
+    let keeper = keeper.start(latest);
+    live.edit(|cluster| {
+        cluster.change(&object_path(), |object| {
+            object["spec"]["conditions"] = json!([released()]);
+        });
+    });
+    let took = until_shown(&live, &waiting(), "the restore before the first verdict").await;
+    assert_within(took, "the restore before the first verdict");
+    assert_eq!(keeper.status().borrow().keeps, Keeps::Closed);
+
+    verdicts.send_replace(Some(open()));
+    until_shown(&live, &open(), "the first verdict").await;
+    assert_eq!(keeper.status().borrow().keeps, Keeps::Verdict);
+    assert_eq!(
+        lock(&counted.restores).clone(),
+        ["other_true", "recreated", "other_true"]
+    );
+    keeper.stop().await;
+    leadership.step_down().await;
+}
+
+/// A replica of the leading release stands back: the leader's open gate,
+/// and whatever else it shows, is the leader's to keep. Once that leader
+/// has not renewed for the renew deadline it cannot be writing: the
+/// replica closes the gate, takes the Lease over at the lease duration,
+/// and leaves the object alone until its own first verdict (the Lease
+/// was its release's).
+#[tokio::test(start_paused = true)]
+async fn a_standby_of_the_leading_release_writes_nothing_until_that_leader_is_silent() {
+    let opened = condition("Upgradeable", "True", "UpgradeComplete", "the leader's");
+    let mut w = Waiting::start(
+        vec![foreign(), opened.clone()],
+        lease("leader-pod_1", Some(OURS)),
+        Some(OURS),
+    );
+    let renewals = renewing(&w.live);
+    w.standing("standing by for this release's leader", |s| {
+        matches!(
+            s,
+            Standing::Following {
+                own_release: true,
+                alive: true,
+                ..
+            }
+        )
+    })
+    .await;
+    w.set_conditions(json!([foreign(), released()]));
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let log = w.live.take_log();
+    assert!(
+        !log.iter().any(|request| request.path == object_path()),
+        "a standby neither reads nor writes the OperatorCondition: {:?}",
+        sequence(&log)
+    );
+    assert_eq!(upgradeable(&w.live).map(|e| e.0).as_deref(), Some("True"));
+
+    renewals.abort();
+    let silent = Instant::now();
+    until_shown(&w.live, &waiting(), "closed once the leader is silent").await;
+    let after = silent.elapsed();
+    assert!(
+        after >= crate::leader::DEFAULT_RENEW_DEADLINE - crate::leader::DEFAULT_RETRY_PERIOD
+            && after
+                <= crate::leader::DEFAULT_RENEW_DEADLINE
+                    + crate::leader::DEFAULT_RETRY_PERIOD
+                    + RESTORE_WITHIN,
+        "closed {after:?} after the leader's last renewal"
+    );
+    assert!(matches!(
+        *w.standing.borrow(),
+        Standing::Following {
+            own_release: false,
+            ..
+        }
+    ));
+
+    let (leadership, keeper, live, _counted) = w.led().await;
+    assert!(leadership.succeeds_own_release(), "took over from 7.10.1");
+    let (verdicts, latest) = watch::channel::<Option<UpgradeableEntry>>(None);
+    let keeper = keeper.start(latest);
+    live.take_log();
+    live.edit(|cluster| {
+        cluster.change(&object_path(), |object| {
+            object["spec"]["conditions"] = json!([opened]);
+        });
+    });
+    tokio::time::sleep(POLL_INTERVAL * 3).await;
+    assert_eq!(keeper.status().borrow().keeps, Keeps::Nothing);
+    assert_eq!(
+        updates(&live.take_log()),
+        Vec::<String>::new(),
+        "left alone"
+    );
+    verdicts.send_replace(Some(open()));
+    until_shown(&live, &open(), "the first verdict").await;
+    keeper.stop().await;
+    leadership.step_down().await;
+}
+
+/// A Lease that names no release (an older operator, another elector)
+/// counts as another release's.
+#[tokio::test(start_paused = true)]
+async fn a_holder_that_names_no_release_counts_as_another_release() {
+    let mut w = Waiting::start(vec![released()], lease("old-pod_1", None), Some(OURS));
+    let _renewals = renewing(&w.live);
+    w.standing("following", |s| {
+        matches!(
+            s,
+            Standing::Following {
+                own_release: false,
+                ..
+            }
+        )
+    })
+    .await;
+    until_shown(&w.live, &waiting(), "closed while waiting").await;
+    assert_eq!(w.restores(), ["other_true"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopped_while_waiting_nothing_more_is_written() {
+    let mut w = Waiting::start(vec![held()], lease("old-pod_1", Some("7.9.3")), Some(OURS));
+    let _renewals = renewing(&w.live);
+    w.standing("following", |s| matches!(s, Standing::Following { .. }))
+        .await;
+    w.stop.take().expect("once").send(()).expect("waiting");
+    let waited = (&mut w.waited).await.expect("ended normally");
+    assert!(waited.is_none(), "stopped before leading");
+    w.live.take_log();
+    w.set_conditions(json!([released()]));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(upgradeable(&w.live).map(|e| e.0).as_deref(), Some("True"));
+    assert!(
+        !w.live
+            .take_log()
+            .iter()
+            .any(|request| request.path == object_path()),
+        "no request for the OperatorCondition after the stop"
+    );
+}
+
+/// Without the release in the Lease settings a holder of this release
+/// cannot be told from another's: nothing is kept while waiting.
+#[tokio::test(start_paused = true)]
+async fn without_a_release_nothing_is_kept_while_waiting() {
+    let mut w = Waiting::start(vec![held()], lease("old-pod_1", Some("7.9.3")), None);
+    let _renewals = renewing(&w.live);
+    w.standing("following", |s| matches!(s, Standing::Following { .. }))
+        .await;
+    w.set_conditions(json!([released()]));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(upgradeable(&w.live).map(|e| e.0).as_deref(), Some("True"));
+    assert_eq!(updates(&w.live.take_log()), Vec::<String>::new());
 }
