@@ -2,8 +2,10 @@
 //! first init container runs `upgrade-gate hold`, so `Upgradeable=False`
 //! is in OLM's status before this process starts; this process upgrades
 //! its data, then opens the gate. One replica at a time writes it (the
-//! Lease), and the keeper puts the verdict back if anyone deletes or
-//! rewrites the OperatorCondition meanwhile. `cargo test` builds it.
+//! Lease, which names the release of its holder); while this release
+//! waits for the Lease, the keeper keeps the gate closed unless a replica
+//! of this release leads; and it puts the verdict back if anyone deletes
+//! or rewrites the OperatorCondition meanwhile. `cargo test` builds it.
 //!
 //! Environment: `OPERATOR_CONDITION_NAME` (OLM injects it), `POD_NAMESPACE`
 //! and `POD_NAME` (downward API).
@@ -19,6 +21,10 @@ use upgrade_gate::operator_condition::{Reason, UpgradeableEntry};
 use upgrade_gate::shutdown;
 use upgrade_gate::telemetry::{LogFormat, init_logging};
 
+/// This build's release: every release's pods share the Lease's name, and
+/// each writes its release into it.
+const RELEASE: &str = "1.3.0";
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
     init_logging(LogFormat::Text);
@@ -26,28 +32,31 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let client = kube::Client::try_default().await?;
     let target = Target::from_env()?;
 
-    // Lead before writing: every release's pods share the Lease's name.
+    // Lead before writing a verdict; until then the keeper keeps the gate
+    // closed while no replica of this release leads.
     let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "gated-operator".into());
-    let settings = LeaseSettings::new("gated-operator", &target.namespace, &identity);
+    let settings =
+        LeaseSettings::new("gated-operator", &target.namespace, &identity).of_release(RELEASE);
     let elector = Elector::new(client.clone(), settings)?;
     let (standing, _) = watch::channel(Standing::Unknown);
     let stopped = async {
         stop.recv().await;
     };
-    let Some(mut leadership) = elector.lead_unless_stopped(&standing, stopped).await else {
+    let Some((mut leadership, keeper)) = Keeper::new(client, target)
+        .wait_to_lead(elector, &standing, stopped)
+        .await
+    else {
         return Ok(());
     };
 
-    // The keeper writes the latest verdict and keeps it written.
+    // The keeper writes the latest verdict (only while leading) and keeps
+    // it written.
     let (verdicts, latest) = watch::channel(None);
-    let keeper = Keeper::new(client, target)
-        .leading(leadership.leading())
-        .start(latest);
+    let keeper = keeper.start(latest);
     verdicts.send_replace(Some(UpgradeableEntry::closed(
         Reason::new("UpgradeInProgress")?,
         "upgrading the data to 1.3.0; the gate opens when it is done",
     )?));
-
     tokio::select! {
         () = upgrade_data() => {
             verdicts.send_replace(Some(UpgradeableEntry::open(

@@ -212,11 +212,14 @@ async fn prepare(args: &KeepArgs) -> Result<(kube::Client, KeepSettings), GateEr
         (_, Some(deployment)) => format!("upgrade-gate-keep-{deployment}"),
         _ => "upgrade-gate-keep".to_owned(),
     };
+    // The release is written into the Lease: a replica waiting for it
+    // keeps the gate closed unless a replica of its own release leads.
     let lease = LeaseSettings::new(
         &lease_name,
         &target.namespace,
         &identity(args.pod.as_deref()),
-    );
+    )
+    .of_release(&release);
     lease
         .check()
         .map_err(|error| invalid(format!("the Lease: {error}")))?;

@@ -1,6 +1,8 @@
-//! [`keep`]: the sidecar's life — wait for the Lease, watch every
-//! resource, judge each object, and hand the verdict to the keeper (and
-//! the recorder) until stopped; step down on the way out.
+//! [`keep`]: the sidecar's life — wait for the Lease (the keeper keeping
+//! the gate closed meanwhile unless a replica of this release leads:
+//! `Keeper::wait_to_lead`), watch every resource, judge each object, and
+//! hand the verdict to the keeper (and the recorder) until stopped; step
+//! down on the way out.
 //!
 //! Owns: the watches (one per resource and namespace, found by discovery,
 //! retried while the resource is not served), what each one shows
@@ -132,7 +134,8 @@ enum Update {
     Gone(String),
 }
 
-/// Runs the sidecar until `stop` completes: leads (or waits to), then
+/// Runs the sidecar until `stop` completes: leads (or waits to, keeping
+/// the gate closed meanwhile unless a replica of this release leads), then
 /// keeps the verdict of every watched object in the OperatorCondition
 /// (and the admission record) while leading. Returns `Ok` after a stop
 /// (the keeper stopped, the Lease released).
@@ -144,8 +147,11 @@ pub async fn keep(
     tokio::pin!(stop);
     let elector = Elector::new(client.clone(), settings.lease.clone())?;
     let (standing, _) = watch::channel(Standing::Unknown);
-    tracing::info!(lease = %settings.lease.name, identity = %settings.lease.identity, "waiting for the Lease: only its holder writes the gate");
-    let Some(mut leadership) = elector.lead_unless_stopped(&standing, &mut stop).await else {
+    tracing::info!(lease = %settings.lease.name, identity = %settings.lease.identity, "waiting for the Lease: only its holder writes the verdict; meanwhile the gate is kept closed unless a replica of this release leads");
+    let Some((mut leadership, keeper)) = Keeper::new(client.clone(), settings.target.clone())
+        .wait_to_lead(elector, &standing, &mut stop)
+        .await
+    else {
         return Ok(());
     };
     let leading = leadership.leading();
@@ -165,7 +171,7 @@ pub async fn keep(
             record.deployment.clone(),
             settings.release.clone(),
         )
-        .leading(leading.clone());
+        .leading(leading);
         if let Some(account) = &record.wake_service_account {
             recorder = recorder.wake_olm_v0(account.clone());
         }
@@ -177,9 +183,7 @@ pub async fn keep(
         }
         None => latest.clone(),
     };
-    let keeper = Keeper::new(client.clone(), settings.target.clone())
-        .leading(leading)
-        .start(keeper_input);
+    let keeper = keeper.start(keeper_input);
 
     let (updates, mut updated) = mpsc::channel(64);
     let rule = Arc::new(settings.rule);

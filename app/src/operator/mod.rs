@@ -4,9 +4,10 @@
 //! Owns: the reconcile loop (kube-runtime `Controller`, one per watched
 //! namespace), the shared [`Context`], the gate loop, readiness and the
 //! operator's HTTP endpoints, and the order of a run: serve the endpoints,
-//! win the leader Lease (`upgrade_gate::leader`), then reconcile and hand
-//! the gate decision to `upgrade_gate::keeper` until stopped or the Lease
-//! is lost. One file per step: `observe` (reads), `decide` (pure table),
+//! win the leader Lease (`upgrade_gate::leader`; meanwhile
+//! `upgrade_gate::keeper` keeps the gate closed unless a replica of this
+//! release leads), then reconcile and hand the gate decision to the keeper
+//! until stopped or the Lease is lost. One file per step: `observe` (reads), `decide` (pure table),
 //! `act` (writes); `gate` is the pure operator-wide decision, `queue`
 //! how many upgrades run at once and who is next (asked here, between
 //! decide and act, when a new attempt would begin). Must not
@@ -508,26 +509,38 @@ pub async fn run(
         stopped(shutdown.clone()),
     ));
 
-    let mut leadership = match config.election.clone() {
-        None => None,
+    // The keeper of the gate: while this release waits for the Lease, it
+    // keeps the OperatorCondition closed unless a replica of this release
+    // leads (`Keeper::wait_to_lead`); as the leader's, it keeps the gate
+    // decision.
+    let keeper = Keeper::new(ctx.client.clone(), gate_target(&config)).events(ctx.metrics.clone());
+    let (mut leadership, keeper) = match config.election.clone() {
+        None => (None, keeper),
         Some(settings) => {
             let elector = Elector::new(ctx.client.clone(), settings).map_err(StartError::from)?;
             tracing::info!(lease = %elector.settings().name, identity = %elector.settings().identity, "waiting for the leader Lease");
-            let Some(leadership) = elector
-                .lead_unless_stopped(&standing_tx, stopped(shutdown.clone()))
+            let Some((leadership, keeper)) = keeper
+                .wait_to_lead(elector, &standing_tx, stopped(shutdown.clone()))
                 .await
             else {
                 join_server(server).await;
                 return Ok(());
             };
-            Some(leadership)
+            (Some(leadership), keeper)
         }
     };
     ctx.metrics.leading(true);
 
     let outcome = {
         let leading = leadership.as_ref().map(Leadership::leading);
-        let work = lead(ctx.clone(), &config, readiness, leading, shutdown.clone());
+        let work = lead(
+            ctx.clone(),
+            &config,
+            readiness,
+            leading,
+            keeper,
+            shutdown.clone(),
+        );
         let lost = async {
             match leadership.as_mut() {
                 Some(leadership) => leadership.lost().await,
@@ -569,22 +582,13 @@ async fn join_server(server: tokio::task::JoinHandle<()>) {
     }
 }
 
-/// The leader's work: the controllers, the gate loop and the keeper of
-/// the gate decision, until `shutdown`; the keeper is stopped before the
-/// run releases the Lease.
-async fn lead(
-    ctx: Arc<Context>,
-    config: &OperatorConfig,
-    readiness: Arc<Readiness>,
-    leading: Option<watch::Receiver<bool>>,
-    shutdown: watch::Receiver<bool>,
-) -> Result<(), StartError> {
-    // The name OLM injects, checked as `hold` does against the owner of
-    // this operator's Deployment (the operator may get Deployments, not
-    // pods): a Deployment of OLM v1's ClusterExtension, or one no OLM made,
-    // leaves nothing to keep, said as such; with no Deployment named, a
-    // configured name is used as it is.
-    let target = Target {
+/// The OperatorCondition the keeper keeps: the name OLM injects, checked
+/// as `hold` does against the owner of this operator's Deployment (the
+/// operator may get Deployments, not pods): a Deployment of OLM v1's
+/// ClusterExtension, or one no OLM made, leaves nothing to keep, said as
+/// such; with no Deployment named, a configured name is used as it is.
+fn gate_target(config: &OperatorConfig) -> Target {
+    Target {
         namespace: config.pod_namespace.clone(),
         name: config
             .operator_condition_name
@@ -593,7 +597,20 @@ async fn lead(
         csv_name: None,
         deployment: config.admission_deployment.clone(),
         pod: None,
-    };
+    }
+}
+
+/// The leader's work: the controllers, the gate loop and `keeper` (the
+/// keeper of the gate decision, writing only while `leading`), until
+/// `shutdown`; the keeper is stopped before the run releases the Lease.
+async fn lead(
+    ctx: Arc<Context>,
+    config: &OperatorConfig,
+    readiness: Arc<Readiness>,
+    leading: Option<watch::Receiver<bool>>,
+    keeper: Keeper,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), StartError> {
     let (verdicts, latest) = watch::channel(None);
     // The same verdict, for deployers other than OLM v0: the admission
     // policy lets this Deployment move to another release only once this
@@ -622,10 +639,6 @@ async fn lead(
         }
         None => latest.clone(),
     };
-    let mut keeper = Keeper::new(ctx.client.clone(), target).events(ctx.metrics.clone());
-    if let Some(leading) = leading.clone() {
-        keeper = keeper.leading(leading);
-    }
     let keeper = keeper.start(keeper_input);
 
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
