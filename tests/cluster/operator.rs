@@ -14,10 +14,13 @@
 //! that goes away (`fleet`: `FILTER=operator::fleet::`). So is the
 //! operator's clock ten minutes off the API server's (`clock_skew`: two
 //! replicas on the host under libfaketime, `FILTER=operator::clock_skew::`).
+//! So is 7.10.0 keeping its gate closed while it waits to lead, on the
+//! chain runner (`wait_to_lead`: `FILTER=operator::wait_to_lead::`).
 //! Needs the shared test cluster (`just test-cluster`); panics without it.
 
 mod clock_skew;
 mod fleet;
+mod wait_to_lead;
 
 use std::process::Command;
 use std::time::Duration;
