@@ -266,6 +266,7 @@ build_gate() {
   mkdir -p "$staged"
   stage_binary "$profile" "$binary" "$staged/upgrade-gate"
   cp -L /etc/ssl/certs/ca-certificates.crt "$staged/ca-certificates.crt"
+  cp "$repo_root/LICENSE" "$repo_root/NOTICE" "$staged/"
   start=$(now)
   podman build --quiet --label "org.upgrade-gate.profile=$profile" --build-arg "VERSION=$version" \
     -f "$repo_root/Containerfile.gate" -t "$tag" "$staged" >/dev/null
