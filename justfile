@@ -223,6 +223,17 @@ image PROFILE="release":
     UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh app {{PROFILE}}
     UPGRADE_GATE_CACHE="{{cache}}" tools/image.sh gate {{PROFILE}}
 
+# Every file and image `.github/workflows/release.yml` publishes, built here
+# by its own steps (tools/release-dist.sh) into OUT: the static binaries,
+# both images as OCI layouts, the SBOMs, the tarballs (the kit pinned to
+# the gate-only image's digest), digests.txt, SHA256SUMS and the notes;
+# then checked together (`cargo test --test release`: the gate-only image
+# run from its layout). Says what it skipped and why (signing, pushing,
+# the aarch64 build). Minutes: not part of `just test` (docs/releases.md).
+# The release, rehearsed: build and check every artefact, push and sign nothing.
+release-dry-run OUT="target/release-dry-run":
+    CARGO_TARGET_DIR="{{target_dir}}" UPGRADE_GATE_CACHE="{{cache}}" tools/release-dry-run.sh "{{OUT}}"
+
 # Print the path of the sample image's OCI archive (written by `just image`).
 image-archive:
     @echo "{{justfile_directory()}}/target/images/upgrade-gate-{{version}}.oci.tar"
