@@ -418,29 +418,32 @@ async fn record_starting(
     let deployment = target.deployment.as_deref().ok_or_else(|| {
         GateError::InvalidInput("hold --record needs --deployment (UPGRADE_GATE_DEPLOYMENT)".into())
     })?;
-    match admission::record_starting(client, &target.namespace, deployment, deadline).await? {
+    let started =
+        admission::record_starting(client, &target.namespace, deployment, deadline).await?;
+    match &started {
         admission::Starting::Recorded {
             operator,
             release,
             spent,
-        } => tracing::info!(
-            record = admission::RECORD_NAME,
-            operator = %operator,
-            release = %release,
-            spent_override = spent,
-            "recorded this release as starting: the admission policy holds it until its operator records its upgrade complete"
-        ),
-        admission::Starting::Kept {
+        }
+        | admission::Starting::Kept {
             operator,
             release,
             spent,
-        } => tracing::info!(
-            record = admission::RECORD_NAME,
-            operator = %operator,
-            release = %release,
-            spent_override = spent,
-            "the record already names this release: its operator's own state stands"
-        ),
+        } => {
+            let what = if matches!(started, admission::Starting::Recorded { .. }) {
+                "recorded this release as starting: the admission policy holds it until its operator records its upgrade complete"
+            } else {
+                "the record already names this release: its operator's own state stands"
+            };
+            tracing::info!(
+                record = admission::RECORD_NAME,
+                operator = %operator,
+                release = %release,
+                spent_override = spent,
+                "{what}"
+            );
+        }
         admission::Starting::NoRecordApi => tracing::info!(
             "this cluster does not serve UpgradeRecords (the admission policy is not installed): nothing recorded"
         ),
