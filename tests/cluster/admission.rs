@@ -215,6 +215,44 @@ async fn idle_deployment(namespace: &TestNamespace, name: &str, release: &str) {
         .unwrap_or_else(|error| panic!("creating Deployment {name}: {error}"));
 }
 
+/// Sets the operator's `WATCH_NAMESPACE` to `watched` while its upgrade
+/// runs: refused as a change of its settings, then let through by the
+/// override the refusal prints, set by an admin.
+async fn set_watched_namespace_through_an_override(kubectl: &Kubectl, ns: &str, watched: &str) {
+    let setting = format!("WATCH_NAMESPACE={watched}");
+    let deployment = format!("deployment/{OPERATOR}");
+    let args = [
+        "-n",
+        ns,
+        "set",
+        "env",
+        &deployment,
+        "-c",
+        OPERATOR,
+        &setting,
+    ];
+    let refused = kubectl.run(&args, None);
+    assert!(
+        Answer::RefusedWith(&[POLICY_REFUSAL, "it cannot change its settings"]).is(&refused),
+        "{setting} while the Job runs: {}",
+        refused.output
+    );
+    kubectl.accepted(
+        "the admin lets the setting through",
+        &patch_record(ns, &printed_override(&refused.output)),
+        None,
+    );
+    kubectl
+        .until(
+            &format!("{setting} admitted by the override"),
+            Duration::from_secs(30),
+            RETRY,
+            &args,
+            Answer::Accepted,
+        )
+        .await;
+}
+
 /// Does `change` to the record while the operator's upgrade is in
 /// progress and waits until the operator put its entry back (in progress
 /// again), [`admission::RESTORED_WITHIN`] at most; prints how long it took.
@@ -478,37 +516,7 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
             .await
             .expect("its binding");
     }
-    let watch_elsewhere_value = format!("WATCH_NAMESPACE={}", empty.name);
-    let watch_elsewhere = [
-        "-n",
-        &ns,
-        "set",
-        "env",
-        &format!("deployment/{OPERATOR}"),
-        "-c",
-        OPERATOR,
-        &watch_elsewhere_value,
-    ];
-    let refused = kubectl.run(&watch_elsewhere, None);
-    assert!(
-        Answer::RefusedWith(&[POLICY_REFUSAL, "it cannot change its settings"]).is(&refused),
-        "WATCH_NAMESPACE changed while the Job runs: {}",
-        refused.output
-    );
-    kubectl.accepted(
-        "the admin lets the setting through",
-        &patch_record(&ns, &printed_override(&refused.output)),
-        None,
-    );
-    kubectl
-        .until(
-            "WATCH_NAMESPACE=default admitted by the override",
-            Duration::from_secs(30),
-            RETRY,
-            &watch_elsewhere,
-            Answer::Accepted,
-        )
-        .await;
+    set_watched_namespace_through_an_override(&kubectl, &ns, &empty.name).await;
     let held_back = wait::poll(
         "the operator, watching no App, still records in progress",
         POD_READY,
@@ -533,37 +541,7 @@ async fn kubectl_apply_of_the_next_release_waits_for_the_running_releases_upgrad
     );
     // Back to the settings the upgrade started with (an override again:
     // the record is still in progress).
-    let watch_here_value = format!("WATCH_NAMESPACE={ns}");
-    let watch_here = [
-        "-n",
-        &ns,
-        "set",
-        "env",
-        &format!("deployment/{OPERATOR}"),
-        "-c",
-        OPERATOR,
-        &watch_here_value,
-    ];
-    let refused = kubectl.run(&watch_here, None);
-    assert!(
-        Answer::RefusedWith(&[POLICY_REFUSAL, "it cannot change its settings"]).is(&refused),
-        "the setting back while in progress: {}",
-        refused.output
-    );
-    kubectl.accepted(
-        "the admin lets it back",
-        &patch_record(&ns, &printed_override(&refused.output)),
-        None,
-    );
-    kubectl
-        .until(
-            "WATCH_NAMESPACE back, admitted by the override",
-            Duration::from_secs(30),
-            RETRY,
-            &watch_here,
-            Answer::Accepted,
-        )
-        .await;
+    set_watched_namespace_through_an_override(&kubectl, &ns, &ns).await;
     wait::poll(
         "the operator sees its App again",
         POD_READY,
