@@ -144,6 +144,10 @@ pub enum FaultKind {
     /// Carried out; the answer is sent only after this long, when a client
     /// with a shorter timeout has given up on it.
     AnsweredAfter(Duration),
+    /// Answered as the API server answers a resource it does not serve (an
+    /// API group whose CRD is not installed): 404 with the body `404 page
+    /// not found`, no `Status`.
+    NotServed,
 }
 
 impl Fault {
@@ -163,6 +167,16 @@ impl Fault {
             on,
             times,
             kind: FaultKind::AppliedThen(code),
+        }
+    }
+
+    /// The next `times` requests matching `on` are answered as for a
+    /// resource the API server does not serve ([`FaultKind::NotServed`]).
+    pub fn not_served(on: On, times: usize) -> Fault {
+        Fault {
+            on,
+            times,
+            kind: FaultKind::NotServed,
         }
     }
 
@@ -395,6 +409,10 @@ impl FakeCluster {
         fault.times -= 1;
         match fault.kind {
             FaultKind::Refused(code) => (injected(code), Duration::ZERO),
+            FaultKind::NotServed => (
+                (404, Value::String("404 page not found".to_owned())),
+                Duration::ZERO,
+            ),
             FaultKind::AppliedThen(code) => {
                 self.carry_out(request);
                 (injected(code), Duration::ZERO)

@@ -546,7 +546,13 @@ async fn starting_attempt(
     let Some(release) = running.release.clone() else {
         return Ok(Starting::NoReleaseLabel);
     };
-    let current = read(&apis.records, RECORD_NAME, RECORD_KIND).await?;
+    let current = match read(&apis.records, RECORD_NAME, RECORD_KIND).await {
+        // A missing record is `Ok(None)`; a 404 left over is the API server
+        // not serving the resource at all: its CRD is not installed, and no
+        // policy reads it.
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Starting::NoRecordApi),
+        other => other?,
+    };
     let spec = current.as_ref().and_then(|record| record.data.get("spec"));
     let entry = entry_of(spec, &running.operator);
     let now = override_of(spec, &running.operator);
@@ -844,6 +850,85 @@ mod tests {
         for (woken, next) in table {
             assert_eq!(next_wake(woken.as_ref(), "7.10.0"), next, "{woken:?}");
         }
+    }
+
+    fn record_path(namespace: &str) -> String {
+        format!(
+            "/apis/upgrade-gate.dev/v1alpha1/namespaces/{namespace}/upgraderecords/{RECORD_NAME}"
+        )
+    }
+
+    fn the_operators_deployment() -> serde_json::Value {
+        let mut deployment = crate::testing::deployment(
+            "shop",
+            "app-operator",
+            serde_json::json!({crate::admission::RELEASE_LABEL: "7.10.0"}),
+            serde_json::json!([]),
+        );
+        deployment["spec"] = serde_json::json!({"selector": {}, "template": {"spec": {
+            "containers": [{"name": "app-operator", "image": "app:7.10.0"}]}}});
+        deployment
+    }
+
+    /// The init container's record where the record's CRD is not installed
+    /// (an OLM-only cluster): the API server does not serve the resource,
+    /// and `hold --record` says so and goes on, at once.
+    #[tokio::test]
+    async fn a_start_is_not_recorded_where_the_record_is_not_served() {
+        let mut cluster = crate::testing::FakeCluster::new("shop", "unused");
+        cluster.objects.insert(
+            crate::testing::deployment_path("shop", "app-operator"),
+            the_operators_deployment(),
+        );
+        cluster.faults.push(crate::testing::Fault::not_served(
+            crate::testing::On::Path(record_path("shop")),
+            usize::MAX,
+        ));
+        let (client, server) = cluster.start();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let started = record_starting(&client, "shop", "app-operator", deadline)
+            .await
+            .expect("not served is no error");
+        assert_eq!(started, Starting::NoRecordApi);
+        drop(client);
+        let (log, _) = server.await.expect("the fake ends");
+        let reads = log.iter().filter(|r| r.path == record_path("shop")).count();
+        assert_eq!(reads, 1, "asked once, not retried");
+    }
+
+    /// Where it is served, the start is recorded with what the Deployment
+    /// runs, and a record already naming the release is kept.
+    #[tokio::test]
+    async fn a_start_is_recorded_once_with_what_runs() {
+        let mut cluster = crate::testing::FakeCluster::new("shop", "unused");
+        cluster.objects.insert(
+            crate::testing::deployment_path("shop", "app-operator"),
+            the_operators_deployment(),
+        );
+        let (client, live) = cluster.start_live();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let started = record_starting(&client, "shop", "app-operator", deadline)
+            .await
+            .expect("recorded");
+        assert_eq!(
+            started,
+            Starting::Recorded {
+                operator: "app-operator".into(),
+                release: "7.10.0".into(),
+                spent: false
+            }
+        );
+        let stored = live.stored(&record_path("shop")).expect("the record");
+        let entry = &stored["spec"]["operators"]["app-operator"];
+        assert_eq!(entry["state"], "InProgress", "{stored}");
+        assert_eq!(
+            entry["images"],
+            serde_json::json!(["app-operator=app:7.10.0"])
+        );
+        let again = record_starting(&client, "shop", "app-operator", deadline)
+            .await
+            .expect("kept");
+        assert!(matches!(again, Starting::Kept { .. }), "{again:?}");
     }
 
     #[test]
