@@ -1,6 +1,7 @@
-//! Free disk where the builds write: each place's need, the places grouped
-//! by the file system `df` puts them on, each file system's free space
-//! against the sum of its places' needs.
+//! Free disk where the builds write: each place's need less what it holds
+//! already (a warm cache needs little more), the places grouped by the file
+//! system `df` puts them on, each file system's free space against the sum
+//! of its places' remaining needs.
 
 use crate::check::Check;
 
@@ -113,7 +114,47 @@ pub struct Need {
     /// What writes there, with its path.
     pub what: String,
     pub path: String,
+    /// What a run from empty writes there.
     pub gib: u64,
+    /// What the place holds already ([`held`]): a run writes only the rest.
+    pub held_kib: u64,
+}
+
+impl Need {
+    /// What a run still writes there: the need less what is held, never
+    /// below nothing.
+    fn remaining_kib(&self) -> u64 {
+        (self.gib * KIB_PER_GIB).saturating_sub(self.held_kib)
+    }
+}
+
+/// Each need with what its place holds: `du_kib` is `du -sk`'s figure per
+/// path (absent: not there yet, or not measured: nothing held). A place
+/// inside another (cargo's target in the tool cache, as CI keeps it) is
+/// counted once, as itself: the outer place holds its own figure less the
+/// inner one's.
+pub fn held(needs: Vec<Need>, du_kib: &dyn Fn(&str) -> Option<u64>) -> Vec<Need> {
+    let paths: Vec<String> = needs.iter().map(|need| need.path.clone()).collect();
+    needs
+        .into_iter()
+        .map(|mut need| {
+            let own = du_kib(&need.path).unwrap_or(0);
+            let inner: u64 = paths
+                .iter()
+                .filter(|path| is_under(path, &need.path))
+                .filter_map(|path| du_kib(path))
+                .sum();
+            need.held_kib = own.saturating_sub(inner);
+            need
+        })
+        .collect()
+}
+
+/// `path` lies strictly inside `dir`.
+fn is_under(path: &str, dir: &str) -> bool {
+    let dir = dir.trim_end_matches('/');
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.starts_with('/') && rest.len() > 1)
 }
 
 pub fn needs(places: &Places, purpose: Purpose) -> Vec<Need> {
@@ -126,6 +167,7 @@ pub fn needs(places: &Places, purpose: Purpose) -> Vec<Need> {
                 what: format!("{what}{path}"),
                 path,
                 gib,
+                held_kib: 0,
             }
         })
         .collect()
@@ -157,33 +199,44 @@ fn gib(kib: u64) -> String {
 
 pub fn check(measured: &[(Need, Result<Df, String>)]) -> Vec<Check> {
     let mut checks = Vec::new();
-    // (mount point, free KiB, GiB needed, what)
-    let mut groups: Vec<(&str, u64, u64, Vec<&str>)> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     for (need, df) in measured {
         match df {
             Err(error) => checks.push(Check::warn(
                 "disk",
                 format!("could not measure the free space at {}: {error}", need.path),
             )),
-            Ok(df) => match groups.iter_mut().find(|group| group.0 == df.mounted_on) {
-                Some(group) => {
-                    group.2 += need.gib;
-                    group.3.push(&need.what);
-                }
-                None => groups.push((&df.mounted_on, df.avail_kib, need.gib, vec![&need.what])),
-            },
+            Ok(df) => {
+                let group = match groups.iter().position(|group| group.mount == df.mounted_on) {
+                    Some(index) => &mut groups[index],
+                    None => {
+                        groups.push(Group {
+                            mount: &df.mounted_on,
+                            free_kib: df.avail_kib,
+                            ..Group::default()
+                        });
+                        groups.last_mut().expect("just pushed")
+                    }
+                };
+                group.gib += need.gib;
+                group.held_kib += need.gib * KIB_PER_GIB - need.remaining_kib();
+                group.remaining_kib += need.remaining_kib();
+                group.whats.push(&need.what);
+            }
         }
     }
     let (enough, short): (Vec<_>, Vec<_>) = groups
         .into_iter()
-        .partition(|&(_, free, need, _)| free >= need * KIB_PER_GIB);
-    for (mount, free, need, whats) in short {
+        .partition(|group| group.free_kib >= group.remaining_kib);
+    for group in short {
         checks.push(Check::fail(
             "disk",
             format!(
-                "only {} free on {mount} (needs {need} GiB for: {})",
-                gib(free),
-                whats.join(", ")
+                "only {} free on {} (needs {} for: {})",
+                gib(group.free_kib),
+                group.mount,
+                group.need(),
+                group.whats.join(", ")
             ),
             "free space there, or point UPGRADE_GATE_CACHE / CARGO_TARGET_DIR / GOMODCACHE / \
              GOCACHE at a larger disk",
@@ -192,13 +245,48 @@ pub fn check(measured: &[(Need, Result<Df, String>)]) -> Vec<Check> {
     if !enough.is_empty() {
         let each: Vec<String> = enough
             .iter()
-            .map(|(mount, free, need, _)| {
-                format!("{} free on {mount} (needs {need} GiB)", gib(*free))
+            .map(|group| {
+                format!(
+                    "{} free on {} (needs {})",
+                    gib(group.free_kib),
+                    group.mount,
+                    group.need()
+                )
             })
             .collect();
         checks.insert(0, Check::ok("disk", each.join("; ")));
     }
     checks
+}
+
+/// The places on one file system.
+#[derive(Default)]
+struct Group<'a> {
+    mount: &'a str,
+    free_kib: u64,
+    /// What a run from empty writes here.
+    gib: u64,
+    /// Of that, what is here already.
+    held_kib: u64,
+    remaining_kib: u64,
+    whats: Vec<&'a str>,
+}
+
+impl Group<'_> {
+    /// "27 GiB", or with warm caches "6.7 GiB more: 27 GiB, 20.3 GiB of it
+    /// already there".
+    fn need(&self) -> String {
+        if self.held_kib == 0 {
+            format!("{} GiB", self.gib)
+        } else {
+            format!(
+                "{} more: {} GiB, {} of it already there",
+                gib(self.remaining_kib),
+                self.gib,
+                gib(self.held_kib)
+            )
+        }
+    }
 }
 
 #[cfg(test)]
@@ -345,11 +433,83 @@ mod tests {
     }
 
     #[test]
+    fn what_a_place_holds_already_is_needed_no_more_and_counted_once() {
+        // CI's layout: cargo's target inside the tool cache.
+        let places = places(
+            &env(&[
+                ("HOME", "/root"),
+                ("CARGO_TARGET_DIR", "/root/.cache/upgrade-gate/cargo-target"),
+            ]),
+            None,
+            "/work/main",
+            None,
+        );
+        let gib = |g: u64| g * KIB_PER_GIB;
+        let du = |path: &str| match path {
+            "/root/.cache/upgrade-gate" => Some(gib(7)),
+            "/root/.cache/upgrade-gate/cargo-target" => Some(gib(5)),
+            "/root/go/pkg/mod" => Some(gib(10)),
+            _ => None,
+        };
+        let held = held(needs(&places, Purpose::Test), &du);
+        let of = |what: &str| {
+            held.iter()
+                .find(|need| need.what.starts_with(what))
+                .map(|need| (need.held_kib / KIB_PER_GIB, need.remaining_kib() / KIB_PER_GIB))
+                .expect(what)
+        };
+        // The tool cache holds 2 of its own, the target 5 (of 6): each
+        // counted once.
+        assert_eq!(of("the tool cache"), (2, 1));
+        assert_eq!(of("cargo's target"), (5, 1));
+        // More than the need is held: nothing more needed, never below.
+        assert_eq!(of("Go's module cache"), (10, 0));
+        assert_eq!(of("Go's build cache"), (0, 9));
+        assert!(is_under("/a/b", "/a/") && !is_under("/ab", "/a") && !is_under("/a", "/a"));
+    }
+
+    #[test]
+    fn warm_caches_pass_where_an_empty_machine_would_not() {
+        // 16.2 GiB free, as a warm CI machine had: 27 GiB from empty.
+        let df = || {
+            Ok(Df {
+                mounted_on: "/".into(),
+                avail_kib: 17_000_000,
+            })
+        };
+        let empty: Vec<_> = needs(
+            &places(&env(&[("HOME", "/root")]), None, "/w", None),
+            Purpose::Test,
+        )
+        .into_iter()
+        .map(|need| (need, df()))
+        .collect();
+        let cold = check(&empty);
+        assert_eq!(cold[0].verdict, Verdict::Fail);
+        assert!(cold[0].detail.starts_with("only 16.2 GiB free on / (needs 27 GiB for: "));
+        let warm: Vec<_> = empty
+            .into_iter()
+            .map(|(mut need, df)| {
+                need.held_kib = need.gib * KIB_PER_GIB * 3 / 4;
+                (need, df)
+            })
+            .collect();
+        assert_eq!(
+            check(&warm),
+            vec![Check::ok(
+                "disk",
+                "16.2 GiB free on / (needs 6.8 GiB more: 27 GiB, 20.2 GiB of it already there)"
+            )]
+        );
+    }
+
+    #[test]
     fn an_unmeasured_place_warns() {
         let need = Need {
             what: "x /x".into(),
             path: "/x".into(),
             gib: 1,
+            held_kib: 0,
         };
         let checks = check(&[(need, Err("df timed out".into()))]);
         assert_eq!(

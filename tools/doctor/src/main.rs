@@ -188,7 +188,7 @@ fn main() -> ExitCode {
         &workspace.to_string_lossy(),
         storage_conf.as_deref(),
     );
-    let measured: Vec<_> = disk::needs(&places, purpose)
+    let measured: Vec<_> = disk::held(disk::needs(&places, purpose), &observe::du_kib)
         .into_iter()
         .map(|need| {
             let df = observe::df(&need.path)

@@ -192,6 +192,19 @@ pub fn df(path: &str) -> Result<String, String> {
         .map(str::to_owned)
 }
 
+/// `du -sk PATH`'s figure: what a place holds (`None` when it is not there
+/// or `du` did not answer in time; errors reading parts of it, such as a
+/// file removed meanwhile, still give the figure).
+pub fn du_kib(path: &str) -> Option<u64> {
+    if !Path::new(path).exists() {
+        return None;
+    }
+    match run("du", &["-sk", path], Duration::from_secs(30)) {
+        Ran::Exited { stdout, .. } => stdout.split_whitespace().next()?.parse().ok(),
+        _ => None,
+    }
+}
+
 /// The apt sources' first `deb http…` URI.
 pub fn debian_mirror() -> Option<String> {
     let one_line =
