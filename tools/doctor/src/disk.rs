@@ -455,7 +455,12 @@ mod tests {
         let of = |what: &str| {
             held.iter()
                 .find(|need| need.what.starts_with(what))
-                .map(|need| (need.held_kib / KIB_PER_GIB, need.remaining_kib() / KIB_PER_GIB))
+                .map(|need| {
+                    (
+                        need.held_kib / KIB_PER_GIB,
+                        need.remaining_kib() / KIB_PER_GIB,
+                    )
+                })
                 .expect(what)
         };
         // The tool cache holds 2 of its own, the target 5 (of 6): each
@@ -486,7 +491,11 @@ mod tests {
         .collect();
         let cold = check(&empty);
         assert_eq!(cold[0].verdict, Verdict::Fail);
-        assert!(cold[0].detail.starts_with("only 16.2 GiB free on / (needs 27 GiB for: "));
+        assert!(
+            cold[0]
+                .detail
+                .starts_with("only 16.2 GiB free on / (needs 27 GiB for: ")
+        );
         let warm: Vec<_> = empty
             .into_iter()
             .map(|(mut need, df)| {
