@@ -77,26 +77,78 @@ fn a_setting_is_read_from_its_line() {
     assert_eq!(setting("module m\n", "go "), None);
 }
 
+/// `1.26.3` → [1, 26, 3], to compare versions as numbers.
+fn version_numbers(version: &str) -> Vec<u32> {
+    version
+        .split('.')
+        .map(|part| part.parse().unwrap_or(0))
+        .collect()
+}
+
+/// The highest `go` directive among the go.mods given (path, text), with
+/// the path of one that asks for it.
+fn highest_go(go_mods: &[(String, String)]) -> Option<(String, String)> {
+    go_mods
+        .iter()
+        .filter_map(|(path, text)| Some((setting(text, "go ")?.to_owned(), path.clone())))
+        .max_by(|(a, _), (b, _)| version_numbers(a).cmp(&version_numbers(b)))
+}
+
+#[test]
+fn the_highest_go_directive_is_found_in_any_go_mod() {
+    let module = |path: &str, go: &str| (path.to_owned(), format!("module m\n\n{go}\n"));
+    let mods = [
+        module("tools/kubernetes/go.mod", "go 1.26.0"),
+        module("tools/olm/go.mod", "go 1.26.3"),
+        module("tools/lint/go.mod", "go 1.26.10"),
+        module("tools/pause/go.mod", "// none"),
+    ];
+    assert_eq!(
+        highest_go(&mods[..2]),
+        Some(("1.26.3".to_owned(), "tools/olm/go.mod".to_owned()))
+    );
+    assert_eq!(
+        highest_go(&mods).map(|(go, _)| go),
+        Some("1.26.10".to_owned())
+    );
+    assert_eq!(highest_go(&mods[3..]), None);
+}
+
+/// Every Go module the builds use: `tools/*/go.mod`.
+fn tools_go_mods(root: &std::path::Path) -> Vec<(String, String)> {
+    let mut mods: Vec<(String, String)> = std::fs::read_dir(root.join("tools"))
+        .expect("tools/ is readable")
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            let path = format!("tools/{name}/go.mod");
+            Some((
+                path.clone(),
+                std::fs::read_to_string(root.join(&path)).ok()?,
+            ))
+        })
+        .collect();
+    mods.sort();
+    mods
+}
+
 #[test]
 fn the_readme_asks_for_the_rust_and_go_the_build_needs() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let read = |path: &str| std::fs::read_to_string(root.join(path)).expect(path);
     let readme = read("README.md");
     let rust = read("Cargo.toml");
-    let go = read("tools/kubernetes/go.mod");
+    let go_mods = tools_go_mods(&root);
+    assert!(go_mods.len() > 1, "tools/*/go.mod: {go_mods:?}");
     let rust = setting(&rust, "rust-version").expect("Cargo.toml has a rust-version");
-    let go = setting(&go, "go ").expect("tools/kubernetes/go.mod has a go directive");
+    let (go, go_mod) = highest_go(&go_mods).expect("a go.mod under tools/ has a go directive");
+    let go_source = format!("the highest go directive of tools/*/go.mod ({go_mod})");
     for (row, code, source) in [
         (
             format!("| Rust | >= {rust} ("),
             rust,
             "Cargo.toml's rust-version",
         ),
-        (
-            format!("| Go | >= {go} ("),
-            go,
-            "tools/kubernetes/go.mod's go directive",
-        ),
+        (format!("| Go | >= {go} ("), go.as_str(), go_source.as_str()),
     ] {
         assert!(
             readme.contains(&row),

@@ -47,7 +47,7 @@ One line per check: ok, WARN or FAIL, and under a FAIL what to do.
                 still running warns, one that was killed fails
   disk          free space per file system where the builds write, against
                 the sum of what they need there (more for --for test)
-  go, rust      go >= the go directive of tools/kubernetes/go.mod, rustc >=
+  go, rust      go >= the highest go directive of tools/*/go.mod, rustc >=
                 the workspace's rust-version
   podman        its version; missing is fine when apt-get can install it
   go proxy, crates.io, pypi, debian
@@ -204,10 +204,10 @@ fn main() -> ExitCode {
         root.as_ref()
             .and_then(|root| observe::read(root.join(relative)))
     };
-    let go_mod = file("tools/kubernetes/go.mod");
+    let go_mods = root.as_deref().map(observe::go_mods).unwrap_or_default();
     report.show(versions::go(
         &observe::version("go", "version"),
-        go_mod.as_deref().and_then(versions::go_directive),
+        versions::go_least(&go_mods),
     ));
     let cargo_toml = file("Cargo.toml");
     report.show(versions::rust(

@@ -19,6 +19,23 @@ pub fn read(path: impl AsRef<Path>) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+/// Every `tools/*/go.mod` under the workspace `root`, as (its path from
+/// the root, its text), sorted by path: the Go modules the builds use.
+pub fn go_mods(root: &Path) -> Vec<(String, String)> {
+    let Ok(entries) = std::fs::read_dir(root.join("tools")) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(String, String)> = entries
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            let relative = format!("tools/{name}/go.mod");
+            Some((relative.clone(), read(root.join(&relative))?))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 pub fn var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }

@@ -1,5 +1,5 @@
-//! The toolchains the builds need: Go at least the cluster tools' `go`
-//! directive, Rust at least the workspace's `rust-version`, and podman (or
+//! The toolchains the builds need: Go at least the highest `go` directive
+//! of the Go modules the builds use (`tools/*/go.mod`), Rust at least the workspace's `rust-version`, and podman (or
 //! apt-get to install it).
 
 use crate::check::Check;
@@ -49,6 +49,19 @@ pub fn version_word(output: &str) -> Option<&str> {
         .find(|word| word.starts_with(|c: char| c.is_ascii_digit()))
 }
 
+/// The Go the builds need: the highest `go` directive among `go_mods`
+/// (each its path and text), with the go.mod that asks for it. A module
+/// without a directive asks for nothing.
+pub fn go_least(go_mods: &[(String, String)]) -> Option<(&str, &str)> {
+    go_mods
+        .iter()
+        .filter_map(|(path, text)| Some((go_directive(text)?, path.as_str())))
+        .fold(None, |highest, (version, path)| match highest {
+            Some((top, _)) if at_least(top, version) => highest,
+            _ => Some((version, path)),
+        })
+}
+
 /// The `rust-version = "1.92"` line of the workspace's Cargo.toml.
 pub fn rust_version(cargo_toml: &str) -> Option<&str> {
     cargo_toml.lines().find_map(|line| {
@@ -90,13 +103,16 @@ fn toolchain(
     }
 }
 
-/// `go_mod_go`: the go directive of tools/kubernetes/go.mod.
-pub fn go(ran: &Ran, go_mod_go: Option<&str>) -> Check {
+/// `least`: the Go the builds need and the go.mod asking for it (`go_least`).
+pub fn go(ran: &Ran, least: Option<(&str, &str)>) -> Check {
     let install = format!(
         "install Go ≥ {} (https://go.dev/dl/)",
-        go_mod_go.unwrap_or("the latest")
+        least.map_or("the latest", |(version, _)| version)
     );
-    let wanted = go_mod_go.map(|version| (version, "the go directive of tools/kubernetes/go.mod"));
+    let source = least.map(|(_, go_mod)| format!("the go directive of {go_mod}"));
+    let wanted = least
+        .zip(source.as_deref())
+        .map(|((version, _), source)| (version, source));
     toolchain("go", "go version", ran, go_found, wanted, &install)
 }
 
@@ -164,10 +180,37 @@ mod tests {
         }
     }
 
+    /// The highest directive wins, whichever go.mod holds it: reading one
+    /// go.mod let the doctor pass a Go 1.26.0 that tools/olm's 1.26.3 refuses.
+    #[test]
+    fn go_is_held_to_the_highest_go_directive() {
+        let module = |path: &str, go: &str| (path.to_owned(), format!("module m\n\n{go}\n"));
+        let mods = [
+            module("tools/etcd/go.mod", "go 1.26.0"),
+            module("tools/kubernetes/go.mod", "go 1.26.0"),
+            module("tools/olm/go.mod", "go 1.26.3"),
+            module("tools/olm-v1/go.mod", "go 1.26.3"),
+            module("tools/pause/go.mod", "// no directive"),
+        ];
+        assert_eq!(go_least(&mods), Some(("1.26.3", "tools/olm/go.mod")));
+        assert_eq!(go_least(&mods[..2]), Some(("1.26.0", "tools/etcd/go.mod")));
+        assert_eq!(go_least(&mods[4..]), None);
+        let older = said("go version go1.26.0 linux/amd64\n");
+        let check = go(&older, go_least(&mods));
+        assert_eq!(
+            (check.verdict, check.detail.as_str()),
+            (
+                Verdict::Fail,
+                "1.26.0 is older than 1.26.3 (the go directive of tools/olm/go.mod)"
+            )
+        );
+    }
+
     #[test]
     fn go_is_held_to_the_go_mod() {
         let go_mod = "// Wrapper module\nmodule github.com/x/tools/kubernetes\n\ngo 1.26.0\n\nrequire (\n)\n";
         assert_eq!(go_directive(go_mod), Some("1.26.0"));
+        let least = Some(("1.26.0", "tools/kubernetes/go.mod"));
         let new = said(include_str!("../fixtures/go-version"));
         let old = said(include_str!("../fixtures/go-version-old"));
         assert_eq!(
@@ -188,11 +231,11 @@ mod tests {
             (&Ran::Missing, Verdict::Fail, "`go version`: not found"),
         ];
         for (ran, verdict, detail) in cases {
-            let check = go(ran, go_directive(go_mod));
+            let check = go(ran, least);
             assert_eq!((check.verdict, check.detail.as_str()), (verdict, detail));
         }
         assert_eq!(
-            go(&old, Some("1.26.0")).fix.as_deref(),
+            go(&old, least).fix.as_deref(),
             Some("install Go ≥ 1.26.0 (https://go.dev/dl/)")
         );
     }
