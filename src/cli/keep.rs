@@ -46,7 +46,10 @@ pub fn keep_exit_codes_help() -> String {
 pub struct KeepArgs {
     /// A custom resource whose every object must show this release's upgrade done, named as
     /// kubectl names it: <plural>.<group> (e.g. widgets.demo.example.com) or
-    /// <plural>.<version>.<group>. Repeat it, or give a comma-separated list.
+    /// <plural>.<version>.<group>. Repeat it, or give a comma-separated list. An object being
+    /// deleted counts as not done until it is gone (its finalizers may still migrate). With no
+    /// object at all the gate opens: nothing to upgrade (a record already in progress with
+    /// objects judged stays so: see --record).
     #[arg(
         long = "resource",
         env = "UPGRADE_GATE_RESOURCES",

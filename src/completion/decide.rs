@@ -33,8 +33,8 @@ pub struct Watched {
     /// The last failure since the last success (discovery, list, watch),
     /// as one line.
     pub problem: Option<String>,
-    /// What the rule says about each object (`<namespace>/<name>`; objects
-    /// being deleted are not counted).
+    /// What the rule says about each object (`<namespace>/<name>`; an
+    /// object being deleted is [`Shown::BeingDeleted`] until it is gone).
     pub objects: BTreeMap<String, Shown>,
 }
 
@@ -75,6 +75,10 @@ pub fn decide(release: &str, watched: &[Watched]) -> UpgradeableEntry {
                 .filter(|(_, shown)| **shown != Shown::Done)
                 .map(move |(name, shown)| match shown {
                     Shown::Unreadable(why) => format!("{} {name} ({why})", watch.resource()),
+                    Shown::BeingDeleted => format!(
+                        "{} {name} (being deleted: its finalizers may still be at work)",
+                        watch.resource()
+                    ),
                     _ => format!("{} {name}", watch.resource()),
                 })
         })
@@ -197,6 +201,16 @@ mod tests {
                     WIDGETS,
                     true,
                     &[("shop/a", Shown::Unreadable("no status".into()))],
+                )],
+                GateState::Closed,
+                IN_PROGRESS,
+            ),
+            (
+                "the only other object being deleted (its finalizer may still migrate)",
+                vec![watch(
+                    WIDGETS,
+                    true,
+                    &[("shop/a", done.clone()), ("shop/b", Shown::BeingDeleted)],
                 )],
                 GateState::Closed,
                 IN_PROGRESS,

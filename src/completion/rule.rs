@@ -82,6 +82,10 @@ pub enum Shown {
     /// The rule could not be evaluated on it (a field it reads is missing,
     /// a type it compares differs); counted as not done.
     Unreadable(String),
+    /// It is being deleted (it has a `deletionTimestamp`): its finalizers
+    /// may still be running the upgrade's work or undoing it, whatever its
+    /// status says, so it counts as not done until it is gone.
+    BeingDeleted,
 }
 
 /// A compiled rule: evaluated once per object with `self` the object and

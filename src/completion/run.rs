@@ -128,8 +128,8 @@ enum Update {
     Problem(String),
     /// A complete list: every object there is.
     Listed(BTreeMap<String, Shown>),
-    /// One object changed (`None`: being deleted, not counted).
-    Changed(String, Option<Shown>),
+    /// One object changed.
+    Changed(String, Shown),
     /// One object is gone.
     Gone(String),
 }
@@ -292,10 +292,10 @@ fn apply(watched: &mut Watched, update: Update) {
             watched.objects = objects;
             watched.listed = true;
         }
-        Update::Changed(key, Some(shown)) => {
+        Update::Changed(key, shown) => {
             watched.objects.insert(key, shown);
         }
-        Update::Changed(key, None) | Update::Gone(key) => {
+        Update::Gone(key) => {
             watched.objects.remove(&key);
         }
     }
@@ -335,20 +335,7 @@ async fn watch_one(
         (Some(namespace), Scope::Namespaced) => Api::namespaced_with(client, namespace, &found),
         _ => Api::all_with(client, &found),
     };
-    let judge = |object: &DynamicObject| -> (String, Option<Shown>) {
-        let key = match &object.metadata.namespace {
-            Some(namespace) => format!(
-                "{namespace}/{}",
-                object.metadata.name.as_deref().unwrap_or("")
-            ),
-            None => object.metadata.name.clone().unwrap_or_default(),
-        };
-        if object.metadata.deletion_timestamp.is_some() {
-            return (key, None);
-        }
-        let value = serde_json::to_value(object).unwrap_or_default();
-        (key, Some(rule.evaluate(&value, &release)))
-    };
+    let judge = |object: &DynamicObject| (key(object), shown(object, &rule, &release));
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -360,9 +347,8 @@ async fn watch_one(
                 continue;
             }
             Ok(watcher::Event::InitApply(object)) => {
-                if let (key, Some(shown)) = judge(&object) {
-                    listing.insert(key, shown);
-                }
+                let (key, shown) = judge(&object);
+                listing.insert(key, shown);
                 continue;
             }
             Ok(watcher::Event::InitDone) => Update::Listed(std::mem::take(&mut listing)),
@@ -370,7 +356,7 @@ async fn watch_one(
                 let (key, shown) = judge(&object);
                 Update::Changed(key, shown)
             }
-            Ok(watcher::Event::Delete(object)) => Update::Gone(judge(&object).0),
+            Ok(watcher::Event::Delete(object)) => Update::Gone(key(&object)),
             Err(error) => {
                 let why = error_chain(&error);
                 tracing::warn!(resource = %resource, %why, "watch failed; retrying");
@@ -381,6 +367,28 @@ async fn watch_one(
             return;
         }
     }
+}
+
+/// An object's key in [`Watched::objects`]: `<namespace>/<name>`, or its
+/// name when it is cluster-scoped.
+fn key(object: &DynamicObject) -> String {
+    match &object.metadata.namespace {
+        Some(namespace) => format!(
+            "{namespace}/{}",
+            object.metadata.name.as_deref().unwrap_or("")
+        ),
+        None => object.metadata.name.clone().unwrap_or_default(),
+    }
+}
+
+/// What `rule` says of `object` for `release`; an object being deleted is
+/// not done whatever it shows (its finalizers may still migrate).
+fn shown(object: &DynamicObject, rule: &Rule, release: &str) -> Shown {
+    if object.metadata.deletion_timestamp.is_some() {
+        return Shown::BeingDeleted;
+    }
+    let value = serde_json::to_value(object).unwrap_or_default();
+    rule.evaluate(&value, release)
 }
 
 /// The resource's API and whether it is namespaced, by discovery.
@@ -433,22 +441,64 @@ mod tests {
             Update::Listed([("shop/a".to_owned(), Shown::NotDone)].into()),
         );
         assert!(watched.listed && watched.problem.is_none());
+        apply(&mut watched, Update::Changed("shop/a".into(), Shown::Done));
         apply(
             &mut watched,
-            Update::Changed("shop/a".into(), Some(Shown::Done)),
-        );
-        apply(
-            &mut watched,
-            Update::Changed("shop/b".into(), Some(Shown::NotDone)),
+            Update::Changed("shop/b".into(), Shown::NotDone),
         );
         assert_eq!(watched.objects.len(), 2);
         // A failing watch after a list keeps what it knew (the watcher
         // resumes or lists again); the problem is said until then.
         apply(&mut watched, Update::Problem("connection reset".into()));
         assert!(watched.listed);
-        apply(&mut watched, Update::Changed("shop/b".into(), None));
+        apply(
+            &mut watched,
+            Update::Changed("shop/b".into(), Shown::BeingDeleted),
+        );
+        assert_eq!(watched.objects["shop/b"], Shown::BeingDeleted);
+        apply(&mut watched, Update::Gone("shop/b".into()));
         apply(&mut watched, Update::Gone("shop/a".into()));
         assert!(watched.objects.is_empty() && watched.problem.is_none());
+    }
+
+    #[test]
+    fn an_object_being_deleted_is_not_done_whatever_its_status_says() {
+        let rule = Rule::build(&[], Some("status.version"), None).expect("rule");
+        let object = |deleting: bool| -> DynamicObject {
+            let mut object: DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "demo.example.com/v1",
+                "kind": "Widget",
+                "metadata": {"name": "a", "namespace": "shop"},
+                "status": {"version": "0.2.0"}
+            }))
+            .expect("object");
+            if deleting {
+                object.metadata.deletion_timestamp = Some(
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+                );
+                object.metadata.finalizers = Some(vec!["demo.example.com/migrate".into()]);
+            }
+            object
+        };
+        assert_eq!(key(&object(false)), "shop/a");
+        assert_eq!(shown(&object(false), &rule, "0.2.0"), Shown::Done);
+        assert_eq!(shown(&object(true), &rule, "0.2.0"), Shown::BeingDeleted);
+        let entry = decide(
+            "0.2.0",
+            &[Watched {
+                label: "widgets.demo.example.com".into(),
+                listed: true,
+                problem: None,
+                objects: [(key(&object(true)), Shown::BeingDeleted)].into(),
+            }],
+        );
+        assert!(
+            entry
+                .message()
+                .contains("widgets.demo.example.com shop/a (being deleted: its finalizers"),
+            "{}",
+            entry.message()
+        );
     }
 
     #[test]

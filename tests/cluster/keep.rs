@@ -6,6 +6,8 @@
 //!   the OperatorCondition says True; one that does not, or a new one,
 //!   closes it again, its name in the message;
 //! - a person's write of another verdict is put back;
+//! - a Widget being deleted (its finalizer still at work) keeps the gate
+//!   closed whatever its status says, until it is gone;
 //! - SIGTERM: exit 0, the Lease released.
 //!
 //! Creates a namespace and a CustomResourceDefinition of its own (both
@@ -13,7 +15,7 @@
 
 use std::time::Duration;
 
-use harness::testing::{TestCluster, TestNamespace, delete_on_drop};
+use harness::testing::{TestCluster, TestNamespace, clean_up_on_drop, delete_on_drop};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
@@ -57,6 +59,44 @@ struct CrdGuard {
 impl Drop for CrdGuard {
     fn drop(&mut self) {
         delete_on_drop::<CustomResourceDefinition>(&self.kubeconfig, &self.name);
+    }
+}
+
+/// Removes the test's finalizer from a Widget when dropped, so that the
+/// Widget, its namespace and its CRD can go even when the test failed with
+/// the finalizer on.
+struct FinalizerGuard {
+    kubeconfig: std::path::PathBuf,
+    resource: ApiResource,
+    namespace: String,
+    name: String,
+}
+
+impl Drop for FinalizerGuard {
+    fn drop(&mut self) {
+        let kubeconfig = self.kubeconfig.clone();
+        let resource = self.resource.clone();
+        let namespace = self.namespace.clone();
+        let name = self.name.clone();
+        let what = format!("removing the finalizer of Widget {namespace}/{name}");
+        clean_up_on_drop(&what, move || async move {
+            let client = harness::api::client_from_kubeconfig(&kubeconfig)
+                .await
+                .map_err(|error| error.to_string())?;
+            let widgets: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
+            match widgets
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+                )
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                Err(error) => Err(error.to_string()),
+            }
+        });
     }
 }
 
@@ -243,6 +283,57 @@ async fn keep_opens_the_gate_only_when_every_object_shows_the_release_done() {
         "the gate closed for the new Widget c",
         "False",
         |message| message.contains(&format!("{ns}/c")),
+    )
+    .await;
+
+    // A Widget being deleted is not done, whatever its status says, until
+    // it is gone: its finalizer may still be migrating.
+    let _finalizer = FinalizerGuard {
+        kubeconfig: cluster.kubeconfig.clone(),
+        resource: resource.clone(),
+        namespace: ns.clone(),
+        name: "c".into(),
+    };
+    widgets
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"finalizers": ["upgrade-gate.test/migrate"]},
+                "status": {"version": RELEASE}
+            })),
+        )
+        .await
+        .expect("c upgraded, with a finalizer");
+    wait_for_entry(&conditions, "the gate open with c upgraded", "True", |_| {
+        true
+    })
+    .await;
+    widgets
+        .delete("c", &Default::default())
+        .await
+        .expect("deleting c");
+    let (_, reason, message) = wait_for_entry(
+        &conditions,
+        "the gate closed while c is being deleted",
+        "False",
+        |message| message.contains(&format!("{ns}/c (being deleted")),
+    )
+    .await;
+    assert_eq!(reason, "UpgradeInProgress", "{message}");
+    widgets
+        .patch(
+            "c",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("c's finalizer done");
+    wait_for_entry(
+        &conditions,
+        "the gate open once c is gone",
+        "True",
+        |message| !message.contains(&format!("{ns}/c")),
     )
     .await;
 
