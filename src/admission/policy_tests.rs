@@ -1270,3 +1270,287 @@ fn the_policies_match_what_they_judge_and_fail_closed() {
     );
     assert_eq!(record_binding["spec"]["validationActions"], json!(["Deny"]));
 }
+
+/// The refusals README.md and docs/ quote, whole (a ```text block that
+/// starts `upgrade-gate: operator`) or in part (an inline span that names
+/// the move, or a kubectl or Helm error's tail after `denied request: `):
+/// each as `(whole, text)`, its white space folded to single spaces. A
+/// part quoted after `denied request: ` is anchored at the message's start.
+fn quoted_refusals(doc: &str) -> Vec<(bool, String)> {
+    let fold = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut quotes = Vec::new();
+    let mut prose = String::new();
+    let mut block: Option<String> = None;
+    for line in doc.lines() {
+        let fence = line.trim_start().starts_with("```");
+        match (&mut block, fence) {
+            (None, true) => block = Some(String::new()),
+            (Some(text), true) => {
+                let text = fold(text);
+                if text.starts_with("upgrade-gate: operator") {
+                    quotes.push((true, text));
+                }
+                block = None;
+            }
+            (Some(text), false) => {
+                text.push_str(line);
+                text.push(' ');
+            }
+            (None, false) => {
+                prose.push_str(line);
+                prose.push(' ');
+            }
+        }
+    }
+    const PARTS: [&str; 5] = [
+        "it cannot ",
+        "whose upgrade has not completed",
+        "had completed before",
+        "has recorded nothing yet",
+        "upgrade-gate: operator",
+    ];
+    for span in prose.split('`').skip(1).step_by(2) {
+        let span = fold(span);
+        if let Some((_, refusal)) = span.split_once("denied request: ") {
+            quotes.push((false, format!("\u{2}{refusal}")));
+        } else if PARTS.iter().any(|part| span.contains(part)) {
+            quotes.push((false, span));
+        }
+    }
+    quotes
+}
+
+/// Whether `message` is what `quote` says, `…` or `...` standing for any
+/// text: the pieces in order, the first at the start and the last at the
+/// end when the quote is `whole` (or, for a part, starts with `\u{2}`).
+fn quote_fits(whole: bool, quote: &str, message: &str) -> bool {
+    let (anchored, quote) = match quote.strip_prefix('\u{2}') {
+        Some(rest) => (true, rest),
+        None => (whole, quote),
+    };
+    let pieces: Vec<&str> = quote
+        .split(['…'])
+        .flat_map(|piece| piece.split("..."))
+        .map(str::trim)
+        .collect();
+    let mut rest = message;
+    for (index, piece) in pieces.iter().enumerate() {
+        if piece.is_empty() {
+            continue;
+        }
+        let Some(at) = rest.find(piece) else {
+            return false;
+        };
+        if index == 0 && anchored && at != 0 {
+            return false;
+        }
+        rest = &rest[at + piece.len()..];
+    }
+    !whole || pieces.last().is_some_and(|last| last.is_empty()) || rest.is_empty()
+}
+
+/// What the policy says for every kind of refusal the docs describe: a
+/// move, each other change, a re-creation under another identity, a
+/// release back in progress, nothing recorded yet, and adopt.md's Helm
+/// operator.
+fn refusals() -> Vec<String> {
+    let entries = json!({"app-operator": entry("7.10.0", "InProgress")});
+    let in_progress = record(entries, json!({}));
+    let unlabelled = changed(release("7.10.0"), |d| {
+        d["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove(ADMISSION_LABEL);
+    });
+    let again = record(
+        json!({"app-operator": {"release": "7.10.0", "state": "InProgress",
+                                "message": "1 of 2 App(s): Job shop-db-7-10-0-2 running",
+                                "lastCompleted": "7.10.0"}}),
+        json!({}),
+    );
+    let unrecorded = record(
+        json!({"app-operator": entry("7.9.3", "Complete")}),
+        json!({}),
+    );
+    let widget = |release: &'static str| {
+        deployment(Shape {
+            name: "widget-helm-operator",
+            release: Some(release),
+            image: "widget:0.1.0",
+            ..BASE
+        })
+    };
+    let widget_record = record(
+        json!({"widget-helm-operator": {"release": "0.1.0", "state": "InProgress",
+               "message": "Widget shop/gizmo is not ready", "images": []}}),
+        json!({}),
+    );
+    let cases: Vec<(Option<Value>, Value, &Value)> = vec![
+        (Some(release("7.10.0")), release("7.10.1"), &in_progress),
+        (
+            Some(release("7.10.0")),
+            deployment(Shape { env: "b", ..BASE }),
+            &in_progress,
+        ),
+        (Some(release("7.10.0")), unlabelled, &in_progress),
+        (
+            Some(release("7.10.0")),
+            deployment(Shape {
+                operator: Some("fresh"),
+                ..BASE
+            }),
+            &in_progress,
+        ),
+        (
+            None,
+            deployment(Shape {
+                opted_in: false,
+                ..BASE
+            }),
+            &in_progress,
+        ),
+        (
+            Some(release("7.10.0")),
+            deployment(Shape {
+                image: "app:7.10.1",
+                ..BASE
+            }),
+            &in_progress,
+        ),
+        (
+            None,
+            deployment(Shape {
+                operator: Some("fresh"),
+                ..BASE
+            }),
+            &in_progress,
+        ),
+        (Some(release("7.10.0")), release("7.10.1"), &again),
+        (Some(release("7.10.0")), release("7.10.1"), &unrecorded),
+        (Some(widget("0.1.0")), widget("0.2.0"), &widget_record),
+    ];
+    cases
+        .into_iter()
+        .map(|(old, new, params)| {
+            judge(old.as_ref(), &new, params).expect_err("each case is a refusal")
+        })
+        .collect()
+}
+
+#[test]
+fn a_quote_fits_a_refusal_with_its_elisions() {
+    let message = "upgrade-gate: operator a (Deployment a) runs release 1, whose upgrade has \
+                   not completed (1 of 1 App(s): Job j running); it cannot move to release 2.";
+    let cases = [
+        (
+            true,
+            "upgrade-gate: operator a (Deployment a) runs release 1, whose upgrade has not completed (1 of 1 App(s) ...: Job j running); it cannot move to release 2.",
+            true,
+        ),
+        (
+            true,
+            "upgrade-gate: operator a (Deployment a) runs release 1, …",
+            true,
+        ),
+        (
+            true,
+            "upgrade-gate: operator a (Deployment a) runs release 1",
+            false,
+        ),
+        (
+            true,
+            "upgrade-gate: Deployment a runs release 1, ...",
+            false,
+        ),
+        (false, "it cannot move to release 2", true),
+        (false, "it cannot move to release (…)", false),
+        (false, "\u{2}upgrade-gate: ...", true),
+        (
+            false,
+            "\u{2}upgrade-gate: Deployment a runs release 1, ...",
+            false,
+        ),
+        (
+            false,
+            "operator a (Deployment a) runs release 1, whose upgrade has not completed (...j...); it cannot move to release 2",
+            true,
+        ),
+    ];
+    for (whole, quote, fits) in cases {
+        assert_eq!(quote_fits(whole, quote, message), fits, "{quote}");
+    }
+    let doc = "Read `it cannot\nmove to release 2` and `kubectl get`.\n\n```text\nupgrade-gate: operator a\n(Deployment a) ...\n```\n\n`Error: x denied request: upgrade-gate: ...`\n";
+    assert_eq!(
+        quoted_refusals(doc),
+        [
+            (
+                true,
+                "upgrade-gate: operator a (Deployment a) ...".to_owned()
+            ),
+            (false, "it cannot move to release 2".to_owned()),
+            (false, "\u{2}upgrade-gate: ...".to_owned()),
+        ]
+    );
+}
+
+/// admission.md once quoted `upgrade-gate: Deployment app-operator runs
+/// release 7.10.0` while the policy says `operator app-operator
+/// (Deployment app-operator)`: every refusal the docs quote must be what
+/// the policy's own messageExpressions say, and every policy or binding a
+/// quoted error names must be one of the manifests'.
+#[test]
+fn the_refusals_the_docs_quote_are_the_policys() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = vec![root.join("README.md")];
+    docs.extend(
+        std::fs::read_dir(root.join("docs"))
+            .expect("docs/")
+            .filter_map(|entry| Some(entry.ok()?.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "md")),
+    );
+    docs.sort();
+    let refusals = refusals();
+    let names: Vec<Value> = [POLICY, GUARD]
+        .into_iter()
+        .map(yaml)
+        .chain(yaml_documents(BINDINGS))
+        .map(|object| object["metadata"]["name"].clone())
+        .collect();
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for path in docs {
+        let text = std::fs::read_to_string(&path).expect("a doc");
+        let doc = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        for (whole, quote) in quoted_refusals(&text) {
+            seen += 1;
+            if !refusals
+                .iter()
+                .any(|message| quote_fits(whole, &quote, message))
+            {
+                wrong.push(format!(
+                    "{doc} quotes a refusal the policy never gives: {:?}",
+                    quote.trim_start_matches('\u{2}')
+                ));
+            }
+        }
+        for (kind, marker) in [
+            ("policy", "ValidatingAdmissionPolicy '"),
+            ("binding", "with binding '"),
+        ] {
+            for named in text.split(marker).skip(1) {
+                let name = named.split('\'').next().unwrap_or_default();
+                if !names.contains(&json!(name)) {
+                    wrong.push(format!(
+                        "{doc} names a {kind} {name:?} the manifests do not"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(seen >= 5, "the docs' quoted refusals were found ({seen})");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
