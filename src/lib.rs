@@ -84,6 +84,8 @@ pub mod catalog_lint;
 #[doc(hidden)]
 pub mod cli;
 pub mod completion;
+#[cfg(test)]
+mod doc_architecture;
 #[doc(hidden)]
 pub mod doc_check;
 #[cfg(test)]
