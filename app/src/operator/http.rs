@@ -13,8 +13,8 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::operator::Readiness;
 use crate::operator::metrics::Metrics;
+use crate::operator::readiness::Readiness;
 
 #[derive(Clone)]
 struct Shared {

@@ -15,7 +15,7 @@
 //! so a new leader (or a restarted operator) respects the Jobs its
 //! predecessor started; the reservations cover the moment between an
 //! admission and the intent reaching the store, so two of the up to
-//! [`MAX_CONCURRENT_RECONCILES`](super::MAX_CONCURRENT_RECONCILES)
+//! [`MAX_CONCURRENT_RECONCILES`](super::leading::MAX_CONCURRENT_RECONCILES)
 //! concurrent reconciles never both take the last slot. The read of the
 //! stores, the decision and the reservation happen under one mutex.
 //!
