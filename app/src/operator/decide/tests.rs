@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::crd::{AppPhase, ConditionStatus, ConditionType};
+use crate::db_upgrade::outcome::FailureKind;
 use crate::db_upgrade::progress::{Amount, Unit};
 
 const TARGET_RELEASE: &str = "7.10.1";
