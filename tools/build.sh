@@ -9,6 +9,8 @@
 #   tools/build.sh adopt   only the tools that prove the gate's adoption kits
 #                          (`just adopt-tools`: kubebuilder, controller-gen,
 #                          kustomize); prints their bin/ directory
+#   tools/build.sh flux    olm-v0's, Helm and Flux's kustomize-controller with
+#                          its CRDs (`just demo DEPLOYER=flux`)
 #   tools/build.sh helm-operator  only helm-operator-plugins' Helm operator
 #                          (tools/adopt-helm-operator.sh); prints its bin/
 #                          directory
@@ -17,6 +19,7 @@
 #   $UPGRADE_GATE_CACHE/tools/<module>-<sha256(go.sum)[:12]>/bin/<binary>
 #   $UPGRADE_GATE_CACHE/tools/olm-<hash>/crds/*.yaml   (OLM's CRDs)
 #   $UPGRADE_GATE_CACHE/tools/olm-v1-<hash>/{crds,manifests}/ (OLM v1's CRDs and manifests)
+#   $UPGRADE_GATE_CACHE/tools/flux-<hash>/crds/*.yaml  (Kustomization, the source kinds)
 #   $UPGRADE_GATE_CACHE/tools/current-<hash>/{bin,crds,olm-v1} (all: links to all of the above)
 #   $UPGRADE_GATE_CACHE/tools/olm-v0-<hash>/{bin,crds}  (olm-v0: links to its part)
 # A binary that already exists is not built again; a module's missing ones
@@ -249,6 +252,49 @@ build_lint() {
   build_binaries lint "" "" actionlint=github.com/rhysd/actionlint/cmd/actionlint
 }
 
+# Flux's kustomize-controller (its module's root package is the
+# controller's main; its Makefile stamps no version) and its CRDs: the
+# Kustomization's from its own module, the source kinds' (ExternalArtifact,
+# GitRepository, OCIRepository, Bucket) from source-controller at the
+# version of its API the wrapper requires, as kustomize-controller's
+# Makefile fetches them.
+build_flux() {
+  all_present flux kustomize-controller || download_modules flux
+  build_binaries flux "" "" kustomize-controller=github.com/fluxcd/kustomize-controller
+  copy_flux_crds
+}
+
+copy_flux_crds() {
+  local crds
+  crds="$(module_dir flux)/crds"
+  if [[ -d $crds ]]; then
+    log "flux: CRDs already copied"
+    return
+  fi
+  local controller source_version source
+  controller=$(cd "$tools_src/flux" && go list -mod=readonly -m -f '{{.Dir}}' github.com/fluxcd/kustomize-controller)
+  source_version=$(required_version flux github.com/fluxcd/source-controller/api)
+  # Not in the wrapper's build list (only its api module is): downloaded
+  # alone, its checksum verified by the checksum database.
+  source=$(cd "$tools_src/flux" && GOFLAGS=-mod=mod go mod download -json "github.com/fluxcd/source-controller@$source_version" \
+    | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  if [[ -z $controller || -z $source || ! -d $source/config/crd/bases ]]; then
+    log "flux: kustomize-controller or source-controller $source_version is not in the module cache"
+    return 1
+  fi
+  mkdir -p "$crds.partial"
+  # kustomize-controller watches every source kind: without their CRDs
+  # its caches never sync.
+  cp "$controller/config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml" "$crds.partial/"
+  local kind
+  for kind in externalartifacts gitrepositories ocirepositories buckets; do
+    cp "$source/config/crd/bases/source.toolkit.fluxcd.io_$kind.yaml" "$crds.partial/"
+  done
+  chmod u+w "$crds.partial"/*.yaml
+  mv "$crds.partial" "$crds"
+  log "flux: copied the Kustomization CRD (kustomize-controller) and the source kinds' (source-controller $source_version)"
+}
+
 # kubebuilder, controller-gen and kustomize: what tools/adopt-kubebuilder.sh
 # scaffolds an operator with and builds its manifests with. Each module path
 # ends in a major version (v4, v5), so each is built alone, by name.
@@ -313,6 +359,10 @@ assemble_current() {
     fi
   done
   ln -s "$(module_dir olm)/crds" "$staging/crds"
+  if set_modules "$set" | grep -qx flux; then
+    mkdir "$staging/flux"
+    ln -s "$(module_dir flux)/crds" "$staging/flux/crds"
+  fi
   if set_modules "$set" | grep -qx olm-v1; then
     mkdir "$staging/olm-v1"
     ln -s "$(module_dir olm-v1)/crds" "$staging/olm-v1/crds"
@@ -331,6 +381,7 @@ build_module() {
     olm-v1) build_olm_v1 ;;
     lint) build_lint ;;
     helm) build_helm ;;
+    flux) build_flux ;;
   esac
 }
 

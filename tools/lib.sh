@@ -8,7 +8,7 @@ tools_src=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${UPGRADE_GATE_CACHE:-$HOME/.cache/upgrade-gate}
 
 # The wrapper Go modules, each a folder of tools/ with go.mod, go.sum, tools.go.
-wrapper_modules=(kubernetes etcd olm olm-v1 lint helm)
+wrapper_modules=(kubernetes etcd olm olm-v1 lint helm flux)
 
 # The tool sets: what one use of the local cluster needs built, no more.
 #   olm-v0  a cluster with OLM v0: `just demo`, `just race`, `just
@@ -20,10 +20,13 @@ wrapper_modules=(kubernetes etcd olm olm-v1 lint helm)
 #   olm-v1  olm-v0's and OLM v1 (operator-controller, catalogd, the
 #           registry its catalogs and bundles are pulled from):
 #           `just demo DEPLOYER=olm-v1`
+#   flux    olm-v0's, Helm (`helm template` renders each release's
+#           manifests) and Flux's kustomize-controller with its CRDs
+#           (Kustomization, ExternalArtifact): `just demo DEPLOYER=flux`
 #   all     what `just test` needs besides: kubectl, OLM v1, Helm,
 #           actionlint and the bundle validators (operator-verify,
-#           validate-bundle)
-tool_sets=(olm-v0 helm kubectl olm-v1 all)
+#           validate-bundle); not Flux, which no test runs
+tool_sets=(olm-v0 helm kubectl olm-v1 flux all)
 
 # The binaries of set $1 the harness expects in "$(tools/bin-dir.sh SET)/bin",
 # one per line.
@@ -38,6 +41,7 @@ set_binaries() {
     helm) printf '%s\n' "${olm_v0[@]}" helm ;;
     kubectl) printf '%s\n' "${olm_v0[@]}" kubectl helm ;;
     olm-v1) printf '%s\n' "${olm_v0[@]}" operator-controller catalogd registry ;;
+    flux) printf '%s\n' "${olm_v0[@]}" helm kustomize-controller ;;
     all) printf '%s\n' "${olm_v0[@]}" kubectl operator-verify validate-bundle \
       operator-controller catalogd registry actionlint helm ;;
     *)
@@ -53,7 +57,8 @@ set_modules() {
     olm-v0) printf '%s\n' kubernetes etcd olm ;;
     helm | kubectl) printf '%s\n' kubernetes etcd olm helm ;;
     olm-v1) printf '%s\n' kubernetes etcd olm olm-v1 ;;
-    all) printf '%s\n' "${wrapper_modules[@]}" ;;
+    flux) printf '%s\n' kubernetes etcd olm helm flux ;;
+    all) printf '%s\n' kubernetes etcd olm olm-v1 lint helm ;;
     *)
       echo "unknown tool set '$1' (${tool_sets[*]})" >&2
       return 2
