@@ -2,6 +2,7 @@
 //! single-node cluster with OLM.
 
 pub mod api;
+pub mod artifacts;
 pub mod cluster;
 pub mod components;
 pub mod layout;
