@@ -17,10 +17,11 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
 use crate::api::{self, ApiError, FIELD_MANAGER};
+use crate::components::flux::FLUX_NAMESPACE;
 use crate::components::olm_v1::{self, OlmV1Error, Registry};
 use crate::components::{
     Catalog, ClusterContext, ComponentError, Containerd, ControllerManager, Etcd, HealthProbe,
-    KubeApiserver, KubeProxy, Kubelet, Olm, OpmServe, ProbeError, Scheduler,
+    KubeApiserver, KubeProxy, Kubelet, KustomizeController, Olm, OpmServe, ProbeError, Scheduler,
 };
 use crate::layout::{ClusterName, Layout, POSTGRES_PORT, free_index};
 use crate::machine::{self, MachineError};
@@ -93,6 +94,8 @@ pub struct ClusterConfig {
     /// ([`olm_v1::images`], `tools/image.sh olm-v1`), so it starts while
     /// the others load.
     pub olm_v1_images: Vec<PathBuf>,
+    /// Run Flux's kustomize-controller (`components::flux`) once OLM runs.
+    pub flux: bool,
     /// Print each step to stderr as it finishes.
     pub quiet: bool,
 }
@@ -108,6 +111,8 @@ const OLM_READY: Duration = Duration::from_secs(60);
 const CRDS_ESTABLISHED: Duration = Duration::from_secs(60);
 /// From applying OLM v1's manifest to both Deployments ready.
 const OLM_V1_READY: Duration = Duration::from_secs(180);
+/// From starting kustomize-controller to its readiness (its caches synced).
+const FLUX_READY: Duration = Duration::from_secs(60);
 
 /// Namespaces OLM's own manifests create.
 const OLM_NAMESPACES: [&str; 2] = ["olm", "operators"];
@@ -438,7 +443,46 @@ impl Cluster {
             outcome?;
             progress.milestone_at("OLM v1 ready", ready_at);
         }
-        olm
+        olm?;
+        if config.flux {
+            self.start_flux(progress, context, client, probe).await?;
+        }
+        Ok(())
+    }
+
+    /// Flux's CRDs (until established), then kustomize-controller (until
+    /// ready); recorded in the state file.
+    async fn start_flux(
+        &mut self,
+        progress: &mut Progress,
+        context: &ClusterContext,
+        client: &kube::Client,
+        probe: &HealthProbe,
+    ) -> Result<(), ClusterError> {
+        let crds_dir = context.flux_crds_dir();
+        step(
+            progress,
+            "Installing Flux's CRDs (until established)",
+            || install_crds(client, &crds_dir, &[FLUX_NAMESPACE]),
+        )
+        .await?;
+        let controller = KustomizeController { cluster: context };
+        let work = controller.work_dir();
+        std::fs::create_dir_all(&work).map_err(|source| ComponentError::Write {
+            path: work.clone(),
+            source,
+        })?;
+        self.start(
+            progress,
+            "Starting Flux's kustomize-controller",
+            &controller.spec(),
+            FLUX_READY,
+            || controller.ready(probe),
+        )
+        .await?;
+        self.state.update(|state| state.flux = true)?;
+        progress.milestone("Flux ready");
+        Ok(())
     }
 
     async fn install_olm(
@@ -779,15 +823,25 @@ async fn import_image(layout: &Layout, archive: &Path) -> Result<(), ClusterErro
 }
 
 async fn install_olm_crds(client: &Client, crds_dir: &Path) -> Result<(), ClusterError> {
+    install_crds(client, crds_dir, &OLM_NAMESPACES).await
+}
+
+/// Applies every CRD of `crds_dir` and the `namespaces`, then waits until
+/// the CRDs are established.
+async fn install_crds(
+    client: &Client,
+    crds_dir: &Path,
+    namespaces: &[&str],
+) -> Result<(), ClusterError> {
     let crds = api::read_crds(crds_dir)?;
     api::apply_crds(client, &crds).await?;
     let names: Vec<String> = crds
         .iter()
         .filter_map(|crd| crd.metadata.name.clone())
         .collect();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let api: Api<Namespace> = Api::all(client.clone());
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    for name in OLM_NAMESPACES {
+    for &name in namespaces {
         let namespace = Namespace {
             metadata: kube::api::ObjectMeta {
                 name: Some(name.to_owned()),
@@ -795,8 +849,7 @@ async fn install_olm_crds(client: &Client, crds_dir: &Path) -> Result<(), Cluste
             },
             ..Default::default()
         };
-        namespaces
-            .patch(name, &params, &Patch::Apply(&namespace))
+        api.patch(name, &params, &Patch::Apply(&namespace))
             .await
             .map_err(ProbeError::from)?;
     }

@@ -29,6 +29,8 @@ pub const SCHEDULER_PORT: u16 = 10259;
 pub const KUBE_PROXY_HEALTHZ_PORT: u16 = 10256;
 pub const OLM_HEALTH_PORT: u16 = 8443;
 pub const CATALOG_HEALTH_PORT: u16 = 8080;
+/// Flux's kustomize-controller's health endpoint (`up --flux`).
+pub const FLUX_HEALTH_PORT: u16 = 9440;
 /// Ports the tests' own servers listen on in the node's network namespace
 /// (`opm serve` of a test's catalog). Reserved there, so that no outgoing
 /// connection of the cluster's components takes one as its ephemeral local

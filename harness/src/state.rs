@@ -41,6 +41,9 @@ pub struct ClusterState {
     /// OLM v1 runs beside OLM v0 (`up --olm-v1`), with its registry.
     #[serde(default)]
     pub olm_v1: bool,
+    /// Flux's kustomize-controller runs (`up --flux`).
+    #[serde(default)]
+    pub flux: bool,
 }
 
 impl ClusterState {
@@ -51,6 +54,7 @@ impl ClusterState {
             processes: Vec::new(),
             database_url: None,
             olm_v1: false,
+            flux: false,
         }
     }
 

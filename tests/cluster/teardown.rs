@@ -28,6 +28,7 @@ fn a_test_panicking_with_a_running_cluster_leaves_no_leftovers() {
         images: Vec::new(),
         olm_v1: false,
         olm_v1_images: Vec::new(),
+        flux: false,
         quiet: true,
     };
     let outcome = std::thread::spawn(move || {

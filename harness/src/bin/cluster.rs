@@ -1,5 +1,5 @@
 //! `cluster`: the local single-node Kubernetes with OLM (v0, and v1 with
-//! `up --olm-v1`), for people and the justfile. `up` starts it and returns while it keeps running (its
+//! `up --olm-v1`; Flux's kustomize-controller with `up --flux`), for people and the justfile. `up` starts it and returns while it keeps running (its
 //! components are daemons; the state file is the source of truth for the
 //! other subcommands), `env` prints the variables for `eval`, `load` imports
 //! image archives, `serve-catalog` starts `opm serve` (recorded in the state
@@ -48,6 +48,10 @@ enum Command {
         /// them), imported first so OLM v1 starts while the others load.
         #[arg(long = "olm-v1-image", requires = "olm_v1")]
         olm_v1_images: Vec<PathBuf>,
+        /// Run Flux's kustomize-controller (its CRDs from the tools
+        /// directory's flux/crds), once OLM runs.
+        #[arg(long)]
+        flux: bool,
     },
     /// Print `export` lines for KUBECONFIG, DATABASE_URL and
     /// UPGRADE_GATE_TEST_CLUSTER, for `eval`.
@@ -112,6 +116,7 @@ async fn run(command: Command) -> Result<ExitCode, String> {
             images,
             olm_v1,
             olm_v1_images,
+            flux,
         } => {
             eprintln!("Creating cluster {name} ...");
             let config = ClusterConfig {
@@ -121,6 +126,7 @@ async fn run(command: Command) -> Result<ExitCode, String> {
                 images,
                 olm_v1,
                 olm_v1_images,
+                flux,
                 quiet: false,
             };
             let cluster = Cluster::up(config).await.map_err(|e| e.to_string())?;

@@ -9,6 +9,7 @@ mod catalog;
 mod containerd;
 mod controller_manager;
 mod etcd;
+pub mod flux;
 mod kube_proxy;
 mod kubelet;
 mod olm;
@@ -24,6 +25,7 @@ pub use catalog::Catalog;
 pub use containerd::Containerd;
 pub use controller_manager::ControllerManager;
 pub use etcd::Etcd;
+pub use flux::KustomizeController;
 pub use kube_proxy::KubeProxy;
 pub use kubelet::Kubelet;
 pub use olm::Olm;
@@ -75,6 +77,12 @@ impl ClusterContext {
 
     pub fn crds_dir(&self) -> PathBuf {
         self.tools.join("crds")
+    }
+
+    /// Flux's CRDs (the Kustomization's and the source kinds'
+    /// kustomize-controller watches), as `tools/build.sh flux` copied them.
+    pub fn flux_crds_dir(&self) -> PathBuf {
+        self.tools.join("flux/crds")
     }
 
     /// OLM v1's release manifest, as `just cluster-bins` copied it from
