@@ -303,27 +303,29 @@ chain_env := "UPGRADE_GATE_TOOLS=\"$(UPGRADE_GATE_CACHE=" + cache + " tools/bin-
 # The tool set DEPLOYER's chain needs, built (prints its name): olm -> olm-v0;
 # helm -> helm (olm-v0's and the helm CLI, built from its Go module);
 # kubectl -> kubectl (helm's and kubectl); olm-v1 -> olm-v1 (olm-v0's and
-# OLM v1, with its two images).
+# OLM v1, with its two images); flux -> flux (helm's and Flux's
+# kustomize-controller with its CRDs).
 _deployer-tools DEPLOYER:
     #!/usr/bin/env bash
     set -euo pipefail
     case "{{DEPLOYER}}" in
       olm) echo olm-v0 ;;
-      helm|kubectl) UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh "{{DEPLOYER}}" >/dev/null; echo "{{DEPLOYER}}" ;;
+      helm|kubectl|flux) UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh "{{DEPLOYER}}" >/dev/null; echo "{{DEPLOYER}}" ;;
       olm-v1)
         UPGRADE_GATE_CACHE="{{cache}}" tools/build.sh olm-v1 >/dev/null
         UPGRADE_GATE_CACHE="{{cache}}" tools/image-any-runtime.sh tools/image.sh olm-v1 >/dev/null
         echo olm-v1 ;;
-      *) echo "unknown deployer {{DEPLOYER}} (olm|olm-v1|helm|kubectl)" >&2; exit 2 ;;
+      *) echo "unknown deployer {{DEPLOYER}} (olm|olm-v1|helm|kubectl|flux)" >&2; exit 2 ;;
     esac
 
 _chain-prerequisites: (doctor "demo")
     @UPGRADE_GATE_CACHE="{{cache}}" tools/prepare.sh demo "{{justfile_directory()}}/target/logs/prepare-$(date +%Y%m%d-%H%M%S)"
 
-# Settings: DEPLOYER=olm|olm-v1|helm|kubectl (olm: OLM v0; olm-v1: a
-# ClusterExtension; helm, kubectl: pushed as a pipeline; all but olm held by
-# the admission policy), GATE=on|off (on: the deployer's hold; off: without
-# it), START=slow|fast (slow), SUCCESSOR=cumulative|naive (cumulative),
+# Settings: DEPLOYER=olm|olm-v1|helm|kubectl|flux (olm: OLM v0; olm-v1: a
+# ClusterExtension; helm, kubectl: pushed as a pipeline; flux: a
+# Kustomization whose source moves; all but olm held by the admission
+# policy), GATE=on|off (on: the deployer's hold; off: without it),
+# START=slow|fast (slow), SUCCESSOR=cumulative|naive (cumulative),
 # ROWS=N (1000000; or DEMO_ROWS), KEEP=1 keeps the cluster (docs/demo.md).
 # The main job: 7.9.3 -> 7.10.0 -> 7.10.1 on local cluster `demo`, narrated and drawn.
 demo *SETTINGS: _chain-prerequisites
@@ -338,7 +340,7 @@ demo *SETTINGS: _chain-prerequisites
         SUCCESSOR=*) successor=${setting#SUCCESSOR=} ;;
         ROWS=*) rows=${setting#ROWS=} ;;
         KEEP=*) keep=${setting#KEEP=} ;;
-        *) echo "just demo: unknown setting $setting (DEPLOYER=olm|olm-v1|helm|kubectl GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N KEEP=1)" >&2; exit 2 ;;
+        *) echo "just demo: unknown setting $setting (DEPLOYER=olm|olm-v1|helm|kubectl|flux GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N KEEP=1)" >&2; exit 2 ;;
       esac
     done
     tools_set=$(just _deployer-tools "$deployer")
@@ -350,7 +352,7 @@ demo *SETTINGS: _chain-prerequisites
 # Each run in a fresh namespace with its own database and Subscription, judged
 # raced/held/inconclusive and damaged; writes target/race/<arm>.json (and
 # gate-<GATE>.json for the default START and SUCCESSOR) and prints a table (docs/race.md).
-# Settings: RUNS=N (10), DEPLOYER=olm|olm-v1|helm|kubectl (olm; the others
+# Settings: RUNS=N (10), DEPLOYER=olm|olm-v1|helm|kubectl|flux (olm; the others
 # write to target/race/<deployer>/), GATE=on|off (on), START=slow|fast
 # (slow), SUCCESSOR=cumulative|naive (cumulative), ROWS=N executions seeded
 # (2000000).
@@ -367,7 +369,7 @@ race *SETTINGS: _chain-prerequisites
         START=*) start=${setting#START=} ;;
         SUCCESSOR=*) successor=${setting#SUCCESSOR=} ;;
         ROWS=*) rows=${setting#ROWS=} ;;
-        *) echo "just race: unknown setting $setting (RUNS=N DEPLOYER=olm|olm-v1|helm|kubectl GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N)" >&2; exit 2 ;;
+        *) echo "just race: unknown setting $setting (RUNS=N DEPLOYER=olm|olm-v1|helm|kubectl|flux GATE=on|off START=slow|fast SUCCESSOR=cumulative|naive ROWS=N)" >&2; exit 2 ;;
       esac
     done
     tools_set=$(just _deployer-tools "$deployer")
@@ -379,8 +381,8 @@ race *SETTINGS: _chain-prerequisites
 # Every arm (gate x start, for each successor), RUNS runs each, on one cluster;
 # one JSON per arm in target/race/ and one table (target/race/matrix.txt; docs/race.md).
 # Settings: RUNS=N (10), ROWS=N executions seeded (2000000),
-# DEPLOYER=olm|olm-v1|helm|kubectl (all but olm: the policy's binding on
-# and off, for each successor; target/race/<deployer>/).
+# DEPLOYER=olm|olm-v1|helm|kubectl|flux (all but olm: the policy's binding
+# on and off, for each successor; target/race/<deployer>/).
 # The race as a controlled experiment: all eight arms (other deployers: four).
 race-matrix *SETTINGS: _chain-prerequisites
     #!/usr/bin/env bash
@@ -391,7 +393,7 @@ race-matrix *SETTINGS: _chain-prerequisites
         RUNS=*) runs=${setting#RUNS=} ;;
         ROWS=*) rows=${setting#ROWS=} ;;
         DEPLOYER=*) deployer=${setting#DEPLOYER=} ;;
-        *) echo "just race-matrix: unknown setting $setting (RUNS=N ROWS=N DEPLOYER=olm|olm-v1|helm|kubectl)" >&2; exit 2 ;;
+        *) echo "just race-matrix: unknown setting $setting (RUNS=N ROWS=N DEPLOYER=olm|olm-v1|helm|kubectl|flux)" >&2; exit 2 ;;
       esac
     done
     tools_set=$(just _deployer-tools "$deployer")

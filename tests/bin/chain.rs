@@ -10,12 +10,14 @@
 //!   successor) and prints one table of them (`just race-matrix`).
 //! - `chain demo --gate on|off --start ... --successor ...` plays one run,
 //!   narrated, and says what a user of the App would see (`just demo`).
-//! - `--deployer olm|olm-v1|helm|kubectl` (race, race-matrix, demo): who
-//!   pushes the releases. OLM v0 (the default) through a Subscription, its
-//!   gate the init container; OLM v1 through a ClusterExtension (the
+//! - `--deployer olm|olm-v1|helm|kubectl|flux` (race, race-matrix, demo):
+//!   who pushes the releases. OLM v0 (the default) through a Subscription,
+//!   its gate the init container; OLM v1 through a ClusterExtension (the
 //!   cluster then runs OLM v1 too), Helm and kubectl as a pipeline pushing
-//!   every second: their gate is the admission policy's binding. Their
-//!   reports go to `target/race/<deployer>/` and `target/demo/<deployer>/`.
+//!   every second, Flux's kustomize-controller from a source the runner
+//!   moves (the cluster then runs it): their gate is the admission
+//!   policy's binding. Their reports go to `target/race/<deployer>/` and
+//!   `target/demo/<deployer>/`.
 //!
 //! - `chain bench-scale --apps N --rows R` upgrades N Apps (7.10.0 →
 //!   7.10.1, the operator replaced by OLM), writes
@@ -187,9 +189,9 @@ enum Command {
     RaceMatrix {
         #[arg(long, default_value_t = 10)]
         runs: u32,
-        /// Who pushes the releases: under Helm, kubectl and OLM v1 the arms
-        /// are the gate (the admission policy's binding) on and off, for
-        /// each successor, with the slow start.
+        /// Who pushes the releases: under Helm, kubectl, OLM v1 and Flux
+        /// the arms are the gate (the admission policy's binding) on and
+        /// off, for each successor, with the slow start.
         #[arg(long, value_enum, default_value = "olm")]
         deployer: Deployer,
         /// Executions seeded (once, copied per run).
@@ -216,10 +218,12 @@ enum Command {
         /// Who pushes the releases: `olm` (OLM v0: a Subscription's channel
         /// switch; --gate is the init container), `olm-v1` (a
         /// ClusterExtension's channel switch), `helm` (`helm upgrade` to
-        /// 7.10.0 and at once to 7.10.1, retried as a pipeline would) or
+        /// 7.10.0 and at once to 7.10.1, retried as a pipeline would),
         /// `kubectl` (`kubectl apply --server-side` of each release's
-        /// manifests, likewise); for all but `olm`, --gate is the admission
-        /// policy's binding.
+        /// manifests, likewise) or `flux` (a Kustomization whose source
+        /// moves to 7.10.0 and, once applied, to 7.10.1; Flux retries by
+        /// itself); for all but `olm`, --gate is the admission policy's
+        /// binding.
         #[arg(long, value_enum, default_value = "olm")]
         deployer: Deployer,
         /// Executions seeded before the switch.
@@ -381,6 +385,7 @@ async fn start_cluster(
         pause_archive: need(&args.pause_archive, "UPGRADE_GATE_PAUSE_ARCHIVE")?,
         images: vec![need(&args.image_archive, "UPGRADE_GATE_IMAGE_ARCHIVE")?],
         olm_v1: deployer == Deployer::OlmV1,
+        flux: deployer == Deployer::Flux,
         olm_v1_images: match deployer {
             Deployer::OlmV1 if args.olm_v1_images.is_empty() => {
                 return Err("UPGRADE_GATE_OLM_V1_IMAGES is not set: run this through `just demo DEPLOYER=olm-v1`".to_owned());
@@ -392,6 +397,7 @@ async fn start_cluster(
     };
     let olm = match deployer {
         Deployer::OlmV1 => "OLM v0 and OLM v1",
+        Deployer::Flux => "OLM and Flux's kustomize-controller",
         _ => "OLM",
     };
     println!("==> Starting local cluster {name} (Kubernetes, {olm}, PostgreSQL)");
@@ -774,7 +780,7 @@ fn reports_dir(dir: PathBuf, deployer: Deployer) -> PathBuf {
 }
 
 /// Whether the runner pushes the releases itself, as a pipeline (Helm,
-/// kubectl); OLM v1, like OLM v0, moves on by itself.
+/// kubectl); OLM v1 and Flux, like OLM v0, move on by themselves.
 fn pushed(deployer: Deployer) -> bool {
     matches!(deployer, Deployer::Helm | Deployer::Kubectl)
 }
@@ -831,6 +837,13 @@ fn admitted_story(deployer: Deployer) -> (&'static str, String) {
                 "`kubectl apply` of 7.10.0's manifests, then at once of 7.10.1's, retried every {PIPELINE_RETRY:?} until accepted, as a pipeline would (times from the first apply)"
             ),
         ),
+        Deployer::Flux => (
+            "Flux's kustomize-controller: a Kustomization whose source (an ExternalArtifact the runner serves: release 7.9.3's manifests, its chart as `helm template` renders it) Flux applies",
+            format!(
+                "Moving the Kustomization's source to 7.10.0 and, once Flux applied it, at once to 7.10.1, as two commits in a row would: Flux retries a refused release by itself (retryInterval {}, or at once when requested) (times from the first move)",
+                upgrade_gate_tests::chain::run::flux::RETRY_INTERVAL
+            ),
+        ),
         Deployer::OlmV1 | Deployer::Olm => (
             "OLM v1: a ClusterExtension following channel 7.9.x of our catalog (served by catalogd from the cluster's registry)",
             "Switching the ClusterExtension to channel 7.10.x: OLM v1 installs 7.10.0 and at once wants 7.10.1, retrying by itself until it is let through (times from the switch)".to_owned(),
@@ -839,10 +852,11 @@ fn admitted_story(deployer: Deployer) -> (&'static str, String) {
 }
 
 /// The demo pushed by a deployer the admission policy holds (Helm,
-/// kubectl, OLM v1): 7.9.3 installed by it; time zero its first push of
-/// 7.10.0 (Helm, kubectl) or the ClusterExtension's channel switch (OLM
-/// v1); Helm and kubectl push 7.10.1 at once and every second until
-/// accepted, as a pipeline would, OLM v1 retries by itself. `--gate on`:
+/// kubectl, OLM v1, Flux): 7.9.3 installed by it; time zero its first push
+/// of 7.10.0 (Helm, kubectl), the ClusterExtension's channel switch (OLM
+/// v1) or the Kustomization's source moved to 7.10.0 (Flux); Helm and
+/// kubectl push 7.10.1 at once and every second until accepted, as a
+/// pipeline would, OLM v1 and Flux retry by themselves. `--gate on`:
 /// the admission policy (manifests/admission/) bound to the run's
 /// namespace, its brake; `off`: not bound. Narrated, judged and drawn as
 /// the OLM demo.

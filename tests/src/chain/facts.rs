@@ -451,6 +451,97 @@ pub fn olm_v1_release_facts(previous: Option<&Value>, current: &Value, deleted: 
     }
 }
 
+/// What a watch of a run's Flux Kustomization is called in a gap's fact.
+pub const FLUX_KUSTOMIZATION: &str = "Flux's Kustomization";
+
+/// The release a revision of the runner's Flux source names: the runner
+/// publishes each release as `<release>@sha256:<digest of its tarball>`
+/// (Flux's `<name>@<algorithm>:<digest>` form). `None` for any other.
+pub fn release_of_flux_revision(revision: &str) -> Option<&str> {
+    let (release, digest) = revision.split_once("@sha256:")?;
+    (!release.is_empty() && !digest.is_empty()).then_some(release)
+}
+
+/// A condition of a Flux object's status by type: (status, reason, message).
+fn flux_condition<'a>(object: &'a Value, kind: &str) -> Option<(&'a str, &'a str, &'a str)> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|condition| condition["type"] == kind)
+        .map(|condition| {
+            (
+                condition["status"].as_str().unwrap_or_default(),
+                condition["reason"].as_str().unwrap_or_default(),
+                condition["message"].as_str().unwrap_or_default(),
+            )
+        })
+}
+
+/// The revision a Kustomization's try that ended was about, read from its
+/// conditions alone: kustomize-controller patches a status's conditions
+/// before its other fields, so the version whose `Ready` turned `True`
+/// still carries the previous `lastAppliedRevision` (seen here: every
+/// apply named the release before it). Succeeded: the one `Ready`'s
+/// message names ("Applied revision: R"); failed: the one its
+/// `Reconciling` condition names ("Fetching manifests for revision R with
+/// a timeout of …", set at the try's start and kept, so right even when
+/// the fetch failed). Empty when neither says.
+fn flux_tried_revision(ready_message: &str, kustomization: &Value, ready: bool) -> String {
+    let named = if ready {
+        ready_message
+            .strip_prefix("Applied revision: ")
+            .map(str::trim)
+    } else {
+        flux_condition(kustomization, "Reconciling").and_then(|(_, _, message)| {
+            let (_, rest) = message.split_once("for revision ")?;
+            rest.split_whitespace().next()
+        })
+    };
+    named.unwrap_or_default().to_owned()
+}
+
+/// Facts of a Flux Kustomization (kustomize-controller v1.9): one per try
+/// that ended. Each try starts by setting `Ready` to `Unknown`
+/// ("Reconciliation in progress") and ends with `Ready` `True` (the
+/// revision applied: accepted) or `False` (not applied: its message, the
+/// API server's answer among it — a refusal is the admission policy's
+/// only in its words). A version first seen (the watch's first list)
+/// answers nothing; a try whose revision is not one of the runner's is a
+/// hole (what was tried cannot be told).
+pub fn flux_kustomization_facts(
+    previous: Option<&Value>,
+    current: &Value,
+    deleted: bool,
+) -> Vec<Fact> {
+    let Some(previous) = previous else {
+        return Vec::new();
+    };
+    let trying = flux_condition(previous, "Ready").map(|(status, _, _)| status) == Some("Unknown");
+    if deleted || !trying {
+        return Vec::new();
+    }
+    let (accepted, message) = match flux_condition(current, "Ready") {
+        Some(("True", _, message)) => (true, message),
+        Some(("False", _, message)) => (false, message),
+        _ => return Vec::new(),
+    };
+    let revision = flux_tried_revision(message, current, accepted);
+    match release_of_flux_revision(&revision) {
+        Some(release) => vec![Fact::Deployed {
+            release: release.to_owned(),
+            accepted,
+            message: message.to_owned(),
+        }],
+        None => vec![Fact::WatchError {
+            watch: FLUX_KUSTOMIZATION.to_owned(),
+            error: format!(
+                "Kustomization {}: a try of revision {revision:?}, not one the runner published: {message}",
+                name(current)
+            ),
+        }],
+    }
+}
+
 /// What a watch of the admission record is called in a gap's fact.
 pub const ADMISSION_RECORD: &str = "the admission record";
 
@@ -927,6 +1018,159 @@ mod tests {
                 olm_v1_release_facts(Some(&pending), &secret, false).as_slice(),
                 [Fact::WatchError { watch, .. }] if watch == OLM_V1_RELEASES
             ));
+        }
+    }
+
+    /// A Kustomization as kustomize-controller v1.9 writes its status.
+    fn kustomization(
+        ready: (&str, &str, &str),
+        reconciling: Option<&str>,
+        applied: &str,
+        attempted: &str,
+    ) -> Value {
+        let mut conditions = vec![
+            json!({"type": "Ready", "status": ready.0, "reason": ready.1, "message": ready.2}),
+        ];
+        if let Some(message) = reconciling {
+            conditions.push(json!({"type": "Reconciling", "status": "True", "reason": "Progressing", "message": message}));
+        }
+        json!({"metadata": {"name": "app"}, "status": {"conditions": conditions,
+            "lastAppliedRevision": applied, "lastAttemptedRevision": attempted}})
+    }
+
+    #[test]
+    fn a_flux_try_is_a_fact_when_it_ends() {
+        let r0 = "7.10.0@sha256:aa";
+        let r1 = "7.10.1@sha256:bb";
+        let refusal = "Deployment/ns/app-operator dry-run failed (Forbidden): deployments.apps \"app-operator\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'b' denied request: upgrade-gate: operator app-operator runs release 7.10.0, whose upgrade has not completed";
+        let applied0 = kustomization(
+            (
+                "True",
+                "ReconciliationSucceeded",
+                "Applied revision: 7.10.0@sha256:aa",
+            ),
+            None,
+            r0,
+            r0,
+        );
+        let trying1 = kustomization(
+            ("Unknown", "Progressing", "Reconciliation in progress"),
+            Some("Detecting drift for revision 7.10.1@sha256:bb with a timeout of 2m0s"),
+            r0,
+            r1,
+        );
+        let refused1 = kustomization(
+            ("False", "ReconciliationFailed", refusal),
+            Some("Detecting drift for revision 7.10.1@sha256:bb with a timeout of 2m0s"),
+            r0,
+            r1,
+        );
+        // A fetch that failed: lastAttemptedRevision is still 7.10.0's,
+        // the Reconciling condition names 7.10.1's.
+        let fetch1 = kustomization(
+            (
+                "False",
+                "ArtifactFailed",
+                "failed to download archive: connection refused",
+            ),
+            Some("Fetching manifests for revision 7.10.1@sha256:bb with a timeout of 2m0s"),
+            r0,
+            r0,
+        );
+        // As the watch sees the try's end: the conditions patched first,
+        // lastAppliedRevision still the previous one.
+        let applied1 = kustomization(
+            (
+                "True",
+                "ReconciliationSucceeded",
+                "Applied revision: 7.10.1@sha256:bb",
+            ),
+            None,
+            r0,
+            r1,
+        );
+        // A failure whose Reconciling condition names no revision: what
+        // was tried cannot be told.
+        let unnamed1 = kustomization(("False", "ReconciliationFailed", refusal), None, r0, r1);
+        let deployed = |release: &str, accepted: bool, message: &str| Fact::Deployed {
+            release: release.into(),
+            accepted,
+            message: message.into(),
+        };
+        let table: [(Option<&Value>, &Value, bool, Vec<Fact>); 8] = [
+            // First seen: nothing.
+            (None, &refused1, false, vec![]),
+            // A try starts: nothing yet.
+            (Some(&applied0), &trying1, false, vec![]),
+            (
+                Some(&trying1),
+                &refused1,
+                false,
+                vec![deployed("7.10.1", false, refusal)],
+            ),
+            (
+                Some(&trying1),
+                &fetch1,
+                false,
+                vec![deployed(
+                    "7.10.1",
+                    false,
+                    "failed to download archive: connection refused",
+                )],
+            ),
+            (
+                Some(&trying1),
+                &applied1,
+                false,
+                vec![deployed(
+                    "7.10.1",
+                    true,
+                    "Applied revision: 7.10.1@sha256:bb",
+                )],
+            ),
+            // No try in between (a status write of another kind), or gone: nothing.
+            (Some(&refused1), &refused1, false, vec![]),
+            (Some(&applied0), &applied1, false, vec![]),
+            (Some(&trying1), &refused1, true, vec![]),
+        ];
+        for (previous, current, deleted, facts) in table {
+            assert_eq!(
+                flux_kustomization_facts(previous, current, deleted),
+                facts,
+                "{previous:?} -> {current:?}"
+            );
+        }
+        assert!(matches!(
+            flux_kustomization_facts(Some(&trying1), &unnamed1, false).as_slice(),
+            [Fact::WatchError { watch, .. }] if watch == FLUX_KUSTOMIZATION
+        ));
+    }
+
+    #[test]
+    fn a_flux_try_of_a_revision_not_the_runners_is_a_hole() {
+        let trying = kustomization(("Unknown", "Progressing", ""), None, "", "");
+        let other = kustomization(
+            (
+                "True",
+                "ReconciliationSucceeded",
+                "Applied revision: main@sha1:cc",
+            ),
+            None,
+            "main@sha1:cc",
+            "main@sha1:cc",
+        );
+        assert!(matches!(
+            flux_kustomization_facts(Some(&trying), &other, false).as_slice(),
+            [Fact::WatchError { watch, .. }] if watch == FLUX_KUSTOMIZATION
+        ));
+        for (revision, release) in [
+            ("7.10.1@sha256:bb", Some("7.10.1")),
+            ("main@sha1:cc", None),
+            ("@sha256:bb", None),
+            ("7.10.1@sha256:", None),
+            ("7.10.1", None),
+        ] {
+            assert_eq!(release_of_flux_revision(revision), release, "{revision}");
         }
     }
 }

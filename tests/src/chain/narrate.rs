@@ -192,6 +192,7 @@ pub fn closing(judgement: &Judgement, chain: &Chain) -> Vec<String> {
             super::judge::Deployer::Helm => "Helm applied",
             super::judge::Deployer::OlmV1 => "OLM v1 applied",
             super::judge::Deployer::Kubectl => "kubectl applied",
+            super::judge::Deployer::Flux => "Flux applied",
         };
         lines.push(format!(
             "The race happened: {moved} {} before {middle}'s upgrade had completed.",

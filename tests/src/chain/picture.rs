@@ -164,9 +164,8 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
         let release = text_of(entry, "release");
         let text = text_of(entry, "text");
         let (lane_name, shape, colour) = match fact.as_str() {
-            "channel_switched" | "subscribed" | "extension_switched" | "injected" => {
-                (lane("the runner".to_owned()), Shape::Diamond, PURPLE)
-            }
+            "channel_switched" | "subscribed" | "extension_switched" | "source_moved"
+            | "injected" => (lane("the runner".to_owned()), Shape::Diamond, PURPLE),
             // Accepted: a green diamond; refused by the admission policy
             // (its words): a red cross; failed for another cause: grey.
             "deployed" => {

@@ -3,7 +3,7 @@
 //! Helm (`helm upgrade --install` of the release's chart) and kubectl
 //! (`kubectl apply --server-side` of the release's manifests, its chart as
 //! `helm template` renders it — what a GitOps pipeline applies). OLM v1
-//! pushes by itself and is not one of them.
+//! and Flux move on by themselves and are not among them.
 //!
 //! Owns: the [`Helm`] it renders with (its charts, manifests and the
 //! cluster-scoped RBAC a release creates, removed when it drops) and the
@@ -48,7 +48,7 @@ impl Pipeline {
     ) -> Option<Pipeline> {
         let helm = || Helm::new(kubeconfig, namespace, image).with_variant(variant);
         match deployer {
-            Deployer::Olm | Deployer::OlmV1 => None,
+            Deployer::Olm | Deployer::OlmV1 | Deployer::Flux => None,
             Deployer::Helm => Some(Pipeline {
                 helm: helm(),
                 kubectl: None,

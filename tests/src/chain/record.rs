@@ -1,6 +1,6 @@
 //! The recorders of a chain run: a watch per kind of object in the run's
 //! namespace (CSVs, OperatorConditions, Jobs, pods, Apps; under OLM v1 its
-//! Helm release's revisions too), each version
+//! Helm release's revisions too, under Flux its Kustomization), each version
 //! turned into facts by `facts` as it arrives, and a poll of the database's
 //! migration history, all pushing to the run's timeline.
 //!
@@ -248,6 +248,27 @@ impl Recorders {
             )),
             timeline,
             facts::olm_v1_release_facts,
+        )
+        .await;
+    }
+
+    /// Starts watching Flux's Kustomization `name` of `namespace` (read
+    /// with `admin`): each of its tries that ended is a [`Fact::Deployed`]
+    /// ([`facts::flux_kustomization_facts`]). Its state when it starts
+    /// answers nothing.
+    pub async fn watch_flux_kustomization(
+        &mut self,
+        admin: &Client,
+        namespace: &str,
+        name: &str,
+        timeline: &Timeline,
+    ) {
+        self.watch_with(
+            facts::FLUX_KUSTOMIZATION,
+            super::run::flux::kustomizations(admin, namespace),
+            watcher::Config::default().fields(&format!("metadata.name={name}")),
+            timeline,
+            facts::flux_kustomization_facts,
         )
         .await;
     }

@@ -75,6 +75,13 @@ pub enum Fact {
         extension: String,
         channel: String,
     },
+    /// The runner moved Flux's source (the `ExternalArtifact` its
+    /// Kustomization reads) to `release`, as a commit to the repository
+    /// Flux follows would: the first move is time zero.
+    SourceMoved {
+        source: String,
+        release: String,
+    },
     /// The runner did something to the chain (a fault, holding the lock...).
     Injected {
         what: String,
@@ -83,7 +90,8 @@ pub enum Fact {
     /// accepted, or not with `message` (the API server's answer: the
     /// admission policy's refusal only when it carries the policy's words,
     /// `chain::refusal`), as known when its command returned (Helm,
-    /// kubectl) or its Helm release's revision ended (OLM v1). Under Helm
+    /// kubectl), its Helm release's revision ended (OLM v1) or its
+    /// Kustomization's status said how its try ended (Flux). Under Helm
     /// and kubectl the first one is time zero.
     Deployed {
         release: String,
@@ -282,6 +290,10 @@ impl fmt::Display for Fact {
                     "ClusterExtension {extension} switched to channel {channel}"
                 )
             }
+            Fact::SourceMoved { source, release } => write!(
+                f,
+                "Flux's source (ExternalArtifact {source}) moved to release {release}"
+            ),
             Fact::Injected { what } => write!(f, "runner: {what}"),
             Fact::Deployed {
                 release,
@@ -571,7 +583,8 @@ pub fn last(events: &[Event], predicate: impl Fn(&Fact) -> bool) -> Option<&Even
 
 /// Time zero of a run: when the channel was switched (the Subscription's
 /// or the ClusterExtension's), the Subscription starting at the middle
-/// release created, or the deployer first applied a release.
+/// release created, Flux's source first moved, or the deployer first
+/// applied a release.
 pub fn zero_at(events: &[Event]) -> Option<Timestamp> {
     first(events, |fact| {
         matches!(
@@ -579,6 +592,7 @@ pub fn zero_at(events: &[Event]) -> Option<Timestamp> {
             Fact::ChannelSwitched { .. }
                 | Fact::ExtensionSwitched { .. }
                 | Fact::Subscribed { .. }
+                | Fact::SourceMoved { .. }
                 | Fact::Deployed { .. }
         )
     })

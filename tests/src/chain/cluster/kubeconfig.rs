@@ -295,6 +295,12 @@ impl OlmCluster for KubeconfigCluster {
             "OLM v1 runs on the harness's local cluster only (it needs the cluster's registry): UPGRADE_GATE_CLUSTER_PROVIDER=local"
         )
     }
+
+    fn flux(&self) -> super::FluxCluster {
+        panic!(
+            "Flux runs on the harness's local cluster only (its kustomize-controller and the artifact server on the cluster's link): UPGRADE_GATE_CLUSTER_PROVIDER=local"
+        )
+    }
 }
 
 /// The catalog's documents (`.json`, `.yaml`, `.yml` below `dir`) keyed as

@@ -94,6 +94,17 @@ pub trait OlmCluster: Send + Sync {
     /// Its OLM v1 (catalogd, operator-controller, a registry the host
     /// pushes to); panics when it runs none.
     fn olm_v1(&self) -> OlmV1Cluster;
+    /// Its Flux (kustomize-controller, and where this process serves it
+    /// artifacts); panics when it runs none.
+    fn flux(&self) -> FluxCluster;
+}
+
+/// A cluster's Flux, as the runner uses it: kustomize-controller runs, and
+/// an artifact server of this process listening on `artifacts_ip` is
+/// reached by it.
+#[derive(Clone, Debug)]
+pub struct FluxCluster {
+    pub artifacts_ip: std::net::IpAddr,
 }
 
 /// The harness's local cluster (`just test-cluster`, `chain race`, `chain demo`).
@@ -170,6 +181,21 @@ impl OlmCluster for LocalCluster {
 
     fn olm_v1(&self) -> OlmV1Cluster {
         OlmV1Cluster::of(self.cluster.clone())
+    }
+
+    /// The host end of the cluster's veth, which kustomize-controller (in
+    /// the node's network namespace) reaches.
+    fn flux(&self) -> FluxCluster {
+        let attached = harness::cluster::Cluster::attach(&self.cluster.name)
+            .unwrap_or_else(|error| panic!("cluster {}: {error}", self.cluster.name));
+        assert!(
+            attached.state().flux,
+            "cluster {} runs no Flux: start it with `cluster up --flux` (`just test-cluster` and `just demo DEPLOYER=flux` do)",
+            self.cluster.name
+        );
+        FluxCluster {
+            artifacts_ip: std::net::IpAddr::V4(attached.layout().host_ip()),
+        }
     }
 }
 
@@ -263,6 +289,13 @@ impl OlmCluster for ProvidedCluster {
         match self {
             Self::Local(local) => local.olm_v1(),
             Self::Kubeconfig(remote) => remote.olm_v1(),
+        }
+    }
+
+    fn flux(&self) -> FluxCluster {
+        match self {
+            Self::Local(local) => local.flux(),
+            Self::Kubeconfig(remote) => remote.flux(),
         }
     }
 }

@@ -23,7 +23,7 @@ pub fn chain_stopped(events: &[Event], chain: &Chain) -> Option<String> {
             })?;
             matches!(&last_csv.fact, Fact::CsvPhase { phase, .. } if phase == "Succeeded")
         }
-        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => events.iter().any(|event| {
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl | Deployer::Flux => events.iter().any(|event| {
             matches!(&event.fact, Fact::Deployed { release, accepted: true, .. } if *release == chain.last)
         }),
     };
@@ -77,7 +77,7 @@ pub(super) fn end_state(
         ),
         // Under a deployer: the last release applied, and an operator pod
         // of it started after.
-        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl | Deployer::Flux => {
             let applied = end.first(
                 None,
                 |fact| matches!(fact, Fact::Deployed { release, accepted: true, .. } if release == last),

@@ -37,7 +37,7 @@ pub(super) fn load(events: &[Event], chain: &Chain, middle: &str, zero: Timestam
     });
     let offered = match chain.deployer {
         Deployer::Olm => format!("OLM created CSV upgrade-gate.v{}", chain.next),
-        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl | Deployer::Flux => {
             format!("{} first applied {}", chain.deployer.who(), chain.next)
         }
     };
@@ -93,7 +93,7 @@ pub(super) fn load(events: &[Event], chain: &Chain, middle: &str, zero: Timestam
                 "load: never {offered}: not measurable",
                 offered = match chain.deployer {
                     Deployer::Olm => format!("did OLM create CSV upgrade-gate.v{}", chain.next),
-                    Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
+                    Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl | Deployer::Flux => {
                         format!("did {} apply {}", chain.deployer.who(), chain.next)
                     }
                 }

@@ -140,6 +140,12 @@ pub enum Deployer {
     /// applies a chart), retried as a pipeline does; the admission policy
     /// is the brake. Judged as under Helm.
     Kubectl,
+    /// Flux's kustomize-controller applying a Kustomization whose source
+    /// (an `ExternalArtifact` the runner serves) moves from release to
+    /// release; each of its tries of a release is a [`Fact::Deployed`],
+    /// read from the Kustomization's status; the admission policy is the
+    /// brake. Judged as under Helm.
+    Flux,
 }
 
 impl Deployer {
@@ -150,6 +156,7 @@ impl Deployer {
             Deployer::Helm => "the deployer",
             Deployer::OlmV1 => "OLM v1",
             Deployer::Kubectl => "the pipeline",
+            Deployer::Flux => "Flux",
         }
     }
 
@@ -160,7 +167,7 @@ impl Deployer {
     }
 
     /// As the command line and the reports name it (`olm`, `helm`,
-    /// `olm-v1`, `kubectl`).
+    /// `olm-v1`, `kubectl`, `flux`).
     pub fn name(self) -> String {
         clap::ValueEnum::to_possible_value(&self)
             .map(|value| value.get_name().to_owned())
@@ -278,7 +285,7 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
     evidence.extend(found);
     let pending_seconds = match chain.deployer {
         Deployer::Olm => pending(events, &chain.next, zero, &mut evidence),
-        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl => {
+        Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl | Deployer::Flux => {
             refused_for(events, chain.deployer, &chain.next, zero, &mut evidence)
         }
     };
@@ -296,7 +303,9 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
         (Some(middle), Deployer::Olm) if !raced => {
             olm_reaction(events, chain, middle, zero, &mut evidence)
         }
-        (Some(middle), Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl) if !raced => {
+        (Some(middle), Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl | Deployer::Flux)
+            if !raced =>
+        {
             deployer_reaction(events, chain, middle, zero, &mut evidence)
         }
         _ => None,
@@ -395,7 +404,7 @@ fn moved_on<'a>(events: &'a [Event], chain: &Chain, zero: Timestamp) -> Option<&
                 accepted: true,
                 ..
             },
-            Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl,
+            Deployer::Helm | Deployer::OlmV1 | Deployer::Kubectl | Deployer::Flux,
         ) => *release == chain.next,
         _ => false,
     })

@@ -10,12 +10,14 @@
 //!
 //! The set-up and time zero differ by deployer, a file each (below):
 //! under OLM v0 a Subscription and its channel switch; under OLM v1 a
-//! ClusterExtension and its switch; under Helm or kubectl the deployer's
-//! applies, [`ChainRun::push_until_accepted`] pushing the next release as
-//! a pipeline would.
+//! ClusterExtension and its switch; under Flux a Kustomization and its
+//! source moved; under Helm or kubectl the deployer's applies,
+//! [`ChainRun::push_until_accepted`] pushing the next release as a
+//! pipeline would.
 //!
 //! Owns: the run's namespace, database, backup claim, served catalog (or
-//! Helm and its charts, or OLM v1's catalog, installer and extension),
+//! Helm and its charts, or OLM v1's catalog, installer and extension, or
+//! Flux's source and Kustomization),
 //! recorders and writer (all removed when the run
 //! drops). Must not touch:
 //! anything of another run; the cluster-wide OLM only through `restart_olm`;
@@ -27,6 +29,7 @@
 //! | `options.rs` | what a run plays: [`RunOptions`], [`Data`], [`Start`], the chain |
 //! | `olm_v0.rs` | under OLM v0: the catalog served, the Subscription, the install's gate checks, the channel switch |
 //! | `olm_v1.rs` | under OLM v1: catalogd's catalog, the installer, the ClusterExtension and its switch |
+//! | `flux.rs` | under Flux: the served source, the Kustomization, the source moved release by release |
 //! | `helm_kubectl.rs` | under Helm or kubectl: the first release applied, each push a fact |
 //! | `user_view.rs` | what a user of the App would look at after the chain |
 
@@ -50,6 +53,7 @@ use super::timeline::{Event, Fact, Timeline};
 use super::writer::{self, RunningWriter, WriterVerdict};
 use crate::cluster_database::{HeldUpgradeLock, TestDatabase};
 
+pub mod flux;
 mod helm_kubectl;
 mod olm_v0;
 mod olm_v1;
@@ -59,6 +63,7 @@ mod user_view;
 pub use olm_v0::{Evaluated, wait_gate_open};
 pub use options::{Data, RunOptions, SeedTemplate, Start, chain};
 
+use flux::FluxRun;
 use olm_v1::OlmV1Run;
 use options::{create_at_release, middle_release};
 use user_view::schema_at_target;
@@ -249,6 +254,8 @@ pub struct ChainRun {
     recorders: Recorders,
     /// Under OLM v1: before the namespace, which its uninstall needs.
     olm_v1: Option<OlmV1Run>,
+    /// Under Flux: its source served and moved.
+    flux: Option<FluxRun>,
     writer: Option<RunningWriter>,
     pub timeline: Timeline,
     pub namespace: TestNamespace,
@@ -295,7 +302,7 @@ impl ChainRun {
         )
         .map(Arc::new);
         let catalog = match (&pipeline, options.chain.deployer) {
-            (Some(_), _) | (None, Deployer::OlmV1) => None,
+            (Some(_), _) | (None, Deployer::OlmV1 | Deployer::Flux) => None,
             (None, _) => Some(olm_v0::serve(cluster, &client, &ns, &options).await),
         };
 
@@ -335,6 +342,7 @@ impl ChainRun {
             );
         }
         let mut olm_v1 = None;
+        let mut flux = None;
         let set_up = SetUp {
             cluster,
             namespace: &namespace,
@@ -347,6 +355,16 @@ impl ChainRun {
                 let (run, created) = olm_v1::install_first_release(set_up, &options).await;
                 olm_v1 = Some(run);
                 created
+            }
+            (Start::FirstRelease, _) if options.chain.deployer == Deployer::Flux => {
+                let (run, created) =
+                    flux::install_first_release(set_up, &options.chain, &options.release_variant)
+                        .await;
+                flux = Some(run);
+                created
+            }
+            (Start::MiddleRelease, _) if options.chain.deployer == Deployer::Flux => {
+                panic!("a Flux run starts at its first release (Start::FirstRelease)")
             }
             (Start::FirstRelease, Some(pipeline)) => {
                 helm_kubectl::install_first_release(set_up, pipeline, &options.chain.from).await
@@ -375,6 +393,7 @@ impl ChainRun {
         Self {
             recorders,
             olm_v1,
+            flux,
             writer: Some(writer),
             timeline,
             namespace,
@@ -449,6 +468,11 @@ impl ChainRun {
         if let Some(olm_v1) = &self.olm_v1 {
             olm_v1
                 .switch(&mut self.recorders, &self.timeline, &self.to_channel, at)
+                .await;
+            return;
+        }
+        if let Some(flux) = &self.flux {
+            flux.start_upgrade(&mut self.recorders, &self.timeline, &self.chain, at)
                 .await;
             return;
         }
