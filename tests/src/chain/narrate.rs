@@ -221,10 +221,19 @@ pub fn closing(judgement: &Judgement, chain: &Chain) -> Vec<String> {
         ));
     }
     if let Some(pending) = judgement.pending_seconds {
-        lines.push(format!(
-            "CSV upgrade-gate.v{} waited Pending for {pending:.1} s.",
-            chain.next
-        ));
+        lines.push(match chain.deployer {
+            super::judge::Deployer::Olm => format!(
+                "CSV upgrade-gate.v{} waited Pending for {pending:.1} s.",
+                chain.next
+            ),
+            // Under the admission policy there is no CSV: the deployer's
+            // applies of the next release were refused for that long.
+            deployer => format!(
+                "{}'s applies of {} were refused by the admission policy for {pending:.1} s.",
+                deployer.who(),
+                chain.next
+            ),
+        });
     }
     lines.extend(
         judgement
