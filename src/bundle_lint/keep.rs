@@ -1,8 +1,11 @@
 //! The `upgrade-gate keep` sidecar's configuration, checked against the
 //! CSV it ships in: a container (not an init container, which would never
 //! end and never be told the OperatorCondition's name), a rule that reads
-//! the release, resources the CSV owns or requires, and the rights to list
-//! and watch them for the ServiceAccount its pod runs as.
+//! the release, and the CSV's release (not the kit's placeholder); no done
+//! condition that an Ansible-based operator turns at every reconcile;
+//! resources the CSV owns or requires; the done field in the schema of the
+//! CRD the bundle ships; and the rights to list and watch them for the
+//! ServiceAccount its pod runs as, wherever keep watches.
 //!
 //! Owns: finding the sidecar and these checks' wording. Must not touch:
 //! the rule's meaning ([`crate::completion`], whose parsing is reused).
@@ -12,6 +15,7 @@
 use serde_json::Value;
 
 use super::Rule;
+use super::deployed::release_setting;
 use super::rules::{Findings, argv, list, pod_service_account, text};
 use crate::completion::{ResourceName, Rule as DoneRule};
 
@@ -106,9 +110,14 @@ fn matches(rule: &Value, field: &str, wanted: &str) -> bool {
 }
 
 /// The verbs of `list` and `watch` that `account` lacks on `resource` in
-/// the CSV's permissions and clusterPermissions.
-fn missing_verbs(install: &Value, account: &str, resource: &ResourceName) -> Vec<&'static str> {
-    let rules: Vec<&Value> = ["permissions", "clusterPermissions"]
+/// the CSV's `sets` (`permissions`, `clusterPermissions`).
+fn missing_verbs(
+    install: &Value,
+    sets: &[&str],
+    account: &str,
+    resource: &ResourceName,
+) -> Vec<&'static str> {
+    let rules: Vec<&Value> = sets
         .iter()
         .flat_map(|set| list(&install[*set]))
         .filter(|permission| text(&permission["serviceAccountName"]) == account)
@@ -125,8 +134,82 @@ fn missing_verbs(install: &Value, account: &str, resource: &ResourceName) -> Vec
         .collect()
 }
 
+/// Conditions an Ansible-based operator (operator-sdk's ansible-operator)
+/// turns at the start of every reconcile, and why a rule on them flaps.
+const FLAPPING_CONDITIONS: &[(&str, &str)] = &[
+    (
+        "Successful",
+        "ansible-operator sets Successful=False at the start of every reconcile, before its playbook runs",
+    ),
+    (
+        "Running",
+        "ansible-operator sets Running=True with reason Running at the start of every reconcile, whatever the playbook did before",
+    ),
+];
+
+/// The install modes that put the CSV's `permissions` in some namespaces
+/// only: OLM lifts them to the whole cluster in an AllNamespaces install
+/// alone (operatorgroup.go, `ensureSingletonRBAC`).
+const NAMESPACED_MODES: &[&str] = &["OwnNamespace", "SingleNamespace", "MultiNamespace"];
+
+/// The namespaced install modes the CSV supports.
+fn namespaced_modes(csv: &Value) -> Vec<&str> {
+    list(&csv["spec"]["installModes"])
+        .iter()
+        .filter(|mode| mode["supported"] == true)
+        .map(|mode| text(&mode["type"]))
+        .filter(|mode| NAMESPACED_MODES.contains(mode))
+        .collect()
+}
+
+/// What is wrong with `path` (`status.version`) as a field of the CRD's
+/// schema at `version` (every served version when `None`): `None` when it
+/// is there, when a level on the way keeps unknown fields or is a map, or
+/// when the CRD has no schema to tell.
+fn schema_problem(crd: &Value, version: Option<&str>, path: &str) -> Option<String> {
+    let versions: Vec<&Value> = list(&crd["spec"]["versions"])
+        .iter()
+        .filter(|entry| match version {
+            Some(version) => text(&entry["name"]) == version,
+            None => entry["served"] == true,
+        })
+        .collect();
+    let mut missing = Vec::new();
+    for entry in &versions {
+        let mut node = &entry["schema"]["openAPIV3Schema"];
+        if node.is_null() {
+            return None;
+        }
+        let mut found = true;
+        for key in path.split('.') {
+            if node["x-kubernetes-preserve-unknown-fields"] == true
+                || node.get("additionalProperties").is_some()
+            {
+                break;
+            }
+            match node["properties"].get(key) {
+                Some(next) => node = next,
+                None => {
+                    found = false;
+                    break;
+                }
+            }
+        }
+        if found {
+            return None;
+        }
+        missing.push(text(&entry["name"]).to_owned());
+    }
+    (!missing.is_empty()).then(|| missing.join(", "))
+}
+
 /// Checks every `upgrade-gate keep` container of every Deployment.
-pub(super) fn check_keep(findings: &mut Findings<'_>, csv: &Value, deployments: &[Value]) {
+pub(super) fn check_keep(
+    findings: &mut Findings<'_>,
+    csv: &Value,
+    crds: &[Value],
+    deployments: &[Value],
+) {
     let install = &csv["spec"]["install"]["spec"];
     for (index, deployment) in deployments.iter().enumerate() {
         let pod = &deployment["spec"]["template"]["spec"];
@@ -143,7 +226,7 @@ pub(super) fn check_keep(findings: &mut Findings<'_>, csv: &Value, deployments: 
         for (position, container) in list(&pod["containers"]).iter().enumerate() {
             if runs_keep(container) {
                 let field = format!("{base}.containers[{position}]");
-                check_one(findings, csv, install, pod, container, &field);
+                check_one(findings, csv, crds, install, pod, container, &field);
             }
         }
     }
@@ -152,6 +235,7 @@ pub(super) fn check_keep(findings: &mut Findings<'_>, csv: &Value, deployments: 
 fn check_one(
     findings: &mut Findings<'_>,
     csv: &Value,
+    crds: &[Value],
     install: &Value,
     pod: &Value,
     container: &Value,
@@ -184,7 +268,21 @@ fn check_one(
                 format!("`upgrade-gate keep` would exit 2: {error}"),
             );
         }
+        for condition in &conditions {
+            if let Some((_, why)) = FLAPPING_CONDITIONS
+                .iter()
+                .find(|(flapping, _)| flapping == condition)
+            {
+                findings.warning(
+                    Rule::KeepRule,
+                    field.to_owned(),
+                    format!("`upgrade-gate keep` judges by the condition {condition:?}, and {why}: in an Ansible-based operator every reconcile (one a minute by default) closes the gate and puts the record back in progress; judge by a field the playbook sets once the upgrade is done (k8s_status: status.upgradedRelease equal to the release) with --done-field alone"),
+                );
+            }
+        }
+        check_done_field(findings, csv, crds, container, field, field_path.as_deref());
     }
+    check_release(findings, csv, container, field);
     if from_elsewhere(container, "UPGRADE_GATE_RESOURCES") {
         return;
     }
@@ -213,22 +311,117 @@ fn check_one(
                 format!("`upgrade-gate keep` judges the upgrade by {resource}, which is neither in the CSV's spec.customresourcedefinitions.owned nor .required: OLM does not install it with this bundle, and keep would keep the gate closed (\"the API group serves no resource\") until it exists"),
             );
         }
-        let missing = missing_verbs(install, account, &resource);
+        let missing = missing_verbs(
+            install,
+            &["permissions", "clusterPermissions"],
+            account,
+            &resource,
+        );
         if !missing.is_empty() {
             findings.error(
                 Rule::KeepRights,
                 field.to_owned(),
                 format!("ServiceAccount {account:?} (the pod's) may not {} {resource} in the CSV's permissions or clusterPermissions: `upgrade-gate keep` could not read the objects and would keep the gate closed forever", missing.join(" or ")),
             );
+            continue;
+        }
+        let modes = namespaced_modes(csv);
+        let watches_everywhere = setting(container, "--watch-namespace", "WATCH_NAMESPACE", true)
+            .is_none()
+            && !from_elsewhere(container, "WATCH_NAMESPACE");
+        let cluster_wide =
+            missing_verbs(install, &["clusterPermissions"], account, &resource).is_empty();
+        if watches_everywhere && !cluster_wide && !modes.is_empty() {
+            findings.error(
+                Rule::KeepRights,
+                field.to_owned(),
+                format!("`upgrade-gate keep` watches {resource} in every namespace (no --watch-namespace or WATCH_NAMESPACE), but ServiceAccount {account:?} may list and watch it only through the CSV's permissions, which OLM grants in the target namespaces alone in an {} install (cluster-wide only in AllNamespaces): keep's list is refused (403) and the gate stays closed for good; set WATCH_NAMESPACE from the pod's annotation (valueFrom.fieldRef.fieldPath: metadata.annotations['olm.targetNamespaces']) or grant list and watch in clusterPermissions", modes.join(" or ")),
+            );
         }
     }
 }
+
+/// `--done-field` is a field of the schema the bundle's CRD gives each
+/// resource: the API server drops a field its schema does not have (the
+/// operator's write of it is pruned), so keep would never see the upgrade
+/// done.
+fn check_done_field(
+    findings: &mut Findings<'_>,
+    csv: &Value,
+    crds: &[Value],
+    container: &Value,
+    field: &str,
+    done_field: Option<&str>,
+) {
+    let Some(path) = done_field else {
+        return;
+    };
+    let Some(resources) = setting(container, "--resource", "UPGRADE_GATE_RESOURCES", true) else {
+        return;
+    };
+    for resource in resources
+        .iter()
+        .filter_map(|given| given.parse::<ResourceName>().ok())
+    {
+        let name = format!("{}.{}", resource.plural, resource.group);
+        let Some(crd) = crds
+            .iter()
+            .find(|crd| text(&crd["metadata"]["name"]) == name)
+        else {
+            continue;
+        };
+        let owned_version = list(&csv["spec"]["customresourcedefinitions"]["owned"])
+            .iter()
+            .find(|owned| text(&owned["name"]) == name)
+            .map(|owned| text(&owned["version"]).to_owned())
+            .filter(|version| !version.is_empty());
+        let version = resource.version.clone().or(owned_version);
+        if let Some(versions) = schema_problem(crd, version.as_deref(), path) {
+            findings.error(
+                Rule::KeepDoneField,
+                field.to_owned(),
+                format!("`upgrade-gate keep --done-field {path}` reads a field the schema of {name} (version {versions}, the CRD in this bundle) does not have: the API server drops it from every write, so no object ever shows it and keep keeps the gate closed for good; add {path} to the CRD's schema (or fix the path)"),
+            );
+        }
+    }
+}
+
+/// keep's `--release` / `UPGRADE_GATE_RELEASE` is the CSV's `spec.version`:
+/// keep waits for every object to show that release; another one is never
+/// shown (the gate stays closed) or, left as the kit's placeholder that the
+/// operator is told too, shown by every release at once (the brake never
+/// engages).
+fn check_release(findings: &mut Findings<'_>, csv: &Value, container: &Value, field: &str) {
+    let version = text(&csv["spec"]["version"]);
+    let Some((release, place)) = release_setting(container) else {
+        return;
+    };
+    if version.is_empty() || release == version {
+        return;
+    }
+    let placeholder = if release == KIT_PLACEHOLDER {
+        format!(
+            ", the adoption kit's placeholder ({KIT_PLACEHOLDER}) left as is: if the operator is told it too, every release shows it at once and the gate never holds"
+        )
+    } else {
+        String::new()
+    };
+    findings.error(
+        Rule::KeepRule,
+        format!("{field}.{place}"),
+        format!("`upgrade-gate keep` judges release {release:?}, but this CSV is release {version:?} (spec.version){placeholder}; set it to \"{version}\" with the CSV's version at every release"),
+    );
+}
+
+/// The release the adoption kit's kustomization says until the adopter sets
+/// theirs (adopt/kubebuilder/config/upgrade-gate/kustomization.yaml).
+pub(super) const KIT_PLACEHOLDER: &str = "0.0.1";
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use super::super::rules::check_csv;
+    use super::super::rules::check_bundle;
     use super::*;
 
     /// A CSV owning Widgets, its operator's account allowed to list and
@@ -263,16 +456,56 @@ mod tests {
     }
 
     fn keep_findings(csv: &Value) -> Vec<(Rule, String)> {
-        check_csv(csv, "csv.yaml", &[])
+        keep_findings_with(csv, &[crd(true)])
+    }
+
+    fn keep_findings_with(csv: &Value, crds: &[Value]) -> Vec<(Rule, String)> {
+        check_bundle(csv, crds, "csv.yaml", &[])
             .into_iter()
             .filter(|finding| {
                 matches!(
                     finding.rule,
-                    Rule::KeepSidecar | Rule::KeepRule | Rule::KeepResources | Rule::KeepRights
+                    Rule::KeepSidecar
+                        | Rule::KeepRule
+                        | Rule::KeepResources
+                        | Rule::KeepRights
+                        | Rule::KeepDoneField
                 )
             })
             .map(|finding| (finding.rule, finding.message))
             .collect()
+    }
+
+    /// The bundle's Widget CRD: `status.version` in its schema when `with_version`.
+    fn crd(with_version: bool) -> Value {
+        let status = if with_version {
+            json!({"type": "object", "properties": {"version": {"type": "string"}}})
+        } else {
+            json!({"type": "object", "properties": {"phase": {"type": "string"}}})
+        };
+        json!({
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.demo.example.com"},
+            "spec": {"group": "demo.example.com", "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": status
+                }}}
+            }]}
+        })
+    }
+
+    /// The operator's list and watch granted by `permissions` only, the
+    /// CSV installable in `modes`.
+    fn namespaced_rights(csv: &mut Value, modes: &[&str]) {
+        let install = &mut csv["spec"]["install"]["spec"];
+        install["permissions"] = install["clusterPermissions"].take();
+        install["clusterPermissions"] = json!([]);
+        csv["spec"]["installModes"] = modes
+            .iter()
+            .map(|mode| json!({"type": mode, "supported": true}))
+            .collect();
     }
 
     fn sidecar(csv: &mut Value) -> &mut Value {
@@ -352,6 +585,34 @@ mod tests {
                 "may not list or watch",
             ),
             (
+                "keep's release the kit's placeholder",
+                |csv| sidecar(csv)["env"][2]["value"] = json!("0.0.1"),
+                Rule::KeepRule,
+                "the adoption kit's placeholder (0.0.1) left as is",
+            ),
+            (
+                "keep's release another than the CSV's",
+                |csv| sidecar(csv)["env"][2]["value"] = json!("0.1.0"),
+                Rule::KeepRule,
+                "judges release \"0.1.0\", but this CSV is release \"0.2.0\"",
+            ),
+            (
+                "rights in the target namespaces only, keep watching every namespace",
+                |csv| namespaced_rights(csv, &["OwnNamespace", "AllNamespaces"]),
+                Rule::KeepRights,
+                "in every namespace (no --watch-namespace or WATCH_NAMESPACE), but ServiceAccount \"manager\" may list and watch it only through the CSV's permissions, which OLM grants in the target namespaces alone in an OwnNamespace install",
+            ),
+            (
+                "an Ansible condition that flaps",
+                |csv| {
+                    sidecar(csv)["env"].as_array_mut().unwrap().push(
+                        json!({"name": "UPGRADE_GATE_DONE_CONDITIONS", "value": "Successful"}),
+                    )
+                },
+                Rule::KeepRule,
+                "ansible-operator sets Successful=False at the start of every reconcile",
+            ),
+            (
                 "an init container",
                 |csv| {
                     let pod = &mut csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]
@@ -375,6 +636,66 @@ mod tests {
                 "{case}: {found:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_done_field_must_be_in_the_schema_the_bundle_ships() {
+        let found = keep_findings_with(&csv(), &[crd(false)]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].0, Rule::KeepDoneField);
+        assert!(
+            found[0]
+                .1
+                .contains("reads a field the schema of widgets.demo.example.com (version v1alpha1"),
+            "{found:?}"
+        );
+        // Nothing to tell by: no CRD in the bundle, or a level that keeps
+        // unknown fields (spec here), or a map.
+        assert_eq!(keep_findings_with(&csv(), &[]), vec![]);
+        let mut in_spec = csv();
+        sidecar(&mut in_spec)["env"][1]["value"] = json!("spec.deployed.release");
+        assert_eq!(keep_findings_with(&in_spec, &[crd(false)]), vec![]);
+        let mut map = crd(false);
+        map["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] =
+            json!({"type": "object", "additionalProperties": {"type": "string"}});
+        assert_eq!(keep_findings_with(&csv(), &[map]), vec![]);
+        // A version named that does not have it, beside one that does.
+        let mut two = crd(true);
+        let mut old = two["spec"]["versions"][0].clone();
+        old["name"] = json!("v1alpha0");
+        old["storage"] = json!(false);
+        old["schema"]["openAPIV3Schema"]["properties"]["status"] = json!({"type": "object"});
+        two["spec"]["versions"].as_array_mut().unwrap().push(old);
+        let mut named = csv();
+        sidecar(&mut named)["env"][0]["value"] = json!("widgets.v1alpha0.demo.example.com");
+        named["spec"]["customresourcedefinitions"]["owned"][0]["version"] = json!("v1alpha0");
+        let found = keep_findings_with(&named, std::slice::from_ref(&two));
+        assert!(
+            found
+                .iter()
+                .any(|(rule, message)| *rule == Rule::KeepDoneField
+                    && message.contains("(version v1alpha0")),
+            "{found:?}"
+        );
+        assert_eq!(keep_findings_with(&csv(), &[two]), vec![]);
+    }
+
+    #[test]
+    fn namespaced_rights_pass_where_keep_watches_only_there_or_olm_lifts_them() {
+        let mut all_namespaces = csv();
+        namespaced_rights(&mut all_namespaces, &["AllNamespaces"]);
+        assert_eq!(keep_findings(&all_namespaces), vec![]);
+        let mut told = csv();
+        namespaced_rights(&mut told, &["OwnNamespace"]);
+        sidecar(&mut told)["env"].as_array_mut().unwrap().push(json!({
+            "name": "WATCH_NAMESPACE",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['olm.targetNamespaces']"}}
+        }));
+        assert_eq!(keep_findings(&told), vec![]);
+        let mut by_flag = csv();
+        namespaced_rights(&mut by_flag, &["SingleNamespace"]);
+        sidecar(&mut by_flag)["args"] = json!(["keep", "--watch-namespace=shop"]);
+        assert_eq!(keep_findings(&by_flag), vec![]);
     }
 
     #[test]

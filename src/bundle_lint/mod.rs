@@ -78,8 +78,14 @@
 //!
 //! - an `upgrade-gate keep` sidecar (an operator that writes no gate of its
 //!   own): a container, not an init container; a rule that can be built
-//!   and reads the release; resources the CSV owns or requires; list and
-//!   watch on them for the pod's ServiceAccount.
+//!   and reads the release, the CSV's release (not a placeholder left from
+//!   the kit); resources the CSV owns or requires; list and watch on them
+//!   for the pod's ServiceAccount wherever keep watches (every namespace
+//!   unless `WATCH_NAMESPACE` says otherwise, and OLM grants
+//!   `permissions` cluster-wide only in an AllNamespaces install); the
+//!   done field in the schema of the CRD the bundle ships; a warning on a
+//!   done condition that an Ansible- or Helm-based operator turns False at
+//!   every reconcile.
 //!
 //! A directory without `manifests/` holding one ClusterServiceVersion, or
 //! without `metadata/annotations.yaml` saying media type `registry+v1`, is
@@ -114,7 +120,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use deployed::{RE_PUSHED_TAG, TagOnly, digest_problem, tag_only};
-pub use rules::check_csv;
+pub use rules::{check_bundle, check_csv};
 pub use semver::Version;
 pub use skips::{SkipRange, SkipRangeError};
 
@@ -174,8 +180,11 @@ pub enum Rule {
     KeepRule,
     /// keep's resources are resource names the CSV owns or requires.
     KeepResources,
-    /// keep's pod may list and watch its resources.
+    /// keep's pod may list and watch its resources, everywhere it watches.
     KeepRights,
+    /// keep's done field is in the schema of the CRD the bundle ships (the
+    /// API server drops a field its schema does not have).
+    KeepDoneField,
 }
 
 impl Rule {
@@ -349,6 +358,11 @@ pub fn read_metadata(dir: &Path) -> Result<(), LintError> {
 /// ClusterServiceVersion among `manifests/*.yaml`, `*.yml` and `*.json`.
 /// Returns its file (as `dir/manifests/NAME`) and value.
 pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
+    read_manifests(dir).map(|(file, csv, _)| (file, csv))
+}
+
+/// [`read_csv`], and the CustomResourceDefinitions among the manifests.
+fn read_manifests(dir: &Path) -> Result<(String, Value, Vec<Value>), LintError> {
     let manifests = dir.join("manifests");
     let read_dir = |path: &Path| {
         std::fs::read_dir(path).map_err(|source| LintError::Read {
@@ -367,6 +381,7 @@ pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
         .collect();
     files.sort();
     let mut csvs = Vec::new();
+    let mut crds = Vec::new();
     for path in files {
         let text = std::fs::read_to_string(&path).map_err(|source| LintError::Read {
             path: path.clone(),
@@ -377,11 +392,14 @@ pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
         for document in documents {
             if document["kind"] == "ClusterServiceVersion" {
                 csvs.push((path.display().to_string(), document));
+            } else if document["kind"] == "CustomResourceDefinition" {
+                crds.push(document);
             }
         }
     }
     if csvs.len() == 1 {
-        Ok(csvs.remove(0))
+        let (file, csv) = csvs.remove(0);
+        Ok((file, csv, crds))
     } else {
         Err(LintError::NotABundle {
             dir: dir.display().to_string(),
@@ -393,7 +411,7 @@ pub fn read_csv(dir: &Path) -> Result<(String, Value), LintError> {
 /// Reads and checks the bundle in `dir`: its CSV ([`read_csv`]) and its
 /// metadata ([`read_metadata`]) must be readable, else it is no bundle.
 pub fn lint_bundle(dir: &Path, must_run: &[Version]) -> Result<Report, LintError> {
-    let (file, csv) = read_csv(dir)?;
+    let (file, csv, crds) = read_manifests(dir)?;
     read_metadata(dir)?;
     Ok(Report {
         bundle: dir.display().to_string(),
@@ -401,7 +419,7 @@ pub fn lint_bundle(dir: &Path, must_run: &[Version]) -> Result<Report, LintError
             .as_str()
             .unwrap_or_default()
             .to_owned(),
-        findings: check_csv(&csv, &file, must_run),
+        findings: check_bundle(&csv, &crds, &file, must_run),
     })
 }
 

@@ -227,7 +227,15 @@ fn configured_names(container: &Value) -> Vec<(&'static str, GivenName)> {
 
 /// Checks one CSV (as parsed from `file`). `must_run`: releases whose
 /// upgrade must run (a skip over them is worth a warning of its own).
+/// Without the bundle's CRDs: what needs them ([`check_bundle`]) is not
+/// checked.
 pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> {
+    check_bundle(csv, &[], file, must_run)
+}
+
+/// [`check_csv`], with the CustomResourceDefinitions the bundle ships
+/// beside its CSV (keep's done field is looked up in their schemas).
+pub fn check_bundle(csv: &Value, crds: &[Value], file: &str, must_run: &[Version]) -> Vec<Finding> {
     let mut findings = Findings {
         file,
         found: Vec::new(),
@@ -268,7 +276,7 @@ pub fn check_csv(csv: &Value, file: &str, must_run: &[Version]) -> Vec<Finding> 
     deployed::check_image_tags(&mut findings, deployments);
     deployed::check_gate_image_tags(&mut findings, deployments);
     deployed::check_gate_credentials(&mut findings, &gated);
-    super::keep::check_keep(&mut findings, csv, deployments);
+    super::keep::check_keep(&mut findings, csv, crds, deployments);
     let grants = check_rights(&mut findings, install, name);
     check_gate_account(&mut findings, name, &gated, &grants);
     check_skips(&mut findings, csv, must_run);
