@@ -91,6 +91,8 @@ pub mod doc_check;
 #[cfg(test)]
 mod doc_ci;
 #[cfg(test)]
+mod doc_operate;
+#[cfg(test)]
 mod doc_paths;
 #[cfg(test)]
 mod doc_tables;

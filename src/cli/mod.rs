@@ -16,6 +16,8 @@ mod lint;
 
 #[cfg(test)]
 mod help_tests;
+#[cfg(test)]
+mod operate_tests;
 
 use std::process::ExitCode;
 use std::time::Duration;
