@@ -1328,7 +1328,25 @@ fn quote_fits(whole: bool, quote: &str, message: &str) -> bool {
         Some(rest) => (true, rest),
         None => (whole, quote),
     };
-    let pieces: Vec<&str> = quote
+    // A `<placeholder>` (lowercase within angle brackets) stands for any text too.
+    let mut elided = String::new();
+    let mut rest = quote;
+    while let Some(at) = rest.find('<') {
+        let (before, from) = rest.split_at(at);
+        elided.push_str(before);
+        match from[1..].find('>') {
+            Some(end) if from[1..=end].starts_with(|c: char| c.is_ascii_lowercase()) => {
+                elided.push('…');
+                rest = &from[end + 2..];
+            }
+            _ => {
+                elided.push('<');
+                rest = &from[1..];
+            }
+        }
+    }
+    elided.push_str(rest);
+    let pieces: Vec<&str> = elided
         .split(['…'])
         .flat_map(|piece| piece.split("..."))
         .map(str::trim)
@@ -1475,6 +1493,18 @@ fn a_quote_fits_a_refusal_with_its_elisions() {
             "operator a (Deployment a) runs release 1, whose upgrade has not completed (...j...); it cannot move to release 2",
             true,
         ),
+        (
+            true,
+            "upgrade-gate: operator <operator> (Deployment <name>) runs release <r>, …",
+            true,
+        ),
+        (false, "release <r> has recorded nothing yet", false),
+        (
+            false,
+            "operator <operator> (Deployment <name>) runs release 1",
+            true,
+        ),
+        (false, "operator <Operator> (Deployment a)", false),
     ];
     for (whole, quote, fits) in cases {
         assert_eq!(quote_fits(whole, quote, message), fits, "{quote}");
