@@ -137,7 +137,9 @@ async fn restarted_during_v4(restart: Restart, catalog_port: u16, server_port: u
     // The server goes down with the Job inside V4 and back on the same
     // data directory. Meanwhile the history cannot change unseen: the Job,
     // its one writer, waits for the test until the server ends them both.
-    let paused = run.pause_history();
+    // The pause begins once a read in flight has ended: none straddles the
+    // stop (ended by it, it would be a gap in the record).
+    let paused = run.pause_history().await;
     run.note(&format!(
         "the App's PostgreSQL {} while 7.10.0's Job (backend {job_backend}) was inside V4",
         restart.what()

@@ -8,6 +8,7 @@
 //! tests fail and say so.
 
 mod chain_digest;
+mod chain_history;
 mod db_tls;
 mod db_upgrade;
 mod fixture;

@@ -4,17 +4,18 @@
 //! turned into facts by `facts` as it arrives, and a poll of the database's
 //! migration history, all pushing to the run's timeline.
 //!
-//! Owns: the watches ([`ObjectHistory`]) and the history poll, stopped when
-//! [`Recorders`] drops, and the facts of their own gaps (a failed or
-//! relisted watch, a failed history read), which make a run's judgement
-//! inconclusive instead of silently incomplete. Must not touch: anything it
+//! Owns: the watches ([`ObjectHistory`]) and the history poll
+//! ([`HistoryPoll`]), stopped when [`Recorders`] drops, and the facts of
+//! their own gaps (a failed or relisted watch, a failed history read),
+//! which make a run's judgement inconclusive instead of silently
+//! incomplete; the poll's pause for a caller that takes the database down
+//! (begun once a read in flight has ended). Must not touch: anything it
 //! watches (read-only).
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -36,6 +37,8 @@ use crate::object_history::{Gap, ObjectHistory, WatchGap};
 
 /// How often the migration history is read.
 const HISTORY_POLL: Duration = Duration::from_millis(250);
+/// How long [`HistoryPoll::pause`] waits for a read in flight to end.
+const READ_IN_FLIGHT_WITHIN: Duration = Duration::from_secs(60);
 
 /// The API of a kind OLM or the App CRD serves, as dynamic objects.
 pub fn dynamic_api(
@@ -82,18 +85,56 @@ pub fn app_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
 pub struct Recorders {
     _histories: Vec<Box<dyn Any + Send + Sync>>,
     tasks: Vec<JoinHandle<()>>,
-    history_paused: Arc<AtomicBool>,
+    history: HistoryPoll,
     /// The names of its watches, as their gap facts name them.
     watches: Vec<&'static str>,
 }
 
-/// The history poll paused ([`Recorders::pause_history`]) until this drops.
-pub struct HistoryPaused(Arc<AtomicBool>);
+/// The poll of a database's migration history ([`HISTORY_POLL`]): each
+/// read's changes are facts ([`history_facts`]), the first failed read of
+/// a streak a [`Fact::HistoryReadFailed`]. Stops on drop.
+pub struct HistoryPoll {
+    task: JoinHandle<()>,
+    /// Held by the poll while it reads, and by a pause for as long as it
+    /// lasts.
+    reading: Arc<tokio::sync::Mutex<()>>,
+}
 
-impl Drop for HistoryPaused {
+impl Drop for HistoryPoll {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
+        self.task.abort();
     }
+}
+
+impl HistoryPoll {
+    /// Starts reading the history of `database_url` into `timeline`.
+    pub fn start(database_url: &str, timeline: &Timeline) -> Self {
+        let reading = Arc::new(tokio::sync::Mutex::new(()));
+        let task = tokio::spawn(poll_history(
+            database_url.to_owned(),
+            timeline.clone(),
+            reading.clone(),
+        ));
+        Self { task, reading }
+    }
+
+    /// Stops reading until the guard drops, once a read in flight has
+    /// ended: no read straddles what the caller does meanwhile (a server
+    /// it takes down would fail that read, a gap in the record). Panics
+    /// when a read stays in flight for [`READ_IN_FLIGHT_WITHIN`].
+    pub async fn pause(&self) -> HistoryPaused {
+        match tokio::time::timeout(READ_IN_FLIGHT_WITHIN, self.reading.clone().lock_owned()).await {
+            Ok(guard) => HistoryPaused { _reading: guard },
+            Err(_) => panic!(
+                "a read of the migration history was in flight for {READ_IN_FLIGHT_WITHIN:?}: the poll cannot be paused"
+            ),
+        }
+    }
+}
+
+/// The history poll paused ([`HistoryPoll::pause`]) until this drops.
+pub struct HistoryPaused {
+    _reading: tokio::sync::OwnedMutexGuard<()>,
 }
 
 impl Drop for Recorders {
@@ -117,7 +158,7 @@ impl Recorders {
         let mut recorders = Recorders {
             _histories: Vec::new(),
             tasks: Vec::new(),
-            history_paused: Arc::new(AtomicBool::new(false)),
+            history: HistoryPoll::start(database_url, timeline),
             watches: vec!["OperatorConditions"],
         };
         let as_json = |derive: fn(Option<&Value>, &Value, bool) -> Vec<Fact>| {
@@ -165,11 +206,6 @@ impl Recorders {
             timeline.clone(),
         )));
         recorders._histories.push(Box::new(history));
-        recorders.tasks.push(tokio::spawn(poll_history(
-            database_url.to_owned(),
-            timeline.clone(),
-            recorders.history_paused.clone(),
-        )));
         recorders
     }
 
@@ -179,16 +215,16 @@ impl Recorders {
         self.watches.iter().map(|&watch| watch.to_owned()).collect()
     }
 
-    /// Stops reading the migration history until the guard drops, for a
-    /// caller that takes the database's server down on purpose: reads can
-    /// only fail then, and each failure would be a gap in the record. The
-    /// caller answers for the window: the history cannot change in it
-    /// unseen (the server is down, or the one writer of the history is
-    /// held). The first read after it reports what changed meanwhile, as
-    /// between any two reads.
-    pub fn pause_history(&self) -> HistoryPaused {
-        self.history_paused.store(true, Ordering::SeqCst);
-        HistoryPaused(self.history_paused.clone())
+    /// Stops reading the migration history until the guard drops, once a
+    /// read in flight has ended ([`HistoryPoll::pause`]), for a caller that
+    /// takes the database's server down on purpose: reads can only fail
+    /// then, and each failure would be a gap in the record. The caller
+    /// answers for the window: the history cannot change in it unseen (the
+    /// server is down, or the one writer of the history is held). The
+    /// first read after it reports what changed meanwhile, as between any
+    /// two reads.
+    pub async fn pause_history(&self) -> HistoryPaused {
+        self.history.pause().await
     }
 
     /// Starts watching the Apps of `namespace`: once the first release is
@@ -446,7 +482,7 @@ pub fn history_facts(before: &[HistoryRow], now: &[HistoryRow]) -> Vec<Fact> {
     facts
 }
 
-async fn poll_history(url: String, timeline: Timeline, paused: Arc<AtomicBool>) {
+async fn poll_history(url: String, timeline: Timeline, reading: Arc<tokio::sync::Mutex<()>>) {
     let mut seen: Vec<HistoryRow> = Vec::new();
     let mut session: Option<tokio_postgres::Client> = None;
     let mut failing = false;
@@ -454,9 +490,10 @@ async fn poll_history(url: String, timeline: Timeline, paused: Arc<AtomicBool>) 
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        if paused.load(Ordering::SeqCst) {
+        // Paused: no read until the pause ends.
+        let Ok(_reading) = reading.try_lock() else {
             continue;
-        }
+        };
         let read = read_once(&url, &mut session).await;
         match read {
             Ok(now) => {
@@ -492,7 +529,24 @@ async fn read_once(
         }
         read => read,
     }
-    .map_err(|error| format!("reading: {error}"))
+    .map_err(|error| format!("reading: {}", describe(&error)))
+}
+
+/// An error with what the server said (tokio-postgres prints a server's
+/// error as "db error" alone): its severity, SQLSTATE and message.
+fn describe(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!(
+            "{error}: {} {}: {}",
+            db.severity(),
+            db.code().code(),
+            db.message()
+        ),
+        None => match std::error::Error::source(error) {
+            Some(cause) => format!("{error}: {cause}"),
+            None => error.to_string(),
+        },
+    }
 }
 
 async fn read_on(

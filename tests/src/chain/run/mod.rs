@@ -422,8 +422,8 @@ impl ChainRun {
     /// Pauses the poll of the migration history until the guard drops
     /// ([`Recorders::pause_history`]: for a caller that takes the
     /// database's server down, and answers for the window).
-    pub fn pause_history(&self) -> HistoryPaused {
-        self.recorders.pause_history()
+    pub async fn pause_history(&self) -> HistoryPaused {
+        self.recorders.pause_history().await
     }
 
     /// The names of the recorders' watches (as their gap facts name them).
