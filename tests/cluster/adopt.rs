@@ -176,7 +176,7 @@ async fn the_adopt_recipe_holds_the_next_version_until_the_upgrade_jobs_release(
     let [v1, v2] = ["0.1.0", "0.2.0"].map(csv_name);
     let csvs = ObjectHistory::record("CSVs", csv_api(&namespace), watcher::Config::default()).await;
 
-    subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
+    let _plans = subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
     csvs.wait_for(&format!("{v1} to succeed"), OLM_STEP, |records| {
         latest(records, &v1)
             .filter(|csv| csv_phase(csv).0 == "Succeeded")

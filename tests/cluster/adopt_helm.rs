@@ -252,7 +252,7 @@ async fn a_helm_operator_with_the_keep_sidecar_holds_the_next_release_until_its_
         Api::namespaced_with(namespace.client(), &namespace.name, &widget_resource());
     let jobs: Api<Job> = namespace.api();
 
-    subscribe_package(
+    let _plans = subscribe_package(
         &namespace,
         &served.address,
         PACKAGE,

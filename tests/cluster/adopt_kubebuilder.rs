@@ -179,7 +179,7 @@ async fn the_kubebuilder_component_keeps_the_next_release_pending_while_the_widg
     let jobs = namespace.api::<Job>();
     let widget_key = format!("{}/{WIDGET}", namespace.name);
 
-    subscribe_package(
+    let _plans = subscribe_package(
         &namespace,
         &served.address,
         PACKAGE,

@@ -54,6 +54,7 @@ use upgrade_gate_tests::gate_probe_catalog::{
     write_catalog,
 };
 use upgrade_gate_tests::gate_process::{GateProcess, release_and_wait, run_gate};
+use upgrade_gate_tests::install_plan;
 use upgrade_gate_tests::object_history::{ObjectHistory, Observed};
 use upgrade_gate_tests::olm_v0;
 
@@ -177,23 +178,36 @@ fn median(samples: &[f64]) -> f64 {
 }
 
 /// A CatalogSource for `address`, an OperatorGroup for the namespace and a
-/// Subscription to `channel` (Automatic approval).
-pub(crate) async fn subscribe(namespace: &TestNamespace, address: &str, channel: &str) {
-    subscribe_package(namespace, address, gate_probe_catalog::PACKAGE, channel).await;
+/// Subscription to `channel` (Automatic approval); the watch of its
+/// InstallPlans ([`subscribe_package`]).
+pub(crate) async fn subscribe(
+    namespace: &TestNamespace,
+    address: &str,
+    channel: &str,
+) -> install_plan::Watch {
+    subscribe_package(namespace, address, gate_probe_catalog::PACKAGE, channel).await
 }
 
 /// A CatalogSource `package` of the catalog served at `address`, an
 /// OperatorGroup of the namespace and a Subscription `package` to its
-/// `channel` (automatic approval).
+/// `channel` (automatic approval); returns the watch of the namespace's
+/// InstallPlans, which runs again one OLM failed only by losing the race to
+/// update a CRD the package shares, and prints each failed plan. Keep it
+/// for as long as OLM installs.
 pub(crate) async fn subscribe_package(
     namespace: &TestNamespace,
     address: &str,
     package: &str,
     channel: &str,
-) {
+) -> install_plan::Watch {
     let client = namespace.client();
+    let name = namespace.name.clone();
+    let plans = install_plan::Watch::start(&client, &namespace.name, move |seen| {
+        println!("{name}: {seen}");
+    });
     olm_v0::create_catalog_source(&client, &namespace.name, package, address).await;
     olm_v0::subscribe(&client, &namespace.name, package, channel, None).await;
+    plans
 }
 
 /// One start of the operator pod, as the kubelet, containerd and OLM's
@@ -475,7 +489,7 @@ async fn olm_starts_the_operator_only_after_its_status_shows_the_gate_closed() {
     .await;
     let csvs = ObjectHistory::record("CSVs", csv_api(&namespace), watcher::Config::default()).await;
 
-    subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
+    let _plans = subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
     csvs.wait_for(&format!("CSV {csv} to succeed"), OLM_STEP, |records| {
         latest(records, &csv)
             .filter(|csv| csv_phase(csv).0 == "Succeeded")
@@ -849,7 +863,7 @@ async fn the_next_version_waits_for_the_gate_and_release_or_an_admin_override_le
 
     // v1 installs with its gate closed; then v2 appears (the Subscription
     // moves to the channel that ends at v2) and v1's gate holds it.
-    subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
+    let _plans = subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
     csvs.wait_for(&format!("{v1} to succeed"), OLM_STEP, |records| {
         latest(records, &v1)
             .filter(|csv| csv_phase(csv).0 == "Succeeded")

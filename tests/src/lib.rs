@@ -26,6 +26,7 @@
 //! | [`jobs_at_once`] | how many Jobs of a namespace ran at once, from a watch |
 //! | [`apiserver_without_olm`] | a second API server that does not serve OLM |
 //! | [`olm_v0`] | OLM v0's objects in a test's namespace: a CatalogSource of a served catalog, an OperatorGroup, a Subscription |
+//! | [`install_plan`] | OLM v0's InstallPlans while a test installs: one failed only by OLM's lost race to update a shared CRD run again, any other failure left |
 //! | [`olm_v1`] | OLM v1 on the shared cluster: our releases in its registry, ClusterCatalogs, ClusterExtensions, installer rights |
 //! | [`chain`] | the upgrade chain through OLM, recorded and judged (`chain` binary, `just race`, `just demo`) |
 
@@ -40,6 +41,7 @@ pub mod container_task_events;
 pub mod gate_probe_catalog;
 pub mod gate_process;
 pub mod helm;
+pub mod install_plan;
 pub mod jobs_at_once;
 pub mod kubectl;
 pub mod object_history;

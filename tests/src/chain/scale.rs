@@ -538,6 +538,7 @@ pub async fn run(cluster: &impl OlmCluster, options: &ScaleOptions) -> ScaleRepo
         .await;
     olm_v0::create_catalog_source(&client, &ns, PACKAGE, &catalog.address).await;
     let subscribed = Instant::now();
+    let _plans = crate::install_plan::Watch::start(&client, &ns, |seen| println!("==> {seen}"));
     olm_v0::subscribe(
         &client,
         &ns,

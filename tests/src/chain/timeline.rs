@@ -110,6 +110,18 @@ pub enum Fact {
     CsvCreated {
         release: String,
     },
+    /// OLM failed InstallPlan `plan` (installing `csvs`) with `message`
+    /// (`crate::install_plan`). `run_again: Some(n)`: only its update of a
+    /// CRD every install of the package shares lost a race with another
+    /// writer, and the runner set it back to `Installing` for OLM to
+    /// execute again (the n-th time) — OLM's own retry, restarted: neither
+    /// a fault of the chain nor anything the gate did. `None`: left failed.
+    InstallPlanFailed {
+        plan: String,
+        csvs: Vec<String>,
+        message: String,
+        run_again: Option<u32>,
+    },
     /// `status.phase`, `status.reason` or `status.message` changed (OLM
     /// writes each new evaluation that changes them).
     CsvPhase {
@@ -237,6 +249,17 @@ pub enum Fact {
     },
 }
 
+impl From<crate::install_plan::Seen> for Fact {
+    fn from(seen: crate::install_plan::Seen) -> Self {
+        Fact::InstallPlanFailed {
+            plan: seen.plan,
+            csvs: seen.csvs,
+            message: seen.message,
+            run_again: seen.run_again,
+        }
+    }
+}
+
 /// One fact and when it was seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
@@ -336,6 +359,21 @@ impl fmt::Display for Fact {
                 ..
             } => write!(f, "{} {phase} ({reason})", csv(release)),
             Fact::CsvDeleted { release } => write!(f, "{} deleted", csv(release)),
+            Fact::InstallPlanFailed {
+                plan,
+                csvs,
+                message,
+                run_again,
+            } => write!(
+                f,
+                "{}",
+                crate::install_plan::Seen {
+                    plan: plan.clone(),
+                    csvs: csvs.clone(),
+                    message: message.clone(),
+                    run_again: *run_again,
+                }
+            ),
             Fact::ConditionCreated { release } => {
                 write!(f, "OperatorCondition of {release} created")
             }

@@ -42,6 +42,12 @@
 //!   release's operator stopped for good (its last pod stopping — a pod
 //!   replaced by another pod of the same release is a restart, not an
 //!   upgrade) or an operator pod of a later release was created.
+//! - **An InstallPlan OLM failed** ([`Fact::InstallPlanFailed`]) is shown
+//!   in the evidence and counts as nothing else: one the runner ran again
+//!   because only OLM's update of the shared App CRD lost a race
+//!   (`crate::install_plan`) is OLM's own retry, restarted — no fault, no
+//!   hold, no hole; one left failed shows itself in the end checks (the
+//!   chain does not end).
 //! - **Damaged**: an acknowledged write lost or changed; the data present
 //!   before the run changed; a migration missing at the end (cut off),
 //!   applied twice, or committed out of order; or the chain not ending with
@@ -325,6 +331,15 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
     }
     damaged |= !data(checks, &mut evidence);
     damaged |= !writes(&checks.writer, zero, &mut evidence);
+    for event in events {
+        if matches!(event.fact, Fact::InstallPlanFailed { .. }) {
+            evidence.push(format!(
+                "{}: {}",
+                super::timeline::offset(zero, event.at),
+                event.fact
+            ));
+        }
+    }
     for gap in &checks.answered {
         evidence.push(format!(
             "{} to {}: the recorders' watches lost their place; the run answers for the span: {}",

@@ -233,6 +233,28 @@ fn a_gated_chain_is_neither_raced_nor_damaged() {
     );
 }
 
+#[test]
+fn an_install_plan_run_again_after_olms_lost_crd_race_is_shown_and_counts_as_nothing_else() {
+    let race = "error updating CRD \"apps.upgrade-gate.dev\": Operation cannot be fulfilled on customresourcedefinitions.apiextensions.k8s.io \"apps.upgrade-gate.dev\": the object has been modified; please apply your changes to the latest version and try again";
+    let plan = |run_again| Fact::InstallPlanFailed {
+        plan: "install-nq8dd".into(),
+        csvs: vec!["upgrade-gate.v7.10.1".into()],
+        message: race.into(),
+        run_again,
+    };
+    let without = judge(&events(gated()), &chain(), &checks());
+    for run_again in [Some(1), None] {
+        let mut facts = gated();
+        facts.push((150, plan(run_again)));
+        let with = judge(&events(facts), &chain(), &checks());
+        let line = format!("+15.0 s: {}", plan(run_again));
+        assert!(with.evidence.contains(&line), "{:#?}", with.evidence);
+        let mut shown = with.clone();
+        shown.evidence.retain(|other| *other != line);
+        assert_eq!(shown, without, "the plan's failure counted as something");
+    }
+}
+
 /// The admission policy's refusal, as the API server words it.
 const POLICY_REFUSAL: &str = "deployments.apps \"app-operator\" is forbidden: ValidatingAdmissionPolicy 'upgrade-gate.dev' with binding 'upgrade-gate.dev-ns' denied request: upgrade-gate: operator app-operator (Deployment app-operator) runs release 7.10.0, whose upgrade has not completed";
 

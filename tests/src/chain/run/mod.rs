@@ -17,9 +17,10 @@
 //!
 //! Owns: the run's namespace, database, backup claim, served catalog (or
 //! Helm and its charts, or OLM v1's catalog, installer and extension, or
-//! Flux's source and Kustomization),
-//! recorders and writer (all removed when the run
-//! drops). Must not touch:
+//! Flux's source and Kustomization), recorders and writer (all removed
+//! when the run drops); under OLM v0 the watch of its InstallPlans that
+//! runs again one OLM failed only by losing the race to update the App CRD
+//! (`crate::install_plan`, each a fact of the run). Must not touch:
 //! anything of another run; the cluster-wide OLM only through `restart_olm`;
 //! the App CRD only as `operator_install::install_app_crd` applies it.
 //!
@@ -270,6 +271,9 @@ pub struct ChainRun {
     setup_seconds: f64,
     switched: Option<Instant>,
     _catalog: Option<ServedCatalog>,
+    /// Under OLM v0: the namespace's InstallPlans, one failed only by OLM's
+    /// lost race on the App CRD run again ([`crate::install_plan`]).
+    _plans: Option<crate::install_plan::Watch>,
     /// The deployer when it pushes by command (Helm, kubectl).
     pipeline: Option<Arc<Pipeline>>,
     _claim: BackupClaim,
@@ -306,6 +310,14 @@ impl ChainRun {
             (None, _) => Some(olm_v0::serve(cluster, &client, &ns, &options).await),
         };
 
+        let timeline = Timeline::new();
+        let plans = catalog.as_ref().map(|_| {
+            let (timeline, name) = (timeline.clone(), ns.clone());
+            crate::install_plan::Watch::start(&client, &ns, move |seen| {
+                println!("{name}: {seen}");
+                timeline.push(seen.into());
+            })
+        });
         let database_name = ns.replace('-', "_");
         let server = options
             .database_server
@@ -320,7 +332,6 @@ impl ChainRun {
                 TestDatabase::create_from_template(server, &database_name, database).await
             }
         };
-        let timeline = Timeline::new();
         let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
         let mut policy = None;
         if options.chain.deployer.admitted() {
@@ -407,6 +418,7 @@ impl ChainRun {
             setup_seconds: started.elapsed().as_secs_f64(),
             switched: None,
             _catalog: catalog,
+            _plans: plans,
             pipeline,
             _claim: claim,
             database,
