@@ -15,6 +15,7 @@ mod apiserver_restart;
 mod database_restart;
 mod faults;
 mod gate;
+mod install_plan;
 mod keep;
 mod manifests;
 mod olm_install;

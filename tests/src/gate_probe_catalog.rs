@@ -12,7 +12,9 @@
 //! and its Deployment for that check); `Recreate`; and a main container from
 //! the project's image that first prints what `upgrade-gate status` says OLM
 //! will decide, then sleeps (ready once it printed). `upgrade-gate
-//! lint-bundle`'s checks pass on it.
+//! lint-bundle`'s checks pass on it. Optionally each bundle also owns a
+//! CRD of the caller's ([`owned_crd`], [`write_catalog_owning`]), for a
+//! test of what OLM does with a bundle's CRD.
 //! Must not touch: the cluster (pure JSON, plus writing the catalog file).
 
 use std::path::Path;
@@ -177,17 +179,61 @@ fn pod_spec(images: Images<'_>, csv: &str) -> Value {
     })
 }
 
+/// A CRD for a bundle to own: `probes.<group>`, kind `Probe`, namespaced,
+/// one version `v1` that keeps any field (a `group` of the test's own makes
+/// it the test's alone).
+pub fn owned_crd(group: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("probes.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Probe", "listKind": "ProbeList", "plural": "probes", "singular": "probe"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    })
+}
+
+/// One inline bundle object (`olm.bundle.object`).
+fn bundle_object(object: &Value) -> Value {
+    let data = base64::engine::general_purpose::STANDARD.encode(object.to_string());
+    json!({"type": "olm.bundle.object", "value": {"data": data}})
+}
+
 /// The catalog's documents: the package, one channel per version
 /// ([`channel_until`]; the default is the last one) and one inline bundle
 /// per version, each replacing the one before.
 pub fn catalog(images: Images<'_>, versions: &[&str]) -> Vec<Value> {
+    catalog_owning(images, versions, None)
+}
+
+/// [`catalog`], each bundle owning `crd` (an [`owned_crd`]) when given: in
+/// the CSV's `customresourcedefinitions.owned` and as a bundle object.
+pub fn catalog_owning(images: Images<'_>, versions: &[&str], crd: Option<&Value>) -> Vec<Value> {
     let mut entries = Vec::new();
     let mut channels = Vec::new();
     let mut bundles = Vec::new();
     let mut previous: Option<String> = None;
     for version in versions {
         let name = csv_name(version);
-        let csv = cluster_service_version(images, version, previous.as_deref());
+        let mut csv = cluster_service_version(images, version, previous.as_deref());
+        let mut objects = Vec::new();
+        if let Some(crd) = crd {
+            csv["spec"]["customresourcedefinitions"] = json!({"owned": [{
+                "name": crd["metadata"]["name"],
+                "version": "v1",
+                "kind": crd["spec"]["names"]["kind"],
+                "displayName": "Probe",
+                "description": "A CRD the test operator owns"
+            }]});
+            objects.push(bundle_object(crd));
+        }
+        objects.push(bundle_object(&csv));
         let mut entry = json!({"name": name});
         if let Some(replaced) = &previous {
             entry["replaces"] = json!(replaced);
@@ -199,16 +245,16 @@ pub fn catalog(images: Images<'_>, versions: &[&str]) -> Vec<Value> {
             "name": channel_until(version),
             "entries": entries
         }));
-        let data = base64::engine::general_purpose::STANDARD.encode(csv.to_string());
+        let mut properties = vec![
+            json!({"type": "olm.package", "value": {"packageName": PACKAGE, "version": version}}),
+        ];
+        properties.extend(objects);
         bundles.push(json!({
             "schema": "olm.bundle",
             "name": name,
             "package": PACKAGE,
             "image": "",
-            "properties": [
-                {"type": "olm.package", "value": {"packageName": PACKAGE, "version": version}},
-                {"type": "olm.bundle.object", "value": {"data": data}}
-            ]
+            "properties": properties
         }));
         previous = Some(name);
     }
@@ -225,10 +271,20 @@ pub fn catalog(images: Images<'_>, versions: &[&str]) -> Vec<Value> {
 
 /// Writes [`catalog`] to `dir/gate-probe/catalog.json` (the layout `opm serve` reads).
 pub fn write_catalog(dir: &Path, images: Images<'_>, versions: &[&str]) {
+    write_catalog_owning(dir, images, versions, None);
+}
+
+/// Writes [`catalog_owning`] as [`write_catalog`] does.
+pub fn write_catalog_owning(
+    dir: &Path,
+    images: Images<'_>,
+    versions: &[&str],
+    crd: Option<&Value>,
+) {
     let package_dir = dir.join(PACKAGE);
     std::fs::create_dir_all(&package_dir)
         .unwrap_or_else(|error| panic!("creating {}: {error}", package_dir.display()));
-    let text: String = catalog(images, versions)
+    let text: String = catalog_owning(images, versions, crd)
         .iter()
         .map(|document| format!("{document}\n"))
         .collect();
@@ -241,16 +297,27 @@ pub fn write_catalog(dir: &Path, images: Images<'_>, versions: &[&str]) {
 mod tests {
     use super::*;
 
-    fn bundle_csv(bundle: &Value) -> Value {
-        let data = bundle["properties"]
+    fn bundle_objects(bundle: &Value) -> Vec<Value> {
+        bundle["properties"]
             .as_array()
-            .and_then(|properties| properties.iter().find(|p| p["type"] == "olm.bundle.object"))
-            .and_then(|p| p["value"]["data"].as_str())
-            .expect("every bundle carries its CSV inline");
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .expect("base64");
-        serde_json::from_slice(&bytes).expect("JSON")
+            .into_iter()
+            .flatten()
+            .filter(|p| p["type"] == "olm.bundle.object")
+            .map(|p| {
+                let data = p["value"]["data"].as_str().expect("inline data");
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .expect("base64");
+                serde_json::from_slice(&bytes).expect("JSON")
+            })
+            .collect()
+    }
+
+    fn bundle_csv(bundle: &Value) -> Value {
+        bundle_objects(bundle)
+            .into_iter()
+            .find(|object| object["kind"] == "ClusterServiceVersion")
+            .expect("every bundle carries its CSV inline")
     }
 
     const IMAGES: Images<'static> = Images {
@@ -276,6 +343,31 @@ mod tests {
         assert!(csvs[0]["spec"].get("replaces").is_none());
         assert_eq!(csvs[1]["spec"]["replaces"], "gate-probe.v0.1.0");
         assert_eq!(documents[4]["image"], "");
+    }
+
+    #[test]
+    fn a_bundle_owning_a_crd_carries_it_and_its_csv_says_so() {
+        let crd = owned_crd("t1.upgrade-gate.test");
+        assert_eq!(crd["metadata"]["name"], "probes.t1.upgrade-gate.test");
+        let documents = catalog_owning(IMAGES, &["0.1.0", "0.2.0"], Some(&crd));
+        for bundle in &documents[3..] {
+            let objects = bundle_objects(bundle);
+            assert_eq!(objects.len(), 2);
+            assert!(objects.contains(&crd));
+            let owned = &bundle_csv(bundle)["spec"]["customresourcedefinitions"]["owned"];
+            assert_eq!(
+                owned,
+                &json!([{"name": "probes.t1.upgrade-gate.test", "version": "v1", "kind": "Probe",
+                         "displayName": "Probe", "description": "A CRD the test operator owns"}])
+            );
+        }
+        let plain = catalog(IMAGES, &["0.1.0"]);
+        assert_eq!(bundle_objects(&plain[2]).len(), 1);
+        assert!(
+            bundle_csv(&plain[2])["spec"]
+                .get("customresourcedefinitions")
+                .is_none()
+        );
     }
 
     #[test]
