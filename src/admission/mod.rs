@@ -11,7 +11,9 @@
 //! records it (Complete only on evidence), [`Recorder`], which keeps that
 //! state written for as long as the operator leads, and
 //! [`record_starting`], the init container's entry of a release that
-//! starts, written before its operator runs. Must not touch: the OperatorCondition (the
+//! starts, written before its operator runs, and [`wake`], which wakes
+//! the deployer that holds the next release once the record says
+//! complete. Must not touch: the OperatorCondition (the
 //! keeper's), the policy's decision (the API server's; the unit tests
 //! evaluate the policies' own expressions), any other operator's entry, or
 //! an override but to spend it once used (`spec.overrides` is an admin's).
@@ -28,6 +30,7 @@
 mod installed;
 mod record;
 mod recorder;
+pub mod wake;
 
 #[cfg(test)]
 mod policy_tests;
@@ -47,10 +50,10 @@ pub use record::{
     completion_refused, entry_of, override_of, record_resource,
 };
 pub use recorder::{
-    COMPLETED_ANNOTATION, REASSERT_INTERVAL, RESTORED_WITHIN, Recorder, RecorderHandle,
-    RecorderStatus, Starting, WAKE_ANNOTATION, WAKES, open_after_recorded, read_running,
-    record_once, record_starting,
+    REASSERT_INTERVAL, RESTORED_WITHIN, Recorder, RecorderHandle, RecorderStatus, Starting, WAKES,
+    open_after_recorded, read_running, record_once, record_starting,
 };
+pub use wake::{COMPLETED_ANNOTATION, WAKE_ANNOTATION, Wake};
 
 /// The label by which a Deployment opts in (value [`ENFORCE`]).
 pub const ADMISSION_LABEL: &str = "upgrade-gate.dev/admission";

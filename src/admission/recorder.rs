@@ -6,7 +6,8 @@
 //! what its verdicts were judged from, and writes Complete only on
 //! evidence ([`super::record::completion_refused`]); spends an override
 //! once the move it allowed has happened — and, once the record says
-//! complete, optionally wakes OLM v0 ([`Recorder::wake_olm_v0`]).
+//! complete, wakes the deployer that holds the next release
+//! ([`super::wake`], [`Recorder::wake`]).
 //! [`record_starting`] is the init container's part: the entry of a
 //! release that starts, written before its operator runs.
 
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -24,6 +25,7 @@ use tokio::sync::watch;
 use super::record::{
     Facts, Override, RECORD_KIND, RECORD_NAME, Running, entry_of, override_of, record_patch, spends,
 };
+use super::wake::{Said, Wake, wake_round};
 use super::{Record, STATE_CONFIGMAP, data_patch, initial_data, record_resource};
 use crate::keeper::{Evidence, Verdict};
 use crate::operator_condition::GateState;
@@ -38,6 +40,9 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub const RETRY_AT_MOST: Duration = Duration::from_secs(30);
 /// How long one API request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one wake-up round may take (Argo CD's takes up to two writes
+/// and 10 s of reads between them).
+const WAKE_ROUND_TIMEOUT: Duration = Duration::from_secs(30);
 /// How soon, at most, a running recorder puts its entry back after someone
 /// changed it or deleted the record: its next round (at most
 /// [`REASSERT_INTERVAL`] later), then a read and a write (each at most
@@ -46,17 +51,12 @@ pub const RESTORED_WITHIN: Duration =
     Duration::from_secs(REASSERT_INTERVAL.as_secs() + 2 * REQUEST_TIMEOUT.as_secs());
 /// The field manager of the recorder's writes.
 const FIELD_MANAGER: &str = "upgrade-gate-recorder";
-/// The annotation [`Recorder::wake_olm_v0`] sets on the ServiceAccount:
-/// the release whose upgrade completed.
-pub const COMPLETED_ANNOTATION: &str = "upgrade-gate.dev/completed";
-/// The annotation that changes with each wake-up (`<release>/<n>`), so
-/// that every one is a change of the ServiceAccount.
-pub const WAKE_ANNOTATION: &str = "upgrade-gate.dev/wake";
-/// How many times the ServiceAccount is annotated once a release's
-/// completion is recorded, one `REASSERT_INTERVAL` (5 s) apart. More than once:
-/// the API server judges by its informer's copy of the record, which may
-/// lag the write; a deployer's retry inside that lag is refused
-/// again, and only a later change wakes it.
+/// How many times the deployer is woken once a release's completion is
+/// recorded, one `REASSERT_INTERVAL` (5 s) apart. More than once: the API
+/// server judges by its informer's copy of the record, which may lag the
+/// write; a deployer's retry inside that lag is refused again, and only a
+/// later wake-up wakes it (and Argo CD may need two steps: end a retry's
+/// wait, then sync).
 pub const WAKES: u32 = 3;
 
 /// The number of the wake-up to send for `release`, given the last one
@@ -86,7 +86,7 @@ pub struct Recorder {
     deployment: String,
     release: String,
     leading: Option<watch::Receiver<bool>>,
-    wake: Option<String>,
+    wake: Option<Wake>,
 }
 
 impl Recorder {
@@ -104,27 +104,45 @@ impl Recorder {
             deployment: deployment.into(),
             release: release.into(),
             leading: None,
-            wake: None,
+            wake: Some(Wake::default()),
         }
     }
 
-    /// Once the record says this release completed, annotates
-    /// ServiceAccount `service_account` of the namespace with
-    /// [`COMPLETED_ANNOTATION`]: the release, and [`WAKE_ANNOTATION`],
-    /// [`WAKES`] times, `REASSERT_INTERVAL` (5 s) apart.
+    /// Once the record says this release completed, wakes whatever holds
+    /// the next release its admission policy refused — found from the
+    /// marks the deployers put on the operator's Deployment (OLM v0, OLM
+    /// v1, Flux, Argo CD: [`super::wake`]) — [`WAKES`] times,
+    /// `REASSERT_INTERVAL` (5 s) apart. On by default with
+    /// [`Wake::default`]; a wake-up lacking its right is said once in the
+    /// log and skipped (the deployer's own retry still works).
     ///
-    /// Why: when the admission policy refused OLM v0's update of the
-    /// Deployment (the OperatorCondition did not hold it back: deleted,
-    /// overridden), OLM fails the next release's CSV for good
-    /// (`InstallComponentFailedNoRetry`) and tries it again only when a
-    /// ServiceAccount, Role or RoleBinding of the namespace changes, or at
-    /// its next resync (minutes). The annotation is that change, made the
-    /// moment the policy would let the update through (and again, in case
-    /// the API server's copy of the state still lagged). OLM v1 re-queues
-    /// its ClusterExtension on it too: the ServiceAccount is an object its
-    /// release applied.
+    /// Why: OLM v0 fails a refused CSV for good
+    /// (`InstallComponentFailedNoRetry`) until a ServiceAccount, Role or
+    /// RoleBinding of the namespace changes, or its next resync (minutes);
+    /// OLM v1 retries after controller-runtime's growing backoff; Flux
+    /// after its retry interval; Argo CD's automated sync never retries a
+    /// failed sync of the same revision. The wake-up is made the moment
+    /// the policy would let the update through (and again, in case the
+    /// API server's copy of the record still lagged).
+    pub fn wake(mut self, wake: Wake) -> Recorder {
+        self.wake = Some(wake);
+        self
+    }
+
+    /// Wakes no deployer ([`Recorder::wake`]).
+    pub fn without_wake(mut self) -> Recorder {
+        self.wake = None;
+        self
+    }
+
+    /// The ServiceAccount annotated to wake OLM v0 (default: the one the
+    /// Deployment's pods run as; also the one annotated when the
+    /// Deployment cannot be read). Every other deployer is woken as
+    /// [`Recorder::wake`] says.
     pub fn wake_olm_v0(mut self, service_account: impl Into<String>) -> Recorder {
-        self.wake = Some(service_account.into());
+        self.wake
+            .get_or_insert_with(Wake::default)
+            .service_account = Some(service_account.into());
         self
     }
 
@@ -174,8 +192,10 @@ impl Recorder {
         let mut running: Option<Option<Running>> = None;
         let mut leading = self.leading.clone();
         let mut failures: u32 = 0;
-        // The release the ServiceAccount was annotated with, and how often.
+        // The release the deployer was woken for, and how often.
         let mut woken: Option<(String, u32)> = None;
+        // What the wake-ups said once (a missing right, nothing to wake).
+        let mut said = Said::default();
         loop {
             if *stop.borrow() {
                 return;
@@ -199,7 +219,7 @@ impl Recorder {
                             failures = 0;
                             let complete = matches!(record, Record::Complete { .. });
                             self.report_written(&status, record, changed);
-                            if complete && !self.woke(&mut woken).await {
+                            if complete && !self.woke(&mut woken, &mut said).await {
                                 failures = failures.saturating_add(1);
                                 retry_pause(failures)
                             } else {
@@ -271,48 +291,33 @@ impl Recorder {
 }
 
 impl Recorder {
-    /// Annotates the ServiceAccount [`WAKES`] times per release, once a
-    /// call ([`Recorder::wake_olm_v0`]); false when that failed (tried
-    /// again after a pause).
-    async fn woke(&self, woken: &mut Option<(String, u32)>) -> bool {
-        let Some(service_account) = &self.wake else {
+    /// Wakes the deployer [`WAKES`] times per release, once a call
+    /// ([`Recorder::wake`]); false when that failed for a reason that may
+    /// pass (tried again after a pause).
+    async fn woke(&self, woken: &mut Option<(String, u32)>, said: &mut Said) -> bool {
+        let Some(wake) = &self.wake else {
             return true;
         };
-        let Some(wake) = next_wake(woken.as_ref(), &self.release) else {
+        let Some(round) = next_wake(woken.as_ref(), &self.release) else {
             return true;
         };
-        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &self.namespace);
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            COMPLETED_ANNOTATION: self.release,
-            WAKE_ANNOTATION: format!("{}/{wake}", self.release),
-        }}});
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_owned()),
-            ..Default::default()
-        };
-        let patched = tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            api.patch(service_account, &params, &Patch::Merge(&patch)),
-        )
-        .await;
-        match patched {
-            Ok(Ok(_)) => {
-                tracing::info!(
-                    service_account = %service_account,
-                    release = %self.release,
-                    wake,
-                    of = WAKES,
-                    "annotated the ServiceAccount: OLM retries a release the admission policy refused"
-                );
-                *woken = Some((self.release.clone(), wake));
+        let round_done = wake_round(
+            &self.client,
+            &self.namespace,
+            &self.deployment,
+            wake,
+            &self.release,
+            round,
+            said,
+        );
+        match tokio::time::timeout(WAKE_ROUND_TIMEOUT, round_done).await {
+            Ok(Ok(())) => {
+                *woken = Some((self.release.clone(), round));
                 true
             }
-            Ok(Err(error)) => {
-                tracing::warn!(service_account = %service_account, %error, "cannot annotate the ServiceAccount; trying again");
-                false
-            }
+            Ok(Err(_)) => false,
             Err(_) => {
-                tracing::warn!(service_account = %service_account, "annotating the ServiceAccount timed out; trying again");
+                tracing::warn!(release = %self.release, "waking the deployer timed out; trying again");
                 false
             }
         }

@@ -87,11 +87,16 @@ pub struct KeepArgs {
     /// --deployment; docs/admission.md), for deployers other than OLM v0. Needs --deployment.
     #[arg(long, env = "UPGRADE_GATE_RECORD")]
     record: bool,
-    /// With --record under OLM v0: the ServiceAccount to annotate when the upgrade is recorded
-    /// complete (three times, about 5 s apart), which wakes OLM to retry the next release the
-    /// policy refused.
+    /// With --record: the ServiceAccount annotated to wake OLM v0 once the upgrade is recorded
+    /// complete. Default: the one the Deployment's pods run as. Whatever deploys the operator
+    /// (OLM v0, OLM v1, Flux, Argo CD, found from its marks on the Deployment) is woken three
+    /// times, about 5 s apart, to retry the next release the policy refused (docs/gitops.md).
     #[arg(long, env = "UPGRADE_GATE_WAKE_SERVICE_ACCOUNT", requires = "record")]
     wake_service_account: Option<String>,
+    /// With --record: Argo CD's own namespace, where the Application that tracks the Deployment
+    /// lives when its tracking names no namespace. Default: argocd.
+    #[arg(long, env = "UPGRADE_GATE_ARGOCD_NAMESPACE", requires = "record")]
+    argocd_namespace: Option<String>,
     /// The Lease only whose holder writes (every release of the operator must use the same).
     /// Default: upgrade-gate-keep-<deployment>, or upgrade-gate-keep without --deployment.
     #[arg(long, env = "UPGRADE_GATE_LEASE")]
@@ -192,7 +197,10 @@ async fn prepare(args: &KeepArgs) -> Result<(kube::Client, KeepSettings), GateEr
         (false, _) => None,
         (true, Some(deployment)) => Some(RecordSettings {
             deployment: deployment.to_owned(),
-            wake_service_account: args.wake_service_account.clone(),
+            wake: crate::admission::Wake {
+                service_account: nonempty(args.wake_service_account.as_deref()),
+                argo_cd_namespace: nonempty(args.argocd_namespace.as_deref()),
+            },
         }),
         (true, None) => {
             return Err(invalid(
@@ -241,6 +249,13 @@ async fn prepare(args: &KeepArgs) -> Result<(kube::Client, KeepSettings), GateEr
         lease,
     };
     Ok((client, settings))
+}
+
+fn nonempty(value: Option<&str>) -> Option<String> {
+    value
+        .map(str::trim)
+        .filter(|value| !value.is_empty())
+        .map(str::to_owned)
 }
 
 /// This process's Lease identity: the pod (or host) and when it started,

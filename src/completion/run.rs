@@ -57,14 +57,15 @@ pub struct KeepSettings {
     pub lease: LeaseSettings,
 }
 
-/// The admission record's part: whose entry, and whom to wake.
+/// The admission record's part: whose entry, and how to find whom to
+/// wake.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordSettings {
     /// The operator's Deployment (the record's entry is named after it).
     pub deployment: String,
-    /// The ServiceAccount to annotate once the upgrade is recorded
-    /// complete, waking OLM v0 ([`Recorder::wake_olm_v0`]).
-    pub wake_service_account: Option<String>,
+    /// How the deployer that holds the next release is found, to wake it
+    /// once the upgrade is recorded complete ([`Recorder::wake`]).
+    pub wake: admission::Wake,
 }
 
 /// Why `keep` stopped other than by its stop signal.
@@ -165,16 +166,14 @@ pub async fn keep(
     let basis = judgement_basis(&settings);
     let (verdicts, latest) = watch::channel::<Option<KeepVerdict>>(None);
     let recorder = settings.record.as_ref().map(|record| {
-        let mut recorder = Recorder::new(
+        let recorder = Recorder::new(
             client.clone(),
             settings.target.namespace.clone(),
             record.deployment.clone(),
             settings.release.clone(),
         )
-        .leading(leading);
-        if let Some(account) = &record.wake_service_account {
-            recorder = recorder.wake_olm_v0(account.clone());
-        }
+        .leading(leading)
+        .wake(record.wake.clone());
         recorder.start(latest.clone())
     });
     let keeper_input = match &recorder {
