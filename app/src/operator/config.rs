@@ -32,8 +32,10 @@ pub struct OperatorConfig {
     /// The operator's own Deployment, under whose name the upgrade's state
     /// is recorded for the admission policy; `None`: nothing recorded.
     pub admission_deployment: Option<String>,
-    /// The ServiceAccount annotated once the upgrade is recorded complete
-    /// (`admission::Recorder::wake_olm_v0`); `None`: not annotated.
+    /// The ServiceAccount annotated to wake OLM v0 once the upgrade is
+    /// recorded complete (`admission::Recorder::wake_olm_v0`; `None`: the
+    /// pods'). The recorder wakes whatever deploys the operator
+    /// (`admission::wake`).
     pub admission_service_account: Option<String>,
     /// Address of /healthz, /readyz, /metrics.
     pub listen: String,
