@@ -19,7 +19,12 @@
 //!   namespace, so two installs in two namespaces do not share them, and
 //!   their subjects are in `.Release.Namespace`;
 //! - the App CRD is in `crds/`: Helm creates it on the first install and
-//!   never updates or deletes it (Helm's rule for `crds/`).
+//!   never updates or deletes it (Helm's rule for `crds/`);
+//! - the rights the operator's wake-up needs in a GitOps deployer's
+//!   namespace (`manifests/gitops/wake-*.yaml`, docs/gitops.md) are
+//!   rendered only when `.Values.wake.flux` or `.Values.wake.argocd` names
+//!   the deployer's object: a Role limited to that object, bound to the
+//!   operator's ServiceAccount in `.Release.Namespace`.
 //!
 //! Owns: the chart's layout and its few template expressions. Must not
 //! touch: files (see `render::write`) or the bundles. Pure functions.
@@ -82,11 +87,80 @@ pub fn chart_files(
             &deployment(sources, release, variant)?,
         )?,
         RenderedFile {
+            path: dir.join("templates/wake.yaml"),
+            contents: format!("{HEADER}{WAKE_TEMPLATE}"),
+        },
+        RenderedFile {
             path: dir.join("templates/NOTES.txt"),
             contents: NOTES.to_owned(),
         },
     ])
 }
+
+/// The wake-up's rights in the GitOps deployer's namespace, rendered only
+/// when a value names its object (`manifests/gitops/wake-*.yaml`).
+const WAKE_TEMPLATE: &str = r#"{{- with .Values.wake.flux }}
+{{- if .name }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  namespace: {{ .namespace | default "flux-system" }}
+rules:
+  - apiGroups: [kustomize.toolkit.fluxcd.io]
+    resources: [kustomizations]
+    resourceNames: [{{ .name | quote }}]
+    verbs: [patch]
+  - apiGroups: [helm.toolkit.fluxcd.io]
+    resources: [helmreleases]
+    resourceNames: [{{ .name | quote }}]
+    verbs: [patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  namespace: {{ .namespace | default "flux-system" }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+subjects:
+  - kind: ServiceAccount
+    name: app-operator
+    namespace: {{ $.Release.Namespace }}
+---
+{{- end }}
+{{- end }}
+{{- with .Values.wake.argocd }}
+{{- if .name }}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  namespace: {{ .namespace | default "argocd" }}
+rules:
+  - apiGroups: [argoproj.io]
+    resources: [applications]
+    resourceNames: [{{ .name | quote }}]
+    verbs: [get, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  namespace: {{ .namespace | default "argocd" }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+subjects:
+  - kind: ServiceAccount
+    name: app-operator
+    namespace: {{ $.Release.Namespace }}
+{{- end }}
+{{- end }}
+"#;
 
 fn chart_yaml(release: &Release) -> Value {
     json!({
@@ -117,6 +191,20 @@ watchNamespace: \"\"
 # other value opts out, and nothing then stops an upgrade from replacing
 # an operator whose database upgrade still runs.
 admission: enforce
+# The GitOps object that deploys this chart, which the operator wakes once
+# its upgrade is recorded complete (docs/gitops.md): set its name (and
+# namespace) to render a Role that lets the operator's ServiceAccount poke
+# that one object, in its namespace. Empty: no Role; the deployer then
+# applies the refused release at its own next retry.
+wake:
+  # The Flux Kustomization or HelmRelease (namespace default flux-system).
+  flux:
+    name: \"\"
+    namespace: \"\"
+  # The Argo CD Application (namespace default argocd).
+  argocd:
+    name: \"\"
+    namespace: \"\"
 "
     )
 }
@@ -397,5 +485,46 @@ mod tests {
         assert_eq!(values["image"], "registry.test/upgrade-gate:7.10.1");
         assert_eq!(values["admission"], "enforce");
         assert_eq!(values["watchNamespace"], "");
+        assert_eq!(
+            values["wake"],
+            json!({"flux": {"name": "", "namespace": ""}, "argocd": {"name": "", "namespace": ""}}),
+            "no wake-up rights unless a value names the deployer's object"
+        );
+    }
+
+    #[test]
+    fn the_wake_up_rights_are_limited_to_the_named_object_and_match_the_shipped_roles() {
+        let template = rendered("templates/wake.yaml");
+        for (value, shipped) in [
+            (".Values.wake.flux", "manifests/gitops/wake-flux.yaml"),
+            (".Values.wake.argocd", "manifests/gitops/wake-argocd.yaml"),
+        ] {
+            let section: String = template
+                .split("{{- with ")
+                .find(|part| part.starts_with(value))
+                .unwrap_or_else(|| panic!("no section for {value}"))
+                .to_owned();
+            assert!(section.contains("{{- if .name }}"), "{value}: only when named");
+            assert!(
+                section.contains("resourceNames: [{{ .name | quote }}]"),
+                "{value}: one object"
+            );
+            // The same rules as the shipped Role, the name templated.
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let shipped_text = std::fs::read_to_string(root.join(shipped)).unwrap();
+            let shipped_role = yaml(&shipped_text).remove(0);
+            for rule in shipped_role["rules"].as_array().unwrap() {
+                let verbs: Vec<&str> = rule["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|verb| verb.as_str().unwrap())
+                    .collect();
+                let line = format!("verbs: [{}]", verbs.join(", "));
+                let resources = format!("resources: [{}]", rule["resources"][0].as_str().unwrap());
+                assert!(section.contains(&resources), "{value}: {resources}");
+                assert!(section.contains(&line), "{value}: {line}");
+            }
+        }
     }
 }
