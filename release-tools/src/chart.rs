@@ -504,7 +504,10 @@ mod tests {
                 .find(|part| part.starts_with(value))
                 .unwrap_or_else(|| panic!("no section for {value}"))
                 .to_owned();
-            assert!(section.contains("{{- if .name }}"), "{value}: only when named");
+            assert!(
+                section.contains("{{- if .name }}"),
+                "{value}: only when named"
+            );
             assert!(
                 section.contains("resourceNames: [{{ .name | quote }}]"),
                 "{value}: one object"

@@ -33,6 +33,8 @@ mod recorder;
 pub mod wake;
 
 #[cfg(test)]
+mod health_tests;
+#[cfg(test)]
 mod policy_tests;
 
 use std::collections::BTreeMap;

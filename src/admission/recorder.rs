@@ -140,9 +140,7 @@ impl Recorder {
     /// Deployment cannot be read). Every other deployer is woken as
     /// [`Recorder::wake`] says.
     pub fn wake_olm_v0(mut self, service_account: impl Into<String>) -> Recorder {
-        self.wake
-            .get_or_insert_with(Wake::default)
-            .service_account = Some(service_account.into());
+        self.wake.get_or_insert_with(Wake::default).service_account = Some(service_account.into());
         self
     }
 

@@ -508,7 +508,10 @@ pub fn argo_cd_step(application: &Value, namespace: &str, name: &str, release: &
         let mut sync = json!({
             "prune": policy["automated"]["prune"].as_bool().unwrap_or(false),
         });
-        if let Some(revisions) = sync_status["revisions"].as_array().filter(|r| !r.is_empty()) {
+        if let Some(revisions) = sync_status["revisions"]
+            .as_array()
+            .filter(|r| !r.is_empty())
+        {
             sync["revisions"] = json!(revisions);
         } else if let Some(revision) = sync_status["revision"].as_str() {
             sync["revision"] = json!(revision);
@@ -538,7 +541,11 @@ pub fn argo_cd_step(application: &Value, namespace: &str, name: &str, release: &
     }
     ArgoStep::Wait(format!(
         "synced ({})",
-        if phase.is_empty() { "no sync yet" } else { phase }
+        if phase.is_empty() {
+            "no sync yet"
+        } else {
+            phase
+        }
     ))
 }
 
@@ -602,7 +609,10 @@ pub async fn wake_round(
         Some(found) => deployers_of(found, wake),
         None => {
             if said.first(format!("unreadable {deployment}")) {
-                tracing::warn!(deployment, "cannot read the Deployment (get on deployments named after it): the deployer that holds the next release is not known, and only a ServiceAccount named to wake OLM v0 is woken");
+                tracing::warn!(
+                    deployment,
+                    "cannot read the Deployment (get on deployments named after it): the deployer that holds the next release is not known, and only a ServiceAccount named to wake OLM v0 is woken"
+                );
             }
             // As before the deployer could be told: the named account.
             wake.service_account
@@ -855,10 +865,7 @@ mod tests {
                     json!([]),
                 ),
                 Wake::default(),
-                vec![(
-                    "ServiceAccount shop/app-operator".to_owned(),
-                    completed(),
-                )],
+                vec![("ServiceAccount shop/app-operator".to_owned(), completed())],
             ),
             // A CSV as owner alone, and a ServiceAccount named to wake.
             (
@@ -894,7 +901,11 @@ mod tests {
         // OLM v0 not served (its marks left from before): nothing.
         let found = deployment(json!({"olm.owner": "x"}), json!({}), json!([]));
         assert_eq!(
-            pokes(&found, &wake, &Served::default().with(APPLICATION_API, "v1")),
+            pokes(
+                &found,
+                &wake,
+                &Served::default().with(APPLICATION_API, "v1")
+            ),
             vec![]
         );
     }
@@ -1079,7 +1090,10 @@ mod tests {
             .collect();
         assert_eq!(
             woken,
-            ["Deployment shop/app-operator", "Kustomization flux-system/apps"]
+            [
+                "Deployment shop/app-operator",
+                "Kustomization flux-system/apps"
+            ]
         );
     }
 
