@@ -79,10 +79,12 @@ pub struct RunArgs {
     /// previous policy read; docs/admission.md); unset = nothing recorded.
     #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
     pub admission_deployment: Option<String>,
-    /// This pod's ServiceAccount (downward API): once this release's
-    /// upgrade is recorded complete, the operator annotates it
+    /// This pod's ServiceAccount (downward API): under OLM v0, once this
+    /// release's upgrade is recorded complete, the operator annotates it
     /// (upgrade-gate.dev/completed), which makes OLM v0 retry at once a
-    /// release the admission policy refused; unset = not annotated.
+    /// release the admission policy refused; unset = the ServiceAccount
+    /// the Deployment's pods run as. Other deployers are woken through
+    /// their own objects (docs/gitops.md).
     #[arg(long, env = "UPGRADE_GATE_SERVICE_ACCOUNT")]
     pub admission_service_account: Option<String>,
     /// The pod's name, reported in Events and part of the leader
