@@ -1249,6 +1249,177 @@ mod tests {
         assert_eq!(step(&found), ArgoStep::NotTracking);
     }
 
+    /// The requests a mocked API server saw: method, path, body.
+    type Seen = Vec<(String, String, Value)>;
+
+    /// A mocked API server answering with `answer` (method, path, body →
+    /// code, body), and every request it saw.
+    fn mocked(
+        answer: impl Fn(&http::Method, &str, &Value) -> (u16, Value) + Send + 'static,
+    ) -> (Client, tokio::task::JoinHandle<Seen>) {
+        use kube::client::Body;
+        let (service, mut handle) =
+            tower_test::mock::pair::<http::Request<Body>, http::Response<Body>>();
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some((request, send)) = handle.next_request().await {
+                let method = request.method().clone();
+                let path = request.uri().path().to_owned();
+                let bytes = request.into_body().collect_bytes().await.unwrap();
+                let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                let (code, answer) = answer(&method, &path, &body);
+                seen.push((method.to_string(), path, body));
+                send.send_response(
+                    http::Response::builder()
+                        .status(code)
+                        .header("content-type", "application/json")
+                        .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                        .unwrap(),
+                );
+            }
+            seen
+        });
+        (Client::new(service, "shop"), server)
+    }
+
+    fn api_status(code: u16, reason: &str) -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+               "reason": reason, "message": reason, "code": code})
+    }
+
+    /// A cluster serving Flux's Kustomizations, whose Deployment Flux
+    /// applied; the Kustomization's patch answered with `patched`.
+    fn flux_cluster(patched: u16) -> impl Fn(&http::Method, &str, &Value) -> (u16, Value) {
+        move |method, path, _| match (method.as_str(), path) {
+            ("GET", "/apis/apps/v1/namespaces/shop/deployments/app-operator") => (
+                200,
+                serde_json::to_value(deployment(
+                    json!({"kustomize.toolkit.fluxcd.io/name": "apps",
+                           "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}),
+                    json!({}),
+                    json!([]),
+                ))
+                .unwrap(),
+            ),
+            ("GET", "/apis") => (
+                200,
+                json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [{
+                    "name": "kustomize.toolkit.fluxcd.io",
+                    "versions": [{"groupVersion": "kustomize.toolkit.fluxcd.io/v1", "version": "v1"}],
+                    "preferredVersion": {"groupVersion": "kustomize.toolkit.fluxcd.io/v1", "version": "v1"}}]}),
+            ),
+            ("GET", "/apis/kustomize.toolkit.fluxcd.io/v1") => (
+                200,
+                json!({"kind": "APIResourceList", "apiVersion": "v1",
+                       "groupVersion": "kustomize.toolkit.fluxcd.io/v1", "resources": [{
+                    "name": "kustomizations", "singularName": "kustomization", "namespaced": true,
+                    "kind": "Kustomization", "verbs": ["get", "list", "watch", "patch"]}]}),
+            ),
+            (
+                "PATCH",
+                "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/apps",
+            ) => {
+                if patched == 200 {
+                    (
+                        200,
+                        json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                                 "metadata": {"name": "apps", "namespace": "flux-system"}}),
+                    )
+                } else {
+                    (patched, api_status(patched, "Forbidden"))
+                }
+            }
+            _ => (404, api_status(404, "NotFound")),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_reads_the_deployment_asks_discovery_and_pokes_flux() {
+        let (client, server) = mocked(flux_cluster(200));
+        let mut said = Said::default();
+        wake_round(
+            &client,
+            "shop",
+            "app-operator",
+            &Wake::default(),
+            "7.10.0",
+            1,
+            &mut said,
+        )
+        .await
+        .expect("woken");
+        drop(client);
+        let seen = server.await.unwrap();
+        let requests: Vec<(&str, &str)> = seen
+            .iter()
+            .map(|(method, path, _)| (method.as_str(), path.as_str()))
+            .collect();
+        assert_eq!(
+            requests,
+            [
+                (
+                    "GET",
+                    "/apis/apps/v1/namespaces/shop/deployments/app-operator"
+                ),
+                ("GET", "/apis"),
+                ("GET", "/apis/kustomize.toolkit.fluxcd.io/v1"),
+                (
+                    "PATCH",
+                    "/apis/kustomize.toolkit.fluxcd.io/v1/namespaces/flux-system/kustomizations/apps"
+                ),
+            ]
+        );
+        let patch = &seen[3].2;
+        assert!(
+            patch["metadata"]["annotations"][FLUX_REQUESTED_AT].is_string(),
+            "{patch}"
+        );
+        assert_eq!(
+            patch["metadata"].as_object().unwrap().len(),
+            1,
+            "only the annotation: {patch}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_right_is_said_once_and_the_round_goes_on() {
+        let (client, server) = mocked(flux_cluster(403));
+        let mut said = Said::default();
+        for round in 1..=2 {
+            wake_round(
+                &client,
+                "shop",
+                "app-operator",
+                &Wake::default(),
+                "7.10.0",
+                round,
+                &mut said,
+            )
+            .await
+            .expect("a missing right is no failure of the round");
+        }
+        assert_eq!(
+            said.0,
+            BTreeSet::from(["forbidden Kustomization flux-system/apps".to_owned()]),
+            "said once, for both rounds"
+        );
+        drop(client);
+        server.await.unwrap();
+        // What may pass is tried again: the round fails.
+        let (client, _server) = mocked(flux_cluster(503));
+        let failed = wake_round(
+            &client,
+            "shop",
+            "app-operator",
+            &Wake::default(),
+            "7.10.0",
+            1,
+            &mut said,
+        )
+        .await;
+        assert!(matches!(failed, Err(kube::Error::Api(status)) if status.code == 503));
+    }
+
     #[test]
     fn a_missing_right_names_the_right_and_where_it_is_shipped() {
         let target = |deployer: Deployer, api: ApiKind| Target {
