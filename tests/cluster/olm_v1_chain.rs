@@ -10,12 +10,17 @@
 //!   upgrade's own layers (the lock, cumulative upgrades, Jobs that outlive
 //!   their operator) must keep the data whole all the same.
 //! - With the policy, OLM v1's upgrades to 7.10.1 are refused until
-//!   7.10.0's upgrade completed: judged held, not damaged; the figure is
-//!   how soon after completion OLM v1's retry went through (the operator's
-//!   completion annotation on its own ServiceAccount, an object OLM v1
-//!   applied and watches, wakes it). The lock is held until OLM v1 has
-//!   been refused often enough that its backoff alone would wait about
-//!   10 s more, so the figure can tell a watch's retry from the backoff's.
+//!   7.10.0's upgrade completed: judged held, not damaged; and the
+//!   operator's wake-up is asserted in every run. Before it lets 7.10.0's
+//!   Job go, the test brings OLM v1's backoff about by construction: it
+//!   annotates the operator's ServiceAccount (an object the installed
+//!   release applied, whose update re-queues the extension at once) after
+//!   each refusal until controller-runtime's backoff alone would not try
+//!   7.10.1 again for at least [`BACKOFF_AT_LEAST`] (each update a refused
+//!   reconcile, each refusal doubling the backoff). Then 7.10.1 must be
+//!   applied before that backoff was due, and after the operator annotated
+//!   its Deployment (`upgrade-gate.dev/completed: 7.10.0`): the wake-up,
+//!   not the backoff, re-queued it.
 //!
 //! While 7.10.1 is refused, `kubectl upgrade-gate status` shows the
 //! extension: 7.10.0 installed, 7.10.1 next, held by the admission policy
@@ -41,10 +46,17 @@ const CHAIN_ROWS: u64 = 2_000;
 const MIDDLE: &str = "7.10.0";
 const NEXT: &str = "7.10.1";
 
-/// How many refusals of 7.10.1 the run with the policy waits for before it
-/// lets 7.10.0's upgrade finish, and for how long at most.
-const BACKOFF_REFUSALS: usize = 12;
-const BACKOFF_GROWN_WITHIN: Duration = Duration::from_secs(90);
+/// How far off OLM v1's next try by its backoff alone must be before the
+/// run with the policy lets 7.10.0's upgrade finish: more than completion
+/// and one Helm upgrade take on a loaded machine (a `helm upgrade` took
+/// up to 12 s in a full `just test`), so a retry before it is the
+/// wake-up's.
+const BACKOFF_AT_LEAST: Duration = Duration::from_secs(60);
+/// How long the test may take to bring that backoff about.
+const BACKOFF_GROWN_WITHIN: Duration = Duration::from_secs(300);
+/// How long one update of an object the release applied may take to
+/// bring a reconcile (a refused revision) about.
+const REQUEUED_WITHIN: Duration = Duration::from_secs(60);
 
 /// What the API server says when our policy refuses an apply.
 const POLICY_DENIAL: &str = "ValidatingAdmissionPolicy 'upgrade-gate.dev'";
@@ -120,28 +132,18 @@ async fn play(prefix: &str, policy: bool) -> RunReport {
         plugin_shows_the_extension_held(cluster.kubeconfig(), &ns).await;
     }
     run.wait_load_margin().await;
-    if policy {
-        // Until OLM v1's backoff has grown past what completion will take
-        // (5 ms × 2^11 ≈ 10 s after the 12th refusal, or 90 s, whichever
-        // first): a retry soon after completion is then a watch's doing,
-        // not the backoff's (the figure below compares them).
-        let grown = run
-            .timeline
-            .wait_for(BACKOFF_GROWN_WITHIN, |events| {
-                (refusals(events) >= BACKOFF_REFUSALS).then_some(())
-            })
-            .await;
-        if grown.is_err() {
-            println!(
-                "{ns}: fewer than {BACKOFF_REFUSALS} refusals of {NEXT} within {BACKOFF_GROWN_WITHIN:?}: \
-                 the wake-up cannot be told from the backoff in this run (not asserted)"
-            );
-        }
-        poke_the_service_account(&run, grown.is_ok()).await;
-    }
+    let woken = if policy {
+        grow_the_backoff(&run).await;
+        Some(watch_the_wake_up(&run))
+    } else {
+        None
+    };
     lock.release().await;
     let report = run.finish().await;
     report.show();
+    if let Some(woken) = woken {
+        the_wake_up_requeued_the_extension(&report, woken).await;
+    }
     let seconds = |fact: &dyn Fn(&Fact) -> bool| {
         timeline::first(&report.events, fact)
             .map(|event| event.at.duration_since(report.zero).as_secs_f64())
@@ -172,92 +174,193 @@ async fn play(prefix: &str, policy: bool) -> RunReport {
         })
         .collect();
     println!("OLM v1's revisions of {NEXT}: {}", applies.join(", "));
-    if let Some(due) = backoff_due(&report) {
-        println!(
-            "figure: after its last refusal, controller-runtime's backoff alone would have retried {NEXT} no earlier than +{due:.1} s"
-        );
-    }
     report
 }
 
-/// When OLM v1's next try of 7.10.1 was due by controller-runtime's
-/// default backoff alone (5 ms doubling per consecutive failure: after the
-/// n-th failure, 5 ms × 2^(n-1)), counted from its last refused revision;
-/// `None` when none was refused. A retry before it was re-queued by a
-/// watch event.
-fn backoff_due(report: &RunReport) -> Option<f64> {
-    backoff_due_in(&report.events, report.zero)
+/// OLM v1's failed revisions of 7.10.1 so far, in time order, as seconds
+/// after `zero`: every failed reconcile counts in controller-runtime's
+/// backoff, the policy's refusals and the others alike.
+fn failed_tries(events: &[timeline::Event], zero: jiff::Timestamp) -> Vec<f64> {
+    events
+        .iter()
+        .filter(|event| {
+            matches!(&event.fact, Fact::Deployed { release, accepted: false, .. } if release == NEXT)
+        })
+        .map(|event| event.at.duration_since(zero).as_secs_f64())
+        .collect()
 }
 
-/// [`backoff_due`] of the events so far, in seconds from `zero`.
-fn backoff_due_in(events: &[timeline::Event], zero: jiff::Timestamp) -> Option<f64> {
-    let refused = refused(events);
-    let last = refused.last()?.at.duration_since(zero).as_secs_f64();
-    let failures = i32::try_from(refused.len()).unwrap_or(i32::MAX);
-    Some(last + 0.005 * 2f64.powi(failures - 1))
+/// When OLM v1's next try of 7.10.1 is due by controller-runtime's backoff
+/// alone, in seconds after `zero`, after the failed tries `failed` (in
+/// time order); `None`: none failed. Its default per-object limiter waits
+/// 5 ms × 2^(n-1) after the n-th failure in a row (at most 1000 s), and
+/// its delaying queue keeps the earliest of the retries it holds: a
+/// failure while an earlier retry waits does not postpone it (client-go's
+/// `AddAfter`). A failure after a retry's time was that retry, or came
+/// with it. Each failure is counted when it was seen, after the
+/// controller added it: the times are never later than the controller's.
+fn backoff_due_in(failed: &[f64]) -> Option<f64> {
+    let mut pending: Option<f64> = None;
+    for (n, at) in failed.iter().enumerate() {
+        if pending.is_some_and(|due| due <= *at) {
+            pending = None;
+        }
+        let exponent = i32::try_from(n).unwrap_or(i32::MAX);
+        let due = at + (0.005 * 2f64.powi(exponent)).min(1000.0);
+        pending = Some(pending.map_or(due, |waiting| waiting.min(due)));
+    }
+    pending
 }
 
-/// The mechanism of the wake-up, alone: while OLM v1 waits out its
-/// backoff, the test annotates the operator's ServiceAccount (as the
-/// operator does at completion, with another key) and prints how soon the
-/// next refused revision came, beside when the backoff alone was due.
-/// With `grown` (the backoff had grown to about 10 s), asserts that the
-/// next revision came before the backoff alone would have retried: the
-/// annotation re-queued the extension (docs/olm-v1.md).
-async fn poke_the_service_account(run: &ChainRun, grown: bool) {
+fn seconds_since(zero: jiff::Timestamp) -> f64 {
+    jiff::Timestamp::now().duration_since(zero).as_secs_f64()
+}
+
+/// Brings OLM v1's backoff about by construction, while 7.10.0's Job
+/// waits for the lock: annotates the operator's ServiceAccount (another
+/// key than the operator's) after each failed try until the backoff alone
+/// would not try 7.10.1 again for [`BACKOFF_AT_LEAST`]. Each annotation
+/// must bring a refused revision within [`REQUEUED_WITHIN`] and, when the
+/// backoff alone was due later, before it: an update of an object the
+/// installed release applied re-queues the extension (docs/olm-v1.md).
+async fn grow_the_backoff(run: &ChainRun) {
     use k8s_openapi::api::core::v1::ServiceAccount;
     use kube::api::{Patch, PatchParams};
-    let events = run.timeline.snapshot();
-    let zero = upgrade_gate_tests::chain::judge::zero_of(&events);
-    let before = refusals(&events);
-    let due = backoff_due_in(&events, zero);
-    let poked = jiff::Timestamp::now();
-    run.namespace
-        .api::<ServiceAccount>()
-        .patch(
-            "app-operator",
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
-                "upgrade-gate.dev/test-poke": poked.to_string()}}})),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("annotating ServiceAccount app-operator: {error}"));
-    run.note("annotated ServiceAccount app-operator (upgrade-gate.dev/test-poke)");
-    let next = run
-        .timeline
-        .wait_for(Duration::from_secs(30), |events| {
-            let refused = refused(events);
-            (refused.len() > before).then(|| refused.last().map(|event| event.at))?
-        })
-        .await;
-    let at = |time: jiff::Timestamp| time.duration_since(zero).as_secs_f64();
-    if grown {
-        let (Ok(next), Some(due)) = (&next, due) else {
-            panic!(
-                "the backoff had grown, yet no refused revision of {NEXT} came within 30 s of annotating the ServiceAccount"
+    let started = std::time::Instant::now();
+    let zero = upgrade_gate_tests::chain::judge::zero_of(&run.timeline.snapshot());
+    let mut pokes = 0u32;
+    let mut ahead_of_the_backoff = 0u32;
+    loop {
+        let failed = failed_tries(&run.timeline.snapshot(), zero);
+        let now = seconds_since(zero);
+        let due = backoff_due_in(&failed);
+        if let Some(due) = due
+            && due - now >= BACKOFF_AT_LEAST.as_secs_f64()
+        {
+            println!(
+                "figure: OLM v1's backoff brought about in {:.1} s by {pokes} annotations ({ahead_of_the_backoff} came back before the backoff was due): {} failed tries of {NEXT}, the last at +{:.1} s; the backoff alone would try again no earlier than +{due:.1} s",
+                started.elapsed().as_secs_f64(),
+                failed.len(),
+                failed.last().copied().unwrap_or_default(),
             );
-        };
+            run.note(&format!(
+                "OLM v1's backoff alone would try {NEXT} again no earlier than +{due:.1} s"
+            ));
+            return;
+        }
         assert!(
-            at(*next) < due,
-            "OLM v1's next revision of {NEXT} at +{:.1} s came no sooner than its backoff alone (+{due:.1} s): \
-             the ServiceAccount's annotation did not re-queue the extension",
-            at(*next)
+            started.elapsed() < BACKOFF_GROWN_WITHIN,
+            "OLM v1's backoff not brought about within {BACKOFF_GROWN_WITHIN:?} ({} failed tries, due at {due:?}, now +{now:.1} s)",
+            failed.len()
+        );
+        pokes += 1;
+        run.namespace
+            .api::<ServiceAccount>()
+            .patch(
+                "app-operator",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                    "upgrade-gate.dev/test-poke": pokes.to_string()}}})),
+            )
+            .await
+            .unwrap_or_else(|error| panic!("annotating ServiceAccount app-operator: {error}"));
+        let poked = seconds_since(zero);
+        let before = failed.len();
+        let next = run
+            .timeline
+            .wait_for(REQUEUED_WITHIN, |events| {
+                let failed = failed_tries(events, zero);
+                (failed.len() > before).then(|| failed[before])
+            })
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "annotating ServiceAccount app-operator (an object OLM v1 applied) brought no new revision of {NEXT} within {REQUEUED_WITHIN:?}: the update did not re-queue the extension"
+                )
+            });
+        if let Some(due) = due.filter(|due| *due > poked + 2.0) {
+            assert!(
+                next < due,
+                "annotated at +{poked:.1} s, OLM v1's next revision of {NEXT} at +{next:.1} s came no sooner than its backoff alone (+{due:.1} s): the update did not re-queue the extension"
+            );
+            ahead_of_the_backoff += 1;
+        }
+    }
+}
+
+/// Watches the operator's Deployment for its wake-up from now on: when it
+/// was first annotated as 7.10.0's completion (`upgrade-gate.dev/
+/// completed`), as the poll saw it (every 100 ms, for 10 minutes at most).
+fn watch_the_wake_up(run: &ChainRun) -> tokio::task::JoinHandle<Option<jiff::Timestamp>> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let api = run.namespace.api::<Deployment>();
+    tokio::spawn(async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(600);
+        while std::time::Instant::now() < deadline {
+            if let Ok(found) = api.get("app-operator").await {
+                let annotations = found.metadata.annotations.unwrap_or_default();
+                if annotations.get(upgrade_gate::admission::COMPLETED_ANNOTATION)
+                    == Some(&MIDDLE.to_owned())
+                {
+                    return Some(jiff::Timestamp::now());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
+    })
+}
+
+/// The operator's wake-up re-queued the extension: its Deployment was
+/// annotated as 7.10.0's completion, and 7.10.1 was applied before
+/// controller-runtime's backoff alone would have tried again (brought
+/// about by [`grow_the_backoff`]; nothing else the run does updates an
+/// object of the release then).
+async fn the_wake_up_requeued_the_extension(
+    report: &RunReport,
+    woken: tokio::task::JoinHandle<Option<jiff::Timestamp>>,
+) {
+    let zero = report.zero;
+    let at = |time: jiff::Timestamp| time.duration_since(zero).as_secs_f64();
+    let accepted = timeline::first(
+        &report.events,
+        |fact| matches!(fact, Fact::Deployed { release, accepted: true, .. } if release == NEXT),
+    )
+    .map(|event| event.at)
+    .unwrap_or_else(|| panic!("{NEXT} was never applied:\n{}", report.evidence()));
+    let completed = timeline::first(&report.events, |fact| {
+        matches!(fact, Fact::AdmissionRecord { release, state, .. } if release == MIDDLE && state == "Complete")
+    })
+    .map_or(f64::NAN, |event| at(event.at));
+    let failed: Vec<f64> = failed_tries(&report.events, zero)
+        .into_iter()
+        .filter(|failed| *failed < at(accepted))
+        .collect();
+    let due = backoff_due_in(&failed)
+        .unwrap_or_else(|| panic!("no failed try of {NEXT} before it was applied"));
+    assert!(
+        at(accepted) < due,
+        "{NEXT} applied at +{:.1} s, no sooner than OLM v1's backoff alone (+{due:.1} s): the operator's wake-up did not re-queue the extension",
+        at(accepted)
+    );
+    // The poll has had the whole chain's end to see the annotation.
+    if !woken.is_finished() {
+        woken.abort();
+        panic!(
+            "the operator never annotated its Deployment as {MIDDLE}'s completion (the OLM v1 wake-up), yet {NEXT} was applied at +{:.1} s",
+            at(accepted)
         );
     }
-    match next {
-        Ok(next) => println!(
-            "figure: ServiceAccount annotated at +{:.1} s; OLM v1's next refused revision of {NEXT} at +{:.1} s ({:.2} s later); the backoff alone was due no earlier than +{:.1} s",
-            at(poked),
-            at(next),
-            next.duration_since(poked).as_secs_f64(),
-            due.unwrap_or(f64::NAN)
-        ),
-        Err(_) => println!(
-            "figure: ServiceAccount annotated at +{:.1} s; no refused revision of {NEXT} within 30 s (the backoff alone was due no earlier than +{:.1} s)",
-            at(poked),
-            due.unwrap_or(f64::NAN)
-        ),
-    }
+    let woken = woken
+        .await
+        .unwrap_or_else(|error| panic!("watching the Deployment: {error}"))
+        .unwrap_or_else(|| panic!("the operator's Deployment was never seen annotated"));
+    println!(
+        "figure: {MIDDLE}'s upgrade recorded complete at +{completed:.2} s; the operator's Deployment seen annotated (a 100 ms poll) at +{:.2} s; OLM v1 applied {NEXT} at +{:.2} s ({:.2} s after the record); its backoff alone was due no earlier than +{due:.1} s",
+        at(woken),
+        at(accepted),
+        at(accepted) - completed,
+    );
 }
 
 /// `kubectl upgrade-gate status -n <ns> -o json` (the binary as the
