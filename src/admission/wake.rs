@@ -549,12 +549,19 @@ pub fn argo_cd_step(application: &Value, namespace: &str, name: &str, release: &
     ))
 }
 
+/// The verbs a wake-up of `deployer` uses on its object: Argo CD's
+/// Application is read before it is patched; every other object is only
+/// patched.
+pub fn verbs_needed(deployer: Deployer) -> &'static [&'static str] {
+    match deployer {
+        Deployer::ArgoCd => &["get", "patch"],
+        _ => &["patch"],
+    }
+}
+
 /// The right a poke of `target` needs, in an admin's words.
 pub fn right_needed(target: &Target) -> String {
-    let verbs = match target.deployer {
-        Deployer::ArgoCd => "get and patch",
-        _ => "patch",
-    };
+    let verbs = verbs_needed(target.deployer).join(" and ");
     let resource = if target.api.group.is_empty() {
         target.api.plural.to_owned()
     } else {
@@ -1441,5 +1448,152 @@ mod tests {
             right_needed(&target(Deployer::OlmV0, SERVICE_ACCOUNT_API)),
             "patch on serviceaccounts named apps in namespace flux-system (the operator's Role (manifests/rbac.yaml) has it)"
         );
+    }
+
+    /// A role's rules from a shipped manifest: the Role documents of
+    /// `path` (relative to the repository), by namespace (none: the
+    /// operator's).
+    fn shipped_roles(path: &str, operators_namespace: &str) -> Vec<(String, Value)> {
+        let text =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+                .unwrap_or_else(|error| panic!("{path}: {error}"));
+        let documents: Vec<Value> =
+            serde_saphyr::from_multiple(&text).unwrap_or_else(|error| panic!("{path}: {error}"));
+        documents
+            .into_iter()
+            .filter(|document| document["kind"] == "Role")
+            .map(|role| {
+                let namespace = role["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or(operators_namespace)
+                    .to_owned();
+                (namespace, role["rules"].clone())
+            })
+            .collect()
+    }
+
+    /// Whether `rule` grants `verb` on `plural` of `group` named `name`.
+    fn grants(rule: &Value, (verb, group, plural, name): (&str, &str, &str, &str)) -> bool {
+        let has = |key: &str, value: &str| {
+            rule[key]
+                .as_array()
+                .is_some_and(|values| values.iter().any(|v| v == value))
+        };
+        has("verbs", verb)
+            && has("apiGroups", group)
+            && has("resources", plural)
+            && (rule.get("resourceNames").is_none() || has("resourceNames", name))
+    }
+
+    /// Every request a wake-up makes (the Deployment's read included) is
+    /// granted by a shipped Role in the namespace it is made in, and the
+    /// rules that exist for the wake-up (the gitops Roles whole; the
+    /// ServiceAccount and Deployment rules of the operator's Role) grant
+    /// no verb no wake-up uses: for the sample (`manifests/`) and the kit
+    /// (`adopt/kubebuilder/`).
+    #[test]
+    fn the_shipped_roles_grant_every_wake_up_and_nothing_more() {
+        for (operator, operators_role, operators_namespace) in [
+            ("app-operator", "manifests/rbac.yaml", "upgrade-gate-system"),
+            (
+                "controller-manager",
+                "adopt/kubebuilder/config/upgrade-gate/role.yaml",
+                "system",
+            ),
+        ] {
+            let marked: Deployment = serde_json::from_value(json!({
+                "metadata": {"name": operator, "namespace": operators_namespace,
+                    "labels": {
+                        "olm.owner": "upgrade-gate.v7.10.0", "olm.owner.kind": "ClusterServiceVersion",
+                        "olm.operatorframework.io/owner-kind": "ClusterExtension",
+                        "olm.operatorframework.io/owner-name": "shop",
+                        "kustomize.toolkit.fluxcd.io/name": "app-operator",
+                        "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+                        "helm.toolkit.fluxcd.io/name": "app-operator",
+                        "helm.toolkit.fluxcd.io/namespace": "flux-system"},
+                    "annotations": {"argocd.argoproj.io/tracking-id":
+                        format!("app-operator:apps/Deployment:{operators_namespace}/{operator}")}},
+                "spec": {"selector": {}, "template": {"spec": {
+                    "serviceAccountName": operator, "containers": []}}},
+            }))
+            .expect("a Deployment");
+            let holders = deployers_of(&marked, &Wake::default());
+            let pokes = plan(&holders, &every_api_served(), "7.10.0", 1, now());
+            let deployers: BTreeSet<Deployer> =
+                pokes.iter().map(|poke| poke.target().deployer).collect();
+            assert_eq!(deployers.len(), 5, "every deployer poked: {pokes:?}");
+            // (namespace, (verb, group, plural, name)): the round's read of
+            // the Deployment, then each poke's.
+            let mut requests = vec![(
+                operators_namespace.to_owned(),
+                ("get", "apps", "deployments", operator.to_owned()),
+            )];
+            for poke in &pokes {
+                let target = poke.target();
+                for verb in verbs_needed(target.deployer) {
+                    requests.push((
+                        target.namespace.clone(),
+                        (
+                            verb,
+                            target.api.group,
+                            target.api.plural,
+                            target.name.clone(),
+                        ),
+                    ));
+                }
+            }
+            let mut roles = shipped_roles(operators_role, operators_namespace);
+            roles.extend(shipped_roles(
+                "manifests/gitops/wake-flux.yaml",
+                operators_namespace,
+            ));
+            roles.extend(shipped_roles(
+                "manifests/gitops/wake-argocd.yaml",
+                operators_namespace,
+            ));
+            let granted =
+                |namespace: &str, (verb, group, plural, name): (&str, &str, &str, &str)| {
+                    roles.iter().any(|(role_namespace, rules)| {
+                        role_namespace == namespace
+                            && rules
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .any(|rule| grants(rule, (verb, group, plural, name)))
+                    })
+                };
+            for (namespace, (verb, group, plural, name)) in &requests {
+                assert!(
+                    granted(namespace, (verb, group, plural, name)),
+                    "{operators_role} and manifests/gitops/: no Role in {namespace} grants {verb} on {plural}.{group} named {name}"
+                );
+            }
+            // Nothing more: each verb of a wake-up's rule is one a request uses.
+            let used = |namespace: &str, rule: &Value, verb: &str| {
+                requests.iter().any(|(at, (v, group, plural, name))| {
+                    at == namespace && *v == verb && grants(rule, (verb, group, plural, name))
+                })
+            };
+            for (namespace, rules) in &roles {
+                for rule in rules.as_array().into_iter().flatten() {
+                    let for_the_wake_up = *namespace != operators_namespace
+                        || ["serviceaccounts", "deployments"].iter().any(|plural| {
+                            rule["resources"]
+                                .as_array()
+                                .is_some_and(|r| r.iter().any(|v| v == plural))
+                        });
+                    if !for_the_wake_up {
+                        continue;
+                    }
+                    for verb in rule["verbs"].as_array().into_iter().flatten() {
+                        let verb = verb.as_str().expect("a verb");
+                        assert!(
+                            used(namespace, rule, verb),
+                            "{operators_role} or manifests/gitops/ grants {verb} in {namespace} that no wake-up uses: {rule}"
+                        );
+                    }
+                }
+            }
+        }
     }
 }
