@@ -762,8 +762,11 @@ async fn discover(client: &Client, groups: &BTreeSet<&'static str>) -> Result<Se
             if api.group != *group {
                 continue;
             }
+            // Every kind at its most stable version: the group's preferred
+            // version may not serve it (OLM v0's is v2, whose only kind is
+            // OperatorCondition; its CSVs are v1alpha1).
             if let Some((resource, _)) = found
-                .recommended_resources()
+                .resources_by_stability()
                 .into_iter()
                 .find(|(resource, _)| resource.plural == api.plural)
             {
@@ -1386,6 +1389,91 @@ mod tests {
             1,
             "only the annotation: {patch}"
         );
+    }
+
+    /// An OLM v0 cluster: operators.coreos.com prefers v2, whose only kind
+    /// is OperatorCondition; its CSVs are served at v1alpha1.
+    fn olm_v0_cluster(method: &http::Method, path: &str, _: &Value) -> (u16, Value) {
+        let resources = |version: &str, name: &str, kind: &str| {
+            json!({"kind": "APIResourceList", "apiVersion": "v1",
+                   "groupVersion": format!("operators.coreos.com/{version}"), "resources": [{
+                "name": name, "singularName": "", "namespaced": true, "kind": kind,
+                "verbs": ["get", "list", "watch", "patch"]}]})
+        };
+        match (method.as_str(), path) {
+            ("GET", "/apis/apps/v1/namespaces/shop/deployments/app-operator") => (
+                200,
+                serde_json::to_value(deployment(
+                    json!({"olm.owner": "upgrade-gate.v7.10.0",
+                           "olm.owner.kind": "ClusterServiceVersion"}),
+                    json!({}),
+                    json!([]),
+                ))
+                .unwrap(),
+            ),
+            ("GET", "/apis") => (
+                200,
+                json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [{
+                    "name": "operators.coreos.com",
+                    "versions": [
+                        {"groupVersion": "operators.coreos.com/v2", "version": "v2"},
+                        {"groupVersion": "operators.coreos.com/v1alpha1", "version": "v1alpha1"}],
+                    "preferredVersion": {"groupVersion": "operators.coreos.com/v2", "version": "v2"}}]}),
+            ),
+            ("GET", "/apis/operators.coreos.com/v2") => (
+                200,
+                resources("v2", "operatorconditions", "OperatorCondition"),
+            ),
+            ("GET", "/apis/operators.coreos.com/v1alpha1") => (
+                200,
+                resources(
+                    "v1alpha1",
+                    "clusterserviceversions",
+                    "ClusterServiceVersion",
+                ),
+            ),
+            ("PATCH", "/api/v1/namespaces/shop/serviceaccounts/app-operator") => (
+                200,
+                json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                       "metadata": {"name": "app-operator", "namespace": "shop"}}),
+            ),
+            _ => (404, api_status(404, "NotFound")),
+        }
+    }
+
+    /// OLM v0 is found served although its group's preferred version does
+    /// not serve CSVs, and its ServiceAccount annotated.
+    #[tokio::test]
+    async fn a_round_finds_olm_v0_served_at_a_version_its_group_does_not_prefer() {
+        let (client, server) = mocked(olm_v0_cluster);
+        let mut said = Said::default();
+        wake_round(
+            &client,
+            "shop",
+            "app-operator",
+            &Wake::default(),
+            "7.10.0",
+            1,
+            &mut said,
+        )
+        .await
+        .expect("woken");
+        drop(client);
+        let seen = server.await.unwrap();
+        let patched: Vec<&Value> = seen
+            .iter()
+            .filter(|(method, _, _)| method == "PATCH")
+            .map(|(_, path, body)| {
+                assert_eq!(path, "/api/v1/namespaces/shop/serviceaccounts/app-operator");
+                body
+            })
+            .collect();
+        assert_eq!(patched, [&completed_round(1)], "{seen:?}");
+    }
+
+    fn completed_round(round: u32) -> Value {
+        json!({"metadata": {"annotations": {
+            "upgrade-gate.dev/completed": "7.10.0", "upgrade-gate.dev/wake": format!("7.10.0/{round}")}}})
     }
 
     #[tokio::test]
