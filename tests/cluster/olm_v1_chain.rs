@@ -57,6 +57,12 @@ const BACKOFF_GROWN_WITHIN: Duration = Duration::from_secs(300);
 /// How long one update of an object the release applied may take to
 /// bring a reconcile (a refused revision) about.
 const REQUEUED_WITHIN: Duration = Duration::from_secs(60);
+/// How long a re-queued reconcile's refused revision may take to be seen
+/// on a loaded machine: a poke is required to beat the backoff only when
+/// the backoff was due later than this after it (seen: 3.3 s in a run
+/// beside other cluster tests, where the backoff was due 2.2 s after the
+/// poke).
+const REQUEUE_SEEN_WITHIN: Duration = Duration::from_secs(10);
 
 /// What the API server says when our policy refuses an apply.
 const POLICY_DENIAL: &str = "ValidatingAdmissionPolicy 'upgrade-gate.dev'";
@@ -278,7 +284,7 @@ async fn grow_the_backoff(run: &ChainRun) {
                     "annotating ServiceAccount app-operator (an object OLM v1 applied) brought no new revision of {NEXT} within {REQUEUED_WITHIN:?}: the update did not re-queue the extension"
                 )
             });
-        if let Some(due) = due.filter(|due| *due > poked + 2.0) {
+        if let Some(due) = due.filter(|due| *due > poked + REQUEUE_SEEN_WITHIN.as_secs_f64()) {
             assert!(
                 next < due,
                 "annotated at +{poked:.1} s, OLM v1's next revision of {NEXT} at +{next:.1} s came no sooner than its backoff alone (+{due:.1} s): the update did not re-queue the extension"
