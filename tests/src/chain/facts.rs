@@ -508,6 +508,8 @@ fn flux_tried_revision(ready_message: &str, kustomization: &Value, ready: bool) 
 /// only in its words). A version first seen (the watch's first list)
 /// answers nothing; a try whose revision is not one of the runner's is a
 /// hole (what was tried cannot be told).
+/// A new `reconcile.fluxcd.io/requestedAt` (the runner never sets one:
+/// the operator's wake-up does) is a [`Fact::ReconcileRequested`].
 pub fn flux_kustomization_facts(
     previous: Option<&Value>,
     current: &Value,
@@ -516,6 +518,31 @@ pub fn flux_kustomization_facts(
     let Some(previous) = previous else {
         return Vec::new();
     };
+    let requested = |object: &Value| {
+        object["metadata"]["annotations"][FLUX_REQUESTED_AT]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let mut facts = Vec::new();
+    if !deleted
+        && let Some(token) = requested(current)
+        && requested(previous).as_ref() != Some(&token)
+    {
+        facts.push(Fact::ReconcileRequested {
+            kustomization: name(current),
+            token,
+        });
+    }
+    facts.extend(flux_try_facts(previous, current, deleted));
+    facts
+}
+
+/// Flux's token: a new value makes kustomize-controller reconcile at once
+/// (fluxcd/pkg `apis/meta`, `ReconcileRequestAnnotation`).
+pub const FLUX_REQUESTED_AT: &str = "reconcile.fluxcd.io/requestedAt";
+
+/// The try that ended between `previous` and `current`, if one did.
+fn flux_try_facts(previous: &Value, current: &Value, deleted: bool) -> Vec<Fact> {
     let trying = flux_condition(previous, "Ready").map(|(status, _, _)| status) == Some("Unknown");
     if deleted || !trying {
         return Vec::new();
@@ -1144,6 +1171,55 @@ mod tests {
             flux_kustomization_facts(Some(&trying1), &unnamed1, false).as_slice(),
             [Fact::WatchError { watch, .. }] if watch == FLUX_KUSTOMIZATION
         ));
+    }
+
+    #[test]
+    fn a_new_reconcile_request_on_a_kustomization_is_a_fact() {
+        let with = |token: Option<&str>| {
+            let mut object = kustomization(
+                (
+                    "True",
+                    "ReconciliationSucceeded",
+                    "Applied revision: 7.10.0@sha256:aa",
+                ),
+                None,
+                "7.10.0@sha256:aa",
+                "7.10.0@sha256:aa",
+            );
+            if let Some(token) = token {
+                object["metadata"]["annotations"] = json!({FLUX_REQUESTED_AT: token});
+            }
+            object
+        };
+        let requested = |token: &str| Fact::ReconcileRequested {
+            kustomization: "app".into(),
+            token: token.into(),
+        };
+        let table = [
+            (with(None), with(Some("t1")), false, vec![requested("t1")]),
+            (
+                with(Some("t1")),
+                with(Some("t2")),
+                false,
+                vec![requested("t2")],
+            ),
+            // The same token again, none, or the object gone: nothing.
+            (with(Some("t1")), with(Some("t1")), false, vec![]),
+            (with(Some("t1")), with(None), false, vec![]),
+            (with(None), with(Some("t1")), true, vec![]),
+        ];
+        for (previous, current, deleted, facts) in table {
+            assert_eq!(
+                flux_kustomization_facts(Some(&previous), &current, deleted),
+                facts,
+                "{previous:?} -> {current:?}"
+            );
+        }
+        // First seen: its token is not news.
+        assert_eq!(
+            flux_kustomization_facts(None, &with(Some("t1")), false),
+            vec![]
+        );
     }
 
     #[test]

@@ -166,6 +166,8 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
         let (lane_name, shape, colour) = match fact.as_str() {
             "channel_switched" | "subscribed" | "extension_switched" | "source_moved"
             | "injected" => (lane("the runner".to_owned()), Shape::Diamond, PURPLE),
+            // A reconcile of Flux's Kustomization requested (the wake-up).
+            "reconcile_requested" => (lane("the wake-up".to_owned()), Shape::Diamond, BLUE),
             // Accepted: a green diamond; refused by the admission policy
             // (its words): a red cross; failed for another cause: grey.
             "deployed" => {

@@ -82,6 +82,13 @@ pub enum Fact {
         source: String,
         release: String,
     },
+    /// Someone other than the runner asked Flux to reconcile the run's
+    /// Kustomization now: a new `reconcile.fluxcd.io/requestedAt` on it
+    /// (the operator's wake-up, once its upgrade is recorded complete).
+    ReconcileRequested {
+        kustomization: String,
+        token: String,
+    },
     /// The runner did something to the chain (a fault, holding the lock...).
     Injected {
         what: String,
@@ -316,6 +323,13 @@ impl fmt::Display for Fact {
             Fact::SourceMoved { source, release } => write!(
                 f,
                 "Flux's source (ExternalArtifact {source}) moved to release {release}"
+            ),
+            Fact::ReconcileRequested {
+                kustomization,
+                token,
+            } => write!(
+                f,
+                "Kustomization {kustomization}: a reconcile requested (reconcile.fluxcd.io/requestedAt: {token})"
             ),
             Fact::Injected { what } => write!(f, "runner: {what}"),
             Fact::Deployed {
