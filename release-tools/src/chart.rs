@@ -98,13 +98,14 @@ pub fn chart_files(
 }
 
 /// The wake-up's rights in the GitOps deployer's namespace, rendered only
-/// when a value names its object (`manifests/gitops/wake-*.yaml`).
+/// when a value names its object (`manifests/gitops/wake-*.yaml`); Flux's
+/// and Argo CD's named apart, as both may live in one namespace.
 const WAKE_TEMPLATE: &str = r#"{{- with .Values.wake.flux }}
 {{- if .name }}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
-  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  name: upgrade-gate-wake-flux-{{ $.Release.Namespace }}
   namespace: {{ .namespace | default "flux-system" }}
 rules:
   - apiGroups: [kustomize.toolkit.fluxcd.io]
@@ -119,12 +120,12 @@ rules:
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
-  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  name: upgrade-gate-wake-flux-{{ $.Release.Namespace }}
   namespace: {{ .namespace | default "flux-system" }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
-  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  name: upgrade-gate-wake-flux-{{ $.Release.Namespace }}
 subjects:
   - kind: ServiceAccount
     name: app-operator
@@ -137,7 +138,7 @@ subjects:
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
-  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  name: upgrade-gate-wake-argocd-{{ $.Release.Namespace }}
   namespace: {{ .namespace | default "argocd" }}
 rules:
   - apiGroups: [argoproj.io]
@@ -148,12 +149,12 @@ rules:
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
-  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  name: upgrade-gate-wake-argocd-{{ $.Release.Namespace }}
   namespace: {{ .namespace | default "argocd" }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
-  name: upgrade-gate-wake-{{ $.Release.Namespace }}
+  name: upgrade-gate-wake-argocd-{{ $.Release.Namespace }}
 subjects:
   - kind: ServiceAccount
     name: app-operator
@@ -504,6 +505,14 @@ mod tests {
                 .find(|part| part.starts_with(value))
                 .unwrap_or_else(|| panic!("no section for {value}"))
                 .to_owned();
+            // Its own names: both deployers may live in one namespace.
+            let deployer = value.rsplit('.').next().unwrap();
+            let own = format!("name: upgrade-gate-wake-{deployer}-{{{{ $.Release.Namespace }}}}");
+            assert_eq!(
+                section.matches(&own).count(),
+                3,
+                "{value}: the Role, the binding and its roleRef named {own}"
+            );
             assert!(
                 section.contains("{{- if .name }}"),
                 "{value}: only when named"
