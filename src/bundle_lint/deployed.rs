@@ -27,7 +27,7 @@
 use serde_json::Value;
 
 use super::Rule;
-use super::rules::{
+use super::csv::{
     Findings, KnownImage, Placed, argv, containers, known_image, list, runs_hold, text,
 };
 use crate::admission::{ADMISSION_LABEL, ENFORCE, OPERATOR_LABEL, RELEASE_LABEL};

@@ -12,7 +12,7 @@ use super::*;
 
 #[test]
 fn this_projects_images_are_told_apart_by_their_repository_name() {
-    use rules::KnownImage::{GateOnly, Other, Sample};
+    use csv::KnownImage::{GateOnly, Other, Sample};
     let cases = [
         ("ghcr.io/upgrade-gate/upgrade-gate-hold:0.2.0", GateOnly),
         (
@@ -34,7 +34,7 @@ fn this_projects_images_are_told_apart_by_their_repository_name() {
         ("", Other),
     ];
     for (reference, expected) in cases {
-        assert_eq!(rules::known_image(reference), expected, "{reference}");
+        assert_eq!(csv::known_image(reference), expected, "{reference}");
     }
 }
 

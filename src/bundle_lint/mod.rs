@@ -109,6 +109,7 @@
 //! assert!(findings.iter().any(|f| f.rule == Rule::GateInitContainer));
 //! ```
 
+mod csv;
 mod deployed;
 mod keep;
 mod rules;

@@ -489,7 +489,7 @@ fn the_gate_account_has_the_rights_where_the_docs_put_them() {
         (json!({}), "default"),
     ];
     for (pod, expected) in accounts {
-        assert_eq!(rules::pod_service_account(&pod), expected, "{pod}");
+        assert_eq!(csv::pod_service_account(&pod), expected, "{pod}");
     }
 }
 
