@@ -17,12 +17,13 @@ use super::keep::{self, KeepArgs, keep_exit_codes_help};
 use super::lint::{
     self, CatalogLintArgs, LintArgs, catalog_lint_exit_codes_help, lint_exit_codes_help,
 };
+use super::target::target_and_client;
 use super::{one_line, parse_timeout, runtime};
 use crate::admission;
 use crate::gate::{
     self, EntryText, GateError, HoldOptions, OnOverride, Outcome, ReleaseOptions, WaitFor,
 };
-use crate::locate::{self, NamespaceSource, Target, TargetInput};
+use crate::locate::{self, Target, TargetInput};
 use crate::shutdown;
 use crate::telemetry::{KUBE_REQUEST_FAILURES, LogArgs, init_logging_without};
 
@@ -270,38 +271,6 @@ async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), 
     })
     .await?;
     Ok((target, deadline, client))
-}
-
-/// The target `given` names (its namespace from the flags, the
-/// service-account file, or the kubeconfig context, in that order) and a
-/// client of the cluster.
-pub(super) async fn target_and_client(
-    given: TargetInput<'_>,
-) -> Result<(Target, kube::Client), GateError> {
-    let named = given.namespace.is_some_and(|n| !n.trim().is_empty());
-    let file = (!named).then(locate::service_account_namespace).flatten();
-    let mut input = TargetInput {
-        service_account_namespace: file.as_deref(),
-        kubeconfig_namespace: None,
-        ..given
-    };
-    // The cluster's configuration is read before the target is checked
-    // only when the kubeconfig context has to name the namespace.
-    let config = match locate::choose_namespace(&input) {
-        Some(_) => None,
-        None => Some(gate::client_config().await?),
-    };
-    input.kubeconfig_namespace = config.as_ref().map(|c| c.default_namespace.as_str());
-    if let Some((namespace, NamespaceSource::KubeconfigContext)) = locate::choose_namespace(&input)
-    {
-        tracing::info!(%namespace, "the namespace is the kubeconfig context's (no --namespace, POD_NAMESPACE or service-account namespace file)");
-    }
-    let target = locate::resolve_target(&input)?;
-    let config = match config {
-        Some(config) => config,
-        None => gate::client_config().await?,
-    };
-    Ok((target, gate::client(config)?))
 }
 
 async fn run(command: Command) -> Result<Outcome, GateError> {

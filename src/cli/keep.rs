@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
-use super::commands::target_and_client;
+use super::target::target_and_client;
 use super::{exit_codes_help, one_line, runtime};
 use crate::completion::{self, KeepError, KeepSettings, RecordSettings, ResourceName, Rule};
 use crate::gate::GateError;

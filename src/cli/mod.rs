@@ -13,6 +13,7 @@ pub mod commands;
 pub mod keep;
 pub mod kubectl_plugin;
 mod lint;
+mod target;
 
 #[cfg(test)]
 mod help_tests;
