@@ -18,7 +18,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::crd::UpgradeProgress;
-use crate::operator::gate::FleetSummary;
+use crate::operator::fleet::FleetSummary;
 use upgrade_gate::keeper::{Found, KeeperEvents};
 use upgrade_gate::operator_condition::{GateState, UpgradeableEntry};
 

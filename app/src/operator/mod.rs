@@ -14,6 +14,7 @@
 //! | [`act`] | the writes |
 //! | [`queue`] | how many upgrades run at once and who is next (asked between decide and act) |
 //! | [`gate`] | the operator-wide `Upgradeable` answer (pure) and the loop that hands it to the keeper |
+//! | [`fleet`] | the fleet in numbers, as the gate's message and the metrics show it |
 //! | [`readiness`] | when `/readyz` says ready |
 //! | [`http`] | `/healthz`, `/readyz`, `/metrics` |
 //! | [`run`] | the order of a run: serve, win the Lease, lead, step down |
@@ -30,6 +31,7 @@ pub mod config;
 pub mod context;
 pub mod db_sessions;
 pub mod decide;
+pub mod fleet;
 pub mod gate;
 pub mod http;
 pub mod job_state;

@@ -1,6 +1,6 @@
 //! The operator-wide upgrade gate: may OLM replace this operator now? The
 //! sample's whole gate is this folder: the pure decision here, the fleet's
-//! summary in [`summary`], and [`gate_loop`], which makes the decision
+//! count in [`summary`], and [`gate_loop`], which makes the decision
 //! anew from the leader's stores and hands it to the keeper.
 //!
 //! Owns (this file): the pure decision from every managed App's status to the
@@ -31,7 +31,8 @@ use upgrade_gate::operator_condition::{InvalidEntry, MAX_MESSAGE_BYTES, Reason, 
 pub mod gate_loop;
 pub mod summary;
 
-pub use summary::{FleetSummary, summarize};
+pub use crate::operator::fleet::FleetSummary;
+pub use summary::summarize;
 
 /// An App annotated `upgrade-gate.dev/exclude-from-gate: "true"` does not
 /// hold the gate: an admin's explicit choice (an App being retired, one
