@@ -41,10 +41,7 @@ const EXIT_CODES: &[(u8, &str)] = &[
 ];
 
 fn exit_codes_help() -> String {
-    format!(
-        "Exit codes (one line on stderr says why):\n{}",
-        upgrade_gate::gate::exit_table(EXIT_CODES.iter().copied())
-    )
+    upgrade_gate::gate::exit_codes_help(EXIT_CODES)
 }
 
 #[derive(Debug, Parser)]

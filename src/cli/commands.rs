@@ -57,10 +57,7 @@ Also: `upgrade-gate lint-bundle DIR` checks an operator's bundle for what the ga
 Logs go to stderr (RUST_LOG sets the level, default info); `status` prints to stdout.";
 
 fn exit_codes_help() -> String {
-    format!(
-        "Exit codes (one line on stderr says why):\n{}",
-        gate::exit_code_table()
-    )
+    gate::exit_codes_help(gate::EXIT_CODES)
 }
 
 /// `upgrade-gate`'s command line.

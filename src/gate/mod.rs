@@ -44,7 +44,8 @@ mod outcome;
 mod report;
 
 pub use outcome::{
-    EXIT_CODES, GateError, HELP_TABLE_WIDTH, Outcome, exit_code, exit_code_table, exit_table,
+    EXIT_CODES, GateError, HELP_TABLE_WIDTH, Outcome, exit_code, exit_code_table, exit_codes_help,
+    exit_table,
 };
 pub use report::{EntryReport, StatusReport};
 

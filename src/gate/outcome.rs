@@ -192,6 +192,17 @@ pub fn exit_code_table() -> String {
     exit_table(EXIT_CODES.iter().map(|(code, meaning)| (*code, *meaning)))
 }
 
+/// `--help`'s closing section for a binary whose every failure says why
+/// in one line on stderr: that heading and the table of `codes`
+/// ([`exit_table`]). The one wording of `upgrade-gate`, `app-operator` and
+/// `app-server`.
+pub fn exit_codes_help(codes: &[(u8, &str)]) -> String {
+    format!(
+        "Exit codes (one line on stderr says why):\n{}",
+        exit_table(codes.iter().copied())
+    )
+}
+
 /// The width exit tables are wrapped to for `--help`. clap wraps again
 /// only a line longer than the terminal (100 columns where it cannot
 /// tell), and would then indent its continuation by the line's own leading
