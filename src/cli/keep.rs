@@ -2,7 +2,6 @@
 //! ([`KEEP_EXIT_CODES`]). What it does is [`crate::completion`]'s.
 
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Args;
 
@@ -10,7 +9,7 @@ use super::target::target_and_client;
 use super::{exit_codes_help, one_line, runtime};
 use crate::completion::{self, KeepError, KeepSettings, RecordSettings, ResourceName, Rule};
 use crate::gate::GateError;
-use crate::leader::LeaseSettings;
+use crate::leader::{self, LeaseSettings};
 use crate::locate::TargetInput;
 use crate::shutdown;
 
@@ -228,7 +227,7 @@ async fn prepare(args: &KeepArgs) -> Result<(kube::Client, KeepSettings), GateEr
     let lease = LeaseSettings::new(
         &lease_name,
         &target.namespace,
-        &identity(args.pod.as_deref()),
+        &leader::identity(args.pod.as_deref(), "upgrade-gate-keep"),
     )
     .of_release(&release);
     lease
@@ -256,19 +255,4 @@ fn nonempty(value: Option<&str>) -> Option<String> {
         .map(str::trim)
         .filter(|value| !value.is_empty())
         .map(str::to_owned)
-}
-
-/// This process's Lease identity: the pod (or host) and when it started,
-/// so a restarted container never takes its predecessor's Lease for its own.
-fn identity(pod: Option<&str>) -> String {
-    let who = pod
-        .filter(|pod| !pod.trim().is_empty())
-        .map(str::to_owned)
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "upgrade-gate-keep".to_owned());
-    let started = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|since| since.as_nanos())
-        .unwrap_or_default();
-    format!("{who}_{started:x}")
 }

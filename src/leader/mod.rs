@@ -122,6 +122,22 @@ pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// controller-runtime's default retry period.
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 
+/// A candidate's identity, unique per process start: `<who>_<start>_<pid>`,
+/// `who` being the pod's name (downward API `POD_NAME`), else the host
+/// name, else `fallback`; `start` the start time in microseconds. A
+/// restarted container never takes its predecessor's Lease for its own.
+pub fn identity(pod: Option<&str>, fallback: &str) -> String {
+    let who = pod
+        .filter(|pod| !pod.trim().is_empty())
+        .map(str::to_owned)
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| fallback.to_owned());
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{who}_{}_{}", started.as_micros(), std::process::id())
+}
+
 impl LeaseSettings {
     /// controller-runtime's durations, releasing on stop, for the Lease
     /// `name` in `namespace` and this process's `identity`.

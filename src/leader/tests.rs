@@ -734,3 +734,18 @@ async fn a_follower_tells_its_own_release_leading_from_another_and_from_a_silent
     acquiring.await.expect("took over after the lease duration");
     assert!(started.elapsed() >= DEFAULT_LEASE_DURATION);
 }
+
+#[test]
+fn an_identity_names_the_pod_then_the_start_and_the_process() {
+    let named = identity(Some("op-7d9f-x2"), "fallback");
+    let parts: Vec<&str> = named.split('_').collect();
+    assert_eq!(parts.len(), 3, "{named}");
+    assert_eq!(parts[0], "op-7d9f-x2");
+    assert!(
+        parts[1].parse::<u128>().is_ok_and(|micros| micros > 0),
+        "{named}"
+    );
+    assert_eq!(parts[2], std::process::id().to_string());
+    // An empty POD_NAME names nobody: the host (or the fallback) instead.
+    assert!(!identity(Some("  "), "fallback").starts_with('_'));
+}

@@ -15,7 +15,7 @@ use crate::operator::queue::DEFAULT_MAX_CONCURRENT_UPGRADES;
 use crate::operator::readiness::ReadyWhen;
 use crate::operator::resources::PodSettings;
 use crate::schema::UpgradeModel;
-use upgrade_gate::leader::LeaseSettings;
+use upgrade_gate::leader::{self, LeaseSettings};
 
 /// The leader Lease's name: the same for every release, so an old and a
 /// new operator never lead at once.
@@ -153,20 +153,6 @@ fn seconds(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// A unique identity per process start: the pod's name (or host name) and
-/// the start time, so a restarted container never mistakes its
-/// predecessor's Lease for its own.
-fn identity(pod_name: Option<&str>) -> String {
-    let host = pod_name
-        .map(str::to_owned)
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "app-operator".to_owned());
-    let started = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{host}_{}_{}", started.as_micros(), std::process::id())
-}
-
 impl OperatorConfig {
     /// The configuration `args` describe for `release`. The pod's namespace
     /// is `--pod-namespace`, else the service-account mount's, else
@@ -183,7 +169,7 @@ impl OperatorConfig {
         let election = election.leader_elect.then(|| LeaseSettings {
             name: election.leader_elect_lease_name.clone(),
             namespace: pod_namespace.clone(),
-            identity: identity(args.pod_name.as_deref()),
+            identity: leader::identity(args.pod_name.as_deref(), "app-operator"),
             lease_duration: election.leader_elect_lease_duration,
             renew_deadline: election.leader_elect_renew_deadline,
             retry_period: election.leader_elect_retry_period,
