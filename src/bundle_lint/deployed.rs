@@ -31,15 +31,13 @@ use super::csv::{
     Findings, KnownImage, Placed, argv, containers, known_image, list, runs_hold, text,
 };
 use crate::admission::{ADMISSION_LABEL, ENFORCE, OPERATOR_LABEL, RELEASE_LABEL};
+use crate::locate::SERVICE_ACCOUNT_DIR;
 
 /// The env var the sample's binaries and `upgrade-gate record` read their
 /// release from (`--release`; app/src/cli.rs, src/cli/commands.rs).
 pub(super) const RELEASE_ENV: &str = "UPGRADE_GATE_RELEASE";
 /// The flag that sets it, and wins over the env var.
 const RELEASE_FLAG: &str = "--release";
-/// Where a pod's service-account token is mounted, and the only place the
-/// gate (kube's in-cluster configuration) reads it from.
-pub(super) const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// A kubeconfig the gate reads before the in-cluster configuration.
 const KUBECONFIG_ENV: &str = "KUBECONFIG";
 

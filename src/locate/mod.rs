@@ -46,8 +46,8 @@ pub use setup::{
     OutsideOlm, SetupError, decide,
 };
 pub use target::{
-    InvalidTarget, NamespaceSource, SERVICE_ACCOUNT_NAMESPACE_FILE, Target, TargetInput,
-    choose_namespace, resolve_target,
+    InvalidTarget, NamespaceSource, SERVICE_ACCOUNT_DIR, SERVICE_ACCOUNT_NAMESPACE_FILE, Target,
+    TargetInput, choose_namespace, resolve_target,
 };
 
 use tokio::time::Instant;

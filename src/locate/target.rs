@@ -17,9 +17,19 @@
 #[error("invalid input: {0}")]
 pub struct InvalidTarget(pub String);
 
+/// The service-account mount's path, written once for both constants below.
+macro_rules! service_account_dir {
+    () => {
+        "/var/run/secrets/kubernetes.io/serviceaccount"
+    };
+}
+
+/// Where a pod's service-account token, CA and namespace are mounted, and
+/// the only place kube's in-cluster configuration reads the token from.
+pub const SERVICE_ACCOUNT_DIR: &str = service_account_dir!();
+
 /// Where the pod's namespace is mounted in every pod with a service account.
-pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
-    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str = concat!(service_account_dir!(), "/namespace");
 
 /// What the gate was told, checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
