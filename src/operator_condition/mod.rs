@@ -62,5 +62,6 @@ pub use resource::{
     PLURAL, UPGRADEABLE, VERSION,
 };
 pub use upsert::{
-    GateState, InvalidEntry, MAX_MESSAGE_BYTES, Reason, UpgradeableEntry, upsert_upgradeable,
+    GateState, InvalidEntry, MAX_MESSAGE_BYTES, Reason, UpgradeableEntry, transition_time,
+    upsert_upgradeable,
 };

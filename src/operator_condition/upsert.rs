@@ -2,7 +2,9 @@
 //! `Upgradeable` entry of `spec.conditions`, as a pure function.
 //!
 //! Owns: what a valid `Upgradeable` entry is ([`Reason`], [`GateState`],
-//! [`UpgradeableEntry`]) and how the list changes ([`upsert_upgradeable`]).
+//! [`UpgradeableEntry`]) and how the list changes ([`upsert_upgradeable`]),
+//! with the rule of when a condition last changed ([`transition_time`]),
+//! which the sample operator's App conditions follow too.
 //! Must not touch: foreign entries (kept exactly), `spec.overrides` (the
 //! admin's), `status` (OLM's), and the cluster (no I/O here).
 
@@ -179,6 +181,17 @@ pub fn upsert_upgradeable(
     (result.as_slice() != conditions).then_some(result)
 }
 
+/// When a condition last changed (`lastTransitionTime`): its `previous`
+/// (status, time) keeps its time while the status stays the same, else
+/// (a new status, no previous condition, or one without a time) it is
+/// `now`. The one rule every condition this project writes follows.
+pub fn transition_time<S: PartialEq, T>(previous: Option<(S, Option<T>)>, status: S, now: T) -> T {
+    match previous {
+        Some((was, Some(time))) if was == status => time,
+        _ => now,
+    }
+}
+
 fn new_entry(entry: &UpgradeableEntry, now: &Time) -> Value {
     let condition = Condition {
         type_: UPGRADEABLE.to_owned(),
@@ -193,20 +206,22 @@ fn new_entry(entry: &UpgradeableEntry, now: &Time) -> Value {
 
 fn updated_entry(existing: &Map<String, Value>, entry: &UpgradeableEntry, now: &Time) -> Value {
     let status = entry.state.condition_status();
-    let had_time = existing
-        .get("lastTransitionTime")
-        .is_some_and(|t| t.as_str().is_some_and(|t| !t.is_empty()));
-    let same_status = existing.get("status").and_then(Value::as_str) == Some(status);
+    let time = transition_time(
+        Some((
+            existing.get("status").and_then(Value::as_str),
+            existing
+                .get("lastTransitionTime")
+                .filter(|t| t.as_str().is_some_and(|t| !t.is_empty()))
+                .cloned(),
+        )),
+        Some(status),
+        serde_json::to_value(now).expect("a metav1.Time always serializes to JSON"),
+    );
     let mut fields = existing.clone();
     fields.insert("status".into(), Value::from(status));
     fields.insert("reason".into(), Value::from(entry.reason.as_str()));
     fields.insert("message".into(), Value::from(entry.message.as_str()));
-    if !(same_status && had_time) {
-        fields.insert(
-            "lastTransitionTime".into(),
-            serde_json::to_value(now).expect("a metav1.Time always serializes to JSON"),
-        );
-    }
+    fields.insert("lastTransitionTime".into(), time);
     Value::Object(fields)
 }
 

@@ -6,9 +6,11 @@
 //! comes next (`super`'s table, `steps`).
 
 use super::*;
+use upgrade_gate::operator_condition::transition_time;
 
 /// The status with its phase and conditions set from one [`Health`]; a
-/// condition keeps its `lastTransitionTime` while its status stays the same.
+/// condition keeps its `lastTransitionTime` while its status stays the same
+/// (`upgrade_gate::operator_condition::transition_time`, the one rule).
 pub(super) struct StatusBuilder<'a> {
     observed: &'a Observed,
     status: AppStatus,
@@ -27,12 +29,12 @@ impl<'a> StatusBuilder<'a> {
         self.status.phase = Some(health.phase());
         for preset in health.conditions() {
             let previous = self.observed.status.condition(preset.type_);
-            let last_transition_time = match previous {
-                Some(previous) if previous.status == preset.status => {
-                    previous.last_transition_time.clone()
-                }
-                _ => Time(self.observed.now),
-            };
+            let last_transition_time = transition_time(
+                previous
+                    .map(|previous| (previous.status, Some(previous.last_transition_time.clone()))),
+                preset.status,
+                Time(self.observed.now),
+            );
             let condition = AppCondition {
                 type_: preset.type_,
                 status: preset.status,
