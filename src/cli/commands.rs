@@ -17,13 +17,13 @@ use super::keep::{self, KeepArgs, keep_exit_codes_help};
 use super::lint::{
     self, CatalogLintArgs, LintArgs, catalog_lint_exit_codes_help, lint_exit_codes_help,
 };
-use super::target::target_and_client;
+use super::target::{TargetFlags, target_and_client};
 use super::{one_line, parse_timeout, runtime};
 use crate::admission;
 use crate::gate::{
     self, EntryText, GateError, HoldOptions, OnOverride, Outcome, ReleaseOptions, WaitFor,
 };
-use crate::locate::{self, Target, TargetInput};
+use crate::locate::{self, Target};
 use crate::shutdown;
 use crate::telemetry::{KUBE_REQUEST_FAILURES, LogArgs, init_logging_without};
 
@@ -131,32 +131,11 @@ struct RecordArgs {
     timeout: Duration,
 }
 
+/// Where `hold`, `release` and `status` act, and for how long they try.
 #[derive(Debug, Args)]
 struct TargetArgs {
-    /// Name of the OperatorCondition: the CSV's metadata.name. OLM does not inject
-    /// OPERATOR_CONDITION_NAME into init containers, so set it literally in the CSV.
-    #[arg(long, env = "OPERATOR_CONDITION_NAME")]
-    name: Option<String>,
-    /// The CSV's metadata.name when OLM installs this pod's Deployment, written into manifests
-    /// that are also deployed without OLM (a kustomize component's, `make deploy`): used only
-    /// where the pod's owners are OLM's (POD_NAME and `get` on pods, replicasets and
-    /// deployments to see them); where they cannot be read, used as is.
-    #[arg(long, env = "UPGRADE_GATE_CSV_NAME")]
-    csv_name: Option<String>,
-    /// The operator Deployment: its `olm.owner` label or ClusterServiceVersion ownerReference
-    /// gives the name, or checks the configured one (needs `get` on that Deployment).
-    #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
-    deployment: Option<String>,
-    /// This pod's name (set POD_NAME from the downward API, metadata.name): hold follows
-    /// pod -> ReplicaSet -> Deployment -> CSV to find or check the name (needs `get` on pods,
-    /// replicasets and deployments; without those rights the configured name is used as is).
-    #[arg(long, env = "POD_NAME")]
-    pod: Option<String>,
-    /// Namespace of the OperatorCondition. Default: the pod's, from the service-account
-    /// mount (/var/run/secrets/kubernetes.io/serviceaccount/namespace); outside a pod, the
-    /// kubeconfig context's ("default" when it names none), as kubectl upgrade-gate does.
-    #[arg(long, env = "POD_NAMESPACE")]
-    namespace: Option<String>,
+    #[command(flatten)]
+    flags: TargetFlags,
     /// Give up after this long (e.g. 90s, 2m). Keep it well under OLM's 5-minute install
     /// timeout. Every transient failure (404, 403, 409, 429, 5xx, timeouts, refused
     /// connections) is retried with capped exponential backoff until then.
@@ -257,16 +236,7 @@ pub fn main(cli: Cli) -> ExitCode {
 /// The target, the deadline and the client of a cluster command.
 async fn prepared(args: &TargetArgs) -> Result<(Target, Instant, kube::Client), GateError> {
     let deadline = Instant::now() + args.timeout;
-    let (target, client) = target_and_client(TargetInput {
-        name: args.name.as_deref(),
-        csv_name: args.csv_name.as_deref(),
-        deployment: args.deployment.as_deref(),
-        pod: args.pod.as_deref(),
-        namespace: args.namespace.as_deref(),
-        service_account_namespace: None,
-        kubeconfig_namespace: None,
-    })
-    .await?;
+    let (target, client) = target_and_client(args.flags.input()).await?;
     Ok((target, deadline, client))
 }
 

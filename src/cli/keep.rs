@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use super::target::target_and_client;
+use super::target::{TargetFlags, target_and_client};
 use super::{exit_codes_help, one_line, runtime};
 use crate::completion::{self, KeepError, KeepSettings, RecordSettings, ResourceName, Rule};
 use crate::gate::GateError;
@@ -100,25 +100,8 @@ pub struct KeepArgs {
     /// Default: upgrade-gate-keep-<deployment>, or upgrade-gate-keep without --deployment.
     #[arg(long, env = "UPGRADE_GATE_LEASE")]
     lease: Option<String>,
-    /// Name of the OperatorCondition: the CSV's metadata.name. OLM injects
-    /// OPERATOR_CONDITION_NAME into the Deployment's containers, this one included.
-    #[arg(long, env = "OPERATOR_CONDITION_NAME")]
-    name: Option<String>,
-    /// The CSV's metadata.name when OLM installs this pod's Deployment, written into manifests
-    /// that are also deployed without OLM: used only where the pod's owners are OLM's.
-    #[arg(long, env = "UPGRADE_GATE_CSV_NAME")]
-    csv_name: Option<String>,
-    /// The operator Deployment: checks the OperatorCondition's name against its owner, and
-    /// names the admission record's entry.
-    #[arg(long, env = "UPGRADE_GATE_DEPLOYMENT")]
-    deployment: Option<String>,
-    /// This pod's name (POD_NAME from the downward API): where the owner chain starts, and the
-    /// Lease holder's identity.
-    #[arg(long, env = "POD_NAME")]
-    pod: Option<String>,
-    /// Namespace of the OperatorCondition, the Lease and the record. Default: the pod's.
-    #[arg(long, env = "POD_NAMESPACE")]
-    namespace: Option<String>,
+    #[command(flatten)]
+    target: TargetFlags,
 }
 
 /// Runs `upgrade-gate keep` until SIGTERM; returns its exit code.
@@ -191,7 +174,11 @@ async fn prepare(args: &KeepArgs) -> Result<(kube::Client, KeepSettings), GateEr
             "keep needs a --release (UPGRADE_GATE_RELEASE)".into(),
         ));
     }
-    let deployment = args.deployment.as_deref().filter(|d| !d.trim().is_empty());
+    let deployment = args
+        .target
+        .deployment
+        .as_deref()
+        .filter(|d| !d.trim().is_empty());
     let record = match (args.record, deployment) {
         (false, _) => None,
         (true, Some(deployment)) => Some(RecordSettings {
@@ -208,13 +195,8 @@ async fn prepare(args: &KeepArgs) -> Result<(kube::Client, KeepSettings), GateEr
         }
     };
     let (target, client) = target_and_client(TargetInput {
-        name: args.name.as_deref(),
-        csv_name: args.csv_name.as_deref(),
         deployment,
-        pod: args.pod.as_deref(),
-        namespace: args.namespace.as_deref(),
-        service_account_namespace: None,
-        kubeconfig_namespace: None,
+        ..args.target.input()
     })
     .await?;
     let lease_name = match (&args.lease, deployment) {
@@ -227,7 +209,7 @@ async fn prepare(args: &KeepArgs) -> Result<(kube::Client, KeepSettings), GateEr
     let lease = LeaseSettings::new(
         &lease_name,
         &target.namespace,
-        &leader::identity(args.pod.as_deref(), "upgrade-gate-keep"),
+        &leader::identity(args.target.pod.as_deref(), "upgrade-gate-keep"),
     )
     .of_release(&release);
     lease
