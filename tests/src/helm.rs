@@ -38,6 +38,8 @@ pub struct Helm {
     image: String,
     /// `release` flags of a test variant (`--successor naive`), if any.
     variant: Vec<String>,
+    /// Chart values set beyond [`Helm::values`] (`key=value`).
+    set: Vec<String>,
     dir: tempfile::TempDir,
 }
 
@@ -68,6 +70,7 @@ impl Helm {
             namespace: namespace.to_owned(),
             image: image.to_owned(),
             variant: Vec::new(),
+            set: Vec::new(),
             dir: tempfile::tempdir().unwrap_or_else(|error| panic!("a temporary dir: {error}")),
         }
     }
@@ -76,6 +79,12 @@ impl Helm {
     /// (`--successor naive`: docs/race.md).
     pub fn with_variant(mut self, flags: &[&str]) -> Helm {
         self.variant = flags.iter().map(|flag| (*flag).to_owned()).collect();
+        self
+    }
+
+    /// Chart values (`key=value`) every install and rendering sets too.
+    pub fn with_set(mut self, values: &[String]) -> Helm {
+        self.set = values.to_vec();
         self
     }
 
@@ -135,13 +144,18 @@ impl Helm {
     /// The values every install here sets: the image, and its own
     /// namespace watched alone (the cluster is shared, and an operator
     /// watching all namespaces would reconcile other tests' Apps).
-    fn values(&self) -> [String; 4] {
-        [
+    /// Then those of [`Helm::with_set`].
+    fn values(&self) -> Vec<String> {
+        let mut values = vec![
             "--set".to_owned(),
             format!("image={}", self.image),
             "--set".to_owned(),
             format!("watchNamespace={}", self.namespace),
-        ]
+        ];
+        for value in &self.set {
+            values.extend(["--set".to_owned(), value.clone()]);
+        }
+        values
     }
 
     /// `release`'s manifests as a pipeline applies a chart with `kubectl`

@@ -206,7 +206,15 @@ pub(super) async fn install_first_release(
     releases.extend(chain.middle.iter().cloned());
     releases.extend([chain.next.clone(), chain.last.clone()]);
     releases.dedup();
-    let helm = Helm::new(cluster.kubeconfig(), &ns, cluster.image()).with_variant(variant);
+    // The right the operator's wake-up needs to poke this Kustomization,
+    // granted as docs/gitops.md tells an admin to: the chart's wake.flux
+    // values render a Role on it alone.
+    let helm = Helm::new(cluster.kubeconfig(), &ns, cluster.image())
+        .with_variant(variant)
+        .with_set(&[
+            format!("wake.flux.name={NAME}"),
+            format!("wake.flux.namespace={ns}"),
+        ]);
     let manifests = tokio::task::block_in_place(|| {
         releases
             .iter()
