@@ -21,6 +21,7 @@ mod manifests;
 mod olm_install;
 mod olm_v1;
 mod olm_v1_chain;
+mod operate;
 mod operator;
 mod operator_gate;
 mod serial;
