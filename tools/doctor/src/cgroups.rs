@@ -131,7 +131,7 @@ pub enum Runtime {
 
 pub fn image_builds(layout: &Layout, controllers: Option<&str>, runtime: &Runtime) -> Check {
     let mut detail =
-        "no RUN step in our images: podman needs no OCI runtime to build them".to_owned();
+        "the images built here (tools/image.sh) run no RUN step: podman needs no OCI runtime to build them".to_owned();
     detail.push_str(&match runtime {
         Runtime::NoPodman => " (podman is not installed yet)".to_owned(),
         Runtime::Unknown => " (podman's runtime: unknown, `podman info` did not say)".to_owned(),
@@ -141,7 +141,7 @@ pub fn image_builds(layout: &Layout, controllers: Option<&str>, runtime: &Runtim
     if matches!(layout, Layout::Hybrid { .. }) && busy_unified {
         detail.push_str(
             "; crun ≤ 1.8 refuses this layout (`cgroups in hybrid mode not supported`), which is \
-             why no image of ours runs a RUN step",
+             why no image built here runs a RUN step",
         );
     }
     Check::ok("image builds", detail)

@@ -37,7 +37,7 @@ One line per check: ok, WARN or FAIL, and under a FAIL what to do.
   cgroups       the layout (v2, hybrid, v1, none); on v1 and hybrid the kubelet
                 needs the v1 controllers cpu, cpuacct, cpuset, memory, pids;
                 v2 only warns (the local cluster was tried on hybrid and v1)
-  image builds  informational: our images have no RUN step, so podman never
+  image builds  informational: the images built here run no RUN step, so podman never
                 starts its OCI runtime; says which runtime podman would use
   netns         makes and removes netns ugdoctor-<pid> with a veth pair
                 ugd<pid> <-> eth0 and IP forwarding inside
