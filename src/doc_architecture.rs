@@ -1,7 +1,8 @@
 //! docs/architecture.md held to the code: the library's table is in
 //! import order (each module imports only modules in its own row or the
-//! rows above it, read from the non-test sources' `crate::` paths), and
-//! each "`file` (N lines)" figure is that file's line count.
+//! rows above it, read from the non-test sources' `crate::` paths), each
+//! "`file` (N lines)" figure is that file's line count, and each answer of
+//! "Questions, one step each" names an item its file defines.
 
 use std::path::{Path, PathBuf};
 
@@ -198,4 +199,66 @@ fn the_line_counts_architecture_md_gives_are_the_files() {
         "docs/architecture.md: {}",
         wrong.join("; ")
     );
+}
+
+/// Each "`item` in `file`" / "`item` in the same file" of the section:
+/// (item, file), the file the last one named.
+fn answers(section: &str) -> Vec<(String, String)> {
+    let ticks: Vec<&str> = section.split('`').collect();
+    let mut found = Vec::new();
+    let mut last_file = String::new();
+    for index in (1..ticks.len()).step_by(2) {
+        let between = ticks.get(index + 1).copied().unwrap_or_default();
+        let item = ticks[index];
+        if between.trim_start().starts_with("in the same file") && !last_file.is_empty() {
+            found.push((item.to_owned(), last_file.clone()));
+        } else if between.trim() == "in" || between.ends_with(" in ") || between == " in\n  " {
+            if let Some(file) = ticks.get(index + 2).filter(|file| file.contains('/')) {
+                found.push((item.to_owned(), (*file).to_owned()));
+                last_file = (*file).to_owned();
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_answer_names_an_item_its_file_defines() {
+    let text =
+        std::fs::read_to_string(root().join("docs/architecture.md")).expect("architecture.md");
+    let section = text
+        .split("## Questions, one step each")
+        .nth(1)
+        .expect("the questions section")
+        .split("\n## ")
+        .next()
+        .unwrap_or_default();
+    let answers = answers(section);
+    for item in [
+        "wait_for_olm",
+        "Recorder",
+        "record_starting",
+        "plan",
+        "wake_round",
+        "decide_gate",
+        "race",
+    ] {
+        assert!(
+            answers.iter().any(|(named, _)| named == item),
+            "architecture.md's questions answer with `{item}`: {answers:?}"
+        );
+    }
+    for (item, file) in answers {
+        let source = std::fs::read_to_string(root().join(&file))
+            .unwrap_or_else(|error| panic!("architecture.md names {file}: {error}"));
+        let defined = ["fn ", "async fn ", "struct ", "enum "].iter().any(|kind| {
+            source.contains(&format!("{kind}{item}("))
+                || source.contains(&format!("{kind}{item} "))
+                || source.contains(&format!("{kind}{item}<"))
+        });
+        assert!(
+            defined,
+            "architecture.md: `{item}` is not defined in {file}"
+        );
+    }
 }
