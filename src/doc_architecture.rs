@@ -212,11 +212,11 @@ fn answers(section: &str) -> Vec<(String, String)> {
         let item = ticks[index];
         if between.trim_start().starts_with("in the same file") && !last_file.is_empty() {
             found.push((item.to_owned(), last_file.clone()));
-        } else if between.trim() == "in" || between.ends_with(" in ") || between == " in\n  " {
-            if let Some(file) = ticks.get(index + 2).filter(|file| file.contains('/')) {
-                found.push((item.to_owned(), (*file).to_owned()));
-                last_file = (*file).to_owned();
-            }
+        } else if (between.trim() == "in" || between.ends_with(" in "))
+            && let Some(file) = ticks.get(index + 2).filter(|file| file.contains('/'))
+        {
+            found.push((item.to_owned(), (*file).to_owned()));
+            last_file = (*file).to_owned();
         }
     }
     found
