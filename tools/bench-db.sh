@@ -132,6 +132,7 @@ default_compression="$(sed -n 's/^const DEFAULT_COMPRESSION: &str = "\(.*\)";/\1
 compression="${BENCH_DB_COMPRESSION:-${default_compression}}"
 maintenance_work_mem="${BENCH_DB_MAINTENANCE_WORK_MEM:-server}"
 
+mkdir -p "$(dirname "${out}")"
 work="$(mktemp -d /tmp/bench-db.XXXXXX)"
 chown postgres: "${work}"
 as_postgres() { runuser -u postgres -- "$@"; }
