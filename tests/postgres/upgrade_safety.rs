@@ -310,6 +310,108 @@ async fn a_truncated_archive_is_refused_and_the_data_untouched() {
     assert_eq!(content_digest(&client).await, pre_upgrade);
 }
 
+/// The archive is checked while the migrations run; the commit waits for
+/// the check. Fault injection: the `pg_restore` the run is given holds its
+/// `--list` until the test has seen the last migration applied, then fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_archive_failing_its_check_after_the_migrations_rolls_them_back() {
+    let f = fixture(ServerVersion::V15).await;
+    f.upgrade_to("7.9.3").await;
+    f.seed(2_000).await;
+    let client = f.client(DB).await;
+    let before = content_digest(&client).await;
+    let tools = f.scratch.path().join("tools");
+    std::fs::create_dir(&tools).expect("tools dir");
+    let real = f.bin_dir();
+    for tool in ["pg_dump", "psql"] {
+        write_program(
+            &tools.join(tool),
+            &format!("#!/bin/sh\nexec '{}' \"$@\"\n", real.join(tool).display()),
+        );
+    }
+    let gate = f.scratch.path().join("fail-now");
+    // Gives up by itself after 120 s, so nothing is left behind if the test
+    // dies first.
+    write_program(
+        &tools.join("pg_restore"),
+        &format!(
+            "#!/bin/sh\nn=0\nwhile [ ! -e '{}' ] && [ $n -lt 2400 ]; do sleep 0.05; n=$((n+1)); done\n\
+             echo 'pg_restore: error: injected: the archive is unreadable' >&2\nexit 1\n",
+            gate.display()
+        ),
+    );
+    let backups = f.scratch.path().join("backups");
+    let mut command = f.command(
+        &f.url,
+        &[
+            "run",
+            "--backup-dir",
+            &backups.to_string_lossy(),
+            "--output",
+            "json",
+        ],
+    );
+    command.env("UPGRADE_GATE_PG_BIN_DIR", &tools);
+    let upgrade = command.spawn().expect("spawn app-db-upgrade");
+
+    let observer = f.client(DB).await;
+    let published = wait::poll(
+        "the run applies its last migration while the archive is checked",
+        SESSION_WAIT,
+        SESSION_POLL,
+        || async {
+            let names = observer
+                .query(app::db_upgrade::progress::PUBLISHED_PROGRESS_SQL, &[])
+                .await
+                .expect("pg_stat_activity");
+            names
+                .iter()
+                .filter_map(|r| parse_application_name(r.get(0)))
+                .find(|p| matches!(p.step, Step::Migration { version: 5, .. }))
+        },
+    )
+    .await;
+    println!("published while the archive is checked: {published}");
+    std::fs::write(&gate, b"").expect("open the gate");
+
+    let failed = f.finish(upgrade).await;
+    assert_exit(&failed, 8);
+    let message = error_line(&failed);
+    assert!(message.contains("injected"), "{message}");
+    assert_eq!(history(&client).await, [1, 2], "still 7.9.3");
+    assert_eq!(content_digest(&client).await, before);
+    let left: Vec<_> = walk_files(&backups);
+    assert!(
+        left.is_empty(),
+        "no archive, checksum or .partial: {left:?}"
+    );
+}
+
+fn write_program(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write a program");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// Every file under `dir` (none if it does not exist).
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(dir) = pending.pop() {
+        let Ok(items) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for item in items.flatten() {
+            if item.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(item.path());
+            } else {
+                found.push(item.path());
+            }
+        }
+    }
+    found
+}
+
 /// A table in another schema, held ACCESS EXCLUSIVE: `pg_dump` waits for it
 /// (the upgrade locks only schema `public`), which stretches the dump.
 async fn stretch_the_dump(f: &Fixture, readers: &[&str]) -> Client {

@@ -462,23 +462,27 @@ pub struct BackupProgress {
     pub archive_bytes: Arc<AtomicU64>,
 }
 
+/// A finished `pg_dump` archive under its hidden `.partial` name, not yet
+/// checked, checksummed or synced: not a backup until [`seal_backup`] says so.
+#[derive(Debug)]
+pub struct Dumped {
+    partial_path: PathBuf,
+    final_path: PathBuf,
+    started: Instant,
+}
+
 /// Dumps the database into the App's directory with `pg_dump -Fc` under a
-/// hidden `.partial` name, checks it (`pg_restore --list`), checksums it,
-/// syncs file, checksum and directory, and only then gives it its final
-/// name: a half-written or broken dump never looks like a backup.
-pub async fn create_backup(
+/// hidden `.partial` name. Once it returns, `pg_dump` has exited: its
+/// snapshot and its table locks are gone, so the migrations may run while
+/// [`seal_backup`] checks the archive.
+pub async fn dump_backup(
     tools: &PgTools,
     settings: &ConnectionSettings,
     backup: &BackupSettings,
     name: &BackupName,
-    progress: &BackupProgress,
-) -> Result<Backup, BackupError> {
+) -> Result<Dumped, BackupError> {
     let started = Instant::now();
     let dir = backup.app.directory(&backup.root);
-    let directory_error = |source| BackupError::Directory {
-        path: dir.clone(),
-        source,
-    };
     let file_name = name.file_name();
     let final_path = dir.join(&file_name);
     let partial_path = dir.join(partial_name(&file_name));
@@ -498,34 +502,86 @@ pub async fn create_backup(
         .arg("--no-password")
         .arg("--file")
         .arg(&partial_path);
-    let dumped = run_tool("pg_dump", command).await;
-    let checked = match dumped {
-        Ok(_) => seal(tools, settings, &partial_path, &final_path, progress).await,
-        Err(error) => Err(error),
+    let dumped = Dumped {
+        partial_path,
+        final_path,
+        started,
     };
-    let (entries, sha256, size_bytes) = match checked {
-        Ok(checked) => checked,
+    match run_tool("pg_dump", command).await {
+        Ok(_) => Ok(dumped),
         Err(error) => {
-            // Best effort: the error being reported matters more than a
-            // leftover, which the next run removes anyway.
-            let _ = std::fs::remove_file(&partial_path);
-            let _ = std::fs::remove_file(
-                dir.join(partial_name(&format!("{file_name}{CHECKSUM_SUFFIX}"))),
-            );
-            return Err(error);
+            dumped.discard();
+            Err(error)
         }
+    }
+}
+
+impl Dumped {
+    /// Best effort: the error being reported matters more than a leftover,
+    /// which the next run removes anyway.
+    fn discard(&self) {
+        let _ = std::fs::remove_file(&self.partial_path);
+        let _ = std::fs::remove_file(partial_checksum_path(&self.final_path));
+    }
+}
+
+/// Checks a finished dump (`pg_restore --list`), checksums it, syncs file,
+/// checksum and directory, and only then gives it its final name: a
+/// half-written or broken dump never looks like a backup. On failure the
+/// `.partial` files are removed.
+pub async fn seal_backup(
+    tools: &PgTools,
+    settings: &ConnectionSettings,
+    dumped: Dumped,
+    progress: &BackupProgress,
+) -> Result<Backup, BackupError> {
+    let final_path = dumped.final_path.clone();
+    let dir = final_path.parent().unwrap_or(Path::new(".")).to_owned();
+    let directory_error = |source| BackupError::Directory {
+        path: dir.clone(),
+        source,
     };
-    tokio::fs::rename(&partial_path, &final_path)
+    let (entries, sha256, size_bytes) =
+        match seal(tools, settings, &dumped.partial_path, &final_path, progress).await {
+            Ok(checked) => checked,
+            Err(error) => {
+                dumped.discard();
+                return Err(error);
+            }
+        };
+    tokio::fs::rename(&dumped.partial_path, &final_path)
         .await
         .map_err(directory_error)?;
-    sync_directory(&dir).map_err(directory_error)?;
+    let synced_dir = dir.clone();
+    blocking(move || sync_directory(&synced_dir))
+        .await
+        .map_err(directory_error)?;
     Ok(Backup {
         path: final_path,
         size_bytes,
         entries,
-        duration_ms: millis(started.elapsed()),
+        duration_ms: millis(dumped.started.elapsed()),
         sha256,
     })
+}
+
+/// The hidden name of `<final>.sha256` while it is written.
+fn partial_checksum_path(final_path: &Path) -> PathBuf {
+    let file_name = final_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    final_path.with_file_name(partial_name(&format!("{file_name}{CHECKSUM_SUFFIX}")))
+}
+
+/// Runs blocking file work (fsync) off the async threads, so that the
+/// migrations' session is served meanwhile.
+async fn blocking(
+    work: impl FnOnce() -> std::io::Result<()> + Send + 'static,
+) -> std::io::Result<()> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 /// Checks, checksums and syncs a finished dump at `partial`; writes
@@ -547,22 +603,31 @@ async fn seal(
         .map_err(directory_error)?
         .len();
     progress.archive_bytes.store(size, Ordering::Relaxed);
-    let entries = list_archive(tools, settings, partial).await?;
-    let sha256 = sha256_of(partial, progress.verified_bytes.clone())
-        .await
-        .map_err(directory_error)?;
-    sync_file(partial).map_err(directory_error)?;
+    // The table of contents is read while the archive is hashed and synced.
+    let hashed = async {
+        let sha256 = sha256_of(partial, progress.verified_bytes.clone()).await?;
+        let synced = partial.to_owned();
+        blocking(move || sync_file(&synced)).await?;
+        Ok(sha256)
+    };
+    let (entries, sha256) = tokio::try_join!(list_archive(tools, settings, partial), async {
+        hashed.await.map_err(directory_error)
+    })?;
     let file_name = final_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let checksum_final = checksum_path(final_path);
-    let checksum_partial = dir.join(partial_name(&format!("{file_name}{CHECKSUM_SUFFIX}")));
-    let mut file = std::fs::File::create(&checksum_partial).map_err(directory_error)?;
-    file.write_all(checksum_line(&sha256, &file_name).as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(directory_error)?;
-    std::fs::rename(&checksum_partial, &checksum_final).map_err(directory_error)?;
+    let checksum_partial = partial_checksum_path(final_path);
+    let line = checksum_line(&sha256, &file_name);
+    blocking(move || {
+        let mut file = std::fs::File::create(&checksum_partial)?;
+        file.write_all(line.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&checksum_partial, &checksum_final)
+    })
+    .await
+    .map_err(directory_error)?;
     Ok((entries, sha256, size))
 }
 

@@ -11,9 +11,10 @@
 //! Safety argument: the run takes the upgrade lock, then opens ONE
 //! transaction that first locks every application table against writers
 //! (`EXCLUSIVE`: `pg_dump` still reads), takes the backup while writers are
-//! out, then locks the tables the pending migrations declare `ACCESS
-//! EXCLUSIVE` and applies every pending migration with its history row, and
-//! commits once. A write is therefore either in the backup and in the
+//! out, then — once `pg_dump` has exited, while the archive is checked,
+//! checksummed and synced — locks the tables the pending migrations declare
+//! `ACCESS EXCLUSIVE` and applies every pending migration with its history
+//! row, and commits once, only after the archive is sealed. A write is therefore either in the backup and in the
 //! migrated tables, or refused; and whatever fails or kills the process,
 //! the database keeps exactly the schema and data it had (`apply`). The
 //! session sets `client_connection_check_interval` and TCP keepalives, so
@@ -42,7 +43,7 @@ use crate::migrations::{self, EmbeddedMigration, Release};
 use crate::schema::{self, MigrationRef, Refusal, SchemaReadError, UpgradeModel, UpgradePlan};
 use apply::{ApplyError, LockMode, TransactionSettings};
 use backup::{
-    AppIdentity, Backup, BackupError, BackupName, BackupProgress, BackupSettings, PgTools,
+    AppIdentity, Backup, BackupError, BackupName, BackupProgress, BackupSettings, Dumped, PgTools,
     RestoreMode, millis,
 };
 use lock::LockError;
@@ -426,51 +427,76 @@ pub async fn run_upgrade(
     let writers_locked = Instant::now();
     tracing::info!(tables = ?tables, "writers locked out of every application table until the upgrade commits");
 
-    let backup = match (&backup_target, backup_plan) {
+    // The dump runs with writers locked out; once `pg_dump` has exited (its
+    // locks gone) the migrations run while the archive is checked,
+    // checksummed and synced. The commit waits for both: an archive that
+    // fails its checks rolls the migrations back.
+    let dumped = match (&backup_target, backup_plan) {
         (Some(target), Some(estimated_rows)) => {
             let progress = BackupProgress::default();
             monitor.set(Phase::Backup {
                 estimated_rows,
                 progress: progress.clone(),
             });
-            Some(take_backup(settings, options, target, from.as_ref(), &progress).await?)
+            Some((
+                target,
+                dump_backup(settings, options, target, from.as_ref()).await?,
+                progress,
+            ))
         }
         _ => {
             tracing::warn!("--no-backup given: migrating without a backup");
             None
         }
     };
+    let sealed = async {
+        match dumped {
+            Some((target, dumped, progress)) => {
+                seal_backup(settings, options, target, dumped, &progress)
+                    .await
+                    .map(Some)
+            }
+            None => Ok(None),
+        }
+    };
 
-    apply::lock_tables(&transaction, &rewritten, LockMode::AccessExclusive).await?;
-    tracing::info!(tables = ?rewritten, "tables the migrations rewrite locked ACCESS EXCLUSIVE");
     let migrations_started = Instant::now();
-    let mut applied = Vec::with_capacity(pending.len());
-    for ((index, migration), reference) in embedded.iter().enumerate().zip(&pending) {
-        tracing::info!(
-            migration = %reference,
-            step = index + 1,
-            of = pending.len(),
-            "applying migration"
-        );
-        monitor.set(Phase::Migration {
-            version: migration.version,
-            name: migration.name.to_owned(),
-            backend_pid,
-        });
-        let step_started = Instant::now();
-        apply::apply_migration(&transaction, migration, reference).await?;
-        let duration_ms = millis(step_started.elapsed());
-        tracing::info!(migration = %reference, duration_ms, "migration applied (not committed yet)");
-        applied.push(AppliedStep {
-            migration: reference.clone(),
-            duration_ms,
-        });
-    }
-    let after = schema::read_schema_state(&transaction).await?;
-    match options.model.plan(&after, &options.release) {
-        UpgradePlan::AtTarget { .. } => {}
-        other => return Err(DbUpgradeError::NotAtTarget(Box::new(other))),
-    }
+    let migrated = async {
+        apply::lock_tables(&transaction, &rewritten, LockMode::AccessExclusive).await?;
+        tracing::info!(tables = ?rewritten, "tables the migrations rewrite locked ACCESS EXCLUSIVE");
+        let mut applied = Vec::with_capacity(pending.len());
+        for ((index, migration), reference) in embedded.iter().enumerate().zip(&pending) {
+            tracing::info!(
+                migration = %reference,
+                step = index + 1,
+                of = pending.len(),
+                "applying migration"
+            );
+            monitor.set(Phase::Migration {
+                version: migration.version,
+                name: migration.name.to_owned(),
+                backend_pid,
+            });
+            let step_started = Instant::now();
+            apply::apply_migration(&transaction, migration, reference).await?;
+            let duration_ms = millis(step_started.elapsed());
+            tracing::info!(migration = %reference, duration_ms, "migration applied (not committed yet)");
+            applied.push(AppliedStep {
+                migration: reference.clone(),
+                duration_ms,
+            });
+        }
+        let after = schema::read_schema_state(&transaction).await?;
+        match options.model.plan(&after, &options.release) {
+            UpgradePlan::AtTarget { .. } => Ok(applied),
+            other => Err(DbUpgradeError::NotAtTarget(Box::new(other))),
+        }
+    };
+    let (sealed, migrated) = tokio::join!(sealed, migrated);
+    // The backup's failure first: it came first, and it alone stops the
+    // commit whatever the migrations did.
+    let backup = sealed?;
+    let applied = migrated?;
     apply::commit(transaction).await?;
     let migrations_ms = millis(migrations_started.elapsed());
     let writers_locked_ms = millis(writers_locked.elapsed());
@@ -570,20 +596,33 @@ async fn prepare_backup(
     Ok(estimated_rows)
 }
 
-async fn take_backup(
+async fn dump_backup(
     settings: &ConnectionSettings,
     options: &RunOptions,
     target: &BackupSettings,
     from: Option<&MigrationRef>,
-    progress: &BackupProgress,
-) -> Result<Backup, DbUpgradeError> {
+) -> Result<Dumped, DbUpgradeError> {
     let name = BackupName::now(&settings.dbname, from);
     tracing::info!(
         directory = %target.app.directory(&target.root).display(),
         compression = %target.compression,
         "backing up with pg_dump"
     );
-    let backup = backup::create_backup(&options.tools, settings, target, &name, progress)
+    let dumped = backup::dump_backup(&options.tools, settings, target, &name)
+        .await
+        .map_err(DbUpgradeError::Backup)?;
+    tracing::info!("pg_dump done; checking the archive while the migrations run");
+    Ok(dumped)
+}
+
+async fn seal_backup(
+    settings: &ConnectionSettings,
+    options: &RunOptions,
+    target: &BackupSettings,
+    dumped: Dumped,
+    progress: &BackupProgress,
+) -> Result<Backup, DbUpgradeError> {
+    let backup = backup::seal_backup(&options.tools, settings, dumped, progress)
         .await
         .map_err(DbUpgradeError::Backup)?;
     tracing::info!(

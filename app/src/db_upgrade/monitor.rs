@@ -33,7 +33,8 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub enum Phase {
     WaitingForLock,
-    /// `pg_dump` runs, then the archive is read back (`archive_bytes` > 0).
+    /// `pg_dump` runs; then (`archive_bytes` > 0) the archive is read back,
+    /// which a run does beside the migrations, showing their phase instead.
     Backup {
         /// `pg_class.reltuples` of every table: rows per table (oid).
         estimated_rows: BTreeMap<i64, u64>,
