@@ -44,7 +44,7 @@ use upgrade_gate_tests::wait::{self, Look};
 use super::gate::{csv_api, csv_phase, latest};
 
 /// An `opm serve` port no other test uses.
-const CATALOG_PORT: u16 = 50131;
+const CATALOG_PORT: u16 = 50141;
 /// OLM fails a plan one minute after its first attempt
 /// (`--install-plan-retry-timeout`), at its next sync; generous beyond.
 const PLAN_FAILS_WITHIN: Duration = Duration::from_secs(300);

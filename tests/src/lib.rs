@@ -35,6 +35,7 @@ pub mod admission_record;
 pub mod apiserver_without_olm;
 pub mod backup_volume;
 pub mod bundle_catalog;
+mod catalog_ports;
 pub mod chain;
 pub mod cluster_database;
 pub mod container_task_events;
