@@ -52,8 +52,9 @@ pub use record::{
     completion_refused, entry_of, override_of, record_resource,
 };
 pub use recorder::{
-    REASSERT_INTERVAL, RESTORED_WITHIN, Recorder, RecorderHandle, RecorderStatus, Starting, WAKES,
-    open_after_recorded, read_running, record_once, record_starting,
+    AfterRecord, COMPLETION_REFUSED_REASON, REASSERT_INTERVAL, RESTORED_WITHIN, Recorder,
+    RecorderHandle, RecorderStatus, Starting, WAKES, after_record, open_after_recorded,
+    read_running, record_once, record_starting,
 };
 pub use wake::{COMPLETED_ANNOTATION, WAKE_ANNOTATION, Wake};
 

@@ -28,7 +28,7 @@ use super::record::{
 use super::wake::{Said, Wake, wake_round};
 use super::{Record, STATE_CONFIGMAP, data_patch, initial_data, record_resource};
 use crate::keeper::{Evidence, Verdict};
-use crate::operator_condition::GateState;
+use crate::operator_condition::{GateState, Reason, UpgradeableEntry};
 use crate::task::TaskHandle;
 
 /// How often the record is read back and put right when someone changed it.
@@ -77,6 +77,11 @@ pub struct RecorderStatus {
     pub last_write: Option<Timestamp>,
     /// The last failure since the last success, as one line.
     pub last_error: Option<String>,
+    /// Why the last verdict's completion was written in progress instead
+    /// (the record's evidence rule refused it,
+    /// [`super::record::completion_refused`]); `None` when the record says
+    /// what the verdict asked.
+    pub held_back: Option<String>,
 }
 
 /// A recorder to start: whose state it records and where.
@@ -213,10 +218,11 @@ impl Recorder {
                         _ = stop.changed() => return,
                     };
                     match written {
-                        Ok((record, changed)) => {
+                        Ok((written, changed)) => {
                             failures = 0;
-                            let complete = matches!(record, Record::Complete { .. });
-                            self.report_written(&status, record, changed);
+                            let complete = matches!(written, Record::Complete { .. });
+                            let held_back = held_back(&record, &written);
+                            self.report_written(&status, written, held_back, changed);
                             if complete && !self.woke(&mut woken, &mut said).await {
                                 failures = failures.saturating_add(1);
                                 retry_pause(failures)
@@ -325,8 +331,18 @@ impl Recorder {
         &self,
         status: &watch::Sender<RecorderStatus>,
         record: Record,
+        held_back: Option<String>,
         changed: bool,
     ) {
+        let newly_held = held_back.is_some() && status.borrow().held_back != held_back;
+        if let Some(why) = held_back.as_ref().filter(|_| newly_held) {
+            tracing::warn!(
+                record = RECORD_NAME,
+                deployment = %self.deployment,
+                why,
+                "the upgrade's completion is not recorded: the gate stays closed"
+            );
+        }
         if changed {
             tracing::info!(
                 record = RECORD_NAME,
@@ -337,6 +353,7 @@ impl Recorder {
         }
         status.send_modify(|status| {
             status.recorded = Some(record);
+            status.held_back = held_back;
             status.last_error = None;
             if changed {
                 status.last_write = Some(Timestamp::now());
@@ -760,9 +777,95 @@ fn timeout(what: &str, kind: &str, name: &str) -> kube::Error {
     kube::Error::Service(format!("{what} {kind} {name} timed out").into())
 }
 
+/// Why a record asked for (`asked`) was written otherwise (`written`): a
+/// completion the evidence rule refused, written in progress with the
+/// refusal's words.
+fn held_back(asked: &Record, written: &Record) -> Option<String> {
+    match (asked, written) {
+        (Record::Complete { .. }, Record::InProgress { why, .. }) => Some(why.clone()),
+        _ => None,
+    }
+}
+
+/// The reason of the closed entry the keeper keeps while the record
+/// refuses a completion the operator judged ([`AfterRecord::Refused`]).
+pub const COMPLETION_REFUSED_REASON: &str = "CompletionRefused";
+
+/// A verdict as the keeper gets it from [`open_after_recorded`]: the
+/// operator's own, or, while the record refuses the completion it judged,
+/// a closed entry that says why in the refusal's words (not the last
+/// closed verdict, whose words may name objects gone since).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterRecord<V> {
+    /// The operator's verdict, as judged.
+    Judged(V),
+    /// The operator judged the upgrade complete; the record refused it.
+    Refused {
+        /// `Upgradeable=False`, reason [`COMPLETION_REFUSED_REASON`].
+        entry: UpgradeableEntry,
+        /// The verdict the record refused.
+        judged: V,
+    },
+}
+
+impl<V: Verdict> Verdict for AfterRecord<V> {
+    fn entry(&self) -> &UpgradeableEntry {
+        match self {
+            AfterRecord::Judged(verdict) => verdict.entry(),
+            AfterRecord::Refused { entry, .. } => entry,
+        }
+    }
+
+    fn still_current(&self) -> bool {
+        match self {
+            AfterRecord::Judged(verdict)
+            | AfterRecord::Refused {
+                judged: verdict, ..
+            } => verdict.still_current(),
+        }
+    }
+
+    fn evidence(&self) -> Option<Evidence> {
+        match self {
+            AfterRecord::Judged(verdict)
+            | AfterRecord::Refused {
+                judged: verdict, ..
+            } => verdict.evidence(),
+        }
+    }
+}
+
+/// What to hand the keeper for `verdict` given what the recorder shows
+/// (`None`: nothing new, the keeper keeps what it has). A closed verdict
+/// passes at once; an open one once `complete` is recorded, or as a closed
+/// [`AfterRecord::Refused`] while the record refuses it.
+pub fn after_record<V: Verdict>(
+    verdict: Option<V>,
+    status: &RecorderStatus,
+    complete: &Record,
+) -> Option<Option<AfterRecord<V>>> {
+    let Some(verdict) = verdict else {
+        return Some(None);
+    };
+    if verdict.entry().state() == GateState::Closed || status.recorded.as_ref() == Some(complete) {
+        return Some(Some(AfterRecord::Judged(verdict)));
+    }
+    let why = status.held_back.as_deref()?;
+    let reason = Reason::new(COMPLETION_REFUSED_REASON).expect("a valid reason");
+    let message = format!(
+        "the upgrade is done by its operator's judgement, but the admission record refused to call it complete: {why}"
+    );
+    let entry = UpgradeableEntry::closed(reason, message).ok()?;
+    Some(Some(AfterRecord::Refused {
+        entry,
+        judged: verdict,
+    }))
+}
+
 /// The verdicts to hand the keeper when a [`Recorder`] records the same
-/// ones: a closed verdict at once, an open one only once the recorder
-/// shows it recorded as [`Record::Complete`] for `release`.
+/// ones ([`after_record`]): a closed verdict at once, an open one only
+/// once the recorder shows it recorded as [`Record::Complete`] for
+/// `release`, or closed in the record's words while the record refuses it.
 ///
 /// Why the order: an open OperatorCondition lets OLM v0 roll the Deployment
 /// to the next release within a fraction of a second, and OLM gives up on
@@ -773,7 +876,7 @@ pub fn open_after_recorded<V: Verdict>(
     verdicts: watch::Receiver<Option<V>>,
     recorder: watch::Receiver<RecorderStatus>,
     release: &str,
-) -> watch::Receiver<Option<V>> {
+) -> watch::Receiver<Option<AfterRecord<V>>> {
     let (out, kept) = watch::channel(None);
     let complete = Record::Complete {
         release: release.to_owned(),
@@ -785,19 +888,13 @@ pub fn open_after_recorded<V: Verdict>(
 async fn forward_after_record<V: Verdict>(
     mut verdicts: watch::Receiver<Option<V>>,
     mut recorder: watch::Receiver<RecorderStatus>,
-    out: watch::Sender<Option<V>>,
+    out: watch::Sender<Option<AfterRecord<V>>>,
     complete: Record,
 ) {
     loop {
         let verdict = verdicts.borrow_and_update().clone();
-        let recorded = recorder.borrow_and_update().recorded.clone();
-        let passes = match &verdict {
-            Some(verdict) if verdict.entry().state() == GateState::Open => {
-                recorded.as_ref() == Some(&complete)
-            }
-            _ => true,
-        };
-        if passes {
+        let forward = after_record(verdict, &recorder.borrow_and_update(), &complete);
+        if let Some(verdict) = forward {
             out.send_replace(verdict);
         }
         tokio::select! {
@@ -815,7 +912,6 @@ pub type RecorderHandle = TaskHandle<RecorderStatus>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator_condition::{Reason, UpgradeableEntry};
 
     fn open() -> UpgradeableEntry {
         UpgradeableEntry::open(Reason::new("UpgradeComplete").unwrap(), "done").unwrap()
@@ -827,12 +923,12 @@ mod tests {
 
     /// Waits (paused time) until `kept` holds `expected`.
     async fn until(
-        kept: &mut watch::Receiver<Option<UpgradeableEntry>>,
+        kept: &mut watch::Receiver<Option<AfterRecord<UpgradeableEntry>>>,
         expected: &UpgradeableEntry,
     ) {
         tokio::time::timeout(
             Duration::from_secs(5),
-            kept.wait_for(|v| v.as_ref() == Some(expected)),
+            kept.wait_for(|v| v.as_ref().map(Verdict::entry) == Some(expected)),
         )
         .await
         .expect("the keeper's input reaches the verdict")
@@ -952,8 +1048,8 @@ mod tests {
         verdicts.send_replace(Some(open()));
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
-            *kept.borrow(),
-            Some(closed("Job running")),
+            kept.borrow().as_ref().map(Verdict::entry),
+            Some(&closed("Job running")),
             "not before the record"
         );
 
@@ -964,8 +1060,8 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
-            *kept.borrow(),
-            Some(closed("Job running")),
+            kept.borrow().as_ref().map(Verdict::entry),
+            Some(&closed("Job running")),
             "another release's completion does not count"
         );
 
@@ -979,5 +1075,125 @@ mod tests {
         // Closing never waits for the recorder.
         verdicts.send_replace(Some(closed("a new App")));
         until(&mut kept, &closed("a new App")).await;
+    }
+
+    fn refused(why: &str) -> UpgradeableEntry {
+        UpgradeableEntry::closed(
+            Reason::new(COMPLETION_REFUSED_REASON).unwrap(),
+            format!("the upgrade is done by its operator's judgement, but the admission record refused to call it complete: {why}"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn what_reaches_the_keeper_from_the_verdict_and_the_record() {
+        let complete = Record::Complete {
+            release: "7.10.0".into(),
+        };
+        let in_progress = |why: &str| Record::InProgress {
+            release: "7.10.0".into(),
+            why: why.into(),
+        };
+        let status = |recorded: Option<Record>, held_back: Option<&str>| RecorderStatus {
+            recorded,
+            held_back: held_back.map(str::to_owned),
+            ..RecorderStatus::default()
+        };
+        let gone = "release 7.10.0's upgrade was in progress with 1 object(s) to judge, and its operator now judges none";
+        // (verdict, recorder shows, reaches the keeper: None = keeps its own)
+        let table: [(
+            Option<UpgradeableEntry>,
+            RecorderStatus,
+            Option<Option<UpgradeableEntry>>,
+        ); 7] = [
+            (None, status(None, None), Some(None)),
+            (
+                Some(closed("Job running")),
+                status(None, None),
+                Some(Some(closed("Job running"))),
+            ),
+            (
+                Some(closed("a new App")),
+                status(Some(complete.clone()), None),
+                Some(Some(closed("a new App"))),
+            ),
+            (
+                Some(open()),
+                status(Some(in_progress("Job running")), None),
+                None,
+            ),
+            (
+                Some(open()),
+                status(Some(complete.clone()), None),
+                Some(Some(open())),
+            ),
+            (
+                Some(open()),
+                status(Some(in_progress(gone)), Some(gone)),
+                Some(Some(refused(gone))),
+            ),
+            (
+                Some(open()),
+                status(
+                    Some(Record::Complete {
+                        release: "7.9.3".into(),
+                    }),
+                    None,
+                ),
+                None,
+            ),
+        ];
+        for (verdict, shows, expected) in table {
+            let reached = after_record(verdict.clone(), &shows, &complete)
+                .map(|kept| kept.as_ref().map(Verdict::entry).cloned());
+            assert_eq!(reached, expected, "{verdict:?} with {shows:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_completion_written_in_progress_is_held_back() {
+        let complete = Record::Complete {
+            release: "7.10.0".into(),
+        };
+        let in_progress = Record::InProgress {
+            release: "7.10.0".into(),
+            why: "no evidence".into(),
+        };
+        assert_eq!(
+            held_back(&complete, &in_progress).as_deref(),
+            Some("no evidence")
+        );
+        assert_eq!(held_back(&complete, &complete), None);
+        assert_eq!(held_back(&in_progress, &in_progress), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_completion_closes_the_gate_in_the_records_words() {
+        let (verdicts, latest) = watch::channel(None);
+        let (recorder, status) = watch::channel(RecorderStatus::default());
+        let mut kept = open_after_recorded(latest, status, "7.10.0");
+        verdicts.send_replace(Some(closed("shop: upgrading 7.9.3 to 7.10.0")));
+        until(&mut kept, &closed("shop: upgrading 7.9.3 to 7.10.0")).await;
+
+        // The last App deleted: the operator judges the upgrade done, the
+        // record refuses it for want of evidence.
+        verdicts.send_replace(Some(open()));
+        recorder.send_modify(|status| {
+            status.recorded = Some(Record::InProgress {
+                release: "7.10.0".into(),
+                why: "its operator now judges none".into(),
+            });
+            status.held_back = Some("its operator now judges none".into());
+        });
+        until(&mut kept, &refused("its operator now judges none")).await;
+
+        // An App at its target again: recorded complete, the gate opens.
+        recorder.send_modify(|status| {
+            status.recorded = Some(Record::Complete {
+                release: "7.10.0".into(),
+            });
+            status.held_back = None;
+        });
+        until(&mut kept, &open()).await;
     }
 }

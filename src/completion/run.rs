@@ -176,13 +176,14 @@ pub async fn keep(
         .wake(record.wake.clone());
         recorder.start(latest.clone())
     });
-    let keeper_input = match &recorder {
-        Some(recorder) => {
-            admission::open_after_recorded(latest.clone(), recorder.status(), &settings.release)
-        }
-        None => latest.clone(),
+    let keeper = match &recorder {
+        Some(recorder) => keeper.start(admission::open_after_recorded(
+            latest.clone(),
+            recorder.status(),
+            &settings.release,
+        )),
+        None => keeper.start(latest.clone()),
     };
-    let keeper = keeper.start(keeper_input);
 
     let (updates, mut updated) = mpsc::channel(64);
     let rule = Arc::new(settings.rule);

@@ -70,13 +70,14 @@ pub(crate) async fn lead(
         }
         recorder.start(latest.clone())
     });
-    let keeper_input = match &recorder {
-        Some(recorder) => {
-            admission::open_after_recorded(latest.clone(), recorder.status(), &release)
-        }
-        None => latest.clone(),
+    let keeper = match &recorder {
+        Some(recorder) => keeper.start(admission::open_after_recorded(
+            latest.clone(),
+            recorder.status(),
+            &release,
+        )),
+        None => keeper.start(latest.clone()),
     };
-    let keeper = keeper.start(keeper_input);
 
     let owned = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}"));
     // Server and Job pods (and stragglers labelled as the App's): a pod
