@@ -88,7 +88,7 @@ pub fn chart_files(
         )?,
         RenderedFile {
             path: dir.join("templates/wake.yaml"),
-            contents: format!("{HEADER}{WAKE_TEMPLATE}"),
+            contents: format!("{HEADER}{}", wake_template()),
         },
         RenderedFile {
             path: dir.join("templates/NOTES.txt"),
@@ -97,71 +97,94 @@ pub fn chart_files(
     ])
 }
 
+/// A GitOps deployer the operator's wake-up pokes: the value naming its
+/// object (`.Values.wake.<key>`), the namespace that object lives in by
+/// default, and the rules of its Role (`manifests/gitops/wake-<key>.yaml`,
+/// the name templated).
+struct WakeDeployer {
+    key: &'static str,
+    default_namespace: &'static str,
+    /// (API group, resource, verbs), each limited to the named object.
+    rules: &'static [(&'static str, &'static str, &'static str)],
+}
+
+/// Flux's and Argo CD's, in the order the template renders them.
+const WAKE_DEPLOYERS: [WakeDeployer; 2] = [
+    WakeDeployer {
+        key: "flux",
+        default_namespace: "flux-system",
+        rules: &[
+            ("kustomize.toolkit.fluxcd.io", "kustomizations", "patch"),
+            ("helm.toolkit.fluxcd.io", "helmreleases", "patch"),
+        ],
+    },
+    WakeDeployer {
+        key: "argocd",
+        default_namespace: "argocd",
+        rules: &[("argoproj.io", "applications", "get, patch")],
+    },
+];
+
 /// The wake-up's rights in the GitOps deployer's namespace, rendered only
-/// when a value names its object (`manifests/gitops/wake-*.yaml`); Flux's
-/// and Argo CD's named apart, as both may live in one namespace.
-const WAKE_TEMPLATE: &str = r#"{{- with .Values.wake.flux }}
+/// when a value names its object (`manifests/gitops/wake-*.yaml`); each
+/// deployer's named apart, as both may live in one namespace.
+fn wake_template() -> String {
+    let last = WAKE_DEPLOYERS.len() - 1;
+    WAKE_DEPLOYERS
+        .iter()
+        .enumerate()
+        .map(|(index, deployer)| wake_section(deployer, index < last))
+        .collect()
+}
+
+/// One deployer's Role and RoleBinding, each named after the deployer and
+/// the release's namespace, in the namespace the value names (`@NAMESPACE@`
+/// by default), rendered only when the value names an object.
+const WAKE_SECTION: &str = r#"{{- with .Values.wake.@KEY@ }}
 {{- if .name }}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
-  name: upgrade-gate-wake-flux-{{ $.Release.Namespace }}
-  namespace: {{ .namespace | default "flux-system" }}
+  name: upgrade-gate-wake-@KEY@-{{ $.Release.Namespace }}
+  namespace: {{ .namespace | default "@NAMESPACE@" }}
 rules:
-  - apiGroups: [kustomize.toolkit.fluxcd.io]
-    resources: [kustomizations]
-    resourceNames: [{{ .name | quote }}]
-    verbs: [patch]
-  - apiGroups: [helm.toolkit.fluxcd.io]
-    resources: [helmreleases]
-    resourceNames: [{{ .name | quote }}]
-    verbs: [patch]
----
+@RULES@---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
-  name: upgrade-gate-wake-flux-{{ $.Release.Namespace }}
-  namespace: {{ .namespace | default "flux-system" }}
+  name: upgrade-gate-wake-@KEY@-{{ $.Release.Namespace }}
+  namespace: {{ .namespace | default "@NAMESPACE@" }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
-  name: upgrade-gate-wake-flux-{{ $.Release.Namespace }}
+  name: upgrade-gate-wake-@KEY@-{{ $.Release.Namespace }}
 subjects:
   - kind: ServiceAccount
     name: app-operator
     namespace: {{ $.Release.Namespace }}
----
-{{- end }}
-{{- end }}
-{{- with .Values.wake.argocd }}
-{{- if .name }}
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: upgrade-gate-wake-argocd-{{ $.Release.Namespace }}
-  namespace: {{ .namespace | default "argocd" }}
-rules:
-  - apiGroups: [argoproj.io]
-    resources: [applications]
-    resourceNames: [{{ .name | quote }}]
-    verbs: [get, patch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: upgrade-gate-wake-argocd-{{ $.Release.Namespace }}
-  namespace: {{ .namespace | default "argocd" }}
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: upgrade-gate-wake-argocd-{{ $.Release.Namespace }}
-subjects:
-  - kind: ServiceAccount
-    name: app-operator
-    namespace: {{ $.Release.Namespace }}
-{{- end }}
+@END@{{- end }}
 {{- end }}
 "#;
+
+/// [`WAKE_SECTION`] for one deployer, each rule limited to the named
+/// object; `more`: another deployer's section follows, so this one ends
+/// its documents.
+fn wake_section(deployer: &WakeDeployer, more: bool) -> String {
+    let rules: String = deployer
+        .rules
+        .iter()
+        .map(|(group, resource, verbs)| {
+            format!(
+                "  - apiGroups: [{group}]\n    resources: [{resource}]\n    resourceNames: [{{{{ .name | quote }}}}]\n    verbs: [{verbs}]\n"
+            )
+        })
+        .collect();
+    WAKE_SECTION
+        .replace("@KEY@", deployer.key)
+        .replace("@NAMESPACE@", deployer.default_namespace)
+        .replace("@RULES@", &rules)
+        .replace("@END@", if more { "---\n" } else { "" })
+}
 
 fn chart_yaml(release: &Release) -> Value {
     json!({
