@@ -129,6 +129,19 @@ impl ArmReport {
         )
     }
 
+    /// The median over the runs of how soon the next release moved once
+    /// the middle release let it (`olm_reaction_seconds`: under OLM v0
+    /// after OLM's copy of its gate said `Upgradeable=True`, under a
+    /// deployer after its upgrade completed, the wake-up's whole path).
+    fn reaction_median(&self) -> Option<f64> {
+        median(
+            self.runs
+                .iter()
+                .filter_map(|run| run.judgement.olm_reaction_seconds)
+                .collect(),
+        )
+    }
+
     fn load_margins(&self) -> Vec<f64> {
         self.runs
             .iter()
@@ -153,6 +166,7 @@ impl ArmReport {
             "damaged": self.damaged(),
             "total": self.runs.len(),
             "pending_median_seconds": self.pending_median(),
+            "reaction_median_seconds": self.reaction_median(),
             "writes": {
                 "acknowledged": writes.acknowledged,
                 "refused": writes.failed.refused,
@@ -224,7 +238,7 @@ pub fn describe_outcome(outcome: &Outcome) -> String {
 /// `just race-matrix`'s table: one row per arm.
 pub fn matrix_table(reports: &[ArmReport]) -> String {
     let mut lines = vec![format!(
-        "{:<28} {:>4} {:>5} {:>5} {:>5} {:>7} {:>12} {:>10} {:>15} {:>28}  {}",
+        "{:<28} {:>4} {:>5} {:>5} {:>5} {:>7} {:>12} {:>10} {:>10} {:>15} {:>28}  {}",
         "arm",
         "runs",
         "held",
@@ -233,6 +247,7 @@ pub fn matrix_table(reports: &[ArmReport]) -> String {
         "damaged",
         "inconclusive",
         "pending md",
+        "reacted md",
         "load min / md",
         "writes ack/ref/sql/conn/lost",
         "expectation"
@@ -250,7 +265,7 @@ pub fn matrix_table(reports: &[ArmReport]) -> String {
         };
         let writes = report.writes();
         lines.push(format!(
-            "{:<28} {:>4} {:>5} {:>5} {:>5} {:>7} {:>12} {:>10} {:>15} {:>28}  {}",
+            "{:<28} {:>4} {:>5} {:>5} {:>5} {:>7} {:>12} {:>10} {:>10} {:>15} {:>28}  {}",
             report.arm.name(),
             report.runs.len(),
             report.count(RunVerdict::Held),
@@ -259,6 +274,7 @@ pub fn matrix_table(reports: &[ArmReport]) -> String {
             report.damaged(),
             report.count(RunVerdict::Inconclusive),
             seconds(report.pending_median()),
+            seconds(report.reaction_median()),
             load,
             format!(
                 "{}/{}/{}/{}/{}",
@@ -345,6 +361,53 @@ mod tests {
                 .nth(1)
                 .is_some_and(|row| row.starts_with("gate-on-slow-cumulative")),
             "{table}"
+        );
+    }
+
+    /// How soon the next release moved once let (the wake-up's path under
+    /// a deployer): its median over the runs that measured it, in the JSON
+    /// and the matrix's table; `-` when no run did (raced runs).
+    #[test]
+    fn the_reaction_median_is_over_the_runs_that_measured_it() {
+        let reacted = |seconds| {
+            let mut run = run(RunVerdict::Held, false);
+            run.judgement.olm_reaction_seconds = seconds;
+            run
+        };
+        let report = ArmReport {
+            arm: Arm::default(),
+            runs: vec![
+                reacted(Some(0.4)),
+                reacted(None),
+                reacted(Some(1.3)),
+                reacted(Some(0.2)),
+            ],
+        };
+        assert_eq!(report.to_json()["reaction_median_seconds"], json!(0.4));
+        let table = matrix_table(&[report]);
+        let mut lines = table.lines();
+        assert!(
+            lines
+                .next()
+                .is_some_and(|header| header.contains("pending md reacted md")),
+            "{table}"
+        );
+        assert!(
+            lines
+                .next()
+                .is_some_and(|row| row.contains(" 20.0        0.4 ")),
+            "{table}"
+        );
+        let none = ArmReport {
+            arm: Arm::default(),
+            runs: vec![reacted(None)],
+        };
+        assert_eq!(none.to_json()["reaction_median_seconds"], Value::Null);
+        assert!(
+            matrix_table(&[none])
+                .lines()
+                .nth(1)
+                .is_some_and(|row| row.contains(" 20.0          - ")),
         );
     }
 
