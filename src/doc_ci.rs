@@ -1,7 +1,7 @@
 //! CI cannot drift from what this repository ships and tests. Our own
 //! workflow (`.github/workflows/ci.yml`) runs every stage `just test` runs
 //! (the `stages=(…)` of the justfile's `test` recipe), each as its `just`
-//! recipe, and no other recipe. The CI recipe for adopters: docs/adopt.md's
+//! recipe, and no other recipe. The CI recipe for adopters: docs/adopt-ci.md's
 //! workflow is `adopt/ci/olm-upgrade.yml` word for word (actionlint checks
 //! that file in `just validate`), it runs `adopt/ci/olm-upgrade-check.sh`
 //! from the gate's release of this crate's version, and the inputs it gives
@@ -91,7 +91,7 @@ fn recipe_problems(adopt_md: &str, workflow: &str, script: &str, version: &str) 
         .collect();
     if !yaml.iter().any(|block| block == workflow) {
         problems.push(format!(
-            "docs/adopt.md, {SECTION:?}: no yaml block is {WORKFLOW} word for word (copy the file into it)"
+            "docs/adopt-ci.md, {SECTION:?}: no yaml block is {WORKFLOW} word for word (copy the file into it)"
         ));
     }
     let run = format!("run: {CHECKOUT}{SCRIPT}");
@@ -135,7 +135,7 @@ fn recipe_problems(adopt_md: &str, workflow: &str, script: &str, version: &str) 
 fn the_workflow_in_docs_adopt_md_runs_the_shipped_script_with_its_inputs() {
     let version = env!("CARGO_PKG_VERSION");
     let problems = recipe_problems(
-        &read("docs/adopt.md"),
+        &read("docs/adopt-ci.md"),
         &read(WORKFLOW),
         &read(SCRIPT),
         version,

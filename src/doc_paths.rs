@@ -45,14 +45,14 @@ const ELSEWHERE: &[(&str, &str)] = &[
     // The adopter's own bundle (`make bundle` writes bundle/) in the
     // guide's example run.
     (
-        "docs/adopt.md",
+        "docs/adopt-reference.md",
         "bundle/manifests/my-operator.clusterserviceversion.yaml",
     ),
     // The adopter's Makefile's tools in the CI recipe's workflow, and
     // where the adopter puts that workflow.
-    ("docs/adopt.md", ".github/workflows/upgrade-gate.yml"),
-    ("docs/adopt.md", "bin/operator-sdk"),
-    ("docs/adopt.md", "bin/opm"),
+    ("docs/adopt-ci.md", ".github/workflows/upgrade-gate.yml"),
+    ("docs/adopt-ci.md", "bin/operator-sdk"),
+    ("docs/adopt-ci.md", "bin/opm"),
     // Three folders the image build leaves out (docs, man, locales).
     ("docs/local-cluster-tools.md", "docs/man/locales"),
     // operator-framework/operator-controller's documentation.

@@ -64,10 +64,10 @@
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-/// docs/adopt.md's Rust code, compiled as a doc test so that the guide
-/// cannot drift from the library.
+/// docs/adopt-reference.md's Rust code, compiled as a doc test so that
+/// the guide cannot drift from the library.
 #[cfg(doctest)]
-#[doc = include_str!("../docs/adopt.md")]
+#[doc = include_str!("../docs/adopt-reference.md")]
 pub struct AdoptGuide;
 
 /// README.crate.md's example (the crate's page on crates.io), compiled as

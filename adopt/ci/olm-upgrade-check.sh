@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # upgrade-gate's check of an operator's two releases through OLM v0: the
 # next release waits while the running release's data upgrade runs, and is
-# installed once that upgrade completed (docs/adopt.md, "Check it in CI").
+# installed once that upgrade completed (docs/adopt-ci.md, "Check it in CI").
 # The workflow there runs it on kind with OLM installed; this repository's
 # tests run it, unchanged, on their local cluster (tests/cluster/adopt_ci.rs).
 #
