@@ -1,7 +1,16 @@
 //! Unit tests of `backup`: kept apart from the code they test so that
 //! the module reads in one sitting.
 
+use super::housekeeping::{checksum_line, is_leftover, parse_checksum_line, sha256_of};
+use super::restore::restore_prelude;
 use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::db_config::ConnectionSettings;
+use crate::schema::MigrationRef;
 
 fn at(version: i64, release: &str) -> MigrationRef {
     MigrationRef {
