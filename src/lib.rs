@@ -58,9 +58,8 @@
 //! one function per subcommand), `gate` (`hold`, `release`, `status`: the
 //! init container's steps and exit codes, on top of [`locate`]), `plugin`
 //! (`kubectl upgrade-gate status`), `bundle_lint` and `catalog_lint` (the
-//! linters, their findings' shape in `lint_finding`), `doc_check` (the
-//! docs-against-`--help` checks the binaries' tests share). Use the
-//! commands through the binary (docs/gate.md).
+//! linters, their findings' shape in `lint_finding`). Use the commands
+//! through the binary (docs/gate.md).
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -84,18 +83,6 @@ pub mod catalog_lint;
 #[doc(hidden)]
 pub mod cli;
 pub mod completion;
-#[cfg(test)]
-mod doc_architecture;
-#[doc(hidden)]
-pub mod doc_check;
-#[cfg(test)]
-mod doc_ci;
-#[cfg(test)]
-mod doc_operate;
-#[cfg(test)]
-mod doc_paths;
-#[cfg(test)]
-mod doc_tables;
 pub mod duration;
 #[doc(hidden)]
 pub mod gate;

@@ -395,7 +395,7 @@ async fn main() -> ExitCode {
 }
 
 /// What `--help` lacks, and docs/database-upgrade.md's variables checked
-/// against the clap definition (`upgrade_gate::doc_check`).
+/// against the clap definition (`doc_checks`).
 #[cfg(test)]
 mod doc_tests {
     use super::*;
@@ -403,7 +403,7 @@ mod doc_tests {
 
     #[test]
     fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
-        let gaps = upgrade_gate::doc_check::help_gaps(&Cli::command());
+        let gaps = doc_checks::help_gaps(&Cli::command());
         assert!(gaps.is_empty(), "{}", gaps.join("\n"));
     }
 
@@ -411,7 +411,7 @@ mod doc_tests {
     fn docs_database_upgrade_md_lists_every_variable_as_clap_reads_it() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/database-upgrade.md");
         let text = std::fs::read_to_string(path).expect("docs/database-upgrade.md");
-        let wrong = upgrade_gate::doc_check::env_table_mismatches(
+        let wrong = doc_checks::env_table_mismatches(
             "docs/database-upgrade.md",
             &text,
             "## Environment variables",

@@ -167,12 +167,11 @@ fn fail(error: &dyn std::error::Error) -> ExitCode {
 }
 
 /// docs/operator.md's flags table, checked against the clap definition
-/// above (`upgrade_gate::doc_check`).
+/// above (`doc_checks`).
 #[cfg(test)]
 mod doc_tests {
     use super::*;
     use clap::CommandFactory;
-    use upgrade_gate::doc_check;
 
     fn operator_md() -> String {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operator.md");
@@ -181,7 +180,7 @@ mod doc_tests {
 
     #[test]
     fn docs_operator_md_lists_every_flag_of_app_operator_as_clap_defines_it() {
-        let wrong = doc_check::flag_table_mismatches(
+        let wrong = doc_checks::flag_table_mismatches(
             "docs/operator.md",
             &operator_md(),
             "## Runtime",
@@ -193,7 +192,7 @@ mod doc_tests {
 
     #[test]
     fn docs_operator_md_has_the_exit_codes() {
-        let wrong = doc_check::exit_table_mismatches(
+        let wrong = doc_checks::exit_table_mismatches(
             "docs/operator.md",
             &operator_md(),
             "### Exit codes",
@@ -205,7 +204,7 @@ mod doc_tests {
 
     #[test]
     fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
-        let gaps = doc_check::help_gaps(&Cli::command());
+        let gaps = doc_checks::help_gaps(&Cli::command());
         assert!(gaps.is_empty(), "{}", gaps.join("\n"));
     }
 }

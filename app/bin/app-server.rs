@@ -117,7 +117,7 @@ fn fail(error: &dyn std::error::Error, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// What `--help` lacks (`upgrade_gate::doc_check`).
+/// What `--help` lacks (`doc_checks`).
 #[cfg(test)]
 mod doc_tests {
     use super::*;
@@ -125,7 +125,7 @@ mod doc_tests {
 
     #[test]
     fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
-        let gaps = upgrade_gate::doc_check::help_gaps(&Cli::command());
+        let gaps = doc_checks::help_gaps(&Cli::command());
         assert!(gaps.is_empty(), "{}", gaps.join("\n"));
     }
 }

@@ -187,11 +187,10 @@ mod tests {
 }
 
 /// docs/gate.md's tables of flags and exit codes, checked against the clap
-/// definitions above and the code's exit codes (`crate::doc_check`).
+/// definitions above and the code's exit codes (`doc_checks`).
 #[cfg(test)]
 mod doc_tests {
     use super::*;
-    use crate::doc_check;
     use clap::CommandFactory;
 
     fn gate_md() -> String {
@@ -201,7 +200,7 @@ mod doc_tests {
 
     #[test]
     fn docs_gate_md_lists_every_flag_of_upgrade_gate_as_clap_defines_it() {
-        let wrong = doc_check::flag_table_mismatches(
+        let wrong = doc_checks::flag_table_mismatches(
             "docs/gate.md",
             &gate_md(),
             "## Flags and environment",
@@ -213,7 +212,7 @@ mod doc_tests {
 
     #[test]
     fn docs_gate_md_lists_every_flag_of_the_kubectl_plugin_as_clap_defines_it() {
-        let wrong = doc_check::flag_table_mismatches(
+        let wrong = doc_checks::flag_table_mismatches(
             "docs/gate.md",
             &gate_md(),
             "### The plugin's flags",
@@ -230,7 +229,7 @@ mod doc_tests {
             .iter()
             .map(|(code, meaning)| (*code, meaning.as_str()))
             .collect();
-        let wrong = doc_check::exit_table_mismatches(
+        let wrong = doc_checks::exit_table_mismatches(
             "docs/gate.md",
             &gate_md(),
             "### The plugin's exit codes",
@@ -247,7 +246,7 @@ mod doc_tests {
             ("### lint-catalog's exit codes", CATALOG_LINT_EXIT_CODES),
         ] {
             let wrong =
-                doc_check::exit_table_mismatches("docs/gate.md", &gate_md(), heading, codes)
+                doc_checks::exit_table_mismatches("docs/gate.md", &gate_md(), heading, codes)
                     .expect("the table is readable");
             assert!(wrong.is_empty(), "{}", wrong.join("\n"));
         }
@@ -255,8 +254,8 @@ mod doc_tests {
 
     #[test]
     fn every_flag_has_a_help_line_and_every_help_the_exit_codes() {
-        let mut gaps = doc_check::help_gaps(&Cli::command());
-        gaps.extend(doc_check::help_gaps(&PluginCli::command()));
+        let mut gaps = doc_checks::help_gaps(&Cli::command());
+        gaps.extend(doc_checks::help_gaps(&PluginCli::command()));
         assert!(gaps.is_empty(), "{}", gaps.join("\n"));
     }
 }

@@ -926,13 +926,9 @@ mod tests {
     fn the_exit_code_table_in_docs_demo_md_is_the_codes() {
         let text =
             std::fs::read_to_string(repository_root().join("docs/demo.md")).expect("docs/demo.md");
-        let wrong = upgrade_gate::doc_check::exit_table_mismatches(
-            "docs/demo.md",
-            &text,
-            "## Exit codes",
-            EXIT_CODES,
-        )
-        .expect("the table is readable");
+        let wrong =
+            doc_checks::exit_table_mismatches("docs/demo.md", &text, "## Exit codes", EXIT_CODES)
+                .expect("the table is readable");
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 

@@ -68,7 +68,7 @@ fn database_upgrade_md() -> String {
 
 #[test]
 fn docs_database_upgrade_md_has_the_exit_codes() {
-    let wrong = upgrade_gate::doc_check::exit_table_mismatches(
+    let wrong = doc_checks::exit_table_mismatches(
         "docs/database-upgrade.md",
         &database_upgrade_md(),
         "## Exit codes",
@@ -81,7 +81,7 @@ fn docs_database_upgrade_md_has_the_exit_codes() {
 #[test]
 fn docs_database_upgrade_md_says_which_failure_kinds_are_permanent() {
     let text = database_upgrade_md();
-    let rows = upgrade_gate::doc_check::table_rows(
+    let rows = doc_checks::table_rows(
         "docs/database-upgrade.md",
         &text,
         "### The termination message",

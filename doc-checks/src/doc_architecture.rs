@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::repository_root()
 }
 
 /// The modules of each row of the table under `heading`: the backticked

@@ -4,7 +4,7 @@
 //! recipe, and no other recipe. The CI recipe for adopters: docs/adopt-ci.md's
 //! workflow is `adopt/ci/olm-upgrade.yml` word for word (actionlint checks
 //! that file in `just validate`), it runs `adopt/ci/olm-upgrade-check.sh`
-//! from the gate's release of this crate's version, and the inputs it gives
+//! from the gate's release of the library's version, and the inputs it gives
 //! the script are the ones the script reads — the script a cluster test
 //! runs (tests/cluster/adopt_ci.rs).
 //!
@@ -12,7 +12,6 @@
 //! only reads them).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 const WORKFLOW: &str = "adopt/ci/olm-upgrade.yml";
 const SCRIPT: &str = "adopt/ci/olm-upgrade-check.sh";
@@ -21,7 +20,7 @@ const CHECKOUT: &str = ".upgrade-gate/";
 const SECTION: &str = "## Check it in CI";
 
 fn read(path: &str) -> String {
-    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path);
+    let full = crate::repository_root().join(path);
     std::fs::read_to_string(&full).unwrap_or_else(|error| panic!("{path}: {error}"))
 }
 
@@ -104,7 +103,7 @@ fn recipe_problems(adopt_md: &str, workflow: &str, script: &str, version: &str) 
         .any(|line| line.trim_start().starts_with(&pinned))
     {
         problems.push(format!(
-            "{WORKFLOW}: UPGRADE_GATE_VERSION is not this crate's version {version}"
+            "{WORKFLOW}: UPGRADE_GATE_VERSION is not the library's version {version}"
         ));
     }
     let (documented, required) = inputs_read(script);
@@ -133,7 +132,9 @@ fn recipe_problems(adopt_md: &str, workflow: &str, script: &str, version: &str) 
 
 #[test]
 fn the_workflow_in_docs_adopt_md_runs_the_shipped_script_with_its_inputs() {
-    let version = env!("CARGO_PKG_VERSION");
+    // The library's version, as its binary's `--version` says it.
+    let command = <upgrade_gate::cli::commands::Cli as clap::CommandFactory>::command();
+    let version = command.get_version().expect("upgrade-gate has a version");
     let problems = recipe_problems(
         &read("docs/adopt-ci.md"),
         &read(WORKFLOW),
@@ -141,7 +142,7 @@ fn the_workflow_in_docs_adopt_md_runs_the_shipped_script_with_its_inputs() {
         version,
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(SCRIPT);
+    let path = crate::repository_root().join(SCRIPT);
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -170,7 +171,7 @@ fn each_kind_of_drift_in_the_recipe_is_named() {
     for expected in [
         "no yaml block is adopt/ci/olm-upgrade.yml word for word",
         "no step says `run: .upgrade-gate/adopt/ci/olm-upgrade-check.sh`",
-        "UPGRADE_GATE_VERSION is not this crate's version 1.0.0",
+        "UPGRADE_GATE_VERSION is not the library's version 1.0.0",
         "sets UG_NAMESPACES, which adopt/ci/olm-upgrade-check.sh does not read",
         "does not set UG_NAMESPACE, which adopt/ci/olm-upgrade-check.sh requires",
     ] {

@@ -5,9 +5,10 @@
 //! asserts there is none fails saying what to fix.
 //!
 //! Owns: reading those markdown tables and the comparisons. Used by the
-//! binaries' unit tests (the clap definitions live in the binaries), so it
-//! is public but hidden: not part of the library's API. Must not touch:
-//! the files (callers read them and pass the text).
+//! binaries' unit tests (the clap definitions live in the binaries),
+//! through the `doc-checks` crate, a dev-dependency: no part of the
+//! library. Must not touch: the files (callers read them and pass the
+//! text).
 
 use std::collections::BTreeMap;
 

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 
 #[test]
 fn the_exit_code_table_in_docs_gate_md_is_the_codes() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/gate.md");
+    let path = crate::repository_root().join("docs/gate.md");
     let text = std::fs::read_to_string(&path).expect("docs/gate.md");
     let wrong = crate::doc_check::exit_table_mismatches(
         "docs/gate.md",
         &text,
         "## Exit codes",
-        crate::gate::EXIT_CODES,
+        upgrade_gate::gate::EXIT_CODES,
     )
     .expect("the table is readable");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -21,13 +21,13 @@ fn the_exit_code_table_in_docs_gate_md_is_the_codes() {
 
 #[test]
 fn keeps_exit_code_table_in_docs_gate_md_is_the_codes() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/gate.md");
+    let path = crate::repository_root().join("docs/gate.md");
     let text = std::fs::read_to_string(&path).expect("docs/gate.md");
     let wrong = crate::doc_check::exit_table_mismatches(
         "docs/gate.md",
         &text,
         "### keep's exit codes",
-        crate::cli::keep::KEEP_EXIT_CODES,
+        upgrade_gate::cli::keep::KEEP_EXIT_CODES,
     )
     .expect("the table is readable");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -35,7 +35,7 @@ fn keeps_exit_code_table_in_docs_gate_md_is_the_codes() {
 
 #[test]
 fn every_page_in_docs_is_in_the_index() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repository_root();
     let index = std::fs::read_to_string(root.join("docs/README.md")).expect("docs/README.md");
     let mut pages: Vec<String> = std::fs::read_dir(root.join("docs"))
         .expect("docs/ is readable")
@@ -133,7 +133,7 @@ fn tools_go_mods(root: &std::path::Path) -> Vec<(String, String)> {
 
 #[test]
 fn the_readme_asks_for_the_rust_and_go_the_build_needs() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repository_root();
     let read = |path: &str| std::fs::read_to_string(root.join(path)).expect(path);
     let readme = read("README.md");
     let rust = read("Cargo.toml");
@@ -216,7 +216,7 @@ fn test_functions_are_counted_by_their_attribute() {
 
 #[test]
 fn the_test_counts_in_docs_testing_md_are_the_sources() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repository_root();
     let text = std::fs::read_to_string(root.join("docs/testing.md")).expect("docs/testing.md");
     let rows = crate::doc_check::table_rows("docs/testing.md", &text, "## Test counts")
         .expect("the table is readable");
@@ -358,7 +358,7 @@ fn recipes_and_their_list_lines_are_read() {
 
 #[test]
 fn just_list_shows_one_useful_line_per_recipe() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repository_root();
     let justfile = std::fs::read_to_string(root.join("justfile")).expect("justfile");
     let wrong: Vec<String> = recipes(&justfile)
         .iter()
@@ -377,7 +377,7 @@ fn just_list_shows_one_useful_line_per_recipe() {
 
 #[test]
 fn every_recipe_the_docs_name_is_in_the_justfile() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repository_root();
     let justfile = std::fs::read_to_string(root.join("justfile")).expect("justfile");
     let known: Vec<String> = recipes(&justfile)
         .into_iter()
@@ -505,7 +505,7 @@ fn a_named_test_is_found_by_its_module_and_function() {
 /// the test that holds them: every one of those tests exists.
 #[test]
 fn every_test_a_promise_names_exists() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repository_root();
     let mut files = Vec::new();
     for dir in ["src", "tests", "app/src", "app/tests"] {
         for path in rust_files(&root.join(dir)) {

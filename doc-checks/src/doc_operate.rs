@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::repository_root()
 }
 
 fn operate_md() -> String {
@@ -99,7 +99,7 @@ fn the_runbook_has_a_row_for_each_of_holds_failing_exit_codes() {
     )
     .expect("the table is readable");
     let documented: Vec<String> = rows.iter().map(|row| row[0].clone()).collect();
-    let codes: Vec<String> = crate::gate::EXIT_CODES
+    let codes: Vec<String> = upgrade_gate::gate::EXIT_CODES
         .iter()
         .filter(|(code, _)| *code != 0)
         .map(|(code, _)| code.to_string())

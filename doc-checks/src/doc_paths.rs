@@ -20,6 +20,7 @@ const TOP_LEVEL: &[&str] = &[
     "bundle/",
     "catalog/",
     "catalog-local/",
+    "doc-checks/",
     "docs/",
     "examples/",
     "harness/",
@@ -65,7 +66,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
 ];
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::repository_root()
 }
 
 /// The paths `text` names: link targets (resolved from `dir`) and words

@@ -1,0 +1,35 @@
+//! upgrade-gate's docs checked against its code and files. Test-only: the
+//! library (`upgrade_gate`) and the sample carry none of it.
+//!
+//! Owns: reading markdown tables and comparing them with clap definitions
+//! and exit codes (`doc_check`, re-exported here: the binaries' unit tests
+//! call it, since the clap definitions live in the binaries), and, as this
+//! crate's own unit tests, the checks that read the repository's files:
+//! docs/architecture.md's layers and figures (`doc_architecture`), the CI
+//! workflow against `just test` and docs/adopt.md's recipe (`doc_ci`),
+//! docs/operate.md's pins and runbook (`doc_operate`), the paths the docs
+//! name (`doc_paths`), and the docs' tables, index and counts
+//! (`doc_tables`). Must not touch: anything but reading the repository.
+
+mod doc_check;
+pub use doc_check::*;
+
+#[cfg(test)]
+mod doc_architecture;
+#[cfg(test)]
+mod doc_ci;
+#[cfg(test)]
+mod doc_operate;
+#[cfg(test)]
+mod doc_paths;
+#[cfg(test)]
+mod doc_tables;
+
+/// The repository's root: this crate's parent folder.
+#[cfg(test)]
+fn repository_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("doc-checks/ is in the repository")
+        .to_path_buf()
+}
