@@ -1,8 +1,15 @@
 //! Unit tests of `observe`: kept apart from the code they test so that
 //! the module reads in one sitting.
 
+use super::job::finished_job;
 use super::*;
+use crate::crd::App;
+use crate::db_upgrade::outcome;
+use crate::operator::decide::{JobFailure, JobObservation, StartFailure, StartFailureKind};
+use crate::operator::resources::{self, APP_UID_LABEL, JobIntent};
 use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 
 fn app(keys: serde_json::Value) -> App {
     serde_json::from_value(serde_json::json!({
