@@ -6,10 +6,10 @@
 //! call it, since the clap definitions live in the binaries), and, as this
 //! crate's own unit tests, the checks that read the repository's files:
 //! docs/architecture.md's layers and figures (`doc_architecture`), the CI
-//! workflow against `just test` and docs/adopt.md's recipe (`doc_ci`),
+//! workflow against `just test` and docs/adopt-ci.md's recipe (`doc_ci`),
 //! docs/operate.md's pins and runbook (`doc_operate`), the paths the docs
-//! name (`doc_paths`), and the docs' tables, index and counts
-//! (`doc_tables`). Must not touch: anything but reading the repository.
+//! name (`doc_paths`), the docs' tables, index and counts
+//! (`doc_tables`), and the user path's word counts (`doc_user_path`). Must not touch: anything but reading the repository.
 
 mod doc_check;
 pub use doc_check::*;
@@ -24,6 +24,8 @@ mod doc_operate;
 mod doc_paths;
 #[cfg(test)]
 mod doc_tables;
+#[cfg(test)]
+mod doc_user_path;
 
 /// The repository's root: this crate's parent folder.
 #[cfg(test)]
