@@ -9,7 +9,9 @@
 //! workflow against `just test` and docs/adopt-ci.md's recipe (`doc_ci`),
 //! docs/operate.md's pins and runbook (`doc_operate`), the paths the docs
 //! name (`doc_paths`), the docs' tables, index and counts
-//! (`doc_tables`), and the user path's word counts (`doc_user_path`). Must not touch: anything but reading the repository.
+//! (`doc_tables`), every table of README.md and docs/ tested, measured or
+//! listed (`doc_table_inventory`), and the user path's word counts
+//! (`doc_user_path`). Must not touch: anything but reading the repository.
 
 mod doc_check;
 pub use doc_check::*;
@@ -22,6 +24,8 @@ mod doc_ci;
 mod doc_operate;
 #[cfg(test)]
 mod doc_paths;
+#[cfg(test)]
+mod doc_table_inventory;
 #[cfg(test)]
 mod doc_tables;
 #[cfg(test)]

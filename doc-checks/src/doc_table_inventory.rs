@@ -1,0 +1,1228 @@
+//! No table copied by hand (issue 52, item 2): every markdown table of
+//! README.md and docs/*.md is in [`TABLES`], each with how it stays
+//! true — a test that compares it with the code or the repository's files
+//! (named, and that test must exist), or a measurement whose section
+//! names the command that measured it and its date. A new table fails
+//! `cargo test` until it is one of these. [`Kept::Unchecked`] lists, one
+//! by one, the tables not yet checked: explanations in table form whose
+//! cells no code lists.
+//!
+//! Owns: the list, the tables' inventory and the checks of the tables
+//! below it. Must not touch: the files (it only reads them).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// How a table stays true.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// The test (its function's name) that compares it with the code, the
+    /// repository's files or the justfile.
+    Tested(&'static str),
+    /// A measurement's output: its section names the command and the date.
+    Measured,
+    /// Not checked yet: words in table form, no cell copied from code.
+    Unchecked,
+}
+
+use Kept::{Measured, Tested, Unchecked};
+
+/// Every table: its document, the heading it is under and its first
+/// header cell, and how it is kept.
+const TABLES: &[(&str, &str, &str, Kept)] = &[
+    (
+        "README.md",
+        "## Try it here",
+        "needs",
+        Tested("the_readme_asks_for_the_rust_and_go_the_build_needs"),
+    ),
+    (
+        "docs/README.md",
+        "## Every page",
+        "page",
+        Tested("every_page_in_docs_is_in_the_index"),
+    ),
+    (
+        "docs/admission.md",
+        "## How it works",
+        "file",
+        Tested("the_admission_file_table_is_the_folder"),
+    ),
+    (
+        "docs/admission.md",
+        "### Who may write the record",
+        "writer",
+        Unchecked,
+    ),
+    (
+        "docs/admission.md",
+        "## What it decides in the corner cases",
+        "case",
+        Tested("every_test_a_promise_names_exists"),
+    ),
+    (
+        "docs/admission.md",
+        "## What each deployer shows a person",
+        "deployer",
+        Tested("the_refusals_the_docs_quote_are_the_policys"),
+    ),
+    (
+        "docs/adopt-reference.md",
+        "## With operator-sdk or kubebuilder",
+        "in `config/upgrade-gate/`",
+        Tested("the_component_table_is_the_kits_folder"),
+    ),
+    (
+        "docs/adopt-reference.md",
+        "## Check it",
+        "rules",
+        Tested("the_lint_bundle_checks_table_names_every_rule"),
+    ),
+    (
+        "docs/architecture.md",
+        "## The library (`src/`, crate `upgrade-gate`)",
+        "module",
+        Tested("no_module_in_the_library_table_imports_one_below_it"),
+    ),
+    (
+        "docs/architecture.md",
+        "## The sample operator (`app/`, crate `upgrade-gate-app`)",
+        "step",
+        Unchecked,
+    ),
+    (
+        "docs/architecture.md",
+        "## The tests (`tests/`, crate `upgrade-gate-tests`)",
+        "level",
+        Unchecked,
+    ),
+    (
+        "docs/architecture.md",
+        "## Layout",
+        "path",
+        Tested("the_layout_table_has_a_row_per_top_level_folder"),
+    ),
+    (
+        "docs/database-upgrade.md",
+        "## Commands",
+        "command",
+        Unchecked,
+    ),
+    (
+        "docs/database-upgrade.md",
+        "### The termination message",
+        "`kind`",
+        Tested("docs_database_upgrade_md_says_which_failure_kinds_are_permanent"),
+    ),
+    (
+        "docs/database-upgrade.md",
+        "## Environment variables",
+        "variable",
+        Tested("docs_database_upgrade_md_lists_every_variable_as_clap_reads_it"),
+    ),
+    (
+        "docs/database-upgrade.md",
+        "## Exit codes",
+        "code",
+        Tested("docs_database_upgrade_md_has_the_exit_codes"),
+    ),
+    (
+        "docs/database-upgrade.md",
+        "## Migrations",
+        "version",
+        Tested("the_migrations_table_is_the_folder"),
+    ),
+    (
+        "docs/database-upgrade.md",
+        "## Tests and benchmark",
+        "compression, `maintenance_work_mem`",
+        Measured,
+    ),
+    (
+        "docs/demo.md",
+        "# `just demo`: the upgrade chain, to watch",
+        "`DEPLOYER=`",
+        Tested("the_deployer_table_is_the_justfiles_list"),
+    ),
+    (
+        "docs/demo.md",
+        "# `just demo`: the upgrade chain, to watch",
+        "command",
+        Measured,
+    ),
+    ("docs/demo.md", "## A cold first run", "run", Measured),
+    ("docs/demo.md", "## What it does", "#", Unchecked),
+    (
+        "docs/demo.md",
+        "## Exit codes",
+        "code",
+        Tested("the_exit_code_table_in_docs_demo_md_is_the_codes"),
+    ),
+    (
+        "docs/design.md",
+        "## Crates by audience",
+        "crate",
+        Tested("the_crates_table_is_the_workspace"),
+    ),
+    (
+        "docs/design.md",
+        "## Tests, from fast to real",
+        "level",
+        Unchecked,
+    ),
+    (
+        "docs/gate.md",
+        "## Commands",
+        "command",
+        Tested("the_command_table_is_the_subcommands"),
+    ),
+    (
+        "docs/gate.md",
+        "### Which OperatorCondition, and when there is none",
+        "the cluster",
+        Unchecked,
+    ),
+    (
+        "docs/gate.md",
+        "### Which OperatorCondition, and when there is none",
+        "configured name",
+        Unchecked,
+    ),
+    (
+        "docs/gate.md",
+        "## Flags and environment",
+        "flag",
+        Tested("docs_gate_md_lists_every_flag_of_upgrade_gate_as_clap_defines_it"),
+    ),
+    (
+        "docs/gate.md",
+        "## Flags and environment",
+        "obstacle",
+        Unchecked,
+    ),
+    (
+        "docs/gate.md",
+        "## Exit codes",
+        "code",
+        Tested("the_exit_code_table_in_docs_gate_md_is_the_codes"),
+    ),
+    (
+        "docs/gate.md",
+        "### keep's exit codes",
+        "code",
+        Tested("keeps_exit_code_table_in_docs_gate_md_is_the_codes"),
+    ),
+    (
+        "docs/gate.md",
+        "### lint-bundle's exit codes",
+        "code",
+        Tested("docs_gate_md_has_the_lint_exit_codes"),
+    ),
+    (
+        "docs/gate.md",
+        "### lint-catalog's exit codes",
+        "code",
+        Tested("docs_gate_md_has_the_lint_exit_codes"),
+    ),
+    ("docs/gate.md", "## The images", "image", Measured),
+    (
+        "docs/gate.md",
+        "### The plugin's flags",
+        "flag",
+        Tested("docs_gate_md_lists_every_flag_of_the_kubectl_plugin_as_clap_defines_it"),
+    ),
+    (
+        "docs/gate.md",
+        "### The plugin's exit codes",
+        "code",
+        Tested("docs_gate_md_has_the_plugins_exit_codes"),
+    ),
+    (
+        "docs/gate.md",
+        "## The gate while a release waits to lead",
+        "the Lease",
+        Unchecked,
+    ),
+    (
+        "docs/gitops.md",
+        "## The wake-up",
+        "deployer",
+        Tested("the_wake_up_table_names_the_keys_the_code_reads_and_writes"),
+    ),
+    (
+        "docs/gitops.md",
+        "## Health where GitOps reads it",
+        "the record",
+        Unchecked,
+    ),
+    (
+        "docs/harness-olm-v1.md",
+        "### TLS: what cert-manager does there, and what the harness does instead",
+        "secret (namespace `olmv1-system`)",
+        Unchecked,
+    ),
+    ("docs/harness-olm-v1.md", "### Measured", "", Measured),
+    (
+        "docs/harness.md",
+        "## Placement: two clusters coexist",
+        "what",
+        Unchecked,
+    ),
+    (
+        "docs/local-cluster-tools.md",
+        "## Commands",
+        "command",
+        Unchecked,
+    ),
+    (
+        "docs/local-cluster-tools.md",
+        "## What is built, from which versions",
+        "module",
+        Unchecked,
+    ),
+    (
+        "docs/local-cluster-tools.md",
+        "## Measured here",
+        "what",
+        Measured,
+    ),
+    (
+        "docs/olm-v1.md",
+        "## What `upgrade-gate` does under OLM v1",
+        "discovery shows",
+        Unchecked,
+    ),
+    (
+        "docs/olm-v1.md",
+        "## The feature request's chain through OLM v1, measured",
+        "",
+        Measured,
+    ),
+    (
+        "docs/olm-v1.md",
+        "## One catalog, two resolvers: `upgrade-gate lint-catalog`",
+        "",
+        Unchecked,
+    ),
+    (
+        "docs/olm-v1.md",
+        "## One catalog, two resolvers: `upgrade-gate lint-catalog`",
+        "rule",
+        Tested("the_lint_catalog_rules_table_names_every_rule"),
+    ),
+    (
+        "docs/olm-v1.md",
+        "## `kubectl upgrade-gate status` and ClusterExtensions",
+        "column",
+        Unchecked,
+    ),
+    (
+        "docs/olm.md",
+        "# Shipping upgrade-gate through OLM",
+        "path",
+        Unchecked,
+    ),
+    (
+        "docs/olm.md",
+        "## Channels and the upgrade graph",
+        "channel",
+        Tested("the_channel_table_is_the_catalogs"),
+    ),
+    (
+        "docs/olm.md",
+        "## The upgrade chain on kind",
+        "script",
+        Unchecked,
+    ),
+    (
+        "docs/operate.md",
+        "## Supported versions",
+        "component",
+        Tested("the_supported_versions_are_the_ones_the_harness_pins"),
+    ),
+    (
+        "docs/operate.md",
+        "### The operator pod never starts: `hold` exits non-zero",
+        "code",
+        Tested("the_runbook_has_a_row_for_each_of_holds_failing_exit_codes"),
+    ),
+    (
+        "docs/operator.md",
+        "## The App resource",
+        "field",
+        Unchecked,
+    ),
+    ("docs/operator.md", "## One upgrade", "step", Unchecked),
+    (
+        "docs/operator.md",
+        "### Measured: a fleet upgrade",
+        "exit",
+        Measured,
+    ),
+    (
+        "docs/operator.md",
+        "### Measured: a fleet upgrade",
+        "figure",
+        Measured,
+    ),
+    (
+        "docs/operator.md",
+        "## The upgrade Jobs",
+        "a Job with the upgrade Job's name that is",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "## The upgrade Jobs",
+        "failure",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "## The upgrade Jobs",
+        "what the cluster says",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "## Conditions and reasons",
+        "state",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "## The gate (OperatorCondition `Upgradeable`)",
+        "Apps (those excluded by their admin left out)",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "## The gate (OperatorCondition `Upgradeable`)",
+        "the App",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "### The operator keeps its answer in the object",
+        "the object shows",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "## Leader election and replicas",
+        "the Lease",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "## Readiness (`--ready-when`)",
+        "mode",
+        Unchecked,
+    ),
+    (
+        "docs/operator.md",
+        "## Runtime",
+        "flag",
+        Tested("docs_operator_md_lists_every_flag_of_app_operator_as_clap_defines_it"),
+    ),
+    (
+        "docs/operator.md",
+        "### Exit codes",
+        "code",
+        Tested("docs_operator_md_has_the_exit_codes"),
+    ),
+    ("docs/race.md", "## The arms", "factor", Unchecked),
+    (
+        "docs/race.md",
+        "### What each arm is expected to show",
+        "arm",
+        Unchecked,
+    ),
+    ("docs/race.md", "## Faults (gate on)", "fault", Unchecked),
+    ("docs/race.md", "## Latest results", "arm", Measured),
+    ("docs/race.md", "## Every deployer", "arm", Measured),
+    (
+        "docs/releases.md",
+        "## What a release publishes",
+        "what",
+        Unchecked,
+    ),
+    ("docs/releases.md", "## The dry run", "run", Measured),
+    (
+        "docs/testing.md",
+        "## What the two commands need",
+        "needs",
+        Measured,
+    ),
+    (
+        "docs/testing.md",
+        "## What `just test` runs",
+        "level",
+        Tested("the_just_test_table_names_recipes_and_every_stage"),
+    ),
+    (
+        "docs/testing.md",
+        "## Test counts",
+        "target",
+        Tested("the_test_counts_in_docs_testing_md_are_the_sources"),
+    ),
+    ("docs/testing.md", "## The contract", "need", Unchecked),
+    ("docs/testing.md", "## The providers", "", Unchecked),
+    (
+        "docs/testing.md",
+        "## Whole runs, measured",
+        "run",
+        Measured,
+    ),
+    ("docs/threat-model.md", "## The parties", "party", Unchecked),
+    (
+        "docs/threat-model.md",
+        "## What it promises",
+        "promise",
+        Tested("every_test_a_promise_names_exists"),
+    ),
+    (
+        "docs/threat-model.md",
+        "## When a part is missing: closed, and said",
+        "missing",
+        Unchecked,
+    ),
+    (
+        "docs/versioning.md",
+        "## What counts as the interface",
+        "part",
+        Unchecked,
+    ),
+];
+
+/// One table of a document: the heading it is under (the last heading
+/// line before it, outside code blocks), its first header cell, and the
+/// text of its section (from that heading to the next).
+#[derive(Debug, PartialEq, Eq)]
+struct Table {
+    heading: String,
+    first: String,
+    section: String,
+}
+
+/// Every table of `text`: a row (`| …`) followed by a rule (`| --- …`),
+/// indented or not, outside fenced code blocks.
+fn tables(text: &str) -> Vec<Table> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut fenced = false;
+    let mut heading = (String::new(), 0);
+    let mut headings = Vec::new();
+    for (at, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        if line.starts_with('#') {
+            heading = (line.trim_end().to_owned(), at);
+            headings.push(at);
+            continue;
+        }
+        let next = lines
+            .get(at + 1)
+            .map(|next| next.trim_start())
+            .unwrap_or("");
+        if trimmed.starts_with('|') && (next.starts_with("| ---") || next.starts_with("|---")) {
+            let first = trimmed
+                .trim_start_matches('|')
+                .split('|')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_owned();
+            found.push((heading.clone(), first));
+        }
+    }
+    found
+        .into_iter()
+        .map(|((heading, from), first)| {
+            let to = headings
+                .iter()
+                .copied()
+                .find(|&at| at > from)
+                .unwrap_or(lines.len());
+            Table {
+                heading,
+                first,
+                section: lines[from..to].join("\n"),
+            }
+        })
+        .collect()
+}
+
+fn documents(root: &Path) -> Vec<String> {
+    let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .expect("docs/ is readable")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.sort();
+    docs.insert(0, "README.md".to_owned());
+    docs
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(crate::repository_root().join(path))
+        .unwrap_or_else(|error| panic!("{path}: {error}"))
+}
+
+/// Whether a section names a measurement's command (in backticks) and
+/// its date (2026-12-06).
+fn names_command_and_date(section: &str) -> bool {
+    let has_date = section.as_bytes().windows(10).any(|window| {
+        window.iter().enumerate().all(|(at, byte)| match at {
+            4 | 7 => *byte == b'-',
+            _ => byte.is_ascii_digit(),
+        })
+    });
+    let has_command = section.split('`').skip(1).step_by(2).any(|span| {
+        [
+            "just ", "cargo ", "tools/", ".ci/run", "podman ", "kubectl ",
+        ]
+        .iter()
+        .any(|start| span.starts_with(start))
+    });
+    has_date && has_command
+}
+
+#[test]
+fn tables_and_their_sections_are_read() {
+    let text = "# A\n\n| x | y |\n| --- | --- |\n| 1 | 2 |\n\n```\n| not | a table |\n| --- | --- |\n# not a heading\n```\n\n## B (`just race`, 2026-12-06)\n\n   | a |\n   |---|\n\n## C\n";
+    let found = tables(text);
+    assert_eq!(found.len(), 2);
+    assert_eq!(
+        (found[0].heading.as_str(), found[0].first.as_str()),
+        ("# A", "x")
+    );
+    assert_eq!(
+        (found[1].heading.as_str(), found[1].first.as_str()),
+        ("## B (`just race`, 2026-12-06)", "a")
+    );
+    assert!(!names_command_and_date(&found[0].section));
+    assert!(names_command_and_date(&found[1].section));
+    assert!(!names_command_and_date("## B (`just race`, 2026-12)"));
+}
+
+#[test]
+fn every_table_in_the_docs_is_tested_or_measured_or_listed() {
+    let root = crate::repository_root();
+    let mut wrong = Vec::new();
+    let mut listed: BTreeSet<(&str, &str, &str)> = TABLES
+        .iter()
+        .map(|(doc, heading, first, _)| (*doc, *heading, *first))
+        .collect();
+    let mut counts = [0; 3];
+    for doc in documents(&root) {
+        for table in tables(&read(&doc)) {
+            let entry = TABLES.iter().find(|(listed_doc, heading, first, _)| {
+                *listed_doc == doc && *heading == table.heading && *first == table.first
+            });
+            let Some((doc, heading, first, kept)) = entry else {
+                wrong.push(format!(
+                    "{doc}, under {:?}: a table (first header cell {:?}) that doc-checks/src/doc_table_inventory.rs does not list: test it against the code, or make it a measurement naming its command and date",
+                    table.heading, table.first
+                ));
+                continue;
+            };
+            listed.remove(&(doc, heading, first));
+            match kept {
+                Tested(_) => counts[0] += 1,
+                Measured => {
+                    counts[1] += 1;
+                    if !names_command_and_date(&table.section) {
+                        wrong.push(format!(
+                            "{doc}, under {heading:?}: a measurement whose section names no command (`just …`, `cargo …`) or no date (2026-12-06)"
+                        ));
+                    }
+                }
+                Unchecked => counts[2] += 1,
+            }
+        }
+    }
+    for (doc, heading, first) in listed {
+        wrong.push(format!(
+            "doc_table_inventory.rs lists a table {doc} does not have: under {heading:?}, first header cell {first:?}"
+        ));
+    }
+    println!(
+        "tables: {} tested against the code, {} measured, {} not checked yet",
+        counts[0], counts[1], counts[2]
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The Rust sources of the workspace, to find tests by name.
+fn sources(root: &Path) -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                out.push(std::fs::read_to_string(&path).expect("a source is readable"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for dir in [
+        "src",
+        "app",
+        "tests",
+        "doc-checks",
+        "release-tools",
+        "harness",
+    ] {
+        walk(&root.join(dir), &mut out);
+    }
+    out
+}
+
+#[test]
+fn every_test_a_table_is_kept_by_exists() {
+    let sources = sources(&crate::repository_root());
+    let missing: Vec<&str> = TABLES
+        .iter()
+        .filter_map(|(_, _, _, kept)| match kept {
+            Tested(name) => Some(*name),
+            _ => None,
+        })
+        .filter(|name| {
+            !sources
+                .iter()
+                .any(|source| source.contains(&format!("fn {name}()")))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "doc_table_inventory.rs names tests no source defines: {missing:?}"
+    );
+}
+
+/// The backticked words of a table's column `column`, each row's.
+fn column_words(rows: &[Vec<String>], column: usize) -> Vec<String> {
+    rows.iter()
+        .filter_map(|row| row.get(column))
+        .flat_map(|cell| {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The files of a folder of the repository, by name.
+fn folder(path: &str) -> BTreeSet<String> {
+    std::fs::read_dir(crate::repository_root().join(path))
+        .unwrap_or_else(|error| panic!("{path}: {error}"))
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .collect()
+}
+
+#[test]
+fn the_admission_file_table_is_the_folder() {
+    let rows = crate::doc_check::table_rows(
+        "docs/admission.md",
+        &read("docs/admission.md"),
+        "## How it works",
+    )
+    .expect("the table is readable");
+    let documented: BTreeSet<String> = column_words(&rows, 0).into_iter().collect();
+    assert_eq!(
+        documented,
+        folder("manifests/admission"),
+        "docs/admission.md, the table of manifests/admission/'s files"
+    );
+}
+
+#[test]
+fn the_component_table_is_the_kits_folder() {
+    let rows = crate::doc_check::table_rows(
+        "docs/adopt-reference.md",
+        &read("docs/adopt-reference.md"),
+        "## With operator-sdk or kubebuilder",
+    )
+    .expect("the table is readable");
+    let documented: BTreeSet<String> = column_words(&rows, 0).into_iter().collect();
+    assert_eq!(
+        documented,
+        folder("adopt/kubebuilder/config/upgrade-gate"),
+        "docs/adopt-reference.md, the table of the component's files"
+    );
+}
+
+#[test]
+fn the_migrations_table_is_the_folder() {
+    let rows = crate::doc_check::table_rows(
+        "docs/database-upgrade.md",
+        &read("docs/database-upgrade.md"),
+        "## Migrations",
+    )
+    .expect("the table is readable");
+    let documented: BTreeSet<(String, String)> = rows
+        .iter()
+        .filter_map(|row| Some((row.first()?.clone(), row.get(1)?.clone())))
+        .collect();
+    // migrations/<release>/V<n>__<what>.sql
+    let files: BTreeSet<(String, String)> = folder("migrations")
+        .into_iter()
+        .filter(|release| release.starts_with(|c: char| c.is_ascii_digit()))
+        .flat_map(|release| {
+            folder(&format!("migrations/{release}"))
+                .into_iter()
+                .filter_map(|file| Some(file.split_once("__")?.0.to_owned()))
+                .map(|version| (version, release.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        documented, files,
+        "docs/database-upgrade.md, the migrations table (version, release) against migrations/<release>/V<n>__*.sql"
+    );
+}
+
+#[test]
+fn the_lint_bundle_checks_table_names_every_rule() {
+    use clap::ValueEnum;
+    let rows = crate::doc_check::table_rows(
+        "docs/adopt-reference.md",
+        &read("docs/adopt-reference.md"),
+        "## Check it",
+    )
+    .expect("the table is readable");
+    let documented: BTreeSet<String> = column_words(&rows, 0).into_iter().collect();
+    let rules: BTreeSet<String> = upgrade_gate::bundle_lint::Rule::value_variants()
+        .iter()
+        .map(|rule| rule.name())
+        .collect();
+    assert_eq!(
+        documented, rules,
+        "docs/adopt-reference.md, the checks' table against lint-bundle's rules (lint-bundle --help)"
+    );
+}
+
+#[test]
+fn the_lint_catalog_rules_table_names_every_rule() {
+    use upgrade_gate::catalog_lint::Rule;
+    // Every rule of lint-catalog's own; a rule added fails to compile here.
+    let own = |rule: Rule| match rule {
+        Rule::DataUpgradeJump
+        | Rule::SuccessorsDiffer
+        | Rule::ChannelOrder
+        | Rule::CsvUnreadable
+        | Rule::Malformed => true,
+        Rule::Bundle(_) => false,
+    };
+    let all = [
+        Rule::DataUpgradeJump,
+        Rule::SuccessorsDiffer,
+        Rule::ChannelOrder,
+        Rule::CsvUnreadable,
+        Rule::Malformed,
+    ];
+    let rules: BTreeSet<String> = all
+        .into_iter()
+        .filter(|rule| own(*rule))
+        .map(|rule| {
+            serde_json::to_value(rule)
+                .expect("a rule serializes")
+                .as_str()
+                .expect("as its name")
+                .to_owned()
+        })
+        .collect();
+    let text = read("docs/olm-v1.md");
+    let section = text
+        .split("## One catalog, two resolvers: `upgrade-gate lint-catalog`")
+        .nth(1)
+        .expect("docs/olm-v1.md has the lint-catalog section");
+    let table = &section[section
+        .find("| rule | severity | finds |")
+        .expect("the rules' table")..];
+    let rows = crate::doc_check::table_rows("docs/olm-v1.md", &format!("## t\n{table}"), "## t")
+        .expect("the table is readable");
+    let documented: BTreeSet<String> = rows
+        .iter()
+        .filter_map(|row| row.first())
+        .filter(|cell| !cell.contains("lint-bundle"))
+        .map(|cell| cell.trim_matches('`').to_owned())
+        .collect();
+    assert_eq!(
+        documented, rules,
+        "docs/olm-v1.md, lint-catalog's rules against catalog_lint::Rule"
+    );
+}
+
+#[test]
+fn the_command_table_is_the_subcommands() {
+    use clap::CommandFactory;
+    let names = |command: clap::Command| -> BTreeSet<String> {
+        command
+            .get_subcommands()
+            .filter(|sub| !sub.is_hide_set())
+            .map(|sub| sub.get_name().to_owned())
+            .collect()
+    };
+    let rows = crate::doc_check::table_rows("docs/gate.md", &read("docs/gate.md"), "## Commands")
+        .expect("the table is readable");
+    let mut gate = BTreeSet::new();
+    let mut plugin = BTreeSet::new();
+    for cell in column_words(&rows, 0) {
+        let words: Vec<&str> = cell.split_whitespace().collect();
+        match words.as_slice() {
+            ["upgrade-gate", sub, ..] => gate.insert((*sub).to_owned()),
+            ["kubectl", "upgrade-gate", sub, ..] => plugin.insert((*sub).to_owned()),
+            _ => panic!("docs/gate.md, ## Commands: a row of no command: {cell:?}"),
+        };
+    }
+    assert_eq!(
+        gate,
+        names(upgrade_gate::cli::commands::Cli::command()),
+        "docs/gate.md, ## Commands, against upgrade-gate's subcommands"
+    );
+    assert_eq!(
+        plugin,
+        names(upgrade_gate::cli::kubectl_plugin::PluginCli::command()),
+        "docs/gate.md, ## Commands, against the kubectl plugin's subcommands"
+    );
+}
+
+/// The values a justfile's `_deployer-tools` recipe accepts: its `case`'s
+/// patterns (`olm)`, `helm|kubectl|flux)`), `*` left out.
+fn deployers_of(justfile: &str) -> BTreeSet<String> {
+    justfile
+        .lines()
+        .skip_while(|line| !line.starts_with("_deployer-tools "))
+        .skip(1)
+        .take_while(|line| line.starts_with(' ') || line.is_empty())
+        .filter_map(|line| {
+            let pattern = line.trim().split_once(')')?.0;
+            (!pattern.is_empty()
+                && pattern
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '|'))
+            .then(|| pattern.split('|').map(str::to_owned).collect::<Vec<_>>())
+        })
+        .flatten()
+        .collect()
+}
+
+#[test]
+fn the_deployer_table_is_the_justfiles_list() {
+    let justfile = "_deployer-tools DEPLOYER:\n    case \"{{DEPLOYER}}\" in\n      olm) echo olm-v0 ;;\n      helm|kubectl) x ;;\n      *) echo \"unknown (olm|helm)\" ;;\n    esac\n\nnext:\n      other) x ;;\n";
+    assert_eq!(
+        deployers_of(justfile),
+        ["helm", "kubectl", "olm"].map(str::to_owned).into()
+    );
+    let text = read("docs/demo.md");
+    let table = &text[text
+        .find("| `DEPLOYER=` |")
+        .expect("demo.md's DEPLOYER table")..];
+    let rows = crate::doc_check::table_rows("docs/demo.md", &format!("## t\n{table}"), "## t")
+        .expect("the table is readable");
+    let documented: BTreeSet<String> = rows
+        .iter()
+        .filter_map(|row| row.first())
+        .filter_map(|cell| cell.split('`').nth(1).map(str::to_owned))
+        .collect();
+    assert_eq!(
+        documented,
+        deployers_of(&read("justfile")),
+        "docs/demo.md, the DEPLOYER table against the justfile's _deployer-tools"
+    );
+}
+
+#[test]
+fn the_layout_table_has_a_row_per_top_level_folder() {
+    let rows = crate::doc_check::table_rows(
+        "docs/architecture.md",
+        &read("docs/architecture.md"),
+        "## Layout",
+    )
+    .expect("the table is readable");
+    // `charts/upgrade-gate/` is a row of charts/.
+    let documented: BTreeSet<String> = column_words(&rows, 0)
+        .into_iter()
+        .filter_map(|path| path.split('/').next().map(str::to_owned))
+        .collect();
+    // The repository's folders: what git tracks, not target/ nor a dot folder.
+    let folders: BTreeSet<String> = folder("")
+        .into_iter()
+        .filter(|name| crate::repository_root().join(name).is_dir())
+        .filter(|name| !name.starts_with('.') && name != "target")
+        .collect();
+    let missing: Vec<&String> = folders.difference(&documented).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md, ## Layout: no row for the folders {missing:?}"
+    );
+}
+
+/// The recipes of a justfile, by name: lines that start one (`name ARGS:`,
+/// not an assignment `name := …`, not a setting).
+fn recipe_names(justfile: &str) -> BTreeSet<String> {
+    justfile
+        .lines()
+        .filter(|line| {
+            line.starts_with(|c: char| c.is_ascii_lowercase() || c == '_' || c == '@')
+                && line.contains(':')
+                && !line.contains(":=")
+                && !["set ", "export ", "alias ", "import ", "mod "]
+                    .iter()
+                    .any(|keyword| line.starts_with(keyword))
+        })
+        .filter_map(|line| {
+            let head = line.split(':').next()?;
+            Some(
+                head.trim_start_matches('@')
+                    .split_whitespace()
+                    .next()?
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The stages `just test` runs: the words of its `stages=(…)` line.
+fn test_stages(justfile: &str) -> Vec<String> {
+    justfile
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("stages=("))
+        .and_then(|rest| rest.split(')').next())
+        .map(|stages| stages.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_just_test_table_names_recipes_and_every_stage() {
+    let justfile = read("justfile");
+    let recipes = recipe_names(&justfile);
+    assert!(
+        recipes.contains("test-fast") && !recipes.contains("set"),
+        "{recipes:?}"
+    );
+    let stages = test_stages(&justfile);
+    assert!(
+        stages.len() > 3,
+        "justfile: the test recipe's stages=(…): {stages:?}"
+    );
+    let rows = crate::doc_check::table_rows(
+        "docs/testing.md",
+        &read("docs/testing.md"),
+        "## What `just test` runs",
+    )
+    .expect("the table is readable");
+    // The recipe column: `doctor test` is the recipe doctor.
+    let named: BTreeSet<String> = column_words(&rows, 1)
+        .iter()
+        .filter_map(|words| words.split_whitespace().next().map(str::to_owned))
+        .collect();
+    let mut wrong: Vec<String> = named
+        .iter()
+        .filter(|name| !recipes.contains(*name))
+        .map(|name| {
+            format!("docs/testing.md, the table of `just test`: no recipe {name} in the justfile")
+        })
+        .collect();
+    wrong.extend(
+        stages
+            .iter()
+            .filter(|stage| !named.contains(*stage))
+            .map(|stage| {
+                format!("docs/testing.md, the table of `just test`: no row for its stage {stage}")
+            }),
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_crates_table_is_the_workspace() {
+    let manifest = read("Cargo.toml");
+    let members: Vec<String> = manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("members = ["))
+        .expect("Cargo.toml has workspace members")
+        .trim_end_matches(']')
+        .split(',')
+        .map(|member| member.trim().trim_matches('"').to_owned())
+        .filter(|member| !member.is_empty())
+        .collect();
+    let crates: BTreeSet<String> = members
+        .iter()
+        .map(|member| {
+            let manifest = read(&format!("{member}/Cargo.toml"));
+            let package = manifest
+                .split("[package]")
+                .nth(1)
+                .unwrap_or_else(|| panic!("{member}/Cargo.toml has a [package]"));
+            package
+                .lines()
+                .find_map(|line| line.strip_prefix("name = "))
+                .map(|name| name.trim().trim_matches('"').to_owned())
+                .unwrap_or_else(|| panic!("{member}/Cargo.toml names its package"))
+        })
+        .collect();
+    let rows = crate::doc_check::table_rows(
+        "docs/design.md",
+        &read("docs/design.md"),
+        "## Crates by audience",
+    )
+    .expect("the table is readable");
+    let documented: BTreeSet<String> = rows
+        .iter()
+        .filter_map(|row| row.first()?.split('`').nth(1).map(str::to_owned))
+        .collect();
+    assert_eq!(
+        documented, crates,
+        "docs/design.md, ## Crates by audience, against the workspace's members"
+    );
+}
+
+/// The channels of a file-based catalog, each with its entries as
+/// docs/olm.md writes them: `7.10.0 (replaces 7.9.3), 7.10.1 (replaces 7.10.0)`.
+fn channels(catalog: &str, package: &str) -> BTreeSet<(String, String)> {
+    let release = |name: &str| {
+        name.trim()
+            .trim_start_matches(package)
+            .trim_start_matches(".v")
+            .to_owned()
+    };
+    catalog
+        .split("\n---\n")
+        .filter(|document| document.lines().any(|line| line == "schema: olm.channel"))
+        .filter_map(|document| {
+            let mut entries: Vec<String> = Vec::new();
+            let mut name = None;
+            for line in document.lines() {
+                if let Some(entry) = line.strip_prefix("- name: ") {
+                    entries.push(release(entry));
+                } else if let Some(replaces) = line.strip_prefix("  replaces: ") {
+                    if let Some(last) = entries.last_mut() {
+                        last.push_str(&format!(" (replaces {})", release(replaces)));
+                    }
+                } else if let Some(channel) = line.strip_prefix("name: ") {
+                    name = Some(channel.trim().to_owned());
+                }
+            }
+            Some((format!("`{}`", name?), entries.join(", ")))
+        })
+        .collect()
+}
+
+#[test]
+fn the_channel_table_is_the_catalogs() {
+    let catalog = "---\nentries:\n- name: p.v1.0.0\n- name: p.v1.1.0\n  replaces: p.v1.0.0\nname: stable\npackage: p\nschema: olm.channel\n---\nname: p.v1.0.0\nschema: olm.bundle\n";
+    assert_eq!(
+        channels(catalog, "p"),
+        [(
+            "`stable`".to_owned(),
+            "1.0.0, 1.1.0 (replaces 1.0.0)".to_owned()
+        )]
+        .into()
+    );
+    let rows = crate::doc_check::table_rows(
+        "docs/olm.md",
+        &read("docs/olm.md"),
+        "## Channels and the upgrade graph",
+    )
+    .expect("the table is readable");
+    let documented: BTreeSet<(String, String)> = rows
+        .iter()
+        .filter_map(|row| Some((row.first()?.clone(), row.get(1)?.clone())))
+        .collect();
+    assert_eq!(
+        documented,
+        channels(&read("catalog/upgrade-gate/catalog.yaml"), "upgrade-gate"),
+        "docs/olm.md, the channels' table against catalog/upgrade-gate/catalog.yaml"
+    );
+}
+
+/// The label and annotation keys a cell names in backticks
+/// (`kustomize.toolkit.fluxcd.io/name`, `olm.owner`, the key of
+/// `upgrade-gate.dev/wake: <release>/<n>`), abbreviations (`…/name`) left out.
+fn keys_in(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter_map(|span| {
+            let key = span.split(':').next()?.trim();
+            let is_key = key.contains('.')
+                && !key.contains('…')
+                && key.split('/').count() <= 2
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "./-".contains(c));
+            is_key.then(|| key.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn the_wake_up_table_names_the_keys_the_code_reads_and_writes() {
+    assert_eq!(
+        keys_in(
+            "`helm.toolkit.fluxcd.io/name` and `…/namespace`, `upgrade-gate.dev/wake: <release>/<n>`, `olm.owner`, `--argocd-namespace`, `<namespace>_<name>`"
+        ),
+        [
+            "helm.toolkit.fluxcd.io/name",
+            "upgrade-gate.dev/wake",
+            "olm.owner"
+        ]
+    );
+    let root = crate::repository_root();
+    let mut code = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("src/ is readable").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                out.push(std::fs::read_to_string(&path).expect("a source is readable"));
+            }
+        }
+    }
+    walk(&root.join("src"), &mut code);
+    let rows =
+        crate::doc_check::table_rows("docs/gitops.md", &read("docs/gitops.md"), "## The wake-up")
+            .expect("the table is readable");
+    let keys: BTreeSet<String> = rows
+        .iter()
+        .flat_map(|row| {
+            row.iter()
+                .skip(1)
+                .take(2)
+                .flat_map(|cell| keys_in(cell))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        keys.len() > 5,
+        "docs/gitops.md, the wake-up table: {keys:?}"
+    );
+    let missing: Vec<&String> = keys
+        .iter()
+        .filter(|key| {
+            !code
+                .iter()
+                .any(|source| source.contains(&format!("\"{key}\"")))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/gitops.md, the wake-up table names keys no source under src/ writes as a literal: {missing:?}"
+    );
+}
