@@ -441,6 +441,7 @@ const TABLES: &[(&str, &str, &str, Kept)] = &[
     ("docs/race.md", "## Faults (gate on)", "fault", Unchecked),
     ("docs/race.md", "## Latest results", "arm", Measured),
     ("docs/race.md", "## Every deployer", "arm", Measured),
+    ("docs/race.md", "### Flux, 10 runs an arm", "arm", Measured),
     (
         "docs/releases.md",
         "## What a release publishes",
