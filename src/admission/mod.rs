@@ -27,6 +27,7 @@
 //! creates the record only when it is missing; an update of an opted-in
 //! Deployment is refused while it is.
 
+mod after_record;
 mod installed;
 mod record;
 mod recorder;
@@ -43,6 +44,7 @@ use serde_json::{Value, json};
 
 use crate::operator_condition::{GateState, UpgradeableEntry};
 
+pub use after_record::{AfterRecord, COMPLETION_REFUSED_REASON, after_record, open_after_recorded};
 pub use installed::{
     Enforcement, GUARD_POLICY_NAME, POLICY_NAME, PolicyInForce, policy_in_force, read_policy,
 };
@@ -52,8 +54,7 @@ pub use record::{
     completion_refused, entry_of, override_of, record_resource,
 };
 pub use recorder::{
-    AfterRecord, COMPLETION_REFUSED_REASON, REASSERT_INTERVAL, RESTORED_WITHIN, Recorder,
-    RecorderHandle, RecorderStatus, Starting, WAKES, after_record, open_after_recorded,
+    REASSERT_INTERVAL, RESTORED_WITHIN, Recorder, RecorderHandle, RecorderStatus, Starting, WAKES,
     read_running, record_once, record_starting,
 };
 pub use wake::{COMPLETED_ANNOTATION, WAKE_ANNOTATION, Wake};
