@@ -29,471 +29,97 @@ use Kept::{Measured, Tested, Unchecked};
 
 /// Every table: its document, the heading it is under and its first
 /// header cell, and how it is kept.
+#[rustfmt::skip]
 const TABLES: &[(&str, &str, &str, Kept)] = &[
-    (
-        "README.md",
-        "## Try it here",
-        "needs",
-        Tested("the_readme_asks_for_the_rust_and_go_the_build_needs"),
-    ),
-    (
-        "docs/README.md",
-        "## Every page",
-        "page",
-        Tested("every_page_in_docs_is_in_the_index"),
-    ),
-    (
-        "docs/admission.md",
-        "## How it works",
-        "file",
-        Tested("the_admission_file_table_is_the_folder"),
-    ),
-    (
-        "docs/admission.md",
-        "### Who may write the record",
-        "writer",
-        Unchecked,
-    ),
-    (
-        "docs/admission.md",
-        "## What it decides in the corner cases",
-        "case",
-        Tested("every_test_a_promise_names_exists"),
-    ),
-    (
-        "docs/admission.md",
-        "## What each deployer shows a person",
-        "deployer",
-        Tested("the_refusals_the_docs_quote_are_the_policys"),
-    ),
-    (
-        "docs/adopt-reference.md",
-        "## With operator-sdk or kubebuilder",
-        "in `config/upgrade-gate/`",
-        Tested("the_component_table_is_the_kits_folder"),
-    ),
-    (
-        "docs/adopt-reference.md",
-        "## Check it",
-        "rules",
-        Tested("the_lint_bundle_checks_table_names_every_rule"),
-    ),
-    (
-        "docs/architecture.md",
-        "## The library (`src/`, crate `upgrade-gate`)",
-        "module",
-        Tested("no_module_in_the_library_table_imports_one_below_it"),
-    ),
-    (
-        "docs/architecture.md",
-        "## The sample operator (`app/`, crate `upgrade-gate-app`)",
-        "step",
-        Unchecked,
-    ),
-    (
-        "docs/architecture.md",
-        "## The tests (`tests/`, crate `upgrade-gate-tests`)",
-        "level",
-        Unchecked,
-    ),
-    (
-        "docs/architecture.md",
-        "## Layout",
-        "path",
-        Tested("the_layout_table_has_a_row_per_top_level_folder"),
-    ),
-    (
-        "docs/database-upgrade.md",
-        "## Commands",
-        "command",
-        Unchecked,
-    ),
-    (
-        "docs/database-upgrade.md",
-        "### The termination message",
-        "`kind`",
-        Tested("docs_database_upgrade_md_says_which_failure_kinds_are_permanent"),
-    ),
-    (
-        "docs/database-upgrade.md",
-        "## Environment variables",
-        "variable",
-        Tested("docs_database_upgrade_md_lists_every_variable_as_clap_reads_it"),
-    ),
-    (
-        "docs/database-upgrade.md",
-        "## Exit codes",
-        "code",
-        Tested("docs_database_upgrade_md_has_the_exit_codes"),
-    ),
-    (
-        "docs/database-upgrade.md",
-        "## Migrations",
-        "version",
-        Tested("the_migrations_table_is_the_folder"),
-    ),
-    (
-        "docs/database-upgrade.md",
-        "## Tests and benchmark",
-        "compression, `maintenance_work_mem`",
-        Measured,
-    ),
-    (
-        "docs/demo.md",
-        "# `just demo`: the upgrade chain, to watch",
-        "`DEPLOYER=`",
-        Tested("the_deployer_table_is_the_justfiles_list"),
-    ),
-    (
-        "docs/demo.md",
-        "# `just demo`: the upgrade chain, to watch",
-        "command",
-        Measured,
-    ),
+    ("README.md", "## Try it here", "needs", Tested("the_readme_asks_for_the_rust_and_go_the_build_needs")),
+    ("docs/README.md", "## Every page", "page", Tested("every_page_in_docs_is_in_the_index")),
+    ("docs/admission.md", "## How it works", "file", Tested("the_admission_file_table_is_the_folder")),
+    ("docs/admission.md", "### Who may write the record", "writer", Unchecked),
+    ("docs/admission.md", "## What it decides in the corner cases", "case", Tested("every_test_a_promise_names_exists")),
+    ("docs/admission.md", "## What each deployer shows a person", "deployer", Tested("the_refusals_the_docs_quote_are_the_policys")),
+    ("docs/adopt-reference.md", "## With operator-sdk or kubebuilder", "in `config/upgrade-gate/`", Tested("the_component_table_is_the_kits_folder")),
+    ("docs/adopt-reference.md", "## Check it", "rules", Tested("the_lint_bundle_checks_table_names_every_rule")),
+    ("docs/architecture.md", "## The library (`src/`, crate `upgrade-gate`)", "module", Tested("no_module_in_the_library_table_imports_one_below_it")),
+    ("docs/architecture.md", "## The sample operator (`app/`, crate `upgrade-gate-app`)", "step", Unchecked),
+    ("docs/architecture.md", "## The tests (`tests/`, crate `upgrade-gate-tests`)", "level", Unchecked),
+    ("docs/architecture.md", "## Layout", "path", Tested("the_layout_table_has_a_row_per_top_level_folder")),
+    ("docs/database-upgrade.md", "## Commands", "command", Unchecked),
+    ("docs/database-upgrade.md", "### The termination message", "`kind`", Tested("docs_database_upgrade_md_says_which_failure_kinds_are_permanent")),
+    ("docs/database-upgrade.md", "## Environment variables", "variable", Tested("docs_database_upgrade_md_lists_every_variable_as_clap_reads_it")),
+    ("docs/database-upgrade.md", "## Exit codes", "code", Tested("docs_database_upgrade_md_has_the_exit_codes")),
+    ("docs/database-upgrade.md", "## Migrations", "version", Tested("the_migrations_table_is_the_folder")),
+    ("docs/database-upgrade.md", "## Tests and benchmark", "compression, `maintenance_work_mem`", Measured),
+    ("docs/demo.md", "# `just demo`: the upgrade chain, to watch", "`DEPLOYER=`", Tested("the_deployer_table_is_the_justfiles_list")),
+    ("docs/demo.md", "# `just demo`: the upgrade chain, to watch", "command", Measured),
     ("docs/demo.md", "## A cold first run", "run", Measured),
     ("docs/demo.md", "## What it does", "#", Unchecked),
-    (
-        "docs/demo.md",
-        "## Exit codes",
-        "code",
-        Tested("the_exit_code_table_in_docs_demo_md_is_the_codes"),
-    ),
-    (
-        "docs/design.md",
-        "## Crates by audience",
-        "crate",
-        Tested("the_crates_table_is_the_workspace"),
-    ),
-    (
-        "docs/design.md",
-        "## Tests, from fast to real",
-        "level",
-        Unchecked,
-    ),
-    (
-        "docs/gate.md",
-        "## Commands",
-        "command",
-        Tested("the_command_table_is_the_subcommands"),
-    ),
-    (
-        "docs/gate.md",
-        "### Which OperatorCondition, and when there is none",
-        "the cluster",
-        Unchecked,
-    ),
-    (
-        "docs/gate.md",
-        "### Which OperatorCondition, and when there is none",
-        "configured name",
-        Unchecked,
-    ),
-    (
-        "docs/gate.md",
-        "## Flags and environment",
-        "flag",
-        Tested("docs_gate_md_lists_every_flag_of_upgrade_gate_as_clap_defines_it"),
-    ),
-    (
-        "docs/gate.md",
-        "## Flags and environment",
-        "obstacle",
-        Unchecked,
-    ),
-    (
-        "docs/gate.md",
-        "## Exit codes",
-        "code",
-        Tested("the_exit_code_table_in_docs_gate_md_is_the_codes"),
-    ),
-    (
-        "docs/gate.md",
-        "### keep's exit codes",
-        "code",
-        Tested("keeps_exit_code_table_in_docs_gate_md_is_the_codes"),
-    ),
-    (
-        "docs/gate.md",
-        "### lint-bundle's exit codes",
-        "code",
-        Tested("docs_gate_md_has_the_lint_exit_codes"),
-    ),
-    (
-        "docs/gate.md",
-        "### lint-catalog's exit codes",
-        "code",
-        Tested("docs_gate_md_has_the_lint_exit_codes"),
-    ),
+    ("docs/demo.md", "## Exit codes", "code", Tested("the_exit_code_table_in_docs_demo_md_is_the_codes")),
+    ("docs/design.md", "## Crates by audience", "crate", Tested("the_crates_table_is_the_workspace")),
+    ("docs/design.md", "## Tests, from fast to real", "level", Unchecked),
+    ("docs/gate.md", "## Commands", "command", Tested("the_command_table_is_the_subcommands")),
+    ("docs/gate.md", "### Which OperatorCondition, and when there is none", "the cluster", Unchecked),
+    ("docs/gate.md", "### Which OperatorCondition, and when there is none", "configured name", Unchecked),
+    ("docs/gate.md", "## Flags and environment", "flag", Tested("docs_gate_md_lists_every_flag_of_upgrade_gate_as_clap_defines_it")),
+    ("docs/gate.md", "## Flags and environment", "obstacle", Unchecked),
+    ("docs/gate.md", "## Exit codes", "code", Tested("the_exit_code_table_in_docs_gate_md_is_the_codes")),
+    ("docs/gate.md", "### keep's exit codes", "code", Tested("keeps_exit_code_table_in_docs_gate_md_is_the_codes")),
+    ("docs/gate.md", "### lint-bundle's exit codes", "code", Tested("docs_gate_md_has_the_lint_exit_codes")),
+    ("docs/gate.md", "### lint-catalog's exit codes", "code", Tested("docs_gate_md_has_the_lint_exit_codes")),
     ("docs/gate.md", "## The images", "image", Measured),
-    (
-        "docs/gate.md",
-        "### The plugin's flags",
-        "flag",
-        Tested("docs_gate_md_lists_every_flag_of_the_kubectl_plugin_as_clap_defines_it"),
-    ),
-    (
-        "docs/gate.md",
-        "### The plugin's exit codes",
-        "code",
-        Tested("docs_gate_md_has_the_plugins_exit_codes"),
-    ),
-    (
-        "docs/gate.md",
-        "## The gate while a release waits to lead",
-        "the Lease",
-        Unchecked,
-    ),
-    (
-        "docs/gitops.md",
-        "## The wake-up",
-        "deployer",
-        Tested("the_wake_up_table_names_the_keys_the_code_reads_and_writes"),
-    ),
-    (
-        "docs/gitops.md",
-        "## Health where GitOps reads it",
-        "the record",
-        Unchecked,
-    ),
-    (
-        "docs/harness-olm-v1.md",
-        "### TLS: what cert-manager does there, and what the harness does instead",
-        "secret (namespace `olmv1-system`)",
-        Unchecked,
-    ),
+    ("docs/gate.md", "### The plugin's flags", "flag", Tested("docs_gate_md_lists_every_flag_of_the_kubectl_plugin_as_clap_defines_it")),
+    ("docs/gate.md", "### The plugin's exit codes", "code", Tested("docs_gate_md_has_the_plugins_exit_codes")),
+    ("docs/gate.md", "## The gate while a release waits to lead", "the Lease", Unchecked),
+    ("docs/gitops.md", "## The wake-up", "deployer", Tested("the_wake_up_table_names_the_keys_the_code_reads_and_writes")),
+    ("docs/gitops.md", "## Health where GitOps reads it", "the record", Unchecked),
+    ("docs/harness-olm-v1.md", "### TLS: what cert-manager does there, and what the harness does instead", "secret (namespace `olmv1-system`)", Unchecked),
     ("docs/harness-olm-v1.md", "### Measured", "", Measured),
-    (
-        "docs/harness.md",
-        "## Placement: two clusters coexist",
-        "what",
-        Unchecked,
-    ),
-    (
-        "docs/local-cluster-tools.md",
-        "## Commands",
-        "command",
-        Unchecked,
-    ),
-    (
-        "docs/local-cluster-tools.md",
-        "## What is built, from which versions",
-        "module",
-        Unchecked,
-    ),
-    (
-        "docs/local-cluster-tools.md",
-        "## Measured here",
-        "what",
-        Measured,
-    ),
-    (
-        "docs/olm-v1.md",
-        "## What `upgrade-gate` does under OLM v1",
-        "discovery shows",
-        Unchecked,
-    ),
-    (
-        "docs/olm-v1.md",
-        "## The feature request's chain through OLM v1, measured",
-        "",
-        Measured,
-    ),
-    (
-        "docs/olm-v1.md",
-        "## One catalog, two resolvers: `upgrade-gate lint-catalog`",
-        "",
-        Unchecked,
-    ),
-    (
-        "docs/olm-v1.md",
-        "## One catalog, two resolvers: `upgrade-gate lint-catalog`",
-        "rule",
-        Tested("the_lint_catalog_rules_table_names_every_rule"),
-    ),
-    (
-        "docs/olm-v1.md",
-        "## `kubectl upgrade-gate status` and ClusterExtensions",
-        "column",
-        Unchecked,
-    ),
-    (
-        "docs/olm.md",
-        "# Shipping upgrade-gate through OLM",
-        "path",
-        Unchecked,
-    ),
-    (
-        "docs/olm.md",
-        "## Channels and the upgrade graph",
-        "channel",
-        Tested("the_channel_table_is_the_catalogs"),
-    ),
-    (
-        "docs/olm.md",
-        "## The upgrade chain on kind",
-        "script",
-        Unchecked,
-    ),
-    (
-        "docs/operate.md",
-        "## Supported versions",
-        "component",
-        Tested("the_supported_versions_are_the_ones_the_harness_pins"),
-    ),
-    (
-        "docs/operate.md",
-        "### The operator pod never starts: `hold` exits non-zero",
-        "code",
-        Tested("the_runbook_has_a_row_for_each_of_holds_failing_exit_codes"),
-    ),
-    (
-        "docs/operator.md",
-        "## The App resource",
-        "field",
-        Unchecked,
-    ),
+    ("docs/harness.md", "## Placement: two clusters coexist", "what", Unchecked),
+    ("docs/local-cluster-tools.md", "## Commands", "command", Unchecked),
+    ("docs/local-cluster-tools.md", "## What is built, from which versions", "module", Tested("the_tools_table_pins_what_each_go_mod_requires")),
+    ("docs/local-cluster-tools.md", "## Measured here", "what", Measured),
+    ("docs/olm-v1.md", "## What `upgrade-gate` does under OLM v1", "discovery shows", Unchecked),
+    ("docs/olm-v1.md", "## The feature request's chain through OLM v1, measured", "", Measured),
+    ("docs/olm-v1.md", "## One catalog, two resolvers: `upgrade-gate lint-catalog`", "", Unchecked),
+    ("docs/olm-v1.md", "## One catalog, two resolvers: `upgrade-gate lint-catalog`", "rule", Tested("the_lint_catalog_rules_table_names_every_rule")),
+    ("docs/olm-v1.md", "## `kubectl upgrade-gate status` and ClusterExtensions", "column", Unchecked),
+    ("docs/olm.md", "# Shipping upgrade-gate through OLM", "path", Unchecked),
+    ("docs/olm.md", "## Channels and the upgrade graph", "channel", Tested("the_channel_table_is_the_catalogs")),
+    ("docs/olm.md", "## The upgrade chain on kind", "script", Unchecked),
+    ("docs/operate.md", "## Supported versions", "component", Tested("the_supported_versions_are_the_ones_the_harness_pins")),
+    ("docs/operate.md", "### The operator pod never starts: `hold` exits non-zero", "code", Tested("the_runbook_has_a_row_for_each_of_holds_failing_exit_codes")),
+    ("docs/operator.md", "## The App resource", "field", Unchecked),
     ("docs/operator.md", "## One upgrade", "step", Unchecked),
-    (
-        "docs/operator.md",
-        "### Measured: a fleet upgrade",
-        "exit",
-        Measured,
-    ),
-    (
-        "docs/operator.md",
-        "### Measured: a fleet upgrade",
-        "figure",
-        Measured,
-    ),
-    (
-        "docs/operator.md",
-        "## The upgrade Jobs",
-        "a Job with the upgrade Job's name that is",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "## The upgrade Jobs",
-        "failure",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "## The upgrade Jobs",
-        "what the cluster says",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "## Conditions and reasons",
-        "state",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "## The gate (OperatorCondition `Upgradeable`)",
-        "Apps (those excluded by their admin left out)",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "## The gate (OperatorCondition `Upgradeable`)",
-        "the App",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "### The operator keeps its answer in the object",
-        "the object shows",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "## Leader election and replicas",
-        "the Lease",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "## Readiness (`--ready-when`)",
-        "mode",
-        Unchecked,
-    ),
-    (
-        "docs/operator.md",
-        "## Runtime",
-        "flag",
-        Tested("docs_operator_md_lists_every_flag_of_app_operator_as_clap_defines_it"),
-    ),
-    (
-        "docs/operator.md",
-        "### Exit codes",
-        "code",
-        Tested("docs_operator_md_has_the_exit_codes"),
-    ),
+    ("docs/operator.md", "### Measured: a fleet upgrade", "exit", Measured),
+    ("docs/operator.md", "### Measured: a fleet upgrade", "figure", Measured),
+    ("docs/operator.md", "## The upgrade Jobs", "a Job with the upgrade Job's name that is", Unchecked),
+    ("docs/operator.md", "## The upgrade Jobs", "failure", Unchecked),
+    ("docs/operator.md", "## The upgrade Jobs", "what the cluster says", Unchecked),
+    ("docs/operator.md", "## Conditions and reasons", "state", Unchecked),
+    ("docs/operator.md", "## The gate (OperatorCondition `Upgradeable`)", "Apps (those excluded by their admin left out)", Unchecked),
+    ("docs/operator.md", "## The gate (OperatorCondition `Upgradeable`)", "the App", Unchecked),
+    ("docs/operator.md", "### The operator keeps its answer in the object", "the object shows", Unchecked),
+    ("docs/operator.md", "## Leader election and replicas", "the Lease", Unchecked),
+    ("docs/operator.md", "## Readiness (`--ready-when`)", "mode", Unchecked),
+    ("docs/operator.md", "## Runtime", "flag", Tested("docs_operator_md_lists_every_flag_of_app_operator_as_clap_defines_it")),
+    ("docs/operator.md", "### Exit codes", "code", Tested("docs_operator_md_has_the_exit_codes")),
     ("docs/race.md", "## The arms", "factor", Unchecked),
-    (
-        "docs/race.md",
-        "### What each arm is expected to show",
-        "arm",
-        Unchecked,
-    ),
+    ("docs/race.md", "### What each arm is expected to show", "arm", Unchecked),
     ("docs/race.md", "## Faults (gate on)", "fault", Unchecked),
     ("docs/race.md", "## Latest results", "arm", Measured),
     ("docs/race.md", "## Every deployer", "arm", Measured),
     ("docs/race.md", "### Flux, 10 runs an arm", "arm", Measured),
-    (
-        "docs/releases.md",
-        "## What a release publishes",
-        "what",
-        Unchecked,
-    ),
+    ("docs/releases.md", "## What a release publishes", "what", Unchecked),
     ("docs/releases.md", "## The dry run", "run", Measured),
-    (
-        "docs/testing.md",
-        "## What the two commands need",
-        "needs",
-        Measured,
-    ),
-    (
-        "docs/testing.md",
-        "## What `just test` runs",
-        "level",
-        Tested("the_just_test_table_names_recipes_and_every_stage"),
-    ),
-    (
-        "docs/testing.md",
-        "## Test counts",
-        "target",
-        Tested("the_test_counts_in_docs_testing_md_are_the_sources"),
-    ),
+    ("docs/testing.md", "## What the two commands need", "needs", Measured),
+    ("docs/testing.md", "## What `just test` runs", "level", Tested("the_just_test_table_names_recipes_and_every_stage")),
+    ("docs/testing.md", "## Test counts", "target", Tested("the_test_counts_in_docs_testing_md_are_the_sources")),
     ("docs/testing.md", "## The contract", "need", Unchecked),
     ("docs/testing.md", "## The providers", "", Unchecked),
-    (
-        "docs/testing.md",
-        "## Whole runs, measured",
-        "run",
-        Measured,
-    ),
+    ("docs/testing.md", "## Whole runs, measured", "run", Measured),
     ("docs/threat-model.md", "## The parties", "party", Unchecked),
-    (
-        "docs/threat-model.md",
-        "## What it promises",
-        "promise",
-        Tested("every_test_a_promise_names_exists"),
-    ),
-    (
-        "docs/threat-model.md",
-        "## When a part is missing: closed, and said",
-        "missing",
-        Unchecked,
-    ),
-    (
-        "docs/versioning.md",
-        "## What counts as the interface",
-        "part",
-        Unchecked,
-    ),
+    ("docs/threat-model.md", "## What it promises", "promise", Tested("every_test_a_promise_names_exists")),
+    ("docs/threat-model.md", "## When a part is missing: closed, and said", "missing", Unchecked),
+    ("docs/versioning.md", "## What counts as the interface", "part", Unchecked),
 ];
 
 /// One table of a document: the heading it is under (the last heading
@@ -1226,4 +852,69 @@ fn the_wake_up_table_names_the_keys_the_code_reads_and_writes() {
         missing.is_empty(),
         "docs/gitops.md, the wake-up table names keys no source under src/ writes as a literal: {missing:?}"
     );
+}
+
+/// The pins a cell names: each backticked module followed by its version
+/// (`` `go.etcd.io/etcd/server/v3` v3.6.13 ``), abbreviated ones
+/// (`.../api`) left out.
+fn pins_in(cell: &str) -> Vec<(String, String)> {
+    let parts: Vec<&str> = cell.split('`').collect();
+    parts
+        .iter()
+        .enumerate()
+        .skip(1)
+        .step_by(2)
+        .filter_map(|(at, module)| {
+            let version = parts.get(at + 1)?.split_whitespace().next()?;
+            let version = version.trim_end_matches([',', ';', ')']);
+            (version.starts_with('v') && !module.starts_with("...") && module.contains('/'))
+                .then(|| ((*module).to_owned(), version.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_tools_table_pins_what_each_go_mod_requires() {
+    assert_eq!(
+        pins_in("`go.etcd.io/etcd/server/v3` v3.6.13, `.../api` v0.45.0 (`x/y` replaced by v1)"),
+        [("go.etcd.io/etcd/server/v3".to_owned(), "v3.6.13".to_owned())]
+    );
+    let rows = crate::doc_check::table_rows(
+        "docs/local-cluster-tools.md",
+        &read("docs/local-cluster-tools.md"),
+        "## What is built, from which versions",
+    )
+    .expect("the table is readable");
+    let mut wrong = Vec::new();
+    let mut documented = BTreeSet::new();
+    for row in &rows {
+        let Some(dir) = row.first().and_then(|cell| cell.split('`').nth(1)) else {
+            continue;
+        };
+        documented.insert(dir.to_owned());
+        let go_mod = read(&format!("{dir}/go.mod"));
+        for (module, version) in pins_in(row.get(1).map(String::as_str).unwrap_or_default()) {
+            let required = go_mod.lines().any(|line| {
+                let line = line.trim().trim_start_matches("require").trim();
+                line.split_whitespace()
+                    .take(2)
+                    .eq([module.as_str(), version.as_str()])
+            });
+            if !required {
+                wrong.push(format!(
+                    "docs/local-cluster-tools.md, row {dir}: {module} {version}, which {dir}/go.mod does not require"
+                ));
+            }
+        }
+    }
+    for dir in folder("tools") {
+        let dir = format!("tools/{dir}");
+        if crate::repository_root().join(&dir).join("go.mod").exists() && !documented.contains(&dir)
+        {
+            wrong.push(format!(
+                "docs/local-cluster-tools.md: no row for {dir}, which has a go.mod"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
