@@ -92,10 +92,10 @@ const TABLES: &[(&str, &str, &str, Kept)] = &[
     ("docs/operator.md", "### Measured: a fleet upgrade", "exit", Measured),
     ("docs/operator.md", "### Measured: a fleet upgrade", "figure", Measured),
     ("docs/operator.md", "## The upgrade Jobs", "a Job with the upgrade Job's name that is", Unchecked),
-    ("docs/operator.md", "## The upgrade Jobs", "failure", Unchecked),
-    ("docs/operator.md", "## The upgrade Jobs", "what the cluster says", Unchecked),
-    ("docs/operator.md", "## Conditions and reasons", "state", Unchecked),
-    ("docs/operator.md", "## The gate (OperatorCondition `Upgradeable`)", "Apps (those excluded by their admin left out)", Unchecked),
+    ("docs/operator.md", "## The upgrade Jobs", "failure", Tested("the_operators_reason_tables_name_reasons_its_code_writes")),
+    ("docs/operator.md", "## The upgrade Jobs", "what the cluster says", Tested("the_operators_reason_tables_name_reasons_its_code_writes")),
+    ("docs/operator.md", "## Conditions and reasons", "state", Tested("the_operators_reason_tables_name_reasons_its_code_writes")),
+    ("docs/operator.md", "## The gate (OperatorCondition `Upgradeable`)", "Apps (those excluded by their admin left out)", Tested("the_operators_reason_tables_name_reasons_its_code_writes")),
     ("docs/operator.md", "## The gate (OperatorCondition `Upgradeable`)", "the App", Unchecked),
     ("docs/operator.md", "### The operator keeps its answer in the object", "the object shows", Unchecked),
     ("docs/operator.md", "## Leader election and replicas", "the Lease", Unchecked),
@@ -916,5 +916,110 @@ fn the_tools_table_pins_what_each_go_mod_requires() {
             ));
         }
     }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Whether code (comments left out) names `name` as a whole word: a
+/// literal (`"Name"`, `reason=Name`), a path (`Reason::Name`) or a
+/// variant (`Name,`).
+fn names_in_code(source: &str, name: &str) -> bool {
+    source
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .any(|line| {
+            line.match_indices(name).any(|(at, _)| {
+                let before = line[..at].chars().next_back().unwrap_or(' ');
+                let after = line[at + name.len()..].chars().next().unwrap_or(' ');
+                let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+                !word(before) && !word(after)
+            })
+        })
+}
+
+/// The names a table copies from code: backticked reasons and kinds in
+/// CamelCase (`UpgradeJobUnschedulable`) and snake_case (`database_newer`).
+fn code_names(rows: &[Vec<String>]) -> BTreeSet<String> {
+    rows.iter()
+        .flatten()
+        .flat_map(|cell| {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter(|name| {
+            let camel = name.starts_with(|c: char| c.is_ascii_uppercase())
+                && name.chars().all(|c| c.is_ascii_alphanumeric())
+                && name.chars().filter(char::is_ascii_uppercase).count() > 1;
+            let snake =
+                name.contains('_') && name.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+            camel || snake
+        })
+        .collect()
+}
+
+#[test]
+fn the_operators_reason_tables_name_reasons_its_code_writes() {
+    let rows = vec![vec![
+        "`database_newer` (exit 6)".to_owned(),
+        "`UpgradeRefused`, `Ready`, `a b`, `--flag`".to_owned(),
+    ]];
+    assert_eq!(
+        code_names(&rows),
+        ["UpgradeRefused", "database_newer"]
+            .map(str::to_owned)
+            .into()
+    );
+    let root = crate::repository_root();
+    let mut code = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir)
+            .expect("a source folder is readable")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                out.push(std::fs::read_to_string(&path).expect("a source is readable"));
+            }
+        }
+    }
+    walk(&root.join("app/src"), &mut code);
+    let text = read("docs/operator.md");
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (heading, header) in [
+        (
+            "## The upgrade Jobs",
+            "| failure | retried? | Degraded reason |",
+        ),
+        (
+            "## The upgrade Jobs",
+            "| what the cluster says | Degraded reason |",
+        ),
+        ("## Conditions and reasons", "| state | phase |"),
+        (
+            "## The gate (OperatorCondition `Upgradeable`)",
+            "| Apps (those excluded",
+        ),
+    ] {
+        let section = text
+            .split(heading)
+            .nth(1)
+            .expect("docs/operator.md has the section");
+        let table = &section[section.find(header).expect("the table")..];
+        let rows =
+            crate::doc_check::table_rows("docs/operator.md", &format!("## t\n{table}"), "## t")
+                .expect("the table is readable");
+        for name in code_names(&rows) {
+            checked += 1;
+            if !code.iter().any(|source| names_in_code(source, &name)) {
+                wrong.push(format!("docs/operator.md, {heading}, {header}: {name}, which no code under app/src/ names (a literal, a variant)"));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} names read");
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
