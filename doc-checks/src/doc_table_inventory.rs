@@ -3,9 +3,10 @@
 //! true — a test that compares it with the code or the repository's files
 //! (named, and that test must exist), or a measurement whose section
 //! names the command that measured it and its date. A new table fails
-//! `cargo test` until it is one of these. [`Kept::Unchecked`] lists, one
-//! by one, the tables not yet checked: explanations in table form whose
-//! cells no code lists.
+//! `cargo test` until it is one of these. [`Kept::Unchecked`] marks, one
+//! by one, the tables not checked yet: what is left of the item, most of
+//! them explanations in table form, some (harness.md's placement, race.md's
+//! arms) copying values a test should compare.
 //!
 //! Owns: the list, the tables' inventory and the checks of the tables
 //! below it. Must not touch: the files (it only reads them).
@@ -21,7 +22,7 @@ enum Kept {
     Tested(&'static str),
     /// A measurement's output: its section names the command and the date.
     Measured,
-    /// Not checked yet: words in table form, no cell copied from code.
+    /// Not checked yet: written by hand, what is left of the item.
     Unchecked,
 }
 
