@@ -5,8 +5,8 @@
 //! names the command that measured it and its date. A new table fails
 //! `cargo test` until it is one of these. [`Kept::Unchecked`] marks, one
 //! by one, the tables not checked yet: what is left of the item, most of
-//! them explanations in table form, some (harness.md's placement, race.md's
-//! arms) copying values a test should compare.
+//! them explanations in table form, some (harness.md's placement, the
+//! operator's App fields) copying values a test should compare.
 //!
 //! Owns: the list, the tables' inventory and the checks of the tables
 //! below it. Must not touch: the files (it only reads them).
@@ -103,7 +103,7 @@ const TABLES: &[(&str, &str, &str, Kept)] = &[
     ("docs/operator.md", "## Readiness (`--ready-when`)", "mode", Unchecked),
     ("docs/operator.md", "## Runtime", "flag", Tested("docs_operator_md_lists_every_flag_of_app_operator_as_clap_defines_it")),
     ("docs/operator.md", "### Exit codes", "code", Tested("docs_operator_md_has_the_exit_codes")),
-    ("docs/race.md", "## The arms", "factor", Unchecked),
+    ("docs/race.md", "## The arms", "factor", Tested("the_arms_table_is_what_just_demo_accepts")),
     ("docs/race.md", "### What each arm is expected to show", "arm", Unchecked),
     ("docs/race.md", "## Faults (gate on)", "fault", Unchecked),
     ("docs/race.md", "## Latest results", "arm", Measured),
@@ -1022,5 +1022,60 @@ fn the_operators_reason_tables_name_reasons_its_code_writes() {
         }
     }
     assert!(checked > 20, "only {checked} names read");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_arms_table_is_what_just_demo_accepts() {
+    let justfile = read("justfile");
+    let recipe: Vec<&str> = justfile
+        .lines()
+        .skip_while(|line| !line.starts_with("demo "))
+        .take_while(|line| !line.is_empty())
+        .collect();
+    let defaults = recipe
+        .iter()
+        .find(|line| line.trim_start().starts_with("deployer="))
+        .expect("the demo recipe sets its defaults on one line");
+    let accepted = recipe
+        .iter()
+        .find(|line| line.contains("unknown setting"))
+        .expect("the demo recipe names the settings it accepts");
+    let rows = crate::doc_check::table_rows("docs/race.md", &read("docs/race.md"), "## The arms")
+        .expect("the table is readable");
+    assert!(rows.len() >= 3, "docs/race.md, ## The arms: {rows:?}");
+    let mut wrong = Vec::new();
+    for row in &rows {
+        let factor = row
+            .first()
+            .and_then(|cell| cell.split('`').nth(1))
+            .unwrap_or_default();
+        let values: Vec<String> = row
+            .get(1)
+            .map(|cell| {
+                cell.split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let setting = format!("{factor}={}", values.join("|"));
+        if !accepted.split_whitespace().any(|word| word == setting) {
+            wrong.push(format!(
+                "docs/race.md, ## The arms: {setting}, which just demo does not accept as such"
+            ));
+        }
+        let default = format!(
+            "{}={}",
+            factor.to_lowercase(),
+            values.first().map(String::as_str).unwrap_or_default()
+        );
+        if !defaults.split_whitespace().any(|word| word == default) {
+            wrong.push(format!(
+                "docs/race.md, ## The arms: {factor}'s default is not {default} in just demo"
+            ));
+        }
+    }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
