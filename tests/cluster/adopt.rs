@@ -23,16 +23,15 @@ use harness::testing::{TestCluster, TestNamespace};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, LogParams, PostParams};
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use upgrade_gate_tests::gate_probe_catalog::{
-    GATE_CONTAINER, Images, POD_LABEL, SERVICE_ACCOUNT, channel_until, csv_name, hold_image,
-    write_catalog,
+    GATE_CONTAINER, POD_LABEL, SERVICE_ACCOUNT, channel_until, csv_name, hold_image,
 };
-use upgrade_gate_tests::object_history::ObjectHistory;
 use upgrade_gate_tests::wait::{self, Look};
 
-use super::gate::{csv_api, csv_phase, held_by_the_gate, latest, subscribe, switch_channel};
+use super::olm_v0_steps::{
+    csv_phase, held_by_the_gate, install_first, latest, serve_gate_probe_catalog, switch_channel,
+};
 
 /// An `opm serve` port no other test uses.
 const CATALOG_PORT: u16 = 50093;
@@ -160,29 +159,12 @@ fn release_job(gate_image: &str, operator_condition: &str) -> Job {
 async fn the_adopt_recipe_holds_the_next_version_until_the_upgrade_jobs_release() {
     let cluster = TestCluster::from_env();
     let gate_image = hold_image();
-    let catalog_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
-    write_catalog(
-        catalog_dir.path(),
-        Images {
-            gate: &gate_image,
-            operator: &cluster.image,
-        },
-        &["0.1.0", "0.2.0"],
-    );
-    let served = cluster
-        .serve_catalog(catalog_dir.path(), CATALOG_PORT)
-        .await;
+    let (_catalog_dir, served) =
+        serve_gate_probe_catalog(&cluster, &["0.1.0", "0.2.0"], CATALOG_PORT).await;
     let namespace = cluster.namespace("gate-adopt").await;
     let [v1, v2] = ["0.1.0", "0.2.0"].map(csv_name);
-    let csvs = ObjectHistory::record("CSVs", csv_api(&namespace), watcher::Config::default()).await;
 
-    let _plans = subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
-    csvs.wait_for(&format!("{v1} to succeed"), OLM_STEP, |records| {
-        latest(records, &v1)
-            .filter(|csv| csv_phase(csv).0 == "Succeeded")
-            .map(drop)
-    })
-    .await;
+    let (csvs, _plans) = install_first(&namespace, &served.address, "0.1.0").await;
     let log = hold_log(&namespace, "0.1.0").await;
     assert!(
         log.contains("the pod's Deployment belongs to the configured CSV"),

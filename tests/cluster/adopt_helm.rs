@@ -42,7 +42,7 @@ use upgrade_gate_tests::object_history::ObjectHistory;
 use upgrade_gate_tests::olm_v0;
 use upgrade_gate_tests::wait::{self, Look};
 
-use super::gate::{
+use super::olm_v0_steps::{
     csv_api, csv_phase, held_by_the_gate, latest, subscribe_package, switch_package_channel,
 };
 

@@ -19,44 +19,50 @@
 //! - Against a real API server that does not serve OLM's API, `hold` exits
 //!   0 and says so.
 //!
+//! This file owns the tests; `pod_starts` reads and judges a pod's start,
+//! `hold` makes the objects `hold` is run against and its scenarios; the
+//! OLM v0 steps other tests share are in `crate::olm_v0_steps`.
+//!
 //! Each test has a namespace of its own and runs in parallel with the others.
 //! Creates namespaced objects in its namespaces (deleted by guards), `opm
 //! serve` processes and one extra kube-apiserver (stopped by guards).
 
 // `terminate` is for tests/gate_signals.rs.
 
+mod hold;
+mod pod_starts;
+
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use backon::{ConstantBuilder, Retryable};
-use harness::cluster::Cluster;
-use harness::testing::{HOW_TO_START, TestCluster, TestNamespace};
+use harness::testing::TestCluster;
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, LogParams, Patch, PatchParams,
-    PostParams,
-};
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
-use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use upgrade_gate::operator_condition::{
     OlmVerdict, OperatorCondition, OperatorConditionClient, Reason, UpgradeableEntry,
 };
 use upgrade_gate_tests::apiserver_without_olm::ApiserverWithoutOlm;
 use upgrade_gate_tests::container_task_events::ContainerTaskEvents;
-use upgrade_gate_tests::gate_probe_catalog;
-use upgrade_gate_tests::gate_probe_catalog::{
-    GATE_CONTAINER, Images, MAIN_CONTAINER, POD_LABEL, channel_until, csv_name, hold_image,
-    write_catalog,
-};
-use upgrade_gate_tests::gate_process::{GateProcess, release_and_wait, run_gate};
-use upgrade_gate_tests::install_plan;
+use upgrade_gate_tests::gate_probe_catalog::{POD_LABEL, channel_until, csv_name};
+use upgrade_gate_tests::gate_process::{release_and_wait, run_gate};
 use upgrade_gate_tests::object_history::{ObjectHistory, Observed};
-use upgrade_gate_tests::olm_v0;
+
+use crate::olm_v0_steps::{
+    csv_phase, held_by_the_gate, install_first, latest, serve_gate_probe_catalog, switch_channel,
+};
+use hold::{
+    HOLD_RUN, HOLD_TIMEOUT, create_olm_managed_deployment, create_operator_condition, hold_args,
+    hold_before_its_role_is_bound, hold_before_the_operator_condition_exists, olm_rule,
+    operator_condition,
+};
+use pod_starts::{
+    GateRun, assert_main_container_saw_the_gate_closed, closed_in_status, containerd_socket,
+    gate_log_offsets, gate_run, median,
+};
 
 /// `opm serve` ports, distinct from other tests' catalogs.
 const INSTALL_CATALOG_PORT: u16 = 50091;
@@ -69,409 +75,12 @@ const MEASURED_RESTARTS: usize = 5;
 /// (printed beside the measured median).
 const GATE_GOAL_SECONDS: f64 = 0.5;
 
-fn olm_resource(version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("operators.coreos.com", version, kind),
-        plural,
-    )
-}
-
-fn subscriptions_api(namespace: &TestNamespace) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        namespace.client(),
-        &namespace.name,
-        &olm_resource("v1alpha1", "Subscription", "subscriptions"),
-    )
-}
-
-/// Moves the Subscription to `channel`, where one more version waits.
-pub(crate) async fn switch_channel(namespace: &TestNamespace, channel: &str) {
-    switch_package_channel(namespace, gate_probe_catalog::PACKAGE, channel).await;
-}
-
-/// Moves the Subscription of `package` ([`subscribe_package`]) to `channel`.
-pub(crate) async fn switch_package_channel(
-    namespace: &TestNamespace,
-    package: &str,
-    channel: &str,
-) {
-    subscriptions_api(namespace)
-        .patch(
-            package,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"channel": channel}})),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("moving the Subscription to {channel}: {error}"));
-}
-
-pub(crate) fn csv_api(namespace: &TestNamespace) -> Api<DynamicObject> {
-    Api::namespaced_with(
-        namespace.client(),
-        &namespace.name,
-        &olm_resource(
-            "v1alpha1",
-            "ClusterServiceVersion",
-            "clusterserviceversions",
-        ),
-    )
-}
-
-fn containerd_socket(cluster: &TestCluster) -> PathBuf {
-    Cluster::attach(&cluster.name)
-        .unwrap_or_else(|error| panic!("{error}; {HOW_TO_START}"))
-        .layout()
-        .containerd_socket()
-}
-
-/// OLM's rule for an operator on its own OperatorCondition.
-fn olm_rule(operator_condition: &str) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec!["operators.coreos.com".into()]),
-        resources: Some(vec!["operatorconditions".into()]),
-        resource_names: Some(vec![operator_condition.into()]),
-        verbs: vec!["get".into(), "update".into(), "patch".into()],
-        ..PolicyRule::default()
-    }
-}
-
-/// Whether OLM's status shows `Upgradeable=False` at the object's generation.
-fn closed_in_status(condition: &OperatorCondition) -> bool {
-    condition.upgradeable_in_status().is_some_and(|entry| {
-        entry.status() == "False" && entry.observed_generation() == condition.generation()
-    })
-}
-
-/// Phase and the reason/message of the newest status of a CSV.
-pub(crate) fn csv_phase(csv: &DynamicObject) -> (String, String, String) {
-    let status = &csv.data["status"];
-    let text = |key: &str| status[key].as_str().unwrap_or_default().to_owned();
-    (text("phase"), text("reason"), text("message"))
-}
-
-/// The newest recorded version of the object `name`, unless deleted.
-pub(crate) fn latest<'a, K: kube::Resource>(
-    records: &'a [Observed<K>],
-    name: &str,
-) -> Option<&'a K> {
-    records
-        .iter()
-        .rev()
-        .find(|record| record.object.meta().name.as_deref() == Some(name))
-        .filter(|record| !record.deleted)
-        .map(|record| &record.object)
-}
-
-fn seconds_between(from: Timestamp, to: Timestamp) -> f64 {
-    to.duration_since(from).as_secs_f64()
-}
-
-fn median(samples: &[f64]) -> f64 {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let middle = sorted.len() / 2;
-    if sorted.len().is_multiple_of(2) {
-        (sorted[middle - 1] + sorted[middle]) / 2.0
-    } else {
-        sorted[middle]
-    }
-}
-
-/// A CatalogSource for `address`, an OperatorGroup for the namespace and a
-/// Subscription to `channel` (Automatic approval); the watch of its
-/// InstallPlans ([`subscribe_package`]).
-pub(crate) async fn subscribe(
-    namespace: &TestNamespace,
-    address: &str,
-    channel: &str,
-) -> install_plan::Watch {
-    subscribe_package(namespace, address, gate_probe_catalog::PACKAGE, channel).await
-}
-
-/// A CatalogSource `package` of the catalog served at `address`, an
-/// OperatorGroup of the namespace and a Subscription `package` to its
-/// `channel` (automatic approval); returns the watch of the namespace's
-/// InstallPlans, which runs again one OLM failed only by losing the race to
-/// update a CRD the package shares, and prints each failed plan. Keep it
-/// for as long as OLM installs.
-pub(crate) async fn subscribe_package(
-    namespace: &TestNamespace,
-    address: &str,
-    package: &str,
-    channel: &str,
-) -> install_plan::Watch {
-    let client = namespace.client();
-    let name = namespace.name.clone();
-    let plans = install_plan::Watch::start(&client, &namespace.name, move |seen| {
-        println!("{name}: {seen}");
-    });
-    olm_v0::create_catalog_source(&client, &namespace.name, package, address).await;
-    olm_v0::subscribe(&client, &namespace.name, package, channel, None).await;
-    plans
-}
-
-/// One start of the operator pod, as the kubelet, containerd and OLM's
-/// status recorded it.
-#[derive(Debug)]
-struct GateRun {
-    pod: String,
-    /// The OperatorCondition's generation OLM's status confirmed.
-    generation: i64,
-    /// containerd: the pod's sandbox started (the pod's start on the node).
-    pod_started: Timestamp,
-    /// containerd: the init container's task started / exited.
-    gate_started: Timestamp,
-    gate_exited: Timestamp,
-    /// This test's watch: OLM's status first showed False at the current generation.
-    confirmed: Timestamp,
-    /// containerd: the main container's task started.
-    main_started: Timestamp,
-    /// kubelet (whole seconds): the init container finished, the main one started.
-    kubelet_gate_finished: Timestamp,
-    kubelet_main_started: Timestamp,
-}
-
-impl GateRun {
-    /// The measured figure: init container start → OLM's status shows the gate closed.
-    fn gate_seconds(&self) -> f64 {
-        seconds_between(self.gate_started, self.confirmed)
-    }
-
-    /// The same from the pod's start (sandbox included).
-    fn pod_seconds(&self) -> f64 {
-        seconds_between(self.pod_started, self.confirmed)
-    }
-
-    /// The gate's order, from three independent records.
-    fn assert_main_started_after_olm_showed_the_gate_closed(&self) {
-        // Against the pod's start, not the init container's: containerd
-        // publishes a task's start event after the process runs, and under
-        // load that event once trailed the gate's own write to OLM's copy
-        // of it (0.13 s later) by 2 ms.
-        assert!(
-            self.pod_started < self.confirmed,
-            "{self:#?}: OLM's status showed False before the gate's pod started"
-        );
-        assert!(
-            self.confirmed < self.main_started,
-            "{self:#?}: the main container started before OLM's status showed Upgradeable=False at the current generation"
-        );
-        assert!(
-            self.gate_exited <= self.main_started,
-            "{self:#?}: containerd started the main container before the init container exited"
-        );
-        assert!(
-            self.kubelet_gate_finished <= self.kubelet_main_started,
-            "{self:#?}: the pod status says the main container started before the init container finished"
-        );
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "pod {}: gate start -> OLM status False at generation {}: {:.3} s (pod start -> status: {:.3} s); hold exited {:.3} s after its start; main container started {:.3} s after the status",
-            self.pod,
-            self.generation,
-            self.gate_seconds(),
-            self.pod_seconds(),
-            seconds_between(self.gate_started, self.gate_exited),
-            seconds_between(self.confirmed, self.main_started),
-        )
-    }
-}
-
-/// What the kubelet reports for a pod whose gate finished and whose main
-/// container runs: (gate container id, gate finishedAt, main container id,
-/// main startedAt).
-fn gate_passed(pod: &Pod) -> Option<(String, Timestamp, String, Timestamp)> {
-    let status = pod.status.as_ref()?;
-    let gate = status
-        .init_container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == GATE_CONTAINER)?;
-    let finished = gate.state.as_ref()?.terminated.as_ref()?;
-    let main = status
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == MAIN_CONTAINER)?;
-    let running = main.state.as_ref()?.running.as_ref()?;
-    let id = |container_id: Option<&String>| {
-        container_id.map(|id| id.trim_start_matches("containerd://").to_owned())
-    };
-    Some((
-        id(gate.container_id.as_ref())?,
-        finished.finished_at.as_ref()?.0,
-        id(main.container_id.as_ref())?,
-        running.started_at.as_ref()?.0,
-    ))
-}
-
-/// Waits for a pod not in `seen` whose gate passed and whose main container
-/// runs, and puts its start together from the three records. `after_generation`:
-/// the OperatorCondition's generation before this pod's gate wrote.
-async fn gate_run(
-    pods: &ObjectHistory<Pod>,
-    containers: &ContainerTaskEvents,
-    conditions: &ObjectHistory<OperatorCondition>,
-    operator_condition: &str,
-    seen: &mut HashSet<String>,
-    after_generation: i64,
-) -> GateRun {
-    let pod = pods
-        .wait_for(
-            "a new operator pod whose gate passed and whose main container runs",
-            OLM_STEP,
-            |records| {
-                records
-                    .iter()
-                    .rev()
-                    .filter(|record| !record.deleted)
-                    .find(|record| {
-                        !seen.contains(&record.object.uid().unwrap_or_default())
-                            && gate_passed(&record.object).is_some()
-                    })
-                    .map(|record| record.object.clone())
-            },
-        )
-        .await;
-    seen.insert(pod.uid().unwrap_or_default());
-    let Some((gate_id, kubelet_gate_finished, main_id, kubelet_main_started)) = gate_passed(&pod)
-    else {
-        unreachable!("the pod was chosen because its gate passed")
-    };
-    let gate_status = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.init_container_statuses.as_ref())
-        .and_then(|statuses| statuses.iter().find(|c| c.name == GATE_CONTAINER))
-        .unwrap_or_else(|| panic!("pod {} lost its init container status", pod.name_any()));
-    let exit_code = gate_status
-        .state
-        .as_ref()
-        .and_then(|s| s.terminated.as_ref())
-        .map(|t| t.exit_code);
-    assert_eq!(
-        (exit_code, gate_status.restart_count),
-        (Some(0), 0),
-        "pod {}: `upgrade-gate hold` must succeed at its first try",
-        pod.name_any()
-    );
-    let pod_started = containers
-        .sandbox_started(&pod.uid().unwrap_or_default(), OLM_STEP)
-        .await;
-    let gate = containers.wait_for(&gate_id, true, OLM_STEP).await;
-    let main = containers.wait_for(&main_id, false, OLM_STEP).await;
-    let (confirmed, generation) = conditions
-        .wait_for(
-            "OLM's status to show Upgradeable=False at the current generation",
-            OLM_STEP,
-            |records| {
-                records
-                    .iter()
-                    .filter(|record| record.object.name_any() == operator_condition)
-                    .find(|record| {
-                        record.object.generation() > after_generation
-                            && closed_in_status(&record.object)
-                    })
-                    .map(|record| (record.at, record.object.generation()))
-            },
-        )
-        .await;
-    let known = |time: Option<Timestamp>| {
-        time.unwrap_or_else(|| unreachable!("waited for until containerd reported it"))
-    };
-    GateRun {
-        pod: pod.name_any(),
-        generation,
-        pod_started,
-        gate_started: known(gate.started),
-        gate_exited: known(gate.exited),
-        confirmed,
-        main_started: known(main.started),
-        kubelet_gate_finished,
-        kubelet_main_started,
-    }
-}
-
-/// The gate's own log lines with the container runtime's timestamps, as
-/// offsets from the init container's start: a cross-check of the measured
-/// figure from inside the pod.
-async fn gate_log_offsets(namespace: &TestNamespace, run: &GateRun) -> String {
-    let log = namespace
-        .api::<Pod>()
-        .logs(
-            &run.pod,
-            &LogParams {
-                container: Some(GATE_CONTAINER.into()),
-                timestamps: true,
-                ..LogParams::default()
-            },
-        )
-        .await
-        .unwrap_or_else(|error| panic!("reading the log of {}/{GATE_CONTAINER}: {error}", run.pod));
-    log.lines()
-        .filter_map(|line| {
-            let (time, text) = line.split_once(' ')?;
-            let at: Timestamp = time.parse().ok()?;
-            let what = text.split(": ").nth(1).unwrap_or(text);
-            Some(format!(
-                "+{:.3} s {}",
-                seconds_between(run.gate_started, at),
-                what.chars().take(60).collect::<String>()
-            ))
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// The main container's first act is `upgrade-gate status`: at its start,
-/// OLM's verdict (read with the operator's own identity) was "not upgradeable".
-async fn assert_main_container_saw_the_gate_closed(namespace: &TestNamespace, pod: &str) {
-    let pods = namespace.api::<Pod>();
-    let params = LogParams {
-        container: Some(MAIN_CONTAINER.into()),
-        ..LogParams::default()
-    };
-    let read_verdict = || async {
-        let log = pods
-            .logs(pod, &params)
-            .await
-            .map_err(|error| error.to_string())?;
-        if log.contains("OLM decides:") {
-            Ok(log)
-        } else {
-            Err(format!("no verdict printed yet: {log:?}"))
-        }
-    };
-    let log = read_verdict
-        .retry(
-            ConstantBuilder::default()
-                .with_delay(Duration::from_millis(200))
-                .with_max_times(150),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("reading the log of {pod}/{MAIN_CONTAINER}: {error}"));
-    assert!(
-        log.contains("OLM decides:  NOT upgradeable: status says Upgradeable=False"),
-        "the main container of {pod} did not see the gate closed at its start:\n{log}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn olm_starts_the_operator_only_after_its_status_shows_the_gate_closed() {
     let cluster = TestCluster::from_env();
     let containers = ContainerTaskEvents::record(&containerd_socket(&cluster)).await;
-    let catalog_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
-    let gate_image = hold_image();
-    let images = Images {
-        gate: &gate_image,
-        operator: &cluster.image,
-    };
-    write_catalog(catalog_dir.path(), images, &["0.1.0"]);
-    let served = cluster
-        .serve_catalog(catalog_dir.path(), INSTALL_CATALOG_PORT)
-        .await;
+    let (_catalog_dir, served) =
+        serve_gate_probe_catalog(&cluster, &["0.1.0"], INSTALL_CATALOG_PORT).await;
     let namespace = cluster.namespace("gate-install").await;
     let csv = csv_name("0.1.0");
     let conditions = ObjectHistory::<OperatorCondition>::record(
@@ -487,15 +96,8 @@ async fn olm_starts_the_operator_only_after_its_status_shows_the_gate_closed() {
         watcher::Config::default().labels(&format!("{label}={value}")),
     )
     .await;
-    let csvs = ObjectHistory::record("CSVs", csv_api(&namespace), watcher::Config::default()).await;
 
-    let _plans = subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
-    csvs.wait_for(&format!("CSV {csv} to succeed"), OLM_STEP, |records| {
-        latest(records, &csv)
-            .filter(|csv| csv_phase(csv).0 == "Succeeded")
-            .map(drop)
-    })
-    .await;
+    let (_csvs, _plans) = install_first(&namespace, &served.address, "0.1.0").await;
     let mut seen = HashSet::new();
     let install = gate_run(&pods, &containers, &conditions, &csv, &mut seen, 0).await;
     eprintln!(
@@ -578,72 +180,6 @@ async fn olm_starts_the_operator_only_after_its_status_shows_the_gate_closed() {
     drop(served);
 }
 
-/// A Deployment labelled `olm.managed: "true"` with no replicas: OLM copies
-/// a hand-made OperatorCondition's spec into status only when every
-/// Deployment it names exists in OLM's cache, which holds only such ones.
-async fn create_olm_managed_deployment(namespace: &TestNamespace, image: &str) {
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "gate-target", "labels": {"olm.managed": "true"}},
-        "spec": {
-            "replicas": 0,
-            "selector": {"matchLabels": {"app": "gate-target"}},
-            "template": {
-                "metadata": {"labels": {"app": "gate-target"}},
-                "spec": {"containers": [{"name": "main", "image": image, "command": ["sleep", "infinity"]}]}
-            }
-        }
-    }))
-    .unwrap_or_else(|error| panic!("Deployment: {error}"));
-    namespace
-        .api::<Deployment>()
-        .create(&PostParams::default(), &deployment)
-        .await
-        .unwrap_or_else(|error| panic!("creating Deployment gate-target: {error}"));
-}
-
-/// An OperatorCondition as OLM would make it for a CSV `name` with
-/// Deployment `gate-target`. `spec.serviceAccounts` names `default`, which
-/// no test uses: OLM's own Role and RoleBinding for it change nothing here.
-async fn create_operator_condition(namespace: &TestNamespace, name: &str) {
-    let condition: OperatorCondition = serde_json::from_value(json!({
-        "apiVersion": "operators.coreos.com/v2",
-        "kind": "OperatorCondition",
-        "metadata": {"name": name},
-        "spec": {"deployments": ["gate-target"], "serviceAccounts": ["default"]}
-    }))
-    .unwrap_or_else(|error| panic!("OperatorCondition: {error}"));
-    namespace
-        .api::<OperatorCondition>()
-        .create(&PostParams::default(), &condition)
-        .await
-        .unwrap_or_else(|error| panic!("creating OperatorCondition {name}: {error}"));
-}
-
-async fn operator_condition(namespace: &TestNamespace, name: &str) -> OperatorCondition {
-    namespace
-        .api::<OperatorCondition>()
-        .get(name)
-        .await
-        .unwrap_or_else(|error| panic!("reading OperatorCondition {name}: {error}"))
-}
-
-fn hold_args<'a>(name: &'a str, namespace: &'a str, timeout: &'a str) -> [&'a str; 7] {
-    [
-        "hold",
-        "--name",
-        name,
-        "--namespace",
-        namespace,
-        "--timeout",
-        timeout,
-    ]
-}
-
-/// `hold` with a deadline long enough to outlast the test's own changes.
-const HOLD_TIMEOUT: &str = "90s";
-const HOLD_RUN: Duration = Duration::from_secs(120);
-const RETRY_SEEN_WITHIN: Duration = Duration::from_secs(60);
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_needs_only_olms_rights_on_its_own_condition_and_waits_for_object_and_role() {
     let cluster = TestCluster::from_env();
@@ -712,116 +248,6 @@ async fn hold_needs_only_olms_rights_on_its_own_condition_and_waits_for_object_a
     );
 }
 
-async fn hold_before_the_operator_condition_exists(namespace: &TestNamespace) {
-    let early = namespace
-        .service_account("early", vec![olm_rule("gamma")])
-        .await;
-    let hold = GateProcess::start(
-        &early.kubeconfig,
-        &hold_args("gamma", &namespace.name, HOLD_TIMEOUT),
-    );
-    hold.wait_for_line("a retry on 404", RETRY_SEEN_WITHIN, |line| {
-        line.contains("retrying") && line.contains("not found (404)")
-    })
-    .await;
-    create_operator_condition(namespace, "gamma").await;
-    let finished = hold.finish(HOLD_RUN).await;
-    assert_eq!(
-        finished.code,
-        Some(0),
-        "hold started before its OperatorCondition existed:\n{}",
-        finished.text()
-    );
-    let gamma = operator_condition(namespace, "gamma").await;
-    assert!(closed_in_status(&gamma), "gamma: {gamma:#?}");
-}
-
-async fn hold_before_its_role_is_bound(namespace: &TestNamespace) {
-    create_operator_condition(namespace, "delta").await;
-    let account = ServiceAccount {
-        metadata: kube::api::ObjectMeta {
-            name: Some("late".into()),
-            ..Default::default()
-        },
-        ..ServiceAccount::default()
-    };
-    namespace
-        .api::<ServiceAccount>()
-        .create(&PostParams::default(), &account)
-        .await
-        .unwrap_or_else(|error| panic!("creating ServiceAccount late: {error}"));
-    let late = namespace.token_identity("late").await;
-    let hold = GateProcess::start(
-        &late.kubeconfig,
-        &hold_args("delta", &namespace.name, HOLD_TIMEOUT),
-    );
-    hold.wait_for_line("a retry on 403", RETRY_SEEN_WITHIN, |line| {
-        line.contains("retrying") && line.contains("forbidden (403)")
-    })
-    .await;
-    let metadata = kube::api::ObjectMeta {
-        name: Some("late-grant".into()),
-        ..Default::default()
-    };
-    namespace
-        .api::<Role>()
-        .create(
-            &PostParams::default(),
-            &Role {
-                metadata: metadata.clone(),
-                rules: Some(vec![olm_rule("delta")]),
-            },
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating Role late-grant: {error}"));
-    namespace
-        .api::<RoleBinding>()
-        .create(
-            &PostParams::default(),
-            &RoleBinding {
-                metadata,
-                role_ref: RoleRef {
-                    api_group: Some("rbac.authorization.k8s.io".into()),
-                    kind: "Role".into(),
-                    name: "late-grant".into(),
-                },
-                subjects: Some(vec![Subject {
-                    kind: "ServiceAccount".into(),
-                    name: "late".into(),
-                    namespace: Some(namespace.name.clone()),
-                    ..Subject::default()
-                }]),
-            },
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating RoleBinding late-grant: {error}"));
-    let finished = hold.finish(HOLD_RUN).await;
-    assert_eq!(
-        finished.code,
-        Some(0),
-        "hold started before its Role was bound:\n{}",
-        finished.text()
-    );
-    let delta = operator_condition(namespace, "delta").await;
-    assert!(closed_in_status(&delta), "delta: {delta:#?}");
-}
-
-/// Whether `name` is `Pending` with reason `OperatorConditionNotUpgradeable`
-/// while the CSV it replaces is installed (`Succeeded`, or `Replacing`, as
-/// OLM marks it once its successor exists); answers OLM's message.
-pub(crate) fn held_by_the_gate(
-    records: &[Observed<DynamicObject>],
-    name: &str,
-    replaced: &str,
-) -> Option<String> {
-    let replaced_phase = latest(records, replaced).map(|csv| csv_phase(csv).0)?;
-    let (phase, reason, message) = latest(records, name).map(csv_phase)?;
-    (["Succeeded", "Replacing"].contains(&replaced_phase.as_str())
-        && phase == "Pending"
-        && reason == "OperatorConditionNotUpgradeable")
-        .then_some(message)
-}
-
 /// Every phase `name` was seen in before `until`.
 fn phases_before(
     records: &[Observed<DynamicObject>],
@@ -838,22 +264,11 @@ fn phases_before(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_version_waits_for_the_gate_and_release_or_an_admin_override_lets_olm_proceed() {
     let cluster = TestCluster::from_env();
-    let catalog_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
-    let gate_image = hold_image();
-    write_catalog(
-        catalog_dir.path(),
-        Images {
-            gate: &gate_image,
-            operator: &cluster.image,
-        },
-        &["0.1.0", "0.2.0", "0.3.0"],
-    );
-    let served = cluster
-        .serve_catalog(catalog_dir.path(), UPGRADE_CATALOG_PORT)
-        .await;
+    let (_catalog_dir, served) =
+        serve_gate_probe_catalog(&cluster, &["0.1.0", "0.2.0", "0.3.0"], UPGRADE_CATALOG_PORT)
+            .await;
     let namespace = cluster.namespace("gate-upgrade").await;
     let [v1, v2, v3] = ["0.1.0", "0.2.0", "0.3.0"].map(csv_name);
-    let csvs = ObjectHistory::record("CSVs", csv_api(&namespace), watcher::Config::default()).await;
     let conditions = ObjectHistory::<OperatorCondition>::record(
         "OperatorConditions",
         namespace.api(),
@@ -863,13 +278,7 @@ async fn the_next_version_waits_for_the_gate_and_release_or_an_admin_override_le
 
     // v1 installs with its gate closed; then v2 appears (the Subscription
     // moves to the channel that ends at v2) and v1's gate holds it.
-    let _plans = subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
-    csvs.wait_for(&format!("{v1} to succeed"), OLM_STEP, |records| {
-        latest(records, &v1)
-            .filter(|csv| csv_phase(csv).0 == "Succeeded")
-            .map(drop)
-    })
-    .await;
+    let (csvs, _plans) = install_first(&namespace, &served.address, "0.1.0").await;
     switch_channel(&namespace, &channel_until("0.2.0")).await;
     let message = csvs
         .wait_for(

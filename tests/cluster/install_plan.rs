@@ -41,7 +41,7 @@ use upgrade_gate_tests::object_history::ObjectHistory;
 use upgrade_gate_tests::olm_v0;
 use upgrade_gate_tests::wait::{self, Look};
 
-use super::gate::{csv_api, csv_phase, latest};
+use super::olm_v0_steps::{csv_api, csv_phase, latest};
 
 /// An `opm serve` port no other test uses.
 const CATALOG_PORT: u16 = 50141;

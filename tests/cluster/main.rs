@@ -19,6 +19,7 @@ mod install_plan;
 mod keep;
 mod manifests;
 mod olm_install;
+mod olm_v0_steps;
 mod olm_v1;
 mod olm_v1_chain;
 mod operate;

@@ -18,14 +18,13 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::ListParams;
-use kube::runtime::watcher;
 use upgrade_gate_tests::gate_probe_catalog::{
-    DEPLOYMENT, GATE_CONTAINER, Images, POD_LABEL, SERVICE_ACCOUNT, channel_until, csv_name,
-    hold_image, write_catalog,
+    DEPLOYMENT, GATE_CONTAINER, POD_LABEL, SERVICE_ACCOUNT, channel_until, csv_name,
 };
-use upgrade_gate_tests::object_history::ObjectHistory;
 
-use crate::gate::{csv_api, csv_phase, held_by_the_gate, latest, subscribe, switch_channel};
+use crate::olm_v0_steps::{
+    csv_phase, held_by_the_gate, install_first, latest, serve_gate_probe_catalog, switch_channel,
+};
 
 const CATALOG_PORT: u16 = 50098;
 const OLM_STEP: Duration = Duration::from_secs(240);
@@ -151,29 +150,11 @@ async fn the_runbooks_commands_run_against_a_held_upgrade() {
             .unwrap_or_else(|error| panic!("linking {name}: {error}"));
     }
 
-    let catalog_dir = tempfile::tempdir().unwrap_or_else(|error| panic!("temp dir: {error}"));
-    let gate_image = hold_image();
-    write_catalog(
-        catalog_dir.path(),
-        Images {
-            gate: &gate_image,
-            operator: &cluster.image,
-        },
-        &["0.1.0", "0.2.0"],
-    );
-    let served = cluster
-        .serve_catalog(catalog_dir.path(), CATALOG_PORT)
-        .await;
+    let (_catalog_dir, served) =
+        serve_gate_probe_catalog(&cluster, &["0.1.0", "0.2.0"], CATALOG_PORT).await;
     let namespace = cluster.namespace("operate").await;
     let [v1, v2] = ["0.1.0", "0.2.0"].map(csv_name);
-    let csvs = ObjectHistory::record("CSVs", csv_api(&namespace), watcher::Config::default()).await;
-    let _plans = subscribe(&namespace, &served.address, &channel_until("0.1.0")).await;
-    csvs.wait_for(&format!("{v1} to succeed"), OLM_STEP, |records| {
-        latest(records, &v1)
-            .filter(|csv| csv_phase(csv).0 == "Succeeded")
-            .map(drop)
-    })
-    .await;
+    let (csvs, _plans) = install_first(&namespace, &served.address, "0.1.0").await;
     switch_channel(&namespace, &channel_until("0.2.0")).await;
     csvs.wait_for(&format!("{v2} held by {v1}'s gate"), OLM_STEP, |records| {
         held_by_the_gate(records, &v2, &v1).map(drop)
