@@ -32,6 +32,7 @@
 //! | [`pipeline`] | Helm and kubectl pushing a release as a pipeline does |
 //! | [`picture`] | each run's page: an SVG timeline of its facts, its verdict beneath; the matrix's page |
 //! | [`scale`] | `just bench-scale`: a fleet of Apps upgraded by OLM, measured |
+//! | [`runner`] | the `chain` binary's commands: its command line, the cluster around a command, race, demo, exit codes |
 
 pub mod arm;
 pub mod catalog;
@@ -47,6 +48,7 @@ pub mod record;
 pub mod refusal;
 pub mod report;
 pub mod run;
+pub mod runner;
 pub mod scale;
 pub mod timeline;
 pub mod write_failures;
