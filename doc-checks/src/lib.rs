@@ -10,7 +10,8 @@
 //! docs/operate.md's pins and runbook (`doc_operate`), the paths the docs
 //! name (`doc_paths`), the docs' tables, index and counts
 //! (`doc_tables`), every table of README.md and docs/ tested, measured or
-//! listed (`doc_table_inventory`), and the user path's word counts
+//! listed (`doc_table_inventory`), the listed tables' comparisons with
+//! the code (`doc_table_checks`), and the user path's word counts
 //! (`doc_user_path`). Must not touch: anything but reading the repository.
 
 mod doc_check;
@@ -24,6 +25,8 @@ mod doc_ci;
 mod doc_operate;
 #[cfg(test)]
 mod doc_paths;
+#[cfg(test)]
+mod doc_table_checks;
 #[cfg(test)]
 mod doc_table_inventory;
 #[cfg(test)]
