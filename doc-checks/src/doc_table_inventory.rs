@@ -111,6 +111,7 @@ const TABLES: &[(&str, &str, &str, Kept)] = &[
     ("docs/race.md", "## Latest results", "arm", Measured),
     ("docs/race.md", "## Every deployer", "arm", Measured),
     ("docs/race.md", "### Flux, 10 runs an arm", "arm", Measured),
+    ("docs/race.md", "## Complete → next release applied, every deployer", "deployer", Measured),
     ("docs/releases.md", "## What a release publishes", "what", Unchecked),
     ("docs/releases.md", "## The dry run", "run", Measured),
     ("docs/testing.md", "## What the two commands need", "needs", Measured),
