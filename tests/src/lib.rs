@@ -17,6 +17,7 @@
 //! | [`backup_volume`] | the backup claim an upgrade Job mounts |
 //! | [`operator_install`] | `app-operator` installed from `manifests/` |
 //! | [`helm`] | the operator's chart installed and upgraded by the `helm` CLI |
+//! | [`ansible_stand_in`] | a stand-in for an Ansible-based operator: ansible-operator's status around each reconcile, a playbook of its own |
 //! | [`admission_policy`] | the shipped admission policy bound to some namespaces |
 //! | [`policy_in_force`] | the policy's own refusal by its words; a namespace's binding proved in force by a refused dry-run |
 //! | [`kubectl`] | the tools' `kubectl` run as a person or a pipeline runs it |
@@ -32,6 +33,7 @@
 
 pub mod admission_policy;
 pub mod admission_record;
+pub mod ansible_stand_in;
 pub mod apiserver_without_olm;
 pub mod backup_volume;
 pub mod bundle_catalog;
