@@ -473,6 +473,10 @@ test-cluster FILTER="": cluster-bins
     export UPGRADE_GATE_KUBEBUILDER_PROJECT="$adopt_dir/widget-operator"
     export UPGRADE_GATE_HELM_OPERATOR_BUNDLES="$helm_dir/bundles"
     export UPGRADE_GATE_HELM_OPERATOR_CHARTS="$helm_dir/operator-charts"
+    # The Ansible-based operator of tests/cluster/adopt_ansible.rs: its
+    # bundles and plain manifests (its reconciler a stand-in the tests run).
+    export UPGRADE_GATE_ANSIBLE_STAND_IN="{{target_dir}}/adopt-ansible-stand-in"
+    CARGO_TARGET_DIR="{{target_dir}}" tools/adopt-ansible-stand-in.sh "$UPGRADE_GATE_ANSIBLE_STAND_IN" >/dev/null
     # libfaketime, for the operator replicas tests/cluster/operator/clock_skew.rs
     # runs with their clocks ten minutes off.
     export UPGRADE_GATE_FAKETIME="$(UPGRADE_GATE_CACHE="{{cache}}" tools/faketime.sh)"

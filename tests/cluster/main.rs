@@ -7,6 +7,7 @@ mod admission;
 mod admission_holes;
 mod admission_writers;
 mod adopt;
+mod adopt_ansible;
 mod adopt_ci;
 mod adopt_helm;
 mod adopt_helm_admission;
