@@ -65,6 +65,10 @@ pub async fn dump_backup(
             backup.lock_wait_timeout.as_millis().max(1)
         ))
         .arg("--no-password")
+        // pg_dump's own fsync would run while writers wait; the seal syncs
+        // the archive (and, after its rename, the directory) beside the
+        // migrations instead, and nothing commits before it has.
+        .arg("--no-sync")
         .arg("--file")
         .arg(&partial_path);
     let dumped = Dumped {
