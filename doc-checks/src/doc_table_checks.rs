@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::doc_table_inventory::read;
 
 /// The backticked words of a table's column `column`, each row's.
-fn column_words(rows: &[Vec<String>], column: usize) -> Vec<String> {
+pub(super) fn column_words(rows: &[Vec<String>], column: usize) -> Vec<String> {
     rows.iter()
         .filter_map(|row| row.get(column))
         .flat_map(|cell| {
@@ -26,7 +26,7 @@ fn column_words(rows: &[Vec<String>], column: usize) -> Vec<String> {
 }
 
 /// The files of a folder of the repository, by name.
-fn folder(path: &str) -> BTreeSet<String> {
+pub(super) fn folder(path: &str) -> BTreeSet<String> {
     std::fs::read_dir(crate::repository_root().join(path))
         .unwrap_or_else(|error| panic!("{path}: {error}"))
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
@@ -274,7 +274,7 @@ fn the_layout_table_has_a_row_per_top_level_folder() {
 
 /// The recipes of a justfile, by name: lines that start one (`name ARGS:`,
 /// not an assignment `name := …`, not a setting).
-fn recipe_names(justfile: &str) -> BTreeSet<String> {
+pub(super) fn recipe_names(justfile: &str) -> BTreeSet<String> {
     justfile
         .lines()
         .filter(|line| {
@@ -595,7 +595,7 @@ fn the_tools_table_pins_what_each_go_mod_requires() {
 /// Whether code (comments left out) names `name` as a whole word: a
 /// literal (`"Name"`, `reason=Name`), a path (`Reason::Name`) or a
 /// variant (`Name,`).
-fn names_in_code(source: &str, name: &str) -> bool {
+pub(super) fn names_in_code(source: &str, name: &str) -> bool {
     source
         .lines()
         .filter(|line| !line.trim_start().starts_with("//"))
@@ -611,7 +611,7 @@ fn names_in_code(source: &str, name: &str) -> bool {
 
 /// The names a table copies from code: backticked reasons and kinds in
 /// CamelCase (`UpgradeJobUnschedulable`) and snake_case (`database_newer`).
-fn code_names(rows: &[Vec<String>]) -> BTreeSet<String> {
+pub(super) fn code_names(rows: &[Vec<String>]) -> BTreeSet<String> {
     rows.iter()
         .flatten()
         .flat_map(|cell| {
@@ -660,36 +660,70 @@ fn the_operators_reason_tables_name_reasons_its_code_writes() {
         }
     }
     walk(&root.join("app/src"), &mut code);
-    let text = read("docs/operator.md");
+    walk(&root.join("src"), &mut code);
     let mut wrong = Vec::new();
     let mut checked = 0;
-    for (heading, header) in [
+    for (doc, heading, header) in [
         (
+            "docs/operator.md",
+            "## One upgrade",
+            "| step | what happens |",
+        ),
+        (
+            "docs/operator.md",
+            "## The upgrade Jobs",
+            "| a Job with the upgrade Job's name",
+        ),
+        (
+            "docs/operator.md",
             "## The upgrade Jobs",
             "| failure | retried? | Degraded reason |",
         ),
         (
+            "docs/operator.md",
             "## The upgrade Jobs",
             "| what the cluster says | Degraded reason |",
         ),
-        ("## Conditions and reasons", "| state | phase |"),
         (
+            "docs/operator.md",
+            "## Conditions and reasons",
+            "| state | phase |",
+        ),
+        (
+            "docs/operator.md",
             "## The gate (OperatorCondition `Upgradeable`)",
             "| Apps (those excluded",
         ),
+        (
+            "docs/operator.md",
+            "### The operator keeps its answer in the object",
+            "| the object shows |",
+        ),
+        (
+            "docs/operator.md",
+            "## Leader election and replicas",
+            "| the Lease |",
+        ),
+        (
+            "docs/gate.md",
+            "## The gate while a release waits to lead",
+            "| the Lease |",
+        ),
     ] {
+        let text = read(doc);
         let section = text
             .split(heading)
             .nth(1)
-            .expect("docs/operator.md has the section");
-        let table = &section[section.find(header).expect("the table")..];
-        let rows =
-            crate::doc_check::table_rows("docs/operator.md", &format!("## t\n{table}"), "## t")
-                .expect("the table is readable");
+            .unwrap_or_else(|| panic!("{doc} has the section {heading}"));
+        let table = &section[section
+            .find(header)
+            .unwrap_or_else(|| panic!("{doc}, {heading}: the table {header}"))..];
+        let rows = crate::doc_check::table_rows(doc, &format!("## t\n{table}"), "## t")
+            .expect("the table is readable");
         for name in code_names(&rows) {
             checked += 1;
             if !code.iter().any(|source| names_in_code(source, &name)) {
-                wrong.push(format!("docs/operator.md, {heading}, {header}: {name}, which no code under app/src/ names (a literal, a variant)"));
+                wrong.push(format!("{doc}, {heading}, {header}: {name}, which no code under app/src/ or src/ names (a literal, a variant)"));
             }
         }
     }

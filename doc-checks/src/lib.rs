@@ -11,7 +11,8 @@
 //! name (`doc_paths`), the docs' tables, index and counts
 //! (`doc_tables`), every table of README.md and docs/ tested, measured or
 //! listed (`doc_table_inventory`), the listed tables' comparisons with
-//! the code (`doc_table_checks`), and the user path's word counts
+//! the code (`doc_table_checks`, and the reference tables'
+//! `doc_table_reference`), and the user path's word counts
 //! (`doc_user_path`). Must not touch: anything but reading the repository.
 
 mod doc_check;
@@ -29,6 +30,8 @@ mod doc_paths;
 mod doc_table_checks;
 #[cfg(test)]
 mod doc_table_inventory;
+#[cfg(test)]
+mod doc_table_reference;
 #[cfg(test)]
 mod doc_tables;
 #[cfg(test)]
