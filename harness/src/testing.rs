@@ -274,6 +274,7 @@ pub async fn create_namespace(kubeconfig: &Path, prefix: &str) -> TestNamespace 
         .name
         .unwrap_or_else(|| panic!("the API server returned a namespace without a name"));
     let namespace = TestNamespace {
+        _olm_wake: crate::olm_wake::start(client.clone(), &name),
         name,
         client,
         kubeconfig: kubeconfig.to_owned(),
@@ -303,6 +304,8 @@ pub struct TestNamespace {
     pub name: String,
     client: Client,
     kubeconfig: PathBuf,
+    /// OLM woken when a CSV here is deleted ([`crate::olm_wake`]).
+    _olm_wake: crate::olm_wake::OlmResolutionWake,
 }
 
 impl TestNamespace {
