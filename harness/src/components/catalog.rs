@@ -8,13 +8,16 @@ use super::{ClusterContext, HealthProbe, ProbeError};
 use crate::layout::CATALOG_HEALTH_PORT;
 use crate::process::ProcessSpec;
 
-/// The catalog operator's wake-up (informer resync), 15 minutes by
-/// default. A resolution that fails while the replaced CSV still exists
-/// (`ConstraintsNotSatisfiable`: "exists and is not referenced by a
-/// subscription") is not retried on that CSV's deletion, only at the next
-/// wake-up; on a loaded node that window opens (docs/olm-behaviour.md), and a
-/// test would wait out the 15 minutes.
-pub const WAKEUP_INTERVAL: Duration = Duration::from_secs(60);
+/// The catalog operator's wake-up (informer resync): OLM's default, 15
+/// minutes, as on kind and real clusters. A resolution that fails while the
+/// replaced CSV still exists (`ConstraintsNotSatisfiable`: "exists and is
+/// not referenced by a subscription") is not retried on that CSV's
+/// deletion, only at the next wake-up (docs/olm-behaviour.md); a test's
+/// namespace delivers that event itself (`crate::olm_wake`). A wake-up of
+/// 60 s, the earlier remedy, resolved every namespace each minute: with all
+/// cluster tests at once that sweep outlasted the minute, and the tests'
+/// own resolutions queued behind it (28 s median, 2026-12-06).
+pub const WAKEUP_INTERVAL: Duration = Duration::from_secs(15 * 60);
 
 pub struct Catalog<'a> {
     pub cluster: &'a ClusterContext,
