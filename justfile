@@ -88,6 +88,11 @@ doctor FOR="demo" *FLAGS:
     @cargo build --quiet --package upgrade-gate-doctor
     @"{{target_dir}}/debug/doctor" --for {{FOR}} {{FLAGS}}
 
+# A local cluster of its own (root; tools/bench-keep.sh); not part of `just test`.
+# Measures keep's peak memory watching OBJECTS custom resources of a SIZE-byte status, against its limit.
+bench-keep OBJECTS="5000" SIZE="10240": cluster-bins pause-image
+    UPGRADE_GATE_CACHE="{{cache}}" tools/bench-keep.sh {{OBJECTS}} {{SIZE}}
+
 # Exits 1 when ours takes more than 0.8 x by hand or the role with a 5 s
 # statement_timeout fails, 3 when it cannot run, 6 when the report cannot be
 # judged (docs/database-upgrade.md).
