@@ -27,7 +27,7 @@ use crate::layout::{ClusterName, Layout, POSTGRES_PORT, free_index};
 use crate::machine::{self, MachineError};
 use crate::pki::{Pki, PkiError, PkiSubjects};
 use crate::postgres::{PostgresError, TempPostgres};
-use crate::process::{ProcessError, ProcessRecord, ProcessSpec};
+use crate::process::{ProcessError, ProcessSpec, StartedProcess};
 use crate::progress::{Progress, StepStatus};
 use crate::state::{ClusterState, StateError, taken_indexes};
 
@@ -219,7 +219,7 @@ impl Cluster {
         &mut self,
         catalog_dir: &Path,
         port: u16,
-    ) -> Result<(ProcessRecord, String), ClusterError> {
+    ) -> Result<(StartedProcess, String), ClusterError> {
         let context = self.context();
         let opm = OpmServe {
             cluster: &context,
@@ -519,7 +519,7 @@ impl Cluster {
 
     /// Starts one component and records its PID in the state file, so a
     /// failure or a kill still finds it; its readiness is the caller's.
-    fn spawn(&mut self, name: &str, spec: &ProcessSpec) -> Result<ProcessRecord, ClusterError> {
+    fn spawn(&mut self, name: &str, spec: &ProcessSpec) -> Result<StartedProcess, ClusterError> {
         let record = spec.start().map_err(|source| ClusterError::Process {
             step: name.to_owned(),
             source: Box::new(source),
@@ -591,7 +591,7 @@ fn status_of(outcome: &Result<(), ClusterError>) -> StepStatus {
 
 /// Waits until the started component `record` passes `check`.
 async fn wait_until_ready<F, Fut>(
-    record: &ProcessRecord,
+    record: &StartedProcess,
     name: &str,
     deadline: Duration,
     check: F,
@@ -615,7 +615,7 @@ async fn start_and_wait<F, Fut>(
     step: &str,
     deadline: Duration,
     check: F,
-) -> Result<ProcessRecord, ClusterError>
+) -> Result<StartedProcess, ClusterError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), ProbeError>>,
@@ -876,7 +876,7 @@ async fn install_crds(
 /// from the host (through the veth) and from pods (through the bridge);
 /// its directory is under the state dir, so teardown finds the postmaster by
 /// its command line. Returns the postmaster and the admin URL.
-async fn start_postgres(layout: &Layout) -> Result<(ProcessRecord, String), ClusterError> {
+async fn start_postgres(layout: &Layout) -> Result<(StartedProcess, String), ClusterError> {
     let postgres = TempPostgres::builder()
         .netns(layout.machine().netns)
         .listen_address(IpAddr::V4(layout.node_ip()))

@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::unistd::{Uid, User, chown};
 
-use crate::process::{ProcessError, ProcessRecord, ProcessSpec, StopSignal, Stopped};
+use crate::process::{ProcessError, ProcessSpec, StartedProcess, StopSignal, Stopped};
 
 /// A PostgreSQL server the harness can start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -530,7 +530,7 @@ fn make_template(
 #[derive(Debug)]
 pub struct TempPostgres {
     dir: Option<tempfile::TempDir>,
-    record: Option<ProcessRecord>,
+    record: Option<StartedProcess>,
     /// How the postmaster is started (again, by [`Self::start_again`]).
     spec: Option<ProcessSpec>,
     address: IpAddr,
@@ -544,7 +544,7 @@ pub struct TempPostgres {
 /// keeps running and its directory stays.
 #[derive(Debug, Clone)]
 pub struct DetachedPostgres {
-    pub record: ProcessRecord,
+    pub record: StartedProcess,
     pub admin_url: String,
     pub dir: PathBuf,
 }
@@ -696,7 +696,7 @@ impl TempPostgres {
     pub fn kill_postmaster(&mut self) -> Stopped {
         self.record
             .as_ref()
-            .map_or(Stopped::AlreadyGone, ProcessRecord::kill)
+            .map_or(Stopped::AlreadyGone, StartedProcess::kill)
     }
 
     /// Starts the server again on its data directory, once the previous
@@ -706,7 +706,7 @@ impl TempPostgres {
     /// it accepts connections, with how long the start took (crash
     /// recovery included).
     pub async fn start_again(&mut self) -> Result<Duration, PostgresError> {
-        if self.record.as_ref().is_some_and(ProcessRecord::is_running) {
+        if self.record.as_ref().is_some_and(StartedProcess::is_running) {
             return Err(PostgresError::StillRunning);
         }
         let data = self.data_dir();

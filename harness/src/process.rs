@@ -136,7 +136,7 @@ impl ProcessSpec {
 
     /// Starts the component as a daemon (own session, stdin closed, output
     /// appended to its log) so it outlives the process that started it.
-    pub fn start(&self) -> Result<ProcessRecord, ProcessError> {
+    pub fn start(&self) -> Result<StartedProcess, ProcessError> {
         let log = open_log(&self.log).map_err(|source| ProcessError::Log {
             component: self.component.clone(),
             log: self.log.clone(),
@@ -169,7 +169,7 @@ impl ProcessSpec {
             source,
         })?;
         let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
-        Ok(ProcessRecord {
+        Ok(StartedProcess {
             component: self.component.clone(),
             pid,
             start_ticks: start_ticks(pid).unwrap_or(0),
@@ -189,7 +189,7 @@ fn open_log(path: &Path) -> std::io::Result<File> {
 /// A started component, as written to the cluster's state file. The start
 /// time guards against signalling an unrelated process that reused the PID.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessRecord {
+pub struct StartedProcess {
     pub component: String,
     pub pid: i32,
     pub start_ticks: u64,
@@ -205,7 +205,7 @@ pub enum Stopped {
     Killed,
 }
 
-impl ProcessRecord {
+impl StartedProcess {
     /// Whether this very process (same PID and start time) still runs;
     /// a zombie counts as gone.
     pub fn is_running(&self) -> bool {
@@ -273,7 +273,7 @@ enum Attempt {
 }
 
 async fn wait_ready<F, Fut, E>(
-    record: &ProcessRecord,
+    record: &StartedProcess,
     deadline: Duration,
     mut check: F,
 ) -> Result<Duration, ProcessError>

@@ -10,7 +10,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{ClusterName, Layout, MachineNames, STATE_ROOT};
-use crate::process::ProcessRecord;
+use crate::process::StartedProcess;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -36,7 +36,7 @@ pub struct ClusterState {
     pub layout: Layout,
     pub tools: PathBuf,
     /// In start order; stopped in reverse.
-    pub processes: Vec<ProcessRecord>,
+    pub processes: Vec<StartedProcess>,
     pub database_url: Option<String>,
     /// OLM v1 runs beside OLM v0 (`up --olm-v1`), with its registry.
     #[serde(default)]
@@ -132,14 +132,14 @@ impl ClusterState {
     }
 
     /// Adds a started process (see [`Self::update`]).
-    pub fn record(&mut self, process: ProcessRecord) -> Result<(), StateError> {
+    pub fn record(&mut self, process: StartedProcess) -> Result<(), StateError> {
         self.update(|state| state.processes.push(process))
     }
 
     /// Puts `process` where the record of the same component is (stops go
     /// in reverse start order, so a restarted component keeps its place),
     /// or at the end when there is none.
-    pub fn replace(&mut self, process: ProcessRecord) {
+    pub fn replace(&mut self, process: StartedProcess) {
         match self
             .processes
             .iter_mut()
@@ -152,7 +152,7 @@ impl ClusterState {
 
     /// Whether every recorded process still runs.
     pub fn all_running(&self) -> bool {
-        !self.processes.is_empty() && self.processes.iter().all(ProcessRecord::is_running)
+        !self.processes.is_empty() && self.processes.iter().all(StartedProcess::is_running)
     }
 }
 
@@ -178,7 +178,7 @@ mod tests {
             Layout::new("dev".parse().expect("name"), 9),
             "/cache/tools/current-x".into(),
         );
-        state.processes.push(ProcessRecord {
+        state.processes.push(StartedProcess {
             component: "etcd".into(),
             pid: 4711,
             start_ticks: 99,
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_restarted_component_keeps_its_place_in_the_stop_order() {
-        let record = |component: &str, pid| ProcessRecord {
+        let record = |component: &str, pid| StartedProcess {
             component: component.into(),
             pid,
             start_ticks: 1,

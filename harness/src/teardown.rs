@@ -21,7 +21,7 @@ use nix::unistd::Pid;
 
 use crate::layout::{ClusterName, MachineNames};
 use crate::machine;
-use crate::process::{ProcessRecord, wait_until};
+use crate::process::{StartedProcess, wait_until};
 use crate::processes::{ClusterMarks, cluster_processes};
 use crate::progress::{Progress, StepStatus};
 use crate::state::ClusterState;
@@ -49,14 +49,14 @@ pub fn teardown(name: &ClusterName, quiet: bool) -> Progress {
     let names = MachineNames::of(name);
     let mut progress = Progress::new(quiet);
     let state = ClusterState::load(name).ok().flatten();
-    let records: Vec<ProcessRecord> = state
+    let records: Vec<StartedProcess> = state
         .as_ref()
         .map(|state| state.processes.clone())
         .unwrap_or_default();
     let marks = ClusterMarks::of(&names);
 
     let since = Instant::now();
-    let creators: Vec<&ProcessRecord> = records
+    let creators: Vec<&StartedProcess> = records
         .iter()
         .filter(|record| {
             POD_CREATORS.contains(&record.component.as_str())
@@ -88,7 +88,7 @@ pub fn teardown(name: &ClusterName, quiet: bool) -> Progress {
     progress.finish("Ending this cluster's containerd shims", since, status);
 
     let since = Instant::now();
-    let remaining: Vec<&ProcessRecord> = records.iter().rev().collect();
+    let remaining: Vec<&StartedProcess> = records.iter().rev().collect();
     stop_all(&remaining);
     progress.finish("Stopping components by PID", since, StepStatus::Done);
 
@@ -122,7 +122,7 @@ fn as_status<E: std::fmt::Display>(result: Result<(), E>) -> StepStatus {
     }
 }
 
-fn stop_all(records: &[&ProcessRecord]) {
+fn stop_all(records: &[&StartedProcess]) {
     std::thread::scope(|scope| {
         for record in records {
             scope.spawn(|| record.stop(grace_for(&record.component)));
@@ -182,7 +182,7 @@ fn kill_cgroup_tasks(names: &MachineNames) -> StepStatus {
 
 /// Deletes every pod and waits until the API lists none (the kubelet
 /// confirms each deletion after stopping its containers and sandbox).
-fn delete_pods(names: &MachineNames, records: &[ProcessRecord]) -> StepStatus {
+fn delete_pods(names: &MachineNames, records: &[StartedProcess]) -> StepStatus {
     let running = |component: &str| {
         records
             .iter()

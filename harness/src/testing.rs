@@ -29,7 +29,7 @@ use kube::{Api, Client};
 use crate::cluster::Restarted;
 use crate::layout::ClusterName;
 use crate::postgres::TempPostgres;
-use crate::process::{ProcessRecord, Stopped};
+use crate::process::{StartedProcess, Stopped};
 
 /// How to get a cluster, quoted by every panic about a missing one.
 pub const HOW_TO_START: &str = "start one with `just cluster-up test && eval \"$(just cluster-env test)\"` (and `export UPGRADE_GATE_IMAGE=localhost/upgrade-gate:<version>`), or run `just test`";
@@ -289,7 +289,7 @@ const DEFAULT_ACCOUNT_WITHIN: Duration = Duration::from_secs(120);
 /// A running `opm serve`; stopped on drop.
 #[derive(Debug)]
 pub struct ServedCatalog {
-    record: ProcessRecord,
+    record: StartedProcess,
     pub address: String,
 }
 

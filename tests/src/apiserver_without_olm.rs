@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use harness::cluster::Cluster;
 use harness::components::KubeApiserver;
-use harness::process::{ProcessRecord, ProcessSpec};
+use harness::process::{ProcessSpec, StartedProcess};
 use harness::testing::{HOW_TO_START, TestCluster};
 
 /// A port on the node IP no cluster component uses (one per test that
@@ -27,7 +27,7 @@ const READY_WITHIN: Duration = Duration::from_secs(120);
 pub struct ApiserverWithoutOlm {
     /// An admin (system:masters) kubeconfig for this API server.
     pub kubeconfig: PathBuf,
-    record: ProcessRecord,
+    record: StartedProcess,
     /// How it was started: [`ApiserverWithoutOlm::restart`] starts the
     /// same again (same port, same storage).
     spec: ProcessSpec,

@@ -18,7 +18,7 @@ use super::{
     APISERVER_READY, CONTAINERD_READY, Cluster, ClusterError, NODE_READY, OLM_READY, start_and_wait,
 };
 use crate::components::{Containerd, HealthProbe, KubeApiserver, Kubelet, Olm, ProbeError};
-use crate::process::{ProcessRecord, ProcessSpec, Stopped};
+use crate::process::{ProcessSpec, StartedProcess, Stopped};
 
 /// How a restart went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,7 +120,7 @@ impl Cluster {
         Ok(since.elapsed())
     }
 
-    fn record_of(&self, component: &'static str) -> Result<ProcessRecord, ClusterError> {
+    fn record_of(&self, component: &'static str) -> Result<StartedProcess, ClusterError> {
         self.state
             .processes
             .iter()
@@ -165,10 +165,10 @@ impl Cluster {
     }
 }
 
-/// [`ProcessRecord::stop`] with teardown's grace for the component (the
+/// [`StartedProcess::stop`] with teardown's grace for the component (the
 /// API server's short: it can take long to exit and holds nothing worth
 /// waiting for), off the runtime's threads (it polls and sleeps).
-async fn stop(record: ProcessRecord) -> Stopped {
+async fn stop(record: StartedProcess) -> Stopped {
     let grace = crate::teardown::grace_for(&record.component);
     tokio::task::spawn_blocking(move || record.stop(grace))
         .await
