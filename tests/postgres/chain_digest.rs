@@ -38,7 +38,7 @@ async fn write_some(
     timeline: &Timeline,
     after: i64,
     inserts: i64,
-) -> Vec<writer::WriteRecord> {
+) -> Vec<writer::WriteLogEntry> {
     let running = RunningWriter::start(url, timeline.clone());
     let observer = connect(url).await;
     wait::until("the writer's inserts", Duration::from_secs(60), || {
@@ -127,7 +127,7 @@ async fn row_digests_and_written_rows_survive_the_reshape_to_7_10_1() {
             ExecutionsLayout::TypedColumns.name()
         ]
     );
-    let all: Vec<writer::WriteRecord> = json_writes.into_iter().chain(typed_writes).collect();
+    let all: Vec<writer::WriteLogEntry> = json_writes.into_iter().chain(typed_writes).collect();
     let found = writer::read_digests(&client, &writer::ids_to_check(&all))
         .await
         .expect("read back");

@@ -83,7 +83,7 @@ impl WriteOutcome {
 
 /// One write.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WriteRecord {
+pub struct WriteLogEntry {
     pub at: Timestamp,
     pub kind: WriteKind,
     /// The execution written (an insert's id once acknowledged).
@@ -96,7 +96,7 @@ pub struct WriteRecord {
 /// over the log (dropping it ends it too, the log unread).
 pub struct RunningWriter {
     stop: watch::Sender<bool>,
-    task: Option<tokio::task::JoinHandle<Vec<WriteRecord>>>,
+    task: Option<tokio::task::JoinHandle<Vec<WriteLogEntry>>>,
 }
 
 impl Drop for RunningWriter {
@@ -119,7 +119,7 @@ impl RunningWriter {
     }
 
     /// Stops after the write in flight and returns every write made.
-    pub async fn stop(mut self) -> Vec<WriteRecord> {
+    pub async fn stop(mut self) -> Vec<WriteLogEntry> {
         let _receiver_gone = self.stop.send(true);
         match self.task.take() {
             Some(task) => task
@@ -216,7 +216,7 @@ async fn write_until(
     url: String,
     timeline: Timeline,
     mut stopped: watch::Receiver<bool>,
-) -> Vec<WriteRecord> {
+) -> Vec<WriteLogEntry> {
     let mut log = Vec::new();
     let mut session: Option<Client> = None;
     let mut integrations: Vec<i64> = Vec::new();
@@ -250,7 +250,7 @@ async fn write_until(
             turn,
         )
         .await;
-        let record = WriteRecord {
+        let record = WriteLogEntry {
             at: Timestamp::now(),
             kind,
             id: attempt.id,

@@ -11,8 +11,8 @@ fn at(second: i64) -> Timestamp {
     Timestamp::from_second(1_700_000_000 + second).expect("valid")
 }
 
-fn write(second: i64, kind: WriteKind, id: Option<i64>, outcome: WriteOutcome) -> WriteRecord {
-    WriteRecord {
+fn write(second: i64, kind: WriteKind, id: Option<i64>, outcome: WriteOutcome) -> WriteLogEntry {
+    WriteLogEntry {
         at: at(second),
         kind,
         id,
@@ -156,7 +156,7 @@ fn an_update_that_found_no_row_leaves_the_row_lost_or_reappeared() {
 
 #[test]
 fn acknowledged_writes_are_counted_per_layout() {
-    let typed = |second, id, digest: &str| WriteRecord {
+    let typed = |second, id, digest: &str| WriteLogEntry {
         layout: Some(ExecutionsLayout::TypedColumns),
         ..write(second, WriteKind::Insert, Some(id), ack(digest))
     };

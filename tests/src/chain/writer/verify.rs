@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use jiff::Timestamp;
 use tokio_postgres::Client;
 
-use super::{Cause, WriteFailures, WriteKind, WriteOutcome, WriteRecord};
+use super::{Cause, WriteFailures, WriteKind, WriteLogEntry, WriteOutcome};
 use crate::chain::digest::{ExecutionsLayout, executions_layout};
 
 /// What an execution the writer wrote must look like at the end.
@@ -32,7 +32,7 @@ impl Expected {
 }
 
 /// The rows the log says must exist, by id.
-fn expected_rows(log: &[WriteRecord]) -> BTreeMap<i64, Expected> {
+fn expected_rows(log: &[WriteLogEntry]) -> BTreeMap<i64, Expected> {
     let mut expected: BTreeMap<i64, Expected> = BTreeMap::new();
     for record in log {
         let Some(id) = record.id else { continue };
@@ -61,7 +61,7 @@ fn expected_rows(log: &[WriteRecord]) -> BTreeMap<i64, Expected> {
 }
 
 /// The rows an update found missing during the run, by id (first time).
-fn found_missing(log: &[WriteRecord]) -> BTreeMap<i64, Timestamp> {
+fn found_missing(log: &[WriteLogEntry]) -> BTreeMap<i64, Timestamp> {
     let mut missing = BTreeMap::new();
     for record in log {
         if let (WriteOutcome::Missing, Some(id)) = (&record.outcome, record.id) {
@@ -118,7 +118,7 @@ impl WriterVerdict {
 
 /// Checks every acknowledged write against `found` (id → digest of the
 /// row now, for the ids [`ids_to_check`] named).
-pub fn verify(log: &[WriteRecord], found: &HashMap<i64, String>) -> WriterVerdict {
+pub fn verify(log: &[WriteLogEntry], found: &HashMap<i64, String>) -> WriterVerdict {
     let mut verdict = WriterVerdict::default();
     for record in log {
         if let (WriteOutcome::Acknowledged { .. }, Some(layout)) = (&record.outcome, record.layout)
@@ -174,7 +174,7 @@ pub fn verify(log: &[WriteRecord], found: &HashMap<i64, String>) -> WriterVerdic
 }
 
 /// The executions the end check must read.
-pub fn ids_to_check(log: &[WriteRecord]) -> Vec<i64> {
+pub fn ids_to_check(log: &[WriteLogEntry]) -> Vec<i64> {
     expected_rows(log).into_keys().collect()
 }
 
