@@ -328,7 +328,7 @@ mod tests {
             setup_seconds: 1.0,
             chain_seconds: 2.0,
             ended: true,
-            writer: crate::chain::writer::WriterVerdict::default(),
+            writer: crate::chain::writer::WriterCheck::default(),
         }
     }
 

@@ -11,7 +11,7 @@ use jiff::Timestamp;
 
 use super::{Chain, EndChecks, HistoryRow, job_outcomes, versions};
 use crate::chain::timeline::{Event, Fact, offset};
-use crate::chain::writer::WriterVerdict;
+use crate::chain::writer::WriterCheck;
 
 pub(super) fn migrations(
     events: &[Event],
@@ -151,7 +151,7 @@ pub(super) fn data(checks: &EndChecks, evidence: &mut Vec<String>) -> bool {
     }
 }
 
-pub(super) fn writes(verdict: &WriterVerdict, zero: Timestamp, evidence: &mut Vec<String>) -> bool {
+pub(super) fn writes(verdict: &WriterCheck, zero: Timestamp, evidence: &mut Vec<String>) -> bool {
     let per_layout: Vec<String> = verdict
         .acknowledged_in
         .iter()

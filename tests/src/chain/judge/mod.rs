@@ -71,7 +71,7 @@ use serde::Serialize;
 
 use super::digest::{DataDigest, ExecutionsLayout};
 use super::timeline::{Event, Fact, PodKind};
-use super::writer::WriterVerdict;
+use super::writer::WriterCheck;
 
 mod applies;
 mod damage;
@@ -194,7 +194,7 @@ pub struct HistoryRow {
 pub struct EndChecks {
     pub data_before: DataDigest,
     pub data_after: DataDigest,
-    pub writer: WriterVerdict,
+    pub writer: WriterCheck,
     pub history: Vec<HistoryRow>,
     /// What the last release's `app-db-upgrade plan` says of the schema at
     /// the end: `Ok` at its target, `Err` what it would do or refuse.

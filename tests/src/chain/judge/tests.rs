@@ -54,7 +54,7 @@ fn checks() -> EndChecks {
     EndChecks {
         data_before: digest(),
         data_after: digest(),
-        writer: WriterVerdict {
+        writer: WriterCheck {
             inserts_acknowledged: 100,
             updates_acknowledged: 90,
             failed: WriteFailures {
@@ -67,7 +67,7 @@ fn checks() -> EndChecks {
                 (ExecutionsLayout::TypedColumns, 70),
             ]
             .into(),
-            ..WriterVerdict::default()
+            ..WriterCheck::default()
         },
         history: history(),
         schema: Ok("V5 at target".into()),

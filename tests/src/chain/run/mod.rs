@@ -51,7 +51,7 @@ use super::pipeline::Pipeline;
 use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left, no_watch_gap_open};
 use super::record::{HistoryPaused, Recorders, app_api, read_history};
 use super::timeline::{Event, Fact, Timeline};
-use super::writer::{self, RunningWriter, WriterVerdict};
+use super::writer::{self, RunningWriter, WriterCheck};
 use crate::cluster_database::{HeldUpgradeLock, TestDatabase};
 
 pub mod flux;
@@ -84,7 +84,7 @@ pub struct RunReport {
     /// Whether the chain reached its end before the deadline.
     pub ended: bool,
     /// The writer's writes checked against the database at the end.
-    pub writer: WriterVerdict,
+    pub writer: WriterCheck,
 }
 
 impl RunReport {

@@ -37,7 +37,7 @@ mod tests;
 mod verify;
 
 use super::write_failures::{Cause, Failure, WriteFailures};
-pub use verify::{Damage, WriterVerdict, ids_to_check, read_digests, verify};
+pub use verify::{Damage, WriterCheck, ids_to_check, read_digests, verify};
 
 /// How often the writer writes (insert and update alternate): five times a
 /// second, still hundreds of writes in every chain. Each write is two

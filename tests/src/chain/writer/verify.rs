@@ -82,7 +82,7 @@ pub struct Damage {
 
 /// The writer's record checked against the database at the end.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WriterVerdict {
+pub struct WriterCheck {
     pub inserts_acknowledged: u64,
     pub updates_acknowledged: u64,
     /// Failed writes by cause (of unknown outcome or not).
@@ -105,7 +105,7 @@ pub struct WriterVerdict {
     pub reappeared: Vec<Damage>,
 }
 
-impl WriterVerdict {
+impl WriterCheck {
     pub fn damaged(&self) -> bool {
         !self.lost.is_empty() || !self.changed.is_empty() || !self.reappeared.is_empty()
     }
@@ -118,8 +118,8 @@ impl WriterVerdict {
 
 /// Checks every acknowledged write against `found` (id → digest of the
 /// row now, for the ids [`ids_to_check`] named).
-pub fn verify(log: &[WriteLogEntry], found: &HashMap<i64, String>) -> WriterVerdict {
-    let mut verdict = WriterVerdict::default();
+pub fn verify(log: &[WriteLogEntry], found: &HashMap<i64, String>) -> WriterCheck {
+    let mut verdict = WriterCheck::default();
     for record in log {
         if let (WriteOutcome::Acknowledged { .. }, Some(layout)) = (&record.outcome, record.layout)
         {
