@@ -5,7 +5,7 @@
 //! migration history, all pushing to the run's timeline.
 //!
 //! Owns: the watches ([`ObjectHistory`]) and the history poll
-//! ([`HistoryPoll`]), stopped when [`Recorders`] drops, and the facts of
+//! ([`HistoryPoll`]), stopped when [`FactWatches`] drops, and the facts of
 //! their own gaps (a failed or relisted watch, a failed history read),
 //! which make a run's judgement inconclusive instead of silently
 //! incomplete; the poll's pause for a caller that takes the database down
@@ -81,8 +81,8 @@ pub fn app_api(client: &Client, namespace: &str) -> Api<DynamicObject> {
     )
 }
 
-/// The running recorders; dropping them stops every watch and the poll.
-pub struct Recorders {
+/// The running watches (and the history poll); dropping them stops every watch and the poll.
+pub struct FactWatches {
     _histories: Vec<Box<dyn Any + Send + Sync>>,
     tasks: Vec<JoinHandle<()>>,
     history: HistoryPoll,
@@ -137,7 +137,7 @@ pub struct HistoryPaused {
     _reading: tokio::sync::OwnedMutexGuard<()>,
 }
 
-impl Drop for Recorders {
+impl Drop for FactWatches {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
@@ -145,7 +145,7 @@ impl Drop for Recorders {
     }
 }
 
-impl Recorders {
+impl FactWatches {
     /// Starts every watch of `namespace` but the Apps' (returns once each
     /// has listed, so no later change is missed) and the poll of
     /// `database_url`'s history.
@@ -155,7 +155,7 @@ impl Recorders {
         database_url: &str,
         timeline: &Timeline,
     ) -> Self {
-        let mut recorders = Recorders {
+        let mut recorders = FactWatches {
             _histories: Vec::new(),
             tasks: Vec::new(),
             history: HistoryPoll::start(database_url, timeline),

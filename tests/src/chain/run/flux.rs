@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use super::{SetUp, bundle_examples, middle_release, object};
 use crate::chain::cluster::{BackupClaim, OlmCluster};
 use crate::chain::judge::Chain;
-use crate::chain::record::{Recorders, dynamic_api};
+use crate::chain::record::{FactWatches, dynamic_api};
 use crate::chain::timeline::{Fact, Timeline, first};
 use crate::helm::Helm;
 
@@ -151,7 +151,7 @@ impl FluxRun {
     /// once moves it to the next.
     pub(super) async fn start_upgrade(
         &self,
-        recorders: &mut Recorders,
+        recorders: &mut FactWatches,
         timeline: &Timeline,
         chain: &Chain,
         at: Timestamp,

@@ -49,7 +49,7 @@ use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout
 use super::judge::{self, AnsweredGap, Chain, Deployer, EndChecks, Judgement};
 use super::pipeline::Pipeline;
 use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left, no_watch_gap_open};
-use super::record::{HistoryPaused, Recorders, app_api, read_history};
+use super::record::{FactWatches, HistoryPaused, app_api, read_history};
 use super::timeline::{Event, Fact, Timeline};
 use super::writer::{self, RunningWriter, WriterCheck};
 use crate::cluster_database::{HeldUpgradeLock, TestDatabase};
@@ -189,7 +189,7 @@ struct SetUp<'a, C> {
     cluster: &'a C,
     namespace: &'a TestNamespace,
     database_url: &'a str,
-    recorders: &'a mut Recorders,
+    recorders: &'a mut FactWatches,
     timeline: &'a Timeline,
 }
 
@@ -252,7 +252,7 @@ impl<C: OlmCluster> SetUp<'_, C> {
 
 /// A chain run set up at its first release.
 pub struct ChainRun {
-    recorders: Recorders,
+    recorders: FactWatches,
     /// Under OLM v1: before the namespace, which its uninstall needs.
     olm_v1: Option<OlmV1Run>,
     /// Under Flux: its source served and moved.
@@ -332,7 +332,7 @@ impl ChainRun {
                 TestDatabase::create_from_template(server, &database_name, database).await
             }
         };
-        let mut recorders = Recorders::start(&client, &ns, &database.url, &timeline).await;
+        let mut recorders = FactWatches::start(&client, &ns, &database.url, &timeline).await;
         let mut policy = None;
         if options.chain.deployer.admitted() {
             // The record's CRD and the policies; the binding only with
@@ -432,7 +432,7 @@ impl ChainRun {
     }
 
     /// Pauses the poll of the migration history until the guard drops
-    /// ([`Recorders::pause_history`]: for a caller that takes the
+    /// ([`FactWatches::pause_history`]: for a caller that takes the
     /// database's server down, and answers for the window).
     pub async fn pause_history(&self) -> HistoryPaused {
         self.recorders.pause_history().await

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{RunOptions, SetUp, Start, bundle_examples};
 use crate::chain::cluster::{BackupClaim, OlmCluster};
-use crate::chain::record::Recorders;
+use crate::chain::record::FactWatches;
 use crate::chain::timeline::{Fact, Timeline};
 use crate::olm_v1::{
     CatalogGuard, Extension, ExtensionGuard, Installer, cluster_extensions, installer_rights,
@@ -40,7 +40,7 @@ impl OlmV1Run {
     /// switches the ClusterExtension to `channel`.
     pub(super) async fn switch(
         &self,
-        recorders: &mut Recorders,
+        recorders: &mut FactWatches,
         timeline: &Timeline,
         channel: &str,
         at: Timestamp,
