@@ -53,7 +53,7 @@ use upgrade_gate::admission::{
 use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::admission_record::{patch_record, printed_override};
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
-use upgrade_gate_tests::chain::judge::{Deployer, RunVerdict};
+use upgrade_gate_tests::chain::judge::{Deployer, RunFinding};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions};
 use upgrade_gate_tests::chain::timeline::Fact;
 use upgrade_gate_tests::gate_process::run_gate;
@@ -874,7 +874,7 @@ async fn helm_pushes_the_chain_at_once_and_the_policy_keeps_it_whole() {
     report.show();
     assert_eq!(
         report.judgement.verdict,
-        RunVerdict::Held,
+        RunFinding::Held,
         "the chain pushed by Helm was not held:\n{}",
         report.evidence()
     );

@@ -44,7 +44,7 @@ use upgrade_gate_tests::chain::catalog::{
     add_release, read_documents, set_skip_range, write_documents,
 };
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
-use upgrade_gate_tests::chain::judge::{AfterRestore, RunVerdict, after_restore, race_of};
+use upgrade_gate_tests::chain::judge::{AfterRestore, RunFinding, after_restore, race_of};
 use upgrade_gate_tests::chain::predicates::closed_again_by;
 use upgrade_gate_tests::chain::record::{dynamic_api, read_history};
 use upgrade_gate_tests::chain::run::{
@@ -766,7 +766,7 @@ async fn a_skip_range_jumps_from_7_9_3_to_7_10_1_and_applies_7_10_0s_migrations_
     // shows, a jump, not "held".
     assert_eq!(
         report.judgement.verdict,
-        RunVerdict::Jumped,
+        RunFinding::Jumped,
         "the chain did not jump over 7.10.0:\n{}",
         report.evidence()
     );

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
-use upgrade_gate_tests::chain::judge::RunVerdict;
+use upgrade_gate_tests::chain::judge::RunFinding;
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, wait_gate_open};
 
 const CSV: &str = "upgrade-gate.v7.9.3";
@@ -149,7 +149,7 @@ async fn switching_to_7_10_x_upgrades_through_7_10_0_before_7_10_1() {
         println!("  {line}");
     }
     assert!(
-        report.judgement.verdict == RunVerdict::Held && !report.judgement.damaged,
+        report.judgement.verdict == RunFinding::Held && !report.judgement.damaged,
         "the gated chain must be held (conclusively) and not damaged:\n{}",
         report.evidence()
     );

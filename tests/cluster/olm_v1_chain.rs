@@ -36,7 +36,7 @@ use serde_json::Value;
 
 use upgrade_gate_tests::admission_policy::Policy;
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
-use upgrade_gate_tests::chain::judge::{Deployer, RunVerdict};
+use upgrade_gate_tests::chain::judge::{Deployer, RunFinding};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, RunReport};
 use upgrade_gate_tests::chain::timeline::{self, Fact};
 use upgrade_gate_tests::wait::{self, Look};
@@ -433,7 +433,7 @@ async fn without_the_policy_olm_v1_applies_7_10_1_before_7_10_0s_upgrade_complet
     let report = play("v1-race", false).await;
     assert_eq!(
         report.judgement.verdict,
-        RunVerdict::Raced,
+        RunFinding::Raced,
         "OLM v1 without the policy was expected to race:\n{}",
         report.evidence()
     );
@@ -449,7 +449,7 @@ async fn with_the_policy_olm_v1_applies_7_10_1_only_after_7_10_0s_upgrade() {
     let report = play("v1-held", true).await;
     assert_eq!(
         report.judgement.verdict,
-        RunVerdict::Held,
+        RunFinding::Held,
         "the chain through OLM v1 was not held:\n{}",
         report.evidence()
     );

@@ -20,7 +20,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use super::cluster::local_catalog;
-use super::judge::RunVerdict;
+use super::judge::RunFinding;
 
 /// Whether the gate's init container is in the operator's pod.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -172,19 +172,19 @@ impl Arm {
     }
 
     /// Whether a conclusive run met [`Arm::expectation`]; the reason when not.
-    pub fn check(self, verdict: RunVerdict, damaged: bool) -> Result<(), String> {
-        let raced = verdict == RunVerdict::Raced;
+    pub fn check(self, verdict: RunFinding, damaged: bool) -> Result<(), String> {
+        let raced = verdict == RunFinding::Raced;
         // Every arm's chain goes on to its next release: one that never
         // moved on, or one that jumped over the release every arm is
         // about, shows nothing the arm asks.
-        if matches!(verdict, RunVerdict::Stuck | RunVerdict::Jumped) {
+        if matches!(verdict, RunFinding::Stuck | RunFinding::Jumped) {
             return Err(format!(
                 "{}: the chain is not the arm's (its next release never moved on, or no middle release)",
                 verdict.name()
             ));
         }
         match (self.gate, self.start) {
-            (Gate::On, _) if verdict != RunVerdict::Held => {
+            (Gate::On, _) if verdict != RunFinding::Held => {
                 return Err(format!("{}, not held", verdict.name()));
             }
             (Gate::Off, Start::Slow) if !raced => {
@@ -312,7 +312,7 @@ mod tests {
 
     #[test]
     fn each_arm_expects_what_the_issue_predicts() {
-        use RunVerdict::{Held, Inconclusive, Jumped, Raced, Stuck};
+        use RunFinding::{Held, Inconclusive, Jumped, Raced, Stuck};
         let arm = |gate, start, successor| Arm {
             gate,
             start,

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 
-use super::judge::{Chain, Judgement, RunVerdict};
+use super::judge::{Chain, Judgement, RunFinding};
 use super::timeline::{Event, Fact, PodChange, PodKind, Timeline, offset};
 
 /// Whether a fact gets a line of its own in the narration.
@@ -200,11 +200,11 @@ pub fn closing(judgement: &Judgement, chain: &Chain) -> Vec<String> {
         ));
     } else {
         lines.push(match judgement.verdict {
-            RunVerdict::Stuck => format!(
+            RunFinding::Stuck => format!(
                 "No race, but no hold either: {} never moved on (the chain stopped short of it).",
                 chain.next
             ),
-            RunVerdict::Jumped => format!(
+            RunFinding::Jumped => format!(
                 "No release between {} and {} was installed: nothing to cut short, nothing held.",
                 chain.from, chain.last
             ),
@@ -214,7 +214,7 @@ pub fn closing(judgement: &Judgement, chain: &Chain) -> Vec<String> {
             ),
         });
     }
-    if judgement.verdict == RunVerdict::Inconclusive {
+    if judgement.verdict == RunFinding::Inconclusive {
         lines.push(format!(
             "But the run is INCONCLUSIVE, its record has a hole: {}.",
             judgement.inconclusive.join("; ")

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::judge::RunVerdict;
+use super::judge::RunFinding;
 use super::refusal::{Failure, failure};
 
 /// Width of the time axis, in SVG units.
@@ -500,7 +500,7 @@ fn svg(timeline: &[Value], id: &str) -> String {
 /// (class `verdict-<name>`), and whether data was damaged.
 fn banner(run: &Value) -> String {
     let verdict = run["verdict"].as_str().unwrap_or_default();
-    let class = match RunVerdict::ALL.iter().find(|known| known.name() == verdict) {
+    let class = match RunFinding::ALL.iter().find(|known| known.name() == verdict) {
         Some(known) => format!("verdict-{}", known.name()),
         None => "verdict-inconclusive".to_owned(),
     };
@@ -592,7 +592,7 @@ pub fn arm_page(arm: &Value) -> String {
 /// `held 2, raced 0, stuck 1, …`: the arm's runs under each verdict's
 /// name, read from the JSON under the same names.
 fn verdict_counts(arm: &Value) -> String {
-    RunVerdict::ALL
+    RunFinding::ALL
         .iter()
         .map(|verdict| {
             format!(
@@ -606,13 +606,13 @@ fn verdict_counts(arm: &Value) -> String {
 }
 
 /// The colour of each verdict's bar on the matrix page.
-fn verdict_colour(verdict: RunVerdict) -> &'static str {
+fn verdict_colour(verdict: RunFinding) -> &'static str {
     match verdict {
-        RunVerdict::Held => GREEN,
-        RunVerdict::Raced => RED,
-        RunVerdict::Stuck => AMBER,
-        RunVerdict::Jumped => BLUE,
-        RunVerdict::Inconclusive => GREY,
+        RunFinding::Held => GREEN,
+        RunFinding::Raced => RED,
+        RunFinding::Stuck => AMBER,
+        RunFinding::Jumped => BLUE,
+        RunFinding::Inconclusive => GREY,
     }
 }
 
@@ -651,7 +651,7 @@ pub fn matrix_page(deployer: &str, arms: &[Value]) -> String {
         let mut bars =
             String::from("<svg width=\"210\" height=\"16\" xmlns=\"http://www.w3.org/2000/svg\">");
         let mut x = 0.0;
-        for verdict in RunVerdict::ALL {
+        for verdict in RunFinding::ALL {
             let w = width(count(verdict.name()));
             let _ = write!(
                 bars,
@@ -800,7 +800,7 @@ mod tests {
 
     #[test]
     fn every_verdict_has_a_banner_of_its_own() {
-        for verdict in RunVerdict::ALL {
+        for verdict in RunFinding::ALL {
             let mut run = held_run();
             run["verdict"] = json!(verdict.name());
             let shown = banner(&run);

@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use super::arm::Arm;
-use super::judge::RunVerdict;
+use super::judge::RunFinding;
 use super::run::RunReport;
 use super::write_failures::WriteFailures;
 
@@ -61,7 +61,7 @@ fn seconds(value: Option<f64>) -> String {
 }
 
 impl ArmReport {
-    pub fn count(&self, verdict: RunVerdict) -> usize {
+    pub fn count(&self, verdict: RunFinding) -> usize {
         self.runs
             .iter()
             .filter(|run| run.judgement.verdict == verdict)
@@ -70,7 +70,7 @@ impl ArmReport {
 
     /// `2 held, 0 raced, 1 stuck, …`: each verdict by its name.
     pub fn verdict_counts(&self) -> String {
-        RunVerdict::ALL
+        RunFinding::ALL
             .iter()
             .map(|verdict| format!("{} {}", self.count(*verdict), verdict.name()))
             .collect::<Vec<_>>()
@@ -92,7 +92,7 @@ impl ArmReport {
         let mut inconclusive = Vec::new();
         for (index, run) in self.runs.iter().enumerate() {
             let name = format!("run {} ({})", index + 1, run.namespace);
-            if run.judgement.verdict == RunVerdict::Inconclusive {
+            if run.judgement.verdict == RunFinding::Inconclusive {
                 inconclusive.push(format!("{name}: {}", run.judgement.inconclusive.join("; ")));
             } else if let Err(why) = self.arm.check(run.judgement.verdict, run.judgement.damaged) {
                 not_met.push(format!("{name}: {why}"));
@@ -150,7 +150,7 @@ impl ArmReport {
     }
 
     /// The arm's JSON: each run's, the runs counted under each verdict's
-    /// name ([`RunVerdict::name`], as the runs' `verdict` and the picture
+    /// name ([`RunFinding::name`], as the runs' `verdict` and the picture
     /// name them), the writes, whether the expectation was met.
     pub fn to_json(&self) -> Value {
         let writes = self.writes();
@@ -176,7 +176,7 @@ impl ArmReport {
                 "lost": writes.lost,
             },
         });
-        for verdict in RunVerdict::ALL {
+        for verdict in RunFinding::ALL {
             json[verdict.name()] = Value::from(self.count(verdict));
         }
         json
@@ -268,11 +268,11 @@ pub fn matrix_table(reports: &[ArmReport]) -> String {
             "{:<28} {:>4} {:>5} {:>5} {:>5} {:>7} {:>12} {:>10} {:>10} {:>15} {:>28}  {}",
             report.arm.name(),
             report.runs.len(),
-            report.count(RunVerdict::Held),
-            report.count(RunVerdict::Raced),
-            report.count(RunVerdict::Stuck),
+            report.count(RunFinding::Held),
+            report.count(RunFinding::Raced),
+            report.count(RunFinding::Stuck),
             report.damaged(),
-            report.count(RunVerdict::Inconclusive),
+            report.count(RunFinding::Inconclusive),
             seconds(report.pending_median()),
             seconds(report.reaction_median()),
             load,
@@ -305,14 +305,14 @@ mod tests {
         assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), Some(2.5));
     }
 
-    fn run(verdict: RunVerdict, damaged: bool) -> RunReport {
+    fn run(verdict: RunFinding, damaged: bool) -> RunReport {
         RunReport {
             namespace: "race-1".into(),
             judgement: crate::chain::judge::Judgement {
                 verdict,
-                raced: verdict == RunVerdict::Raced,
+                raced: verdict == RunFinding::Raced,
                 damaged,
-                inconclusive: if verdict == RunVerdict::Inconclusive {
+                inconclusive: if verdict == RunFinding::Inconclusive {
                     vec!["a watch failed".into()]
                 } else {
                     Vec::new()
@@ -340,21 +340,21 @@ mod tests {
         };
         assert_eq!(
             report(vec![
-                run(RunVerdict::Held, false),
-                run(RunVerdict::Held, false)
+                run(RunFinding::Held, false),
+                run(RunFinding::Held, false)
             ])
             .outcome(),
             Outcome::Met
         );
         assert!(matches!(
-            report(vec![run(RunVerdict::Held, false), run(RunVerdict::Inconclusive, false)]).outcome(),
+            report(vec![run(RunFinding::Held, false), run(RunFinding::Inconclusive, false)]).outcome(),
             Outcome::Inconclusive(reasons) if reasons.len() == 1 && reasons[0].contains("a watch failed")
         ));
         assert!(matches!(
-            report(vec![run(RunVerdict::Raced, false), run(RunVerdict::Inconclusive, false)]).outcome(),
+            report(vec![run(RunFinding::Raced, false), run(RunFinding::Inconclusive, false)]).outcome(),
             Outcome::NotMet(reasons) if reasons.len() == 1 && reasons[0].starts_with("run 1")
         ));
-        let table = matrix_table(&[report(vec![run(RunVerdict::Held, false)])]);
+        let table = matrix_table(&[report(vec![run(RunFinding::Held, false)])]);
         assert!(
             table
                 .lines()
@@ -370,7 +370,7 @@ mod tests {
     #[test]
     fn the_reaction_median_is_over_the_runs_that_measured_it() {
         let reacted = |seconds| {
-            let mut run = run(RunVerdict::Held, false);
+            let mut run = run(RunFinding::Held, false);
             run.judgement.olm_reaction_seconds = seconds;
             run
         };
@@ -414,7 +414,7 @@ mod tests {
     #[test]
     fn the_writes_are_summed_by_cause_over_the_runs() {
         let with_failures = |refused, code: &str, lost| {
-            let mut run = run(RunVerdict::Held, false);
+            let mut run = run(RunFinding::Held, false);
             run.writer.inserts_acknowledged = 10;
             run.writer.failed = WriteFailures {
                 refused,
@@ -463,15 +463,15 @@ mod tests {
     fn the_json_and_the_picture_name_each_verdict_alike() {
         let report = ArmReport {
             arm: Arm::default(),
-            runs: RunVerdict::ALL
+            runs: RunFinding::ALL
                 .iter()
                 .map(|verdict| run(*verdict, false))
-                .chain([run(RunVerdict::Stuck, true)])
+                .chain([run(RunFinding::Stuck, true)])
                 .collect(),
         };
         let json = report.to_json();
-        for verdict in RunVerdict::ALL {
-            let expected = if verdict == RunVerdict::Stuck { 2 } else { 1 };
+        for verdict in RunFinding::ALL {
+            let expected = if verdict == RunFinding::Stuck { 2 } else { 1 };
             assert_eq!(json[verdict.name()], expected, "{}: {json}", verdict.name());
         }
         let page = crate::chain::picture::arm_page(&json);
@@ -489,7 +489,7 @@ mod tests {
                 "{section}"
             );
         }
-        for verdict in RunVerdict::ALL {
+        for verdict in RunFinding::ALL {
             assert!(
                 page.contains(&format!(
                     "data-count=\"{name}\">{name} {}<",

@@ -9,7 +9,7 @@
 //! soon OLM acted once the gate opened. Must not touch: the cluster or the
 //! database.
 //!
-//! - **The verdict** ([`RunVerdict`]): `raced`, `held`, `stuck`, `jumped`
+//! - **The verdict** ([`RunFinding`]): `raced`, `held`, `stuck`, `jumped`
 //!   or `inconclusive`, each named the same in the JSON and the picture.
 //!   A run is inconclusive when its evidence has a hole that could hide a
 //!   race or damage: a recorder's gap (a failed or relisted watch, a failed
@@ -222,7 +222,7 @@ pub struct AnsweredGap {
 /// What a run shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RunVerdict {
+pub enum RunFinding {
     /// Another upgrade started before the middle release's completed.
     Raced,
     /// Not raced, the next release moved on, with evidence that could have
@@ -238,24 +238,24 @@ pub enum RunVerdict {
     Inconclusive,
 }
 
-impl RunVerdict {
+impl RunFinding {
     /// Every verdict, in the order the reports count them.
-    pub const ALL: [RunVerdict; 5] = [
-        RunVerdict::Held,
-        RunVerdict::Raced,
-        RunVerdict::Stuck,
-        RunVerdict::Jumped,
-        RunVerdict::Inconclusive,
+    pub const ALL: [RunFinding; 5] = [
+        RunFinding::Held,
+        RunFinding::Raced,
+        RunFinding::Stuck,
+        RunFinding::Jumped,
+        RunFinding::Inconclusive,
     ];
 
     /// The verdict's name in the JSON, the tables and the picture.
     pub fn name(self) -> &'static str {
         match self {
-            RunVerdict::Raced => "raced",
-            RunVerdict::Held => "held",
-            RunVerdict::Stuck => "stuck",
-            RunVerdict::Jumped => "jumped",
-            RunVerdict::Inconclusive => "inconclusive",
+            RunFinding::Raced => "raced",
+            RunFinding::Held => "held",
+            RunFinding::Stuck => "stuck",
+            RunFinding::Jumped => "jumped",
+            RunFinding::Inconclusive => "inconclusive",
         }
     }
 }
@@ -263,7 +263,7 @@ impl RunVerdict {
 /// The judgement of one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Judgement {
-    pub verdict: RunVerdict,
+    pub verdict: RunFinding,
     pub raced: bool,
     pub damaged: bool,
     /// Why the run is inconclusive (empty unless it is).
@@ -351,12 +351,12 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
     let mut inconclusive = holes(events, chain, checks, zero);
     let moved = moved_on(events, chain, zero);
     let verdict = if !inconclusive.is_empty() {
-        RunVerdict::Inconclusive
+        RunFinding::Inconclusive
     } else if raced {
-        RunVerdict::Raced
+        RunFinding::Raced
     } else if let Some(why) = load.as_ref().and_then(|load| load.unsure.clone()) {
         inconclusive.push(why);
-        RunVerdict::Inconclusive
+        RunFinding::Inconclusive
     } else if moved.is_none() {
         evidence.push(format!(
             "STUCK: {} never moved on ({}): not held",
@@ -366,17 +366,17 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
                 other => format!("no apply of it by {} accepted", other.who()),
             }
         ));
-        RunVerdict::Stuck
+        RunFinding::Stuck
     } else if chain.middle.is_none() {
         let between = race::between(events, chain, zero);
         if between.is_empty() {
-            RunVerdict::Jumped
+            RunFinding::Jumped
         } else {
             inconclusive.push(format!(
                 "a chain expected to jump over its middle release installed {}: a race with it is not judged",
                 between.join(", ")
             ));
-            RunVerdict::Inconclusive
+            RunFinding::Inconclusive
         }
     } else if load_ok != Some(true) {
         inconclusive.push(format!(
@@ -384,9 +384,9 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
             load.as_ref()
                 .map_or("no load line", |load| load.line.as_str())
         ));
-        RunVerdict::Inconclusive
+        RunFinding::Inconclusive
     } else {
-        RunVerdict::Held
+        RunFinding::Held
     };
     for reason in &inconclusive {
         evidence.push(format!("INCONCLUSIVE: {reason}"));

@@ -199,7 +199,7 @@ fn a_gated_chain_is_neither_raced_nor_damaged() {
     let verdict = judge(&events(gated()), &chain(), &checks());
     assert!(!verdict.raced, "{:#?}", verdict.evidence);
     assert!(!verdict.damaged, "{:#?}", verdict.evidence);
-    assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+    assert_eq!(verdict.verdict, RunFinding::Held, "{:#?}", verdict.evidence);
     assert!(verdict.inconclusive.is_empty());
     assert_eq!(
         verdict.olm_reaction_seconds.map(|s| (s * 10.0).round()),
@@ -293,7 +293,7 @@ fn the_feature_requests_race_is_judged_raced_not_necessarily_damaged() {
     assert!(verdict.raced);
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Raced,
+        RunFinding::Raced,
         "{:#?}",
         verdict.evidence
     );
@@ -375,7 +375,7 @@ fn a_small_load_is_said_never_silently() {
     // Held only with the load check passed (the old report counted
     // this run as not raced).
     assert!(!verdict.raced);
-    assert_eq!(verdict.verdict, RunVerdict::Inconclusive);
+    assert_eq!(verdict.verdict, RunFinding::Inconclusive);
     assert!(
         verdict
             .evidence
@@ -493,7 +493,7 @@ fn a_jump_over_the_middle_release_is_no_race() {
     // Judged by what it shows: it jumped; nothing was there to hold.
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Jumped,
+        RunFinding::Jumped,
         "{:#?}",
         verdict.evidence
     );
@@ -510,7 +510,7 @@ fn a_jump_over_the_middle_release_is_no_race() {
     let verdict = judge(&events(through), &jump, &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Inconclusive,
+        RunFinding::Inconclusive,
         "{:#?}",
         verdict.evidence
     );
@@ -524,7 +524,7 @@ fn a_jump_over_the_middle_release_is_no_race() {
     let verdict = judge(&events(pending), &jump, &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Stuck,
+        RunFinding::Stuck,
         "{:#?}",
         verdict.evidence
     );

@@ -112,7 +112,7 @@ impl RunReport {
     pub fn assert_conclusive(&self) {
         assert_ne!(
             self.judgement.verdict,
-            judge::RunVerdict::Inconclusive,
+            judge::RunFinding::Inconclusive,
             "the run is inconclusive ({}):\n{}",
             self.judgement.inconclusive.join("; "),
             self.evidence()
@@ -126,7 +126,7 @@ impl RunReport {
         let evidence = self.evidence();
         assert_eq!(
             self.judgement.verdict,
-            judge::RunVerdict::Held,
+            judge::RunFinding::Held,
             "the run was not held:\n{evidence}"
         );
         assert!(

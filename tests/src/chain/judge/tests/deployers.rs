@@ -64,7 +64,7 @@ fn pushed() -> Vec<(i64, Fact)> {
 #[test]
 fn a_chain_pushed_by_a_deployer_and_refused_until_complete_is_held() {
     let verdict = judge(&events(pushed()), &helm_chain(), &checks());
-    assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+    assert_eq!(verdict.verdict, RunFinding::Held, "{:#?}", verdict.evidence);
     assert!(!verdict.damaged, "{:#?}", verdict.evidence);
     // Refused from the first push (+1.0 s) to the accepted one (+42.8 s).
     assert_eq!(
@@ -105,7 +105,7 @@ fn olm_v1_refusing_the_next_release_until_complete_is_judged_as_a_deployer() {
         ..chain()
     };
     let verdict = judge(&events(facts), &v1, &checks());
-    assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+    assert_eq!(verdict.verdict, RunFinding::Held, "{:#?}", verdict.evidence);
     assert!(!verdict.damaged, "{:#?}", verdict.evidence);
     assert!(
         verdict
@@ -155,7 +155,7 @@ fn a_deployer_let_through_before_completion_races_and_a_missing_end_damages() {
     let verdict = judge(&events(facts), &helm_chain(), &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Inconclusive,
+        RunFinding::Inconclusive,
         "{:#?}",
         verdict.evidence
     );
@@ -180,7 +180,7 @@ fn a_release_replaced_before_its_pod_existed_raced() {
     let verdict = judge(&events(facts.clone()), &helm_chain(), &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Raced,
+        RunFinding::Raced,
         "{:#?}",
         verdict.evidence
     );
@@ -192,7 +192,7 @@ fn a_release_replaced_before_its_pod_existed_raced() {
     let verdict = judge(&events(facts), &helm_chain(), &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Inconclusive,
+        RunFinding::Inconclusive,
         "{:#?}",
         verdict.evidence
     );
@@ -216,7 +216,7 @@ fn a_pushed_run_whose_next_release_was_never_accepted_is_stuck_not_held() {
         let verdict = judge(&events(facts.clone()), &chain, &checks());
         assert_eq!(
             verdict.verdict,
-            RunVerdict::Stuck,
+            RunFinding::Stuck,
             "{deployer:?}: {:#?}",
             verdict.evidence
         );
@@ -246,7 +246,7 @@ fn a_pushed_run_whose_next_release_was_never_accepted_is_stuck_not_held() {
     let verdict = judge(&events(pending), &chain(), &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Stuck,
+        RunFinding::Stuck,
         "{:#?}",
         verdict.evidence
     );
@@ -274,7 +274,7 @@ fn a_pushed_runs_applies_that_failed_for_another_cause_are_no_refusals() {
         let verdict = judge(&events(first_failed.clone()), &chain, &checks());
         assert_eq!(
             verdict.verdict,
-            RunVerdict::Inconclusive,
+            RunFinding::Inconclusive,
             "{deployer:?}: {:#?}",
             verdict.evidence
         );
@@ -304,7 +304,7 @@ fn a_pushed_runs_applies_that_failed_for_another_cause_are_no_refusals() {
     let verdict = judge(&events(nothing_reached), &helm_chain(), &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Inconclusive,
+        RunFinding::Inconclusive,
         "{:#?}",
         verdict.evidence
     );
@@ -324,7 +324,7 @@ fn a_pushed_runs_applies_that_failed_for_another_cause_are_no_refusals() {
     let mut later = pushed();
     later.push((200, failed("7.10.1", UNREACHABLE)));
     let verdict = judge(&events(later), &helm_chain(), &checks());
-    assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+    assert_eq!(verdict.verdict, RunFinding::Held, "{:#?}", verdict.evidence);
     assert!(
         verdict
             .evidence

@@ -87,7 +87,7 @@ fn every_hole_in_the_record_makes_the_run_inconclusive() {
         let verdict = judge(&events(facts), &chain(), &end);
         assert_eq!(
             verdict.verdict,
-            RunVerdict::Inconclusive,
+            RunFinding::Inconclusive,
             "{hole}: {:#?}",
             verdict.evidence
         );
@@ -109,7 +109,7 @@ fn every_hole_in_the_record_makes_the_run_inconclusive() {
     let verdict = judge(&events(raced.clone()), &chain(), &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Raced,
+        RunFinding::Raced,
         "{:#?}",
         verdict.evidence
     );
@@ -121,7 +121,7 @@ fn every_hole_in_the_record_makes_the_run_inconclusive() {
     ));
     let verdict = judge(&events(raced), &chain(), &checks());
     assert!(verdict.raced);
-    assert_eq!(verdict.verdict, RunVerdict::Inconclusive);
+    assert_eq!(verdict.verdict, RunFinding::Inconclusive);
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn the_writers_failures_are_told_by_cause_and_only_the_unexpected_is_a_hole() {
     };
     end.writer.unknown = 1;
     let verdict = judge(&events(gated()), &chain(), &end);
-    assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+    assert_eq!(verdict.verdict, RunFinding::Held, "{:#?}", verdict.evidence);
     assert!(!verdict.damaged);
     let told = verdict
         .evidence
@@ -154,7 +154,7 @@ fn the_writers_failures_are_told_by_cause_and_only_the_unexpected_is_a_hole() {
         .unexpected
         .push((at(300), "no integrations to write executions of".into()));
     let verdict = judge(&events(gated()), &chain(), &end);
-    assert_eq!(verdict.verdict, RunVerdict::Inconclusive);
+    assert_eq!(verdict.verdict, RunFinding::Inconclusive);
     assert_eq!(
         verdict.inconclusive,
         [
@@ -186,14 +186,14 @@ fn a_watch_healed_before_time_zero_is_no_hole_and_one_still_broken_is() {
     let mut healed = gated();
     healed.extend([error(-50), relisted(-49, "Apps")]);
     let verdict = judge(&events(healed), &chain(), &checks());
-    assert_eq!(verdict.verdict, RunVerdict::Held, "{:#?}", verdict.evidence);
+    assert_eq!(verdict.verdict, RunFinding::Held, "{:#?}", verdict.evidence);
     // Lost before zero, listed again only after it: a hole.
     let mut late = gated();
     late.extend([error(-50), relisted(5, "Apps")]);
     let verdict = judge(&events(late), &chain(), &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Inconclusive,
+        RunFinding::Inconclusive,
         "{:#?}",
         verdict.evidence
     );
@@ -203,7 +203,7 @@ fn a_watch_healed_before_time_zero_is_no_hole_and_one_still_broken_is() {
     let verdict = judge(&events(other), &chain(), &checks());
     assert_eq!(
         verdict.verdict,
-        RunVerdict::Inconclusive,
+        RunFinding::Inconclusive,
         "{:#?}",
         verdict.evidence
     );
@@ -238,12 +238,12 @@ fn a_watch_gap_the_run_answered_for_is_no_hole_and_one_outside_its_span_is() {
     let unanswered = judge(&events(restarted.clone()), &chain(), &checks());
     assert_eq!(
         unanswered.verdict,
-        RunVerdict::Inconclusive,
+        RunFinding::Inconclusive,
         "{:#?}",
         unanswered.evidence
     );
     let whole = judge(&events(restarted.clone()), &chain(), &answered(4, 9));
-    assert_eq!(whole.verdict, RunVerdict::Held, "{:#?}", whole.evidence);
+    assert_eq!(whole.verdict, RunFinding::Held, "{:#?}", whole.evidence);
     assert!(
         whole
             .evidence
@@ -256,7 +256,7 @@ fn a_watch_gap_the_run_answered_for_is_no_hole_and_one_outside_its_span_is() {
     let short = judge(&events(restarted), &chain(), &answered(4, 7));
     assert_eq!(
         short.verdict,
-        RunVerdict::Inconclusive,
+        RunFinding::Inconclusive,
         "{:#?}",
         short.evidence
     );
