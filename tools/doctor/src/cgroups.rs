@@ -150,7 +150,7 @@ pub fn image_builds(layout: &Layout, controllers: Option<&str>, runtime: &Runtim
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Verdict;
+    use crate::check::CheckStatus;
     use crate::mounts;
 
     const HYBRID: &str = include_str!("../fixtures/mounts-hybrid");
@@ -176,7 +176,7 @@ mod tests {
                 HYBRID,
                 Some(HUGETLB),
                 hybrid(),
-                Verdict::Ok,
+                CheckStatus::Ok,
                 "hybrid: v1 controllers under /sys/fs/cgroup, cgroup2 at /sys/fs/cgroup/unified \
                  (controllers: hugetlb)",
             ),
@@ -186,7 +186,7 @@ mod tests {
                 Layout::V2 {
                     at: "/sys/fs/cgroup".into(),
                 },
-                Verdict::Warn,
+                CheckStatus::Warn,
                 "cgroup v2 only (at /sys/fs/cgroup, controllers: cpuset cpu io memory pids): the \
                  kubelet supports it; this project's local cluster was tried on hybrid and v1 layouts",
             ),
@@ -196,7 +196,7 @@ mod tests {
                 Layout::V2 {
                     at: "/sys/fs/cgroup/unified".into(),
                 },
-                Verdict::Warn,
+                CheckStatus::Warn,
                 "cgroup v2 only (at /sys/fs/cgroup/unified, controllers: hugetlb): the kubelet \
                  supports it; this project's local cluster was tried on hybrid and v1 layouts",
             ),
@@ -206,14 +206,14 @@ mod tests {
                 Layout::V1 {
                     under: "/sys/fs/cgroup".into(),
                 },
-                Verdict::Ok,
+                CheckStatus::Ok,
                 "v1: controllers under /sys/fs/cgroup, no cgroup2",
             ),
             (
                 NONE,
                 None,
                 Layout::None,
-                Verdict::Fail,
+                CheckStatus::Fail,
                 "no cgroup file system mounted: the kubelet cannot run pods",
             ),
         ];
@@ -234,7 +234,7 @@ mod tests {
             .collect();
         let mounts = mounts::parse(&text);
         let no_pids = check(&classify(&mounts), &mounts, Some(HUGETLB));
-        assert_eq!(no_pids.verdict, Verdict::Fail);
+        assert_eq!(no_pids.verdict, CheckStatus::Fail);
         assert!(
             no_pids.detail.ends_with(": missing pids"),
             "{}",
@@ -248,7 +248,7 @@ mod tests {
         );
         // One mount may carry several controllers (`cpu,cpuacct`).
         let v1 = mounts::parse(V1);
-        assert_eq!(check_verdict(&v1), Verdict::Ok);
+        assert_eq!(check_verdict(&v1), CheckStatus::Ok);
         let no_cpu: Vec<Mount> = v1.into_iter().filter(|m| !m.has_option("cpu")).collect();
         let failed = check(&classify(&no_cpu), &no_cpu, None);
         assert!(
@@ -258,7 +258,7 @@ mod tests {
         );
     }
 
-    fn check_verdict(mounts: &[Mount]) -> Verdict {
+    fn check_verdict(mounts: &[Mount]) -> CheckStatus {
         check(&classify(mounts), mounts, None).verdict
     }
 
@@ -278,7 +278,7 @@ mod tests {
         ];
         for (layout, controllers, noted) in cases {
             let check = image_builds(&layout, controllers, &Runtime::Named("runc".into()));
-            assert_eq!(check.verdict, Verdict::Ok);
+            assert_eq!(check.verdict, CheckStatus::Ok);
             assert_eq!(check.detail.contains(refuses), noted, "{}", check.detail);
             assert!(
                 check.detail.contains("(podman's runtime here: runc)"),

@@ -1,10 +1,10 @@
-//! The verdict of one check and how it is printed: one aligned line, a fix
+//! The status of one check (ok, warn, fail) and how it is printed: one aligned line, a fix
 //! line under a failure or warning that has one, and the closing summary.
 
 use std::fmt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum CheckStatus {
     Ok,
     Warn,
     Fail,
@@ -13,7 +13,7 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
     pub name: &'static str,
-    pub verdict: Verdict,
+    pub verdict: CheckStatus,
     pub detail: String,
     /// What to do about it.
     pub fix: Option<String>,
@@ -23,7 +23,7 @@ impl Check {
     pub fn ok(name: &'static str, detail: impl Into<String>) -> Self {
         Self {
             name,
-            verdict: Verdict::Ok,
+            verdict: CheckStatus::Ok,
             detail: detail.into(),
             fix: None,
         }
@@ -32,7 +32,7 @@ impl Check {
     pub fn warn(name: &'static str, detail: impl Into<String>) -> Self {
         Self {
             name,
-            verdict: Verdict::Warn,
+            verdict: CheckStatus::Warn,
             detail: detail.into(),
             fix: None,
         }
@@ -41,7 +41,7 @@ impl Check {
     pub fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Self {
         Self {
             name,
-            verdict: Verdict::Fail,
+            verdict: CheckStatus::Fail,
             detail: detail.into(),
             fix: Some(fix.into()),
         }
@@ -56,9 +56,9 @@ impl Check {
 impl fmt::Display for Check {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let label = match self.verdict {
-            Verdict::Ok => "ok",
-            Verdict::Warn => "WARN",
-            Verdict::Fail => "FAIL",
+            CheckStatus::Ok => "ok",
+            CheckStatus::Warn => "WARN",
+            CheckStatus::Fail => "FAIL",
         };
         write!(f, "{label:<5} {:<13} {}", self.name, self.detail)?;
         if let Some(fix) = &self.fix {
@@ -77,12 +77,12 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn add(&mut self, verdict: Verdict) {
+    pub fn add(&mut self, verdict: CheckStatus) {
         self.checks += 1;
         match verdict {
-            Verdict::Ok => {}
-            Verdict::Warn => self.warnings += 1,
-            Verdict::Fail => self.failed += 1,
+            CheckStatus::Ok => {}
+            CheckStatus::Warn => self.warnings += 1,
+            CheckStatus::Fail => self.failed += 1,
         }
     }
 
@@ -134,7 +134,12 @@ mod tests {
     #[test]
     fn the_summary_counts_and_says_what_a_failure_means() {
         let mut tally = Tally::default();
-        for verdict in [Verdict::Ok, Verdict::Warn, Verdict::Fail, Verdict::Ok] {
+        for verdict in [
+            CheckStatus::Ok,
+            CheckStatus::Warn,
+            CheckStatus::Fail,
+            CheckStatus::Ok,
+        ] {
             tally.add(verdict);
         }
         assert_eq!(

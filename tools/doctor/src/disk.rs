@@ -292,7 +292,7 @@ impl Group<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Verdict;
+    use crate::check::CheckStatus;
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {
@@ -418,7 +418,7 @@ mod tests {
             checks[0],
             Check::ok("disk", "72.2 GiB free on / (needs 24 GiB)")
         );
-        assert_eq!(checks[1].verdict, Verdict::Fail);
+        assert_eq!(checks[1].verdict, CheckStatus::Fail);
         assert_eq!(
             checks[1].detail,
             "only 2.0 GiB free on /mnt/small cache (needs 3 GiB for: the tool cache \
@@ -490,7 +490,7 @@ mod tests {
         .map(|need| (need, df()))
         .collect();
         let cold = check(&empty);
-        assert_eq!(cold[0].verdict, Verdict::Fail);
+        assert_eq!(cold[0].verdict, CheckStatus::Fail);
         assert!(
             cold[0]
                 .detail

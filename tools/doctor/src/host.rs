@@ -112,7 +112,7 @@ pub fn kernel(filesystems: &str, bridge_nf: bool) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Verdict;
+    use crate::check::CheckStatus;
 
     #[test]
     fn root_is_the_effective_uid_zero() {
@@ -120,19 +120,19 @@ mod tests {
             (
                 include_str!("../fixtures/status-root"),
                 Some(0),
-                Verdict::Ok,
+                CheckStatus::Ok,
             ),
             (
                 include_str!("../fixtures/status-uid1000"),
                 Some(1000),
-                Verdict::Fail,
+                CheckStatus::Fail,
             ),
             (
                 "Name:\tx\nUid:\t1000\t0\t1000\t1000\n",
                 Some(0),
-                Verdict::Ok,
+                CheckStatus::Ok,
             ),
-            ("Name:\tx\n", None, Verdict::Fail),
+            ("Name:\tx\n", None, CheckStatus::Fail),
         ];
         for (status, uid, verdict) in cases {
             assert_eq!(effective_uid(status), uid);
@@ -151,7 +151,7 @@ mod tests {
             left_behind: left_behind.iter().map(|s| (*s).to_owned()).collect(),
         };
         let worked = netns(&probe(Ok(()), &[]));
-        assert_eq!(worked.verdict, Verdict::Ok);
+        assert_eq!(worked.verdict, CheckStatus::Ok);
         assert!(worked.detail.contains("ugdoctor-42"), "{}", worked.detail);
         let missing = netns(&probe(Err(StepFailure::IpMissing), &[]));
         assert_eq!(missing.fix.as_deref(), Some("apt-get install iproute2"));
@@ -169,7 +169,7 @@ mod tests {
         );
         assert!(denied.fix.expect("fix").contains("CAP_NET_ADMIN"));
         let left = netns(&probe(Ok(()), &["/run/netns/ugdoctor-42"]));
-        assert_eq!(left.verdict, Verdict::Fail);
+        assert_eq!(left.verdict, CheckStatus::Fail);
         assert_eq!(
             left.detail,
             "removing the probe left /run/netns/ugdoctor-42 behind"

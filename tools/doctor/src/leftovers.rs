@@ -146,7 +146,7 @@ fn cluster(name: &str, seen: &Seen) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Verdict;
+    use crate::check::CheckStatus;
     use crate::mounts;
 
     fn strings(items: &[&str]) -> Vec<String> {
@@ -209,7 +209,7 @@ mod tests {
         };
         let checks = check(&running);
         assert_eq!(checks.len(), 1);
-        assert_eq!(checks[0].verdict, Verdict::Warn);
+        assert_eq!(checks[0].verdict, CheckStatus::Warn);
         assert!(
             checks[0]
                 .detail

@@ -177,7 +177,7 @@ fn fail(registry: &Registry, error: String) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Verdict;
+    use crate::check::CheckStatus;
 
     #[test]
     fn goproxy_gives_the_first_url() {
@@ -203,7 +203,7 @@ mod tests {
             assert_eq!(go_proxy(goproxy).as_deref(), url, "{goproxy}");
         }
         assert!(
-            matches!(&plan("off", None, None)[0], Probe::Decided(c) if c.verdict == Verdict::Warn)
+            matches!(&plan("off", None, None)[0], Probe::Decided(c) if c.verdict == CheckStatus::Warn)
         );
     }
 
@@ -252,23 +252,23 @@ mod tests {
         let cases = [
             (
                 curl(0, "200 0.183", ""),
-                Verdict::Ok,
+                CheckStatus::Ok,
                 "https://pypi.org/simple/pip/ answers (HTTP 200, 0.2 s): wheels",
             ),
             (
                 curl(0, "403 0.05", ""),
-                Verdict::Ok,
+                CheckStatus::Ok,
                 "https://pypi.org/simple/pip/ answers (HTTP 403, 0.1 s): wheels",
             ),
             (
                 curl(6, "000 0.0", "curl: (6) Could not resolve host: pypi.org\n"),
-                Verdict::Fail,
+                CheckStatus::Fail,
                 "https://pypi.org/simple/pip/ does not answer (exited with 6: curl: (6) Could not \
                  resolve host: pypi.org): wheels",
             ),
             (
                 Ran::TimedOut(15),
-                Verdict::Fail,
+                CheckStatus::Fail,
                 "https://pypi.org/simple/pip/ does not answer (no answer within 15 s): wheels",
             ),
         ];

@@ -154,7 +154,7 @@ pub fn podman(ran: &Ran, apt_get: bool) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Verdict;
+    use crate::check::CheckStatus;
 
     fn said(stdout: &str) -> Ran {
         Ran::Exited {
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(
             (check.verdict, check.detail.as_str()),
             (
-                Verdict::Fail,
+                CheckStatus::Fail,
                 "1.26.0 is older than 1.26.3 (the go directive of tools/olm/go.mod)"
             )
         );
@@ -220,15 +220,15 @@ mod tests {
         let cases = [
             (
                 &new,
-                Verdict::Ok,
+                CheckStatus::Ok,
                 "1.26.8 (≥ 1.26.0, the go directive of tools/kubernetes/go.mod)",
             ),
             (
                 &old,
-                Verdict::Fail,
+                CheckStatus::Fail,
                 "1.25.3 is older than 1.26.0 (the go directive of tools/kubernetes/go.mod)",
             ),
-            (&Ran::Missing, Verdict::Fail, "`go version`: not found"),
+            (&Ran::Missing, CheckStatus::Fail, "`go version`: not found"),
         ];
         for (ran, verdict, detail) in cases {
             let check = go(ran, least);
@@ -253,7 +253,7 @@ mod tests {
         assert_eq!(
             (old.verdict, old.fix.as_deref()),
             (
-                Verdict::Fail,
+                CheckStatus::Fail,
                 Some("rustup update (or install Rust from https://rustup.rs)")
             )
         );
@@ -263,7 +263,7 @@ mod tests {
     fn podman_may_be_missing_while_apt_get_can_install_it() {
         let present = podman(&said(include_str!("../fixtures/podman-version")), false);
         assert_eq!(present, Check::ok("podman", "podman version 4.3.1"));
-        assert_eq!(podman(&Ran::Missing, true).verdict, Verdict::Ok);
-        assert_eq!(podman(&Ran::Missing, false).verdict, Verdict::Fail);
+        assert_eq!(podman(&Ran::Missing, true).verdict, CheckStatus::Ok);
+        assert_eq!(podman(&Ran::Missing, false).verdict, CheckStatus::Fail);
     }
 }
