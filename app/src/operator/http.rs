@@ -32,7 +32,7 @@ pub fn router(readiness: Arc<Readiness>, metrics: Arc<Metrics>) -> Router {
 }
 
 async fn readyz(State(shared): State<Shared>) -> impl IntoResponse {
-    match shared.readiness.verdict() {
+    match shared.readiness.check() {
         Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
         Err(why) => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -97,7 +97,7 @@ impl Readiness {
     }
 
     /// `Ok` when ready, else why not.
-    pub fn verdict(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), String> {
         readiness(
             self.mode,
             &self.standing.borrow(),
