@@ -17,7 +17,7 @@ pub const IN_PROGRESS: &str = "UpgradeInProgress";
 /// The reason while a resource has not been read completely.
 pub const NOT_READ: &str = "ResourcesNotRead";
 /// The reason once every object shows the upgrade done.
-pub const COMPLETE: &str = "UpgradeComplete";
+pub const UPGRADE_COMPLETE: &str = "UpgradeComplete";
 /// How many objects a message names before it says "and N more".
 pub const NAMED_AT_MOST: usize = 5;
 
@@ -125,7 +125,8 @@ fn closed(reason: &'static str, message: String) -> UpgradeableEntry {
 }
 
 fn open(message: String) -> UpgradeableEntry {
-    UpgradeableEntry::open(valid(COMPLETE), clipped(message)).expect("a message within the limit")
+    UpgradeableEntry::open(valid(UPGRADE_COMPLETE), clipped(message))
+        .expect("a message within the limit")
 }
 
 fn valid(reason: &'static str) -> Reason {
@@ -178,13 +179,13 @@ mod tests {
                     watch(GADGETS, true, &[("shop/b", done.clone())]),
                 ],
                 GateState::Open,
-                COMPLETE,
+                UPGRADE_COMPLETE,
             ),
             (
                 "no object at all",
                 vec![watch(WIDGETS, true, &[])],
                 GateState::Open,
-                COMPLETE,
+                UPGRADE_COMPLETE,
             ),
             (
                 "one object not done",
