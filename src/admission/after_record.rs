@@ -7,7 +7,7 @@
 
 use tokio::sync::watch;
 
-use super::Record;
+use super::UpgradeClaim;
 use super::recorder::RecorderStatus;
 use crate::keeper::{Evidence, Verdict};
 use crate::operator_condition::{GateState, Reason, UpgradeableEntry};
@@ -67,7 +67,7 @@ impl<V: Verdict> Verdict for AfterRecord<V> {
 pub fn after_record<V: Verdict>(
     verdict: Option<V>,
     status: &RecorderStatus,
-    complete: &Record,
+    complete: &UpgradeClaim,
 ) -> Option<Option<AfterRecord<V>>> {
     let Some(verdict) = verdict else {
         return Some(None);
@@ -89,7 +89,7 @@ pub fn after_record<V: Verdict>(
 
 /// The verdicts to hand the keeper when a [`Recorder`](super::Recorder) records the same
 /// ones ([`after_record`]): a closed verdict at once, an open one only
-/// once the recorder shows it recorded as [`Record::Complete`] for
+/// once the recorder shows it recorded as [`UpgradeClaim::Complete`] for
 /// `release`, or closed in the record's words while the record refuses it.
 ///
 /// Why the order: an open OperatorCondition lets OLM v0 roll the Deployment
@@ -103,7 +103,7 @@ pub fn open_after_recorded<V: Verdict>(
     release: &str,
 ) -> watch::Receiver<Option<AfterRecord<V>>> {
     let (out, kept) = watch::channel(None);
-    let complete = Record::Complete {
+    let complete = UpgradeClaim::Complete {
         release: release.to_owned(),
     };
     tokio::spawn(forward_after_record(verdicts, recorder, out, complete));
@@ -114,7 +114,7 @@ async fn forward_after_record<V: Verdict>(
     mut verdicts: watch::Receiver<Option<V>>,
     mut recorder: watch::Receiver<RecorderStatus>,
     out: watch::Sender<Option<AfterRecord<V>>>,
-    complete: Record,
+    complete: UpgradeClaim,
 ) {
     loop {
         let verdict = verdicts.borrow_and_update().clone();

@@ -93,9 +93,10 @@ pub fn override_key(deployment: &str) -> String {
     format!("{deployment}.override")
 }
 
-/// What a release says of its own upgrade.
+/// What a release claims of its own upgrade, as its entry of the record
+/// says it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Record {
+pub enum UpgradeClaim {
     /// Its upgrade is complete: the policy lets it be replaced.
     Complete {
         /// The release that runs.
@@ -110,21 +111,23 @@ pub enum Record {
     },
 }
 
-impl Record {
+impl UpgradeClaim {
     /// The release it is about.
     pub fn release(&self) -> &str {
         match self {
-            Record::Complete { release } | Record::InProgress { release, .. } => release,
+            UpgradeClaim::Complete { release } | UpgradeClaim::InProgress { release, .. } => {
+                release
+            }
         }
     }
 
     /// What an operator's verdict says: open means complete.
-    pub fn of(release: &str, verdict: &UpgradeableEntry) -> Record {
+    pub fn of(release: &str, verdict: &UpgradeableEntry) -> UpgradeClaim {
         match verdict.state() {
-            GateState::Open => Record::Complete {
+            GateState::Open => UpgradeClaim::Complete {
                 release: release.to_owned(),
             },
-            GateState::Closed => Record::InProgress {
+            GateState::Closed => UpgradeClaim::InProgress {
                 release: release.to_owned(),
                 why: verdict.message().to_owned(),
             },
@@ -135,8 +138,8 @@ impl Record {
     /// (`None`: the key is removed).
     fn values(&self) -> (Option<String>, Option<String>) {
         match self {
-            Record::Complete { release } => (Some(release.clone()), None),
-            Record::InProgress { release, why } => {
+            UpgradeClaim::Complete { release } => (Some(release.clone()), None),
+            UpgradeClaim::InProgress { release, why } => {
                 (None, Some(truncated(&format!("release {release}: {why}"))))
             }
         }
@@ -162,7 +165,7 @@ fn truncated(text: &str) -> String {
 pub fn data_patch(
     data: &BTreeMap<String, String>,
     deployment: &str,
-    record: &Record,
+    record: &UpgradeClaim,
 ) -> Option<Value> {
     let (completed, progress) = record.values();
     let mut changes = serde_json::Map::new();
@@ -178,7 +181,7 @@ pub fn data_patch(
 }
 
 /// The data of a new state ConfigMap recording `record`.
-pub fn initial_data(deployment: &str, record: &Record) -> BTreeMap<String, String> {
+pub fn initial_data(deployment: &str, record: &UpgradeClaim) -> BTreeMap<String, String> {
     let (completed, progress) = record.values();
     [
         (completed_key(deployment), completed),
@@ -201,15 +204,15 @@ mod tests {
             .collect()
     }
 
-    fn running(why: &str) -> Record {
-        Record::InProgress {
+    fn running(why: &str) -> UpgradeClaim {
+        UpgradeClaim::InProgress {
             release: "7.10.0".into(),
             why: why.into(),
         }
     }
 
-    fn complete() -> Record {
-        Record::Complete {
+    fn complete() -> UpgradeClaim {
+        UpgradeClaim::Complete {
             release: "7.10.0".into(),
         }
     }
@@ -220,13 +223,16 @@ mod tests {
         let closed =
             UpgradeableEntry::closed(Reason::new("UpgradeInProgress").unwrap(), "Job j running")
                 .unwrap();
-        assert_eq!(Record::of("7.10.0", &open), complete());
-        assert_eq!(Record::of("7.10.0", &closed), running("Job j running"));
+        assert_eq!(UpgradeClaim::of("7.10.0", &open), complete());
+        assert_eq!(
+            UpgradeClaim::of("7.10.0", &closed),
+            running("Job j running")
+        );
     }
 
     #[test]
     fn patch_table() {
-        let cases: [(BTreeMap<String, String>, Record, Option<Value>); 6] = [
+        let cases: [(BTreeMap<String, String>, UpgradeClaim, Option<Value>); 6] = [
             (
                 data(&[]),
                 running("Job j running"),

@@ -3,7 +3,7 @@
 //! [`RECORD_NAME`]. Owns its API coordinates, the shape of an operator's
 //! entry and of an admin's override, what a Deployment runs as the policy
 //! reads it ([`Running`]), and the pure rules from what the record says now
-//! to the merge patch that records a [`Record`]: completion only on
+//! to the merge patch that records a [`UpgradeClaim`]: completion only on
 //! evidence ([`completion_refused`]), and an override spent once the move
 //! it allowed has happened ([`spends`]). I/O is the recorder's.
 //!
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 #[cfg(test)]
 use super::MAX_PROGRESS_BYTES;
-use super::{OPERATOR_LABEL, RELEASE_LABEL, Record, truncated};
+use super::{OPERATOR_LABEL, RELEASE_LABEL, UpgradeClaim, truncated};
 use crate::keeper::Evidence;
 
 /// The API group of the record (and of the sample's App).
@@ -222,7 +222,7 @@ pub fn completion_refused(
 /// evidence of the first judgement that found it in progress with objects
 /// to upgrade ([`completion_refused`] reads it). Images are what the
 /// Deployment runs, else what the entry had for this release.
-pub fn entry_for(current: Option<&Entry>, record: &Record, facts: Facts<'_>) -> Entry {
+pub fn entry_for(current: Option<&Entry>, record: &UpgradeClaim, facts: Facts<'_>) -> Entry {
     let same_release = current.filter(|entry| entry.release == record.release());
     let images = facts
         .running
@@ -230,7 +230,7 @@ pub fn entry_for(current: Option<&Entry>, record: &Record, facts: Facts<'_>) -> 
         .or_else(|| same_release.and_then(|entry| entry.images.clone()));
     let evidence = facts.evidence;
     match record {
-        Record::Complete { release } => Entry {
+        UpgradeClaim::Complete { release } => Entry {
             release: release.clone(),
             state: COMPLETE.to_owned(),
             message: None,
@@ -239,7 +239,7 @@ pub fn entry_for(current: Option<&Entry>, record: &Record, facts: Facts<'_>) -> 
             judged: evidence.map(|e| e.judged),
             basis: evidence.map(|e| e.basis.clone()),
         },
-        Record::InProgress { release, why } => {
+        UpgradeClaim::InProgress { release, why } => {
             let kept = same_release
                 .filter(|entry| entry.state == IN_PROGRESS && entry.judged.unwrap_or(0) > 0);
             Entry {
@@ -296,22 +296,22 @@ pub fn spends(
 pub fn record_patch(
     spec: Option<&Value>,
     operator: &str,
-    record: &Record,
+    record: &UpgradeClaim,
     facts: Facts<'_>,
     spend: bool,
-) -> (Record, Option<Value>) {
+) -> (UpgradeClaim, Option<Value>) {
     let current = entry_of(spec, operator);
     let record = match record {
-        Record::Complete { release } => {
+        UpgradeClaim::Complete { release } => {
             match completion_refused(current.as_ref(), release, facts.evidence) {
-                Some(why) => Record::InProgress {
+                Some(why) => UpgradeClaim::InProgress {
                     release: release.clone(),
                     why,
                 },
                 None => record.clone(),
             }
         }
-        Record::InProgress { .. } => record.clone(),
+        UpgradeClaim::InProgress { .. } => record.clone(),
     };
     let wanted = entry_for(current.as_ref(), &record, facts);
     let mut patch = serde_json::Map::new();
@@ -335,7 +335,12 @@ pub fn record_patch(
 }
 
 /// A new record holding `record` under `operator`.
-pub fn new_record(namespace: &str, operator: &str, record: &Record, facts: Facts<'_>) -> Value {
+pub fn new_record(
+    namespace: &str,
+    operator: &str,
+    record: &UpgradeClaim,
+    facts: Facts<'_>,
+) -> Value {
     json!({
         "apiVersion": format!("{RECORD_GROUP}/{RECORD_VERSION}"),
         "kind": RECORD_KIND,
@@ -352,15 +357,15 @@ pub fn new_record(namespace: &str, operator: &str, record: &Record, facts: Facts
 mod tests {
     use super::*;
 
-    fn running(release: &str, why: &str) -> Record {
-        Record::InProgress {
+    fn running(release: &str, why: &str) -> UpgradeClaim {
+        UpgradeClaim::InProgress {
             release: release.into(),
             why: why.into(),
         }
     }
 
-    fn complete(release: &str) -> Record {
-        Record::Complete {
+    fn complete(release: &str) -> UpgradeClaim {
+        UpgradeClaim::Complete {
             release: release.into(),
         }
     }
@@ -400,7 +405,13 @@ mod tests {
         let done_7_9_3 = json!({"operators": {"op": {"release": "7.9.3", "state": "Complete", "lastCompleted": "7.9.3"}}});
         let running_7_10_0 = json!({"operators": {"op": {"release": "7.10.0", "state": "InProgress", "message": "Job j running", "lastCompleted": "7.9.3"}}});
         // (what, the spec now, the record, spend, the patch)
-        type Case = (&'static str, Option<Value>, Record, bool, Option<Value>);
+        type Case = (
+            &'static str,
+            Option<Value>,
+            UpgradeClaim,
+            bool,
+            Option<Value>,
+        );
         let cases: [Case; 7] = [
             (
                 "a first record",
@@ -607,7 +618,7 @@ mod tests {
             false,
         );
         assert!(
-            matches!(&written, Record::InProgress { why, .. } if why.contains("now judges none")),
+            matches!(&written, UpgradeClaim::InProgress { why, .. } if why.contains("now judges none")),
             "{written:?}"
         );
         let patch = patch.expect("a patch");

@@ -26,7 +26,7 @@ use super::record::{
     Facts, Override, RECORD_KIND, RECORD_NAME, Running, entry_of, override_of, record_patch, spends,
 };
 use super::wake::{Said, Wake, wake_round};
-use super::{Record, STATE_CONFIGMAP, data_patch, initial_data, record_resource};
+use super::{STATE_CONFIGMAP, UpgradeClaim, data_patch, initial_data, record_resource};
 use crate::keeper::{Evidence, Verdict};
 use crate::task::TaskHandle;
 
@@ -71,7 +71,7 @@ pub fn next_wake(woken: Option<&(String, u32)>, release: &str) -> Option<u32> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecorderStatus {
     /// The record the ConfigMap showed after the last read or write.
-    pub recorded: Option<Record>,
+    pub recorded: Option<UpgradeClaim>,
     /// When the recorder last changed the ConfigMap.
     pub last_write: Option<Timestamp>,
     /// The last failure since the last success, as one line.
@@ -156,7 +156,7 @@ impl Recorder {
 
     /// Writes once: `record` for the Deployment, creating the ConfigMap
     /// when it is missing. Returns whether it changed anything.
-    pub async fn write_once(&self, record: &Record) -> Result<bool, kube::Error> {
+    pub async fn write_once(&self, record: &UpgradeClaim) -> Result<bool, kube::Error> {
         let running = read_running(&self.client, &self.namespace, &self.deployment).await?;
         let facts = Facts {
             running: running.as_ref(),
@@ -210,7 +210,7 @@ impl Recorder {
                 // a newer verdict soon; never record a stale one.
                 Some(verdict) if !verdict.still_current() => crate::keeper::STALE_RECHECK,
                 Some(verdict) => {
-                    let record = Record::of(&self.release, verdict.entry());
+                    let record = UpgradeClaim::of(&self.release, verdict.entry());
                     let evidence = verdict.evidence();
                     let written = tokio::select! {
                         written = self.write_round(&api, &mut running, &record, evidence.as_ref(), &mut memo) => written,
@@ -219,7 +219,7 @@ impl Recorder {
                     match written {
                         Ok((written, changed)) => {
                             failures = 0;
-                            let complete = matches!(written, Record::Complete { .. });
+                            let complete = matches!(written, UpgradeClaim::Complete { .. });
                             let held_back = held_back(&record, &written);
                             self.report_written(&status, written, held_back, changed);
                             if complete && !self.woke(&mut woken, &mut said).await {
@@ -270,10 +270,10 @@ impl Recorder {
         &self,
         api: &Apis,
         running: &mut Option<Option<Running>>,
-        record: &Record,
+        record: &UpgradeClaim,
         evidence: Option<&Evidence>,
         memo: &mut Memo,
-    ) -> Result<(Record, bool), kube::Error> {
+    ) -> Result<(UpgradeClaim, bool), kube::Error> {
         if running.is_none() {
             *running = Some(read_running(&self.client, &self.namespace, &self.deployment).await?);
         }
@@ -329,7 +329,7 @@ impl Recorder {
     fn report_written(
         &self,
         status: &watch::Sender<RecorderStatus>,
-        record: Record,
+        record: UpgradeClaim,
         held_back: Option<String>,
         changed: bool,
     ) {
@@ -378,7 +378,7 @@ pub async fn record_once(
     client: &Client,
     namespace: &str,
     deployment: &str,
-    record: &Record,
+    record: &UpgradeClaim,
     deadline: tokio::time::Instant,
 ) -> Result<bool, crate::operator_condition::Error> {
     let api = Apis::new(client, namespace);
@@ -394,7 +394,7 @@ async fn record_once_attempt(
     client: &Client,
     api: &Apis,
     deployment: &str,
-    record: &Record,
+    record: &UpgradeClaim,
 ) -> Result<bool, kube::Error> {
     let running = read_running(client, &api.namespace, deployment).await?;
     let facts = Facts {
@@ -453,10 +453,10 @@ struct Memo {
 async fn write(
     apis: &Apis,
     deployment: &str,
-    record: &Record,
+    record: &UpgradeClaim,
     facts: Facts<'_>,
     memo: Option<&mut Memo>,
-) -> Result<(Record, bool), kube::Error> {
+) -> Result<(UpgradeClaim, bool), kube::Error> {
     let operator = facts.running.map_or(deployment, |r| r.operator.as_str());
     let (written, upgrade_record) = match write_record(apis, operator, record, facts, memo).await {
         Err(kube::Error::Api(status)) if status.code == 404 => {
@@ -474,10 +474,10 @@ async fn write(
 async fn write_record(
     apis: &Apis,
     operator: &str,
-    record: &Record,
+    record: &UpgradeClaim,
     facts: Facts<'_>,
     memo: Option<&mut Memo>,
-) -> Result<(Record, bool), kube::Error> {
+) -> Result<(UpgradeClaim, bool), kube::Error> {
     let api = &apis.records;
     let Some(current) = read(api, RECORD_NAME, RECORD_KIND).await? else {
         let object: DynamicObject = serde_json::from_value(super::record::new_record(
@@ -509,7 +509,7 @@ async fn write_record(
     };
     let (written, changes) = record_patch(spec, operator, record, facts, spend);
     if &written != record
-        && let Record::InProgress { why, .. } = &written
+        && let UpgradeClaim::InProgress { why, .. } = &written
     {
         tracing::warn!(operator, why = %why, "not recording the upgrade complete");
     }
@@ -590,7 +590,7 @@ async fn starting_attempt(
             spent,
         });
     }
-    let record = Record::InProgress {
+    let record = UpgradeClaim::InProgress {
         release: release.clone(),
         why: format!("release {release} is starting: its operator has not judged its upgrade yet"),
     };
@@ -699,7 +699,7 @@ impl Apis {
 async fn write_configmap(
     api: &Api<ConfigMap>,
     deployment: &str,
-    record: &Record,
+    record: &UpgradeClaim,
 ) -> Result<bool, kube::Error> {
     let Some(current) = read(api, STATE_CONFIGMAP, "ConfigMap").await? else {
         let configmap = ConfigMap {
@@ -779,9 +779,9 @@ fn timeout(what: &str, kind: &str, name: &str) -> kube::Error {
 /// Why a record asked for (`asked`) was written otherwise (`written`): a
 /// completion the evidence rule refused, written in progress with the
 /// refusal's words.
-fn held_back(asked: &Record, written: &Record) -> Option<String> {
+fn held_back(asked: &UpgradeClaim, written: &UpgradeClaim) -> Option<String> {
     match (asked, written) {
-        (Record::Complete { .. }, Record::InProgress { why, .. }) => Some(why.clone()),
+        (UpgradeClaim::Complete { .. }, UpgradeClaim::InProgress { why, .. }) => Some(why.clone()),
         _ => None,
     }
 }

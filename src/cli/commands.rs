@@ -315,11 +315,11 @@ async fn run(command: Command) -> Result<Outcome, GateError> {
                 ));
             }
             let record = match args.in_progress {
-                Some(why) => admission::Record::InProgress {
+                Some(why) => admission::UpgradeClaim::InProgress {
                     release: args.release,
                     why,
                 },
-                None => admission::Record::Complete {
+                None => admission::UpgradeClaim::Complete {
                     release: args.release,
                 },
             };

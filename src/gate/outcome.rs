@@ -38,7 +38,7 @@ pub enum Outcome {
         /// policy read).
         recorded_in: String,
         /// What it says now.
-        record: crate::admission::Record,
+        record: crate::admission::UpgradeClaim,
         /// False when it already said so.
         wrote: bool,
     },

@@ -145,7 +145,7 @@ async fn the_gate_opens_only_after_the_completion_is_recorded() {
     );
 
     recorder.send_modify(|status| {
-        status.recorded = Some(Record::Complete {
+        status.recorded = Some(UpgradeClaim::Complete {
             release: "7.9.3".into(),
         })
     });
@@ -157,7 +157,7 @@ async fn the_gate_opens_only_after_the_completion_is_recorded() {
     );
 
     recorder.send_modify(|status| {
-        status.recorded = Some(Record::Complete {
+        status.recorded = Some(UpgradeClaim::Complete {
             release: "7.10.0".into(),
         })
     });
@@ -178,14 +178,14 @@ fn refused(why: &str) -> UpgradeableEntry {
 
 #[test]
 fn what_reaches_the_keeper_from_the_verdict_and_the_record() {
-    let complete = Record::Complete {
+    let complete = UpgradeClaim::Complete {
         release: "7.10.0".into(),
     };
-    let in_progress = |why: &str| Record::InProgress {
+    let in_progress = |why: &str| UpgradeClaim::InProgress {
         release: "7.10.0".into(),
         why: why.into(),
     };
-    let status = |recorded: Option<Record>, held_back: Option<&str>| RecorderStatus {
+    let status = |recorded: Option<UpgradeClaim>, held_back: Option<&str>| RecorderStatus {
         recorded,
         held_back: held_back.map(str::to_owned),
         ..RecorderStatus::default()
@@ -226,7 +226,7 @@ fn what_reaches_the_keeper_from_the_verdict_and_the_record() {
         (
             Some(open()),
             status(
-                Some(Record::Complete {
+                Some(UpgradeClaim::Complete {
                     release: "7.9.3".into(),
                 }),
                 None,
@@ -243,10 +243,10 @@ fn what_reaches_the_keeper_from_the_verdict_and_the_record() {
 
 #[test]
 fn only_a_completion_written_in_progress_is_held_back() {
-    let complete = Record::Complete {
+    let complete = UpgradeClaim::Complete {
         release: "7.10.0".into(),
     };
-    let in_progress = Record::InProgress {
+    let in_progress = UpgradeClaim::InProgress {
         release: "7.10.0".into(),
         why: "no evidence".into(),
     };
@@ -270,7 +270,7 @@ async fn a_refused_completion_closes_the_gate_in_the_records_words() {
     // record refuses it for want of evidence.
     verdicts.send_replace(Some(open()));
     recorder.send_modify(|status| {
-        status.recorded = Some(Record::InProgress {
+        status.recorded = Some(UpgradeClaim::InProgress {
             release: "7.10.0".into(),
             why: "its operator now judges none".into(),
         });
@@ -280,7 +280,7 @@ async fn a_refused_completion_closes_the_gate_in_the_records_words() {
 
     // An App at its target again: recorded complete, the gate opens.
     recorder.send_modify(|status| {
-        status.recorded = Some(Record::Complete {
+        status.recorded = Some(UpgradeClaim::Complete {
             release: "7.10.0".into(),
         });
         status.held_back = None;
