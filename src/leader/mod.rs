@@ -200,7 +200,7 @@ impl LeaseSettings {
 
 /// The fields of a Lease the election reads, as the API server returned them.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaseRecord {
+pub struct LeaseView {
     /// `holderIdentity`; empty when nobody holds it (released).
     pub holder: String,
     /// `leaseDurationSeconds`.
@@ -217,11 +217,11 @@ pub struct LeaseRecord {
     pub release: Option<String>,
 }
 
-impl LeaseRecord {
+impl LeaseView {
     /// The record of a Lease (a spec-less Lease reads as free).
-    pub fn of(lease: &Lease) -> LeaseRecord {
+    pub fn of(lease: &Lease) -> LeaseView {
         let spec = lease.spec.clone().unwrap_or_default();
-        LeaseRecord {
+        LeaseView {
             holder: spec.holder_identity.unwrap_or_default(),
             duration: Duration::from_secs(
                 u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
@@ -244,8 +244,8 @@ impl LeaseRecord {
 /// it change at all since it started looking (a holder that renews is alive).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observed {
-    /// The record last read.
-    pub record: LeaseRecord,
+    /// The Lease as last read.
+    pub lease: LeaseView,
     /// When (on this process's clock) the record was last seen to change.
     pub changed_at: Instant,
     /// Whether it was seen to change at all since this process looked.
@@ -254,16 +254,16 @@ pub struct Observed {
 
 /// Folds one read into what was known: the time only moves when the record
 /// changed.
-pub fn observe(previous: Option<&Observed>, record: LeaseRecord, now: Instant) -> Observed {
+pub fn observe(previous: Option<&Observed>, lease: LeaseView, now: Instant) -> Observed {
     match previous {
-        Some(previous) if previous.record == record => previous.clone(),
+        Some(previous) if previous.lease == lease => previous.clone(),
         Some(_) => Observed {
-            record,
+            lease,
             changed_at: now,
             seen_changing: true,
         },
         None => Observed {
-            record,
+            lease,
             changed_at: now,
             seen_changing: false,
         },
@@ -293,7 +293,7 @@ pub fn attempt(observed: Option<&Observed>, me: &str, now: Instant) -> Attempt {
     let Some(observed) = observed else {
         return Attempt::Create;
     };
-    let record = &observed.record;
+    let record = &observed.lease;
     if record.holder == me {
         Attempt::Renew
     } else if record.holder.is_empty() || observed.changed_at + record.duration <= now {
@@ -319,7 +319,7 @@ pub fn release_leads(
     renew_deadline: Duration,
     now: Instant,
 ) -> bool {
-    let record = &observed.record;
+    let record = &observed.lease;
     !record.holder.is_empty()
         && record.release.as_deref() == Some(release)
         && now < observed.changed_at + renew_deadline
@@ -329,7 +329,7 @@ pub fn release_leads(
 /// by a replica of `release` (`None`: this process names none): then that
 /// replica's verdict may be in the OperatorCondition, and the new leader
 /// leaves it until it has its own.
-pub fn same_release(old: Option<&LeaseRecord>, release: Option<&str>) -> bool {
+pub fn same_release(old: Option<&LeaseView>, release: Option<&str>) -> bool {
     match (old, release) {
         (Some(old), Some(release)) => old.release.as_deref() == Some(release),
         _ => false,
@@ -363,7 +363,7 @@ fn seconds(duration: Duration) -> i32 {
 /// A renewal keeps the acquire time and the transition count; a takeover
 /// counts one more transition.
 pub fn claimed(
-    old: Option<&LeaseRecord>,
+    old: Option<&LeaseView>,
     me: &str,
     settings: &LeaseSettings,
     now: Timestamp,
@@ -389,7 +389,7 @@ pub fn claimed(
 
 /// The spec that releases the Lease (client-go's release): no holder, a
 /// one-second duration, the transition count kept.
-pub fn released(old: &LeaseRecord, now: Timestamp) -> LeaseSpec {
+pub fn released(old: &LeaseView, now: Timestamp) -> LeaseSpec {
     LeaseSpec {
         holder_identity: None,
         lease_duration_seconds: Some(1),
@@ -506,7 +506,7 @@ impl Elector {
                     let holder_release = self
                         .observed
                         .as_ref()
-                        .and_then(|observed| observed.record.release.clone());
+                        .and_then(|observed| observed.lease.release.clone());
                     if waiting_for.as_ref() != Some(&(holder.clone(), own_release)) {
                         tracing::info!(lease = %self.settings.name, %holder, holder_release = holder_release.as_deref().unwrap_or("not named"), own_release, "another process leads; waiting for its Lease");
                         waiting_for = Some((holder.clone(), own_release));
@@ -569,10 +569,10 @@ impl Elector {
         let now = Instant::now();
         self.observed = lease
             .as_ref()
-            .map(|lease| observe(self.observed.as_ref(), LeaseRecord::of(lease), now));
+            .map(|lease| observe(self.observed.as_ref(), LeaseView::of(lease), now));
         self.lease = lease;
         let decision = attempt(self.observed.as_ref(), &self.settings.identity, now);
-        let old = self.observed.as_ref().map(|o| &o.record);
+        let old = self.observed.as_ref().map(|o| &o.lease);
         let spec = claimed(
             old,
             &self.settings.identity,
@@ -615,7 +615,7 @@ impl Elector {
                 }
                 self.observed = Some(observe(
                     self.observed.as_ref(),
-                    LeaseRecord::of(&lease),
+                    LeaseView::of(&lease),
                     Instant::now(),
                 ));
                 self.lease = Some(lease);
@@ -715,7 +715,7 @@ impl Elector {
                 let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
                     return Ok(false);
                 };
-                let record = LeaseRecord::of(&lease);
+                let record = LeaseView::of(&lease);
                 if record.holder != self.settings.identity {
                     return Ok(false);
                 }

@@ -21,8 +21,8 @@ fn settings(identity: &str) -> LeaseSettings {
     LeaseSettings::new(LEASE_NAME, "ops", identity)
 }
 
-fn record(holder: &str, transitions: i32) -> LeaseRecord {
-    LeaseRecord {
+fn record(holder: &str, transitions: i32) -> LeaseView {
+    LeaseView {
         holder: holder.to_owned(),
         duration: Duration::from_secs(15),
         acquire_time: None,
@@ -63,7 +63,7 @@ fn observation_moves_only_when_the_record_changes() {
 fn attempt_table() {
     let t0 = Instant::now();
     let seen = |holder: &str, changing: bool| Observed {
-        record: record(holder, 3),
+        lease: record(holder, 3),
         changed_at: t0,
         seen_changing: changing,
     };
@@ -126,7 +126,7 @@ fn release_leads_table() {
     let t0 = Instant::now();
     let deadline = DEFAULT_RENEW_DEADLINE;
     let seen = |holder: &str, release: Option<&str>| Observed {
-        record: LeaseRecord {
+        lease: LeaseView {
             release: release.map(str::to_owned),
             ..record(holder, 1)
         },
@@ -183,7 +183,7 @@ fn release_leads_table() {
 
 #[test]
 fn same_release_table() {
-    let named = |release: Option<&str>| LeaseRecord {
+    let named = |release: Option<&str>| LeaseView {
         release: release.map(str::to_owned),
         ..record("b", 1)
     };
