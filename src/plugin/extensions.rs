@@ -26,7 +26,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::holds::{Hold, POLICY_DENIAL, UpgradeRecord};
+use super::holds::{Hold, POLICY_DENIAL, UpgradeColumn};
 use super::rows::{age, summary};
 use crate::admission::{ADMISSION_LABEL, ENFORCE};
 use crate::locate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL};
@@ -67,7 +67,7 @@ pub struct ExtensionRow {
     pub next: Option<PendingRelease>,
     /// The admission state of the installed release's upgrade (its first
     /// opted-in Deployment's record).
-    pub upgrade: UpgradeRecord,
+    pub upgrade: UpgradeColumn,
     /// The holds of its Deployments that opt in.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub holds: Vec<Hold>,
@@ -182,7 +182,7 @@ pub fn extension_rows(
                 .collect();
             let upgrade = holds
                 .first()
-                .map_or(UpgradeRecord::NotOptedIn, |hold| hold.upgrade.clone());
+                .map_or(UpgradeColumn::NotOptedIn, |hold| hold.upgrade.clone());
             ExtensionRow {
                 package: text(extension, &["spec", "source", "catalog", "packageName"]).to_owned(),
                 name,
@@ -339,7 +339,7 @@ mod tests {
                 row(
                     "7.10.0",
                     Some(refused(Some("2023-11-14T22:15:01Z"))),
-                    UpgradeRecord::InProgress {
+                    UpgradeColumn::InProgress {
                         release: "7.10.0".into(),
                         message: Some("the database upgrade Job runs".into()),
                     },
@@ -354,7 +354,7 @@ mod tests {
                 row(
                     "7.10.1",
                     None,
-                    UpgradeRecord::Complete {
+                    UpgradeColumn::Complete {
                         release: "7.10.1".into(),
                     },
                 ),
@@ -373,7 +373,7 @@ mod tests {
                         message: unauthorized.into(),
                         since: None,
                     }),
-                    UpgradeRecord::NotRecorded {
+                    UpgradeColumn::NotRecorded {
                         last_completed: None,
                     },
                 ),
@@ -387,7 +387,7 @@ mod tests {
                 row(
                     "7.10.0",
                     Some(refused(None)),
-                    UpgradeRecord::NotRecorded {
+                    UpgradeColumn::NotRecorded {
                         last_completed: Some("7.9.3".into()),
                     },
                 ),
@@ -402,7 +402,7 @@ mod tests {
                 deployment("off", "7.10.0"),
                 Some(in_progress),
                 &revisions,
-                row("7.10.0", None, UpgradeRecord::NotOptedIn),
+                row("7.10.0", None, UpgradeColumn::NotOptedIn),
             ),
         ];
         for (name, extension, deployment, operators, revisions, mut expected) in table {

@@ -44,7 +44,7 @@ pub(super) const FIELD_MANAGER: &str = "kubectl-upgrade-gate";
 /// column).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase", tag = "state")]
-pub enum UpgradeRecord {
+pub enum UpgradeColumn {
     /// The running release recorded its upgrade complete: the policy lets
     /// the Deployment move.
     Complete {
@@ -75,27 +75,27 @@ pub enum UpgradeRecord {
     },
 }
 
-impl UpgradeRecord {
+impl UpgradeColumn {
     /// The UPGRADE cell.
     pub fn cell(&self) -> String {
         match self {
-            UpgradeRecord::Complete { release } => format!("complete ({release})"),
-            UpgradeRecord::InProgress {
+            UpgradeColumn::Complete { release } => format!("complete ({release})"),
+            UpgradeColumn::InProgress {
                 release,
                 message: Some(message),
             } => format!("in progress ({release}): {}", summary(message)),
-            UpgradeRecord::InProgress {
+            UpgradeColumn::InProgress {
                 release,
                 message: None,
             } => format!("in progress ({release})"),
-            UpgradeRecord::NotRecorded {
+            UpgradeColumn::NotRecorded {
                 last_completed: None,
             } => "not recorded".to_owned(),
-            UpgradeRecord::NotRecorded {
+            UpgradeColumn::NotRecorded {
                 last_completed: Some(release),
             } => format!("not recorded (last complete: {release})"),
-            UpgradeRecord::NotOptedIn => "not opted in".to_owned(),
-            UpgradeRecord::Unreadable { why } => format!("unknown: {}", summary(why)),
+            UpgradeColumn::NotOptedIn => "not opted in".to_owned(),
+            UpgradeColumn::Unreadable { why } => format!("unknown: {}", summary(why)),
         }
     }
 
@@ -104,7 +104,7 @@ impl UpgradeRecord {
     pub fn holds(&self) -> bool {
         matches!(
             self,
-            UpgradeRecord::InProgress { .. } | UpgradeRecord::NotRecorded { .. }
+            UpgradeColumn::InProgress { .. } | UpgradeColumn::NotRecorded { .. }
         )
     }
 }
@@ -173,7 +173,7 @@ pub struct Hold {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
     /// What its record says.
-    pub upgrade: UpgradeRecord,
+    pub upgrade: UpgradeColumn,
     /// An admin's override of one move, if any.
     #[serde(rename = "override", skip_serializing_if = "Option::is_none")]
     pub override_move: Option<Override>,
@@ -255,27 +255,27 @@ pub fn operator_of(deployment: &Deployment) -> String {
 
 /// What the record (its `spec`) says of `operator` running `release` (the
 /// policy compares the entry's release with the running one's label).
-pub fn upgrade_of(spec: Option<&Value>, operator: &str, release: Option<&str>) -> UpgradeRecord {
+pub fn upgrade_of(spec: Option<&Value>, operator: &str, release: Option<&str>) -> UpgradeColumn {
     let Some(entry) = entry_of(spec, operator) else {
-        return UpgradeRecord::NotRecorded {
+        return UpgradeColumn::NotRecorded {
             last_completed: None,
         };
     };
     let complete = entry.state == COMPLETE;
     if Some(entry.release.as_str()) == release {
         return if complete {
-            UpgradeRecord::Complete {
+            UpgradeColumn::Complete {
                 release: entry.release,
             }
         } else {
-            UpgradeRecord::InProgress {
+            UpgradeColumn::InProgress {
                 release: entry.release,
                 message: entry.message.filter(|message| !message.is_empty()),
             }
         };
     }
     // Recorded by another release (the one before, or a rolled-back one).
-    UpgradeRecord::NotRecorded {
+    UpgradeColumn::NotRecorded {
         last_completed: if complete {
             Some(entry.release)
         } else {
@@ -349,15 +349,15 @@ pub fn hold(
             )
         }
         Err(why) => (
-            UpgradeRecord::Unreadable {
+            UpgradeColumn::Unreadable {
                 why: why.to_owned(),
             },
             None,
         ),
     };
     let dry_run = match (&upgrade, no_dry_run) {
-        (UpgradeRecord::Complete { .. }, _) => DryRun::NotNeeded,
-        (UpgradeRecord::Unreadable { .. }, _) => DryRun::NotTried {
+        (UpgradeColumn::Complete { .. }, _) => DryRun::NotNeeded,
+        (UpgradeColumn::Unreadable { .. }, _) => DryRun::NotTried {
             why: format!("the {RECORD_KIND} could not be read"),
         },
         (_, Some(why)) => DryRun::NotTried {
@@ -472,7 +472,7 @@ pub fn hold_warnings<'a>(holds: impl IntoIterator<Item = &'a Hold>) -> Vec<Strin
             )),
             _ => {}
         }
-        if let UpgradeRecord::Unreadable { why } = &hold.upgrade {
+        if let UpgradeColumn::Unreadable { why } = &hold.upgrade {
             push(format!(
                 "{name}: the {RECORD_KIND} {RECORD_NAME} of its namespace could not be read ({why})"
             ));

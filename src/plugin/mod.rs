@@ -55,7 +55,7 @@ pub use extensions::{
     ExtensionRow, PendingRelease, extension_cells, extension_rows, opted_in, resolved_version,
 };
 pub use holds::{
-    DryRun, HOLD_NOT_IN_FORCE_EXIT, Hold, UpgradeRecord, dry_run_outcome, dry_run_patch,
+    DryRun, HOLD_NOT_IN_FORCE_EXIT, Hold, UpgradeColumn, dry_run_outcome, dry_run_patch,
     dry_run_release, exit_code, hold, hold_cells, hold_warnings, operator_of, upgrade_of,
 };
 pub use rows::{

@@ -11,7 +11,7 @@ fn extension_row() -> ExtensionRow {
         package: "upgrade-gate".into(),
         installed: Some("7.10.0".into()),
         next: None,
-        upgrade: UpgradeRecord::Complete {
+        upgrade: UpgradeColumn::Complete {
             release: "7.10.0".into(),
         },
         holds: Vec::new(),

@@ -87,7 +87,7 @@ fn the_record_says_what_the_running_release_recorded() {
             Some(running.clone()),
             "app-operator",
             Some("7.10.0"),
-            UpgradeRecord::InProgress {
+            UpgradeColumn::InProgress {
                 release: "7.10.0".into(),
                 message: Some("37/100 upgraded: the rest queued".into()),
             },
@@ -97,7 +97,7 @@ fn the_record_says_what_the_running_release_recorded() {
             Some(done.clone()),
             "app-operator",
             Some("7.10.0"),
-            UpgradeRecord::Complete {
+            UpgradeColumn::Complete {
                 release: "7.10.0".into(),
             },
         ),
@@ -106,7 +106,7 @@ fn the_record_says_what_the_running_release_recorded() {
             Some(done),
             "app-operator",
             Some("7.10.1"),
-            UpgradeRecord::NotRecorded {
+            UpgradeColumn::NotRecorded {
                 last_completed: Some("7.10.0".into()),
             },
         ),
@@ -115,7 +115,7 @@ fn the_record_says_what_the_running_release_recorded() {
             Some(running.clone()),
             "app-operator",
             Some("7.10.1"),
-            UpgradeRecord::NotRecorded {
+            UpgradeColumn::NotRecorded {
                 last_completed: Some("7.9.3".into()),
             },
         ),
@@ -124,7 +124,7 @@ fn the_record_says_what_the_running_release_recorded() {
             Some(running),
             "web-operator",
             Some("7.10.0"),
-            UpgradeRecord::NotRecorded {
+            UpgradeColumn::NotRecorded {
                 last_completed: None,
             },
         ),
@@ -133,7 +133,7 @@ fn the_record_says_what_the_running_release_recorded() {
             None,
             "app-operator",
             Some("7.10.0"),
-            UpgradeRecord::NotRecorded {
+            UpgradeColumn::NotRecorded {
                 last_completed: None,
             },
         ),
@@ -143,7 +143,7 @@ fn the_record_says_what_the_running_release_recorded() {
         assert_eq!(upgrade, expected, "{name}");
         assert_eq!(
             upgrade.holds(),
-            !matches!(expected, UpgradeRecord::Complete { .. }),
+            !matches!(expected, UpgradeColumn::Complete { .. }),
             "{name}"
         );
     }
@@ -153,32 +153,32 @@ fn the_record_says_what_the_running_release_recorded() {
 fn the_upgrade_cell_keeps_the_columns_meaning() {
     let table = [
         (
-            UpgradeRecord::Complete {
+            UpgradeColumn::Complete {
                 release: "7.10.1".into(),
             },
             "complete (7.10.1)",
         ),
         (
-            UpgradeRecord::InProgress {
+            UpgradeColumn::InProgress {
                 release: "7.10.0".into(),
                 message: Some("the Job runs: 40%".into()),
             },
             "in progress (7.10.0): the Job runs",
         ),
         (
-            UpgradeRecord::InProgress {
+            UpgradeColumn::InProgress {
                 release: "7.10.0".into(),
                 message: None,
             },
             "in progress (7.10.0)",
         ),
         (
-            UpgradeRecord::NotRecorded {
+            UpgradeColumn::NotRecorded {
                 last_completed: Some("7.9.3".into()),
             },
             "not recorded (last complete: 7.9.3)",
         ),
-        (UpgradeRecord::NotOptedIn, "not opted in"),
+        (UpgradeColumn::NotOptedIn, "not opted in"),
     ];
     for (upgrade, cell) in table {
         assert_eq!(upgrade.cell(), cell);
@@ -438,7 +438,7 @@ fn a_hold_is_verified_only_where_the_record_holds() {
     assert!(!unreadable.wants_dry_run());
     assert_eq!(
         unreadable.upgrade,
-        UpgradeRecord::Unreadable {
+        UpgradeColumn::Unreadable {
             why: "forbidden".into()
         }
     );
