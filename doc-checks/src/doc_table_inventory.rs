@@ -40,6 +40,7 @@ const TABLES: &[(&str, &str, &str, Kept)] = &[
     ("docs/adopt-reference.md", "## With operator-sdk or kubebuilder", "in `config/upgrade-gate/`", Tested("the_component_table_is_the_kits_folder")),
     ("docs/adopt-reference.md", "## Check it", "rules", Tested("the_lint_bundle_checks_table_names_every_rule")),
     ("docs/architecture.md", "## The library (`src/`, crate `upgrade-gate`)", "module", Tested("no_module_in_the_library_table_imports_one_below_it")),
+    ("docs/architecture.md", "## Glossary: one meaning per word", "word", Tested("no_type_name_uses_a_glossary_word_outside_its_meaning")),
     ("docs/architecture.md", "## Layout", "path", Tested("the_layout_table_has_a_row_per_top_level_folder")),
     ("docs/database-upgrade.md", "## Commands", "command", Tested("the_database_upgrade_commands_are_the_subcommands")),
     ("docs/database-upgrade.md", "### The termination message", "`kind`", Tested("docs_database_upgrade_md_says_which_failure_kinds_are_permanent")),

@@ -5,7 +5,8 @@
 //! and exit codes (`doc_check`, re-exported here: the binaries' unit tests
 //! call it, since the clap definitions live in the binaries), and, as this
 //! crate's own unit tests, the checks that read the repository's files:
-//! docs/architecture.md's layers and figures (`doc_architecture`), the CI
+//! docs/architecture.md's layers and figures (`doc_architecture`) and its
+//! glossary against the code's names (`doc_glossary`), the CI
 //! workflow against `just test` and docs/adopt-ci.md's recipe (`doc_ci`),
 //! docs/operate.md's pins and runbook (`doc_operate`), the paths the docs
 //! name (`doc_paths`), the docs' tables, index and counts
@@ -22,6 +23,8 @@ pub use doc_check::*;
 mod doc_architecture;
 #[cfg(test)]
 mod doc_ci;
+#[cfg(test)]
+mod doc_glossary;
 #[cfg(test)]
 mod doc_operate;
 #[cfg(test)]
