@@ -30,6 +30,7 @@ mod catalog;
 mod chart;
 mod csv;
 mod descriptors;
+mod gate;
 mod install;
 mod kustomize_bundle;
 mod releases;

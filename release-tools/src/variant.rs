@@ -30,13 +30,7 @@ use k8s_openapi::api::core::v1::PodSpec;
 use crate::csv::ClusterServiceVersion;
 use crate::install::{GATE_CONTAINER, OPERATOR_CONTAINER};
 
-/// Whether the gate's init container is in the operator's pod.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Gate {
-    #[default]
-    On,
-    Off,
-}
+pub use crate::gate::Gate;
 
 /// How the operator starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]

@@ -22,13 +22,11 @@ use serde::Serialize;
 use super::cluster::local_catalog;
 use super::judge::RunFinding;
 
-/// Whether the gate's init container is in the operator's pod.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Gate {
-    On,
-    Off,
-}
+/// Whether the gate's init container is in the operator's pod: release-tools'
+/// own definition, so that an arm passes `release --gate` what it parses.
+#[path = "../../../release-tools/src/gate.rs"]
+mod gate;
+pub use gate::Gate;
 
 /// How the operator starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
