@@ -237,7 +237,7 @@ fn every_table_in_the_docs_is_tested_or_measured_or_listed() {
             });
             let Some((doc, heading, first, kept)) = entry else {
                 wrong.push(format!(
-                    "{doc}, under {:?}: a table (first header cell {:?}) that doc-checks/src/doc_table_inventory.rs does not list: test it against the code, or make it a measurement naming its command and date",
+                    "{doc}, under {:?}: a table (first header cell {:?}) that doc-checks/src/doc_table_inventory.rs's TABLES does not list. Add it there as Tested(\"<the test comparing it with the code>\") or, if its section names the command that measured it (`just …`, `cargo …`) and the date (2026-12-06), as Measured; a table whose cells argue rather than copy the code is better written as a list",
                     table.heading, table.first
                 ));
                 continue;
