@@ -52,6 +52,7 @@ use failures::{
 };
 use upgrades::{
     app_behind_keeps_the_gate_closed_until_verified, deleted_app_leaves_no_orphans,
+    deleted_last_app_with_the_record_keeps_the_gate_closed_and_says_why,
     fresh_app_becomes_ready_and_opens_the_gate, one_failing_app_of_two_keeps_the_gate_closed,
     restarted_operator_adopts_the_running_job, the_job_waits_until_the_server_pods_are_gone,
 };
@@ -521,6 +522,7 @@ async fn operator_pod_upgrades_apps_and_drives_the_gate() {
     spawn!(restarted_operator_adopts_the_running_job);
     spawn!(one_failing_app_of_two_keeps_the_gate_closed);
     spawn!(deleted_app_leaves_no_orphans);
+    spawn!(deleted_last_app_with_the_record_keeps_the_gate_closed_and_says_why);
     let mut failures = Vec::new();
     while let Some(joined) = scenarios.join_next().await {
         let (name, elapsed, outcome) =

@@ -2,7 +2,8 @@
 //! that end with the App at its target or gone: a fresh App, one behind,
 //! a Job waiting for straggling server pods, a restarted operator adopting
 //! its Job (and `kubectl get apps` as a person sees it), one failing App
-//! of two, a deleted App leaving no orphans.
+//! of two, a deleted App leaving no orphans, and the last App deleted
+//! under the admission record (the gate closed in the record's words).
 //!
 //! Owns these scenarios; the namespace, databases, Apps and operator are
 //! made with the parent module's `Scenario`, which runs them at once.
@@ -15,13 +16,15 @@ use harness::testing::TestCluster;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::json;
 use tokio::time::Instant;
 
+use upgrade_gate::admission::{COMPLETION_REFUSED_REASON, RECORD_NAME};
 use upgrade_gate_tests::operator_install::{GateInStatus, InstalledOperator};
 use upgrade_gate_tests::wait;
 use upgrade_gate_tests::wait::Look;
+use upgrade_gate_tests::{admission_policy, admission_record};
 
 use super::{
     APP_LABEL, BACKUP_CLAIM, JOB_DONE, OLD_RELEASE, POD_READY, RELEASE, Scenario,
@@ -490,4 +493,78 @@ fn kubectl_get_apps(scenario: &Scenario) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The last App deleted while its Job runs, the admission record in use:
+/// the operator then judges the upgrade done from nothing, the record
+/// refuses to call it complete (its evidence rule), and the gate stays
+/// closed in the record's words — never in the deleted App's.
+pub(super) async fn deleted_last_app_with_the_record_keeps_the_gate_closed_and_says_why(
+    cluster: TestCluster,
+) {
+    let scenario = Scenario::start(cluster, "op-refused").await;
+    admission_policy::install(&scenario.client).await;
+    let database = scenario.database("shop").await;
+    database.seed_at(OLD_RELEASE, 100);
+    let lock = database.hold_upgrade_lock().await;
+    scenario.create_app("shop", &database.url, 3, 0).await;
+    let operator = scenario.install_operator().await;
+    lock.wait_for_waiter(JOB_DONE).await;
+    let records = admission_record::records(&scenario.client, scenario.ns());
+    let judged = |record: &DynamicObject| -> Option<u64> {
+        let operators = record.data["spec"]["operators"].as_object()?;
+        operators.values().find_map(|entry| {
+            (entry["state"] == "InProgress")
+                .then(|| entry["judged"].as_u64())
+                .flatten()
+        })
+    };
+    wait::until(
+        "the record in progress with one App judged",
+        POD_READY,
+        || async {
+            match records.get_opt(RECORD_NAME).await {
+                Ok(Some(record)) if judged(&record) == Some(1) => Look::Done(()),
+                Ok(other) => Look::NotYet(format!("{:?}", other.map(|r| r.data))),
+                Err(error) => Look::NotYet(error.to_string()),
+            }
+        },
+    )
+    .await;
+
+    scenario
+        .namespace
+        .api::<App>()
+        .delete("shop", &DeleteParams::background())
+        .await
+        .unwrap_or_else(|error| panic!("deleting App shop: {error}"));
+    lock.release().await;
+    let deleted = Instant::now();
+    let gate = operator
+        .wait_for_gate(
+            "the gate closed in the record's words",
+            Duration::from_secs(30),
+            |gate| {
+                gate.status == "False" && gate.current && gate.reason == COMPLETION_REFUSED_REASON
+            },
+        )
+        .await;
+    println!(
+        "figure: the last App deleted → the gate closed in the record's words in OLM's status {:.1} s",
+        deleted.elapsed().as_secs_f64()
+    );
+    assert!(
+        !gate.message.contains("shop"),
+        "names the deleted App: {gate:?}"
+    );
+    assert!(gate.message.contains("judges none"), "{gate:?}");
+    let record = records
+        .get(RECORD_NAME)
+        .await
+        .unwrap_or_else(|error| panic!("reading the record: {error}"));
+    assert!(
+        judged(&record).is_some(),
+        "the record stays in progress: {:?}",
+        record.data
+    );
 }
