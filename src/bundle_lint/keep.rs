@@ -276,7 +276,7 @@ fn check_one(
                 findings.warning(
                     Rule::KeepRule,
                     field.to_owned(),
-                    format!("`upgrade-gate keep` judges by the condition {condition:?}, and {why}: in an Ansible-based operator every reconcile (one a minute by default) closes the gate and puts the record back in progress; judge by a field the playbook sets once the upgrade is done (k8s_status: status.upgradedRelease equal to the release) with --done-field alone"),
+                    format!("`upgrade-gate keep` judges by the condition {condition:?}, and {why}: in an Ansible-based operator every reconcile (on every change of the resource or what it owns, and at its resync period) closes the gate and puts the record back in progress; judge by a field the playbook sets once the upgrade is done (k8s_status: status.upgradedRelease equal to the release) with --done-field alone"),
                 );
             }
         }
