@@ -167,7 +167,7 @@ fn tables(text: &str) -> Vec<Table> {
         .collect()
 }
 
-fn documents(root: &Path) -> Vec<String> {
+pub(crate) fn documents(root: &Path) -> Vec<String> {
     let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
         .expect("docs/ is readable")
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
@@ -186,7 +186,7 @@ pub(crate) fn read(path: &str) -> String {
 
 /// Whether a section names a measurement's command (in backticks) and
 /// its date (2026-12-06).
-fn names_command_and_date(section: &str) -> bool {
+pub(crate) fn names_command_and_date(section: &str) -> bool {
     let has_date = section.as_bytes().windows(10).any(|window| {
         window.iter().enumerate().all(|(at, byte)| match at {
             4 | 7 => *byte == b'-',

@@ -8,7 +8,8 @@
 //! docs/architecture.md's layers and figures (`doc_architecture`) and its
 //! glossary against the code's names (`doc_glossary`), the CI
 //! workflow against `just test` and docs/adopt-ci.md's recipe (`doc_ci`),
-//! docs/operate.md's pins and runbook (`doc_operate`), the paths the docs
+//! docs/operate.md's pins and runbook (`doc_operate`), every measured
+//! figure's command and date (`doc_figures`), the paths the docs
 //! name (`doc_paths`), the docs' tables, index and counts
 //! (`doc_tables`), every table of README.md and docs/ tested, measured or
 //! listed (`doc_table_inventory`), the listed tables' comparisons with
@@ -23,6 +24,8 @@ pub use doc_check::*;
 mod doc_architecture;
 #[cfg(test)]
 mod doc_ci;
+#[cfg(test)]
+mod doc_figures;
 #[cfg(test)]
 mod doc_glossary;
 #[cfg(test)]
