@@ -21,8 +21,8 @@ use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{mpsc, watch};
 
-use super::ResourceName;
 use super::decide::{Watched, decide};
+use super::resource::ResourceName;
 use super::rule::{Rule, Shown};
 use crate::admission::{self, Recorder};
 use crate::keeper::{Evidence, Keeper, Verdict};
