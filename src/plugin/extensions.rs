@@ -27,7 +27,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::holds::{Hold, POLICY_DENIAL, UpgradeColumn};
-use super::rows::{age, summary};
+use super::message::summary;
+use super::rows::age;
 use crate::admission::{ADMISSION_LABEL, ENFORCE};
 use crate::locate::{OLM_V1_OWNER_KIND_LABEL, OLM_V1_OWNER_NAME_LABEL};
 

@@ -18,7 +18,7 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::rows::summary;
+use super::message::summary;
 use crate::admission::{
     COMPLETE, OPERATOR_LABEL, Override, POLICY_NAME, PolicyInForce, RECORD_KIND, RECORD_NAME,
     RELEASE_LABEL, entry_of, override_of,

@@ -33,6 +33,7 @@
 
 mod extensions;
 mod holds;
+mod message;
 mod rows;
 
 use std::collections::BTreeMap;
@@ -58,9 +59,10 @@ pub use holds::{
     DryRun, HOLD_NOT_IN_FORCE_EXIT, Hold, UpgradeColumn, dry_run_outcome, dry_run_patch,
     dry_run_release, exit_code, hold, hold_cells, hold_warnings, operator_of, upgrade_of,
 };
+pub use message::{message_lines, summary};
 pub use rows::{
-    Columns, EntryView, GateRow, GateView, NextCsv, age, details, is_copied, message_lines,
-    render_table, rows, summary, table_cells,
+    Columns, EntryView, GateRow, GateView, NextCsv, age, details, is_copied, render_table, rows,
+    table_cells,
 };
 
 use crate::locate::{Olm, cluster_extensions_served, detect_olm};

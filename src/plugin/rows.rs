@@ -10,6 +10,8 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::holds::Hold;
+use super::message::{message_lines, summary};
 use crate::operator_condition::{OlmVerdict, OperatorCondition};
 
 /// An `Upgradeable` entry as shown.
@@ -78,7 +80,7 @@ pub struct GateRow {
     /// The admission holds of its Deployments that opt in (filled by
     /// [`super::list`]; [`rows`] leaves them empty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub holds: Vec<super::Hold>,
+    pub holds: Vec<Hold>,
 }
 
 fn text<'a>(value: &'a Value, path: &[&str]) -> &'a str {
@@ -188,39 +190,6 @@ fn basis(verdict: &OlmVerdict) -> &'static str {
         OlmVerdict::StatusOutdated { .. } => "StatusOutdated",
         OlmVerdict::StatusFalse { .. } | OlmVerdict::StatusNotFalse { .. } => "Status",
         OlmVerdict::NoStatusEntry => "NotWritten",
-    }
-}
-
-/// How long a SUMMARY cell is at most, in characters.
-const SUMMARY_CHARS: usize = 80;
-
-/// The gate message's summary for the table: its first clause (up to the
-/// first ": "), as an operator writes its headline there (app-operator:
-/// "37/100 upgraded, 4 running, 12 queued, 1 failed (release 7.10.1)"),
-/// or its first `SUMMARY_CHARS` (80) characters.
-pub fn summary(message: &str) -> String {
-    let first = message.split_once(": ").map_or(message, |(head, _)| head);
-    let first = first.lines().next().unwrap_or_default().trim();
-    if first.chars().count() <= SUMMARY_CHARS {
-        return first.to_owned();
-    }
-    let cut: String = first.chars().take(SUMMARY_CHARS - 1).collect();
-    format!("{}…", cut.trim_end())
-}
-
-/// The whole message, readable: its first clause, then each part of the
-/// rest (the message split at "; ") on a line of its own, indented.
-pub fn message_lines(message: &str) -> Vec<String> {
-    match message.split_once(": ") {
-        None => vec![message.trim().to_owned()],
-        Some((head, rest)) => std::iter::once(format!("{head}:"))
-            .chain(
-                rest.split("; ")
-                    .map(str::trim)
-                    .filter(|part| !part.is_empty())
-                    .map(|part| format!("  {part}")),
-            )
-            .collect(),
     }
 }
 
@@ -486,19 +455,6 @@ mod tests {
             details(&rows),
             "\nops/op.v1 Upgradeable=False DatabaseUpgradeFailed:\n  37/100 upgraded, 4 running, 12 queued, 1 failed (release 7.10.1):\n    App ns/app-17 failed to upgrade (MigrationFailed: refused)\n    App ns/run-0 upgrading\n    and 58 more. What to do: wait\n"
         );
-    }
-
-    #[test]
-    fn summaries_are_short() {
-        assert_eq!(summary("plain message"), "plain message");
-        assert_eq!(
-            summary(crate::gate::DEFAULT_HOLD_MESSAGE),
-            "upgrade-gate hold"
-        );
-        let long = "x".repeat(200);
-        assert_eq!(summary(&long).chars().count(), SUMMARY_CHARS);
-        assert!(summary(&long).ends_with('…'));
-        assert_eq!(message_lines("no parts"), ["no parts"]);
     }
 
     #[test]
