@@ -21,9 +21,9 @@ use super::rules::{
     Found, Goal, Keeps, NextWrite, Revision, Role, Shown, WatchState, keeps, next_write_for,
     poll_interval, restored, role_after, unanswered_write_landed, wakes,
 };
-use super::{
-    KeeperEvents, KeeperStatus, LOCATE_BUDGET, LastWrite, Place, READ_BUDGET, STALE_RECHECK,
-    Verdict, WRITE_BUDGET,
+use super::types::{
+    Keeper, KeeperEvents, KeeperStatus, LOCATE_BUDGET, LastWrite, Place, READ_BUDGET,
+    STALE_RECHECK, Verdict, WRITE_BUDGET,
 };
 use crate::leader::Standing;
 use crate::locate::{self, Located};
@@ -124,7 +124,7 @@ async fn changed<T>(input: &mut Option<watch::Receiver<T>>) {
 
 /// Runs the keeper until stopped or the verdicts' sender is gone.
 pub(super) async fn keep<V: Verdict>(
-    keeper: super::Keeper,
+    keeper: Keeper,
     verdicts: watch::Receiver<Option<V>>,
     status: watch::Sender<KeeperStatus>,
     stop: watch::Receiver<bool>,
