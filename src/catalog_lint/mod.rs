@@ -56,6 +56,7 @@
 mod model;
 mod rules;
 mod successors;
+mod types;
 
 use std::path::{Path, PathBuf};
 
@@ -64,38 +65,7 @@ use serde_json::Value;
 
 pub use model::{Bundle, Catalog, Channel, Csv, Entry, Package, parse};
 pub use successors::{ChannelOrderError, Next, has_edge, v0_next, v0_order, v1_next};
-
-use crate::bundle_lint;
-
-/// The CSV annotation that says a release carries a data upgrade (value
-/// `"true"`): its operator's upgrade must run, so no `skips` or `skipRange`
-/// may jump over it. In `metadata.annotations` of the CSV; a catalog shows
-/// it in the bundle's `olm.csv.metadata` or `olm.bundle.object` property.
-pub const DATA_UPGRADE_ANNOTATION: &str = "upgrade-gate.dev/data-upgrade";
-
-pub use crate::lint_finding::Severity;
-
-/// Which check a finding comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Rule {
-    /// A skips / skipRange goes past a release carrying a data upgrade.
-    DataUpgradeJump,
-    /// OLM v0 and OLM v1 install different next releases.
-    SuccessorsDiffer,
-    /// OLM v0 cannot order a channel.
-    ChannelOrder,
-    /// The catalog does not hold a bundle's CSV, or holds it broken.
-    CsvUnreadable,
-    /// Something OLM cannot read.
-    Malformed,
-    /// One of `lint-bundle`'s checks, on a CSV the catalog holds.
-    #[serde(untagged)]
-    Bundle(bundle_lint::Rule),
-}
-
-/// One finding of a catalog, located by file and field path.
-pub type Finding = crate::lint_finding::Finding<Rule>;
+pub use types::{DATA_UPGRADE_ANNOTATION, Document, Finding, Rule, Severity};
 
 /// One package as read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -143,15 +113,6 @@ pub const CATALOG_LINT_EXIT_CODES: &[(u8, &str)] = &[
         "usage: bad flags, or DIR is not a readable file-based catalog (a file that is not YAML or JSON, no olm.package, olm.channel or olm.bundle document)",
     ),
 ];
-
-/// One document of the catalog and the file it is in.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Document {
-    /// The file, as given joined with its path in the catalog.
-    pub file: String,
-    /// The document.
-    pub value: Value,
-}
 
 /// Why a catalog could not be checked at all.
 #[derive(Debug, thiserror::Error)]

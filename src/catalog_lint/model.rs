@@ -15,7 +15,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use semver::Version;
 use serde_json::Value;
 
-use super::{DATA_UPGRADE_ANNOTATION, Document, Finding, Rule, Severity};
+use super::types::{DATA_UPGRADE_ANNOTATION, Document, Finding, Rule, Severity};
 use crate::bundle_lint::{SkipRange, SkipRangeError};
 
 /// Every package of the catalog, in the order first named.

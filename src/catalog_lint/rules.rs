@@ -21,7 +21,7 @@ use semver::Version;
 
 use super::model::{Bundle, Csv, Entry, Package};
 use super::successors;
-use super::{DATA_UPGRADE_ANNOTATION, Finding, Rule, Severity};
+use super::types::{DATA_UPGRADE_ANNOTATION, Finding, Rule, Severity};
 use crate::bundle_lint::{self, SkipRange};
 
 fn finding(file: &str, field: String, severity: Severity, rule: Rule, message: String) -> Finding {

@@ -12,6 +12,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::bundle_lint;
 
 const FILE: &str = "cat/op/catalog.yaml";
 
