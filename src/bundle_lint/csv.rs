@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::{Finding, Rule, Severity};
+use super::finding::{Finding, Rule, Severity};
 
 /// Collects findings for one file.
 pub(super) struct Findings<'a> {

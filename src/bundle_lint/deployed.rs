@@ -26,10 +26,10 @@
 
 use serde_json::Value;
 
-use super::Rule;
 use super::csv::{
     Findings, KnownImage, Placed, argv, containers, known_image, list, runs_hold, text,
 };
+use super::finding::Rule;
 use crate::admission::{ADMISSION_LABEL, ENFORCE, OPERATOR_LABEL, RELEASE_LABEL};
 use crate::locate::SERVICE_ACCOUNT_DIR;
 

@@ -14,9 +14,9 @@
 
 use serde_json::Value;
 
-use super::Rule;
 use super::csv::{Findings, argv, list, pod_service_account, text};
 use super::deployed::release_setting;
+use super::finding::Rule;
 use crate::completion::{ResourceName, Rule as DoneRule};
 
 /// Whether the container runs `upgrade-gate keep`: a program named

@@ -12,8 +12,8 @@ use super::csv::{
     pod_service_account, runs_hold, text,
 };
 use super::deployed;
+use super::finding::{Finding, Rule};
 use super::skips::{SkipRange, SkipRangeError};
-use super::{Finding, Rule};
 
 /// The env var that names the OperatorCondition.
 const CONDITION_NAME_ENV: &str = "OPERATOR_CONDITION_NAME";
