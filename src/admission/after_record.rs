@@ -7,7 +7,7 @@
 
 use tokio::sync::watch;
 
-use super::UpgradeClaim;
+use super::claim::UpgradeClaim;
 use super::recorder::RecorderStatus;
 use crate::keeper::{Evidence, Verdict};
 use crate::operator_condition::{GateState, Reason, UpgradeableEntry};

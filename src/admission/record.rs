@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 #[cfg(test)]
-use super::MAX_PROGRESS_BYTES;
-use super::{OPERATOR_LABEL, RELEASE_LABEL, UpgradeClaim, truncated};
+use super::claim::MAX_PROGRESS_BYTES;
+use super::claim::{UpgradeClaim, truncated};
+use super::labels::{OPERATOR_LABEL, RELEASE_LABEL};
 use crate::keeper::Evidence;
 
 /// The API group of the record (and of the sample's App).

@@ -22,11 +22,12 @@ use kube::{Api, Client};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::claim::{STATE_CONFIGMAP, UpgradeClaim, data_patch, initial_data};
 use super::record::{
-    Facts, Override, RECORD_KIND, RECORD_NAME, Running, entry_of, override_of, record_patch, spends,
+    Facts, Override, RECORD_KIND, RECORD_NAME, Running, entry_of, override_of, record_patch,
+    record_resource, spends,
 };
 use super::wake::{Said, Wake, wake_round};
-use super::{STATE_CONFIGMAP, UpgradeClaim, data_patch, initial_data, record_resource};
 use crate::keeper::{Evidence, Verdict};
 use crate::task::TaskHandle;
 
