@@ -4,7 +4,7 @@
 //! Owns: that advice, which the App's messages and the gate's message
 //! quote. Must not touch: the decision (`super`).
 
-use super::*;
+use crate::crd::ConditionReason;
 
 /// What a person does about a refusal.
 pub fn refusal_advice(reason: ConditionReason) -> &'static str {

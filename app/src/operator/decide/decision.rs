@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::crd::{AppStatus, ConditionReason, DatabaseSchemaStatus};
 
-use super::JobToDelete;
+use super::observed::JobToDelete;
 
 /// The one next step; `act` performs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

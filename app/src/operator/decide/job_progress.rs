@@ -4,7 +4,13 @@
 //! Owns: that rule and its wording (pure). Must not touch: how the report
 //! is read (`observe`).
 
-use super::*;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use crate::crd::UpgradeProgress;
+use crate::db_upgrade::progress::{self, Progress};
 
 /// The step as the status shows it: `backup`, `migration V4`.
 pub(super) fn step_label(step: &progress::Step) -> String {

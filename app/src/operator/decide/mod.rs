@@ -5,8 +5,9 @@
 //! Owns: every transition in one table ([`decide`]'s `match`, a row a
 //! line). One file per concern beside it: `observed` (what the table reads,
 //! and which Job failures are retried), `decision` (what it answers, the
-//! requeue intervals and the retry backoff), `steps` (each row's outcome
-//! and messages), `status` (how a status and its Event are assembled),
+//! requeue intervals and the retry backoff), `attempts` (the rows that
+//! choose between steps: an attempt begun, retried or given way), `steps`
+//! (each row's outcome and messages), `status` (how a status and its Event are assembled),
 //! `job_progress` (what a running Job's progress shows, and when it is
 //! worth a write), `retention` (which finished Jobs go), `advice` (what a
 //! person does about a refusal). Must not touch: any I/O — this module is
@@ -32,16 +33,7 @@
 //! server stays stopped until the upgrade is verified: that Job may have
 //! left the database between releases.
 
-use std::time::Duration;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
-
-use crate::crd::{
-    AppCondition, AppStatus, ConditionReason, ConditionType, DatabaseSchemaStatus, FinishedUpgrade,
-    Health, QueueStatus, UpgradeFailure, UpgradePhase, UpgradeProgress, UpgradeStatus,
-};
-use crate::db_upgrade::progress::{self, Progress};
+use crate::crd::UpgradePhase;
 
 /// The decision table. Rows are (upgrade phase in status, Job, database);
 /// the first matching row wins.
@@ -117,104 +109,8 @@ pub fn decide(observed: &Observed, target: &SchemaTarget) -> Decision {
     with_retention(decision, observed)
 }
 
-/// The rows of "no upgrade in flight", for an intent that gives way.
-fn start_over(observed: &Observed, target: &SchemaTarget) -> Decision {
-    match &observed.database {
-        DatabaseObservation::Blocked { blocker, detail } => {
-            report_blocked(observed, *blocker, detail)
-        }
-        DatabaseObservation::Behind { current } => begin_attempt(observed, target, current, 1),
-        DatabaseObservation::AtTarget => mark_ready(observed, target),
-    }
-}
-
-/// A failed Job: refused for good when a retry cannot fix what it met,
-/// else an attempt that failed.
-fn job_failed(observed: &Observed, failure: &JobFailure) -> Decision {
-    match failure_class(failure) {
-        FailureClass::Permanent(reason) => refuse(observed, reason, failure),
-        FailureClass::Transient => attempt_failed(
-            observed,
-            ConditionReason::DatabaseUpgradeFailed,
-            Some(failure),
-            &failure.describe(),
-        ),
-    }
-}
-
-/// The Job succeeded but the operator's own read finds the database short
-/// of the target.
-fn not_verified(observed: &Observed, current: &DatabaseSchemaStatus) -> Decision {
-    attempt_failed(
-        observed,
-        ConditionReason::VerificationFailed,
-        None,
-        &format!(
-            "the Job succeeded but the database is at release {} (migration {}), not at the target",
-            release_label(current),
-            current.migration.as_deref().unwrap_or("none")
-        ),
-    )
-}
-
-/// Another attempt once the backoff has passed; until then, wait saying so.
-fn retry_when_due(
-    observed: &Observed,
-    target: &SchemaTarget,
-    current: &DatabaseSchemaStatus,
-    attempts: i32,
-) -> Decision {
-    match backoff_remaining(observed) {
-        Some(remaining) => wait_for_retry(observed, remaining),
-        None => begin_attempt(observed, target, current, attempts + 1),
-    }
-}
-
-/// A failed upgrade with no retry left: given up, naming its last Job.
-fn retry_limit_reached(observed: &Observed) -> Decision {
-    let detail = observed
-        .status
-        .upgrade
-        .as_ref()
-        .map_or_else(String::new, |u| format!("last Job {}", u.job));
-    give_up(observed, ConditionReason::RetryLimitReached, &detail)
-}
-
-/// A new attempt: it waits for a slot, then the server is stopped, then
-/// the intent recorded.
-fn begin_attempt(
-    observed: &Observed,
-    target: &SchemaTarget,
-    current: &DatabaseSchemaStatus,
-    attempt: i32,
-) -> Decision {
-    if let Slot::Waiting(wait) = &observed.slot {
-        queued(observed, target, current, wait)
-    } else if observed
-        .server_replicas
-        .is_some_and(|replicas| replicas > 0)
-    {
-        scale_server_down(observed, target)
-    } else {
-        record_intent(observed, target, current, attempt)
-    }
-}
-
-fn backoff_remaining(observed: &Observed) -> Option<Duration> {
-    let upgrade = observed.status.upgrade.as_ref()?;
-    let failed_at = upgrade.last_failure_time.as_ref()?.0;
-    let due = failed_at
-        .checked_add(SignedDuration::try_from(retry_backoff(upgrade.attempts)).ok()?)
-        .ok()?;
-    let remaining = observed.now.duration_until(due);
-    if remaining.is_positive() {
-        Duration::try_from(remaining).ok()
-    } else {
-        None
-    }
-}
-
 mod advice;
+mod attempts;
 mod decision;
 mod job_progress;
 mod observed;
@@ -223,12 +119,15 @@ mod retention;
 mod status;
 mod steps;
 
-use decision::{NAMED_PODS, release_label};
-#[cfg(test)]
-use job_progress::human_duration;
+use attempts::{
+    begin_attempt, job_failed, not_verified, retry_limit_reached, retry_when_due, start_over,
+};
 use retention::with_retention;
-use status::*;
-use steps::*;
+use steps::{
+    blocked_before_retry, give_up, job_cannot_start, job_name_taken, mark_ready, remove_stale_job,
+    report_blocked, start_job, stay, verify, wait_for_job, wait_for_server_pods,
+    wait_for_stale_job, wait_for_verification,
+};
 
 pub use advice::{refusal_advice, stalled_advice};
 pub use decision::*;

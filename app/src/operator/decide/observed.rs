@@ -11,7 +11,7 @@ use crate::crd::{AppStatus, ConditionReason, DatabaseSchemaStatus};
 use crate::db_upgrade::outcome::FailureKind;
 use crate::db_upgrade::progress::Progress;
 
-use super::QueueWait;
+use super::queue_wait::QueueWait;
 
 /// What this operator release brings every database to.
 #[derive(Clone, Debug, PartialEq, Eq)]

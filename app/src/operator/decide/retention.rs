@@ -7,7 +7,10 @@
 //!
 //! Owns: that rule (pure). Must not touch: the decision table (`super`).
 
-use super::*;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+use super::decision::{Decision, FINISHED_JOB_RETENTION, KEEP_FINISHED_JOBS};
+use super::observed::{FinishedJob, JobToDelete, Observed};
 
 /// Adds the finished Jobs past the retention to the decision's deletes.
 pub(super) fn with_retention(mut decision: Decision, observed: &Observed) -> Decision {

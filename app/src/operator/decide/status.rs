@@ -5,7 +5,17 @@
 //! Owns: how a decision is assembled (pure). Must not touch: which step
 //! comes next (`super`'s table, `steps`).
 
-use super::*;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::crd::{
+    AppCondition, AppStatus, ConditionReason, ConditionType, DatabaseSchemaStatus, FinishedUpgrade,
+    Health, QueueStatus, UpgradePhase, UpgradeStatus,
+};
+
+use super::decision::{Decision, EventReason, PhaseEvent, ServerGoal, Step};
+use super::observed::Observed;
 use upgrade_gate::operator_condition::transition_time;
 
 /// The status with its phase and conditions set from one [`Health`]; a

@@ -4,7 +4,25 @@
 //! Owns: one function per step (pure). Must not touch: which row applies
 //! (`super::decide`) or how a decision is assembled (`status`).
 
-use super::*;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::crd::{
+    ConditionReason, DatabaseSchemaStatus, FinishedUpgrade, Health, QueueStatus, UpgradeFailure,
+    UpgradePhase, UpgradeStatus,
+};
+
+use super::advice::refusal_advice;
+use super::decision::*;
+use super::job_progress::progress_to_show;
+use super::observed::{
+    Blocker, JobFailure, JobObservation, JobToDelete, Observed, SchemaTarget, StartFailure,
+};
+use super::queue_wait::QueueWait;
+use super::status::{
+    Degradation, StatusBuilder, decision, event, in_flight, job_sentence, on_entry,
+};
 
 /// The server while the App waits (queued, or its database blocked): it
 /// serves at the release it runs as long as no Job of an upgrade has

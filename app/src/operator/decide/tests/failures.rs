@@ -2,7 +2,10 @@
 //! retried, and what a permanent refusal, a transient failure or a pod that
 //! cannot start says.
 
+use crate::crd::ConditionReason;
 use Step::*;
+use k8s_openapi::jiff::SignedDuration;
+use std::time::Duration;
 
 use super::fixtures::{BASE, Db, JOBS, World, condition, now, observed, target};
 use crate::crd::{ConditionStatus, ConditionType};

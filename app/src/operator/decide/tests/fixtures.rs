@@ -2,9 +2,13 @@
 //! table is read over, and the knobs beside them.
 
 use crate::crd::ConditionType;
+use crate::crd::{AppCondition, AppStatus, DatabaseSchemaStatus, UpgradeStatus};
 use crate::db_upgrade::outcome::FailureKind;
+use crate::db_upgrade::progress::{self, Progress};
 use crate::db_upgrade::progress::{Amount, Unit};
 use crate::operator::decide::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 pub(super) const TARGET_RELEASE: &str = "7.10.1";
 

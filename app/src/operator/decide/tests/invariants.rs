@@ -1,6 +1,7 @@
 //! Invariants over every combination of the table and its knobs.
 
 use Step::*;
+use k8s_openapi::jiff::SignedDuration;
 
 use super::fixtures::{DBS, JOBS, PHASES, TARGET_RELEASE, World, full_slots, observed, target};
 use crate::crd::{AppPhase, ConditionType};

@@ -2,7 +2,9 @@
 //! server pod left, only this App's Job of this intent, another release's
 //! upgrade adopted then superseded, finished Jobs kept.
 
+use crate::crd::ConditionReason;
 use Step::*;
+use k8s_openapi::jiff::SignedDuration;
 
 use super::fixtures::{BASE, Db, JOBS, TARGET_RELEASE, World, condition, now, observed, target};
 use crate::crd::{ConditionStatus, ConditionType};

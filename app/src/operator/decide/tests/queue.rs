@@ -2,7 +2,10 @@
 //! the intent, the server given back while an upgrade cannot begin, a
 //! retry queued like a first attempt.
 
+use crate::crd::{AppStatus, ConditionReason, QueueStatus};
 use Step::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::SignedDuration;
 
 use super::fixtures::{
     BASE, Db, JOBS, World, condition, database, full_slots, now, observed, target,

@@ -1,7 +1,12 @@
 //! What the App's status shows: progress written only when it moved, the
 //! last upgrade kept, blocked messages, condition times.
 
+use crate::crd::ConditionReason;
+use crate::db_upgrade::progress::{self, Progress};
+use crate::operator::decide::job_progress::human_duration;
 use Step::*;
+use k8s_openapi::jiff::SignedDuration;
+use std::time::Duration;
 
 use super::fixtures::{BASE, Db, JOBS, World, condition, migration, now, observed, report, target};
 use crate::crd::ConditionType;
