@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use super::view::{AppGateView, AppStanding};
 use crate::crd::UpgradePhase;
 use crate::operator::fleet::FleetSummary;
-use crate::operator::gate::{AppGateView, AppStanding};
 
 /// Counts the fleet at `now`.
 pub fn summarize(apps: &[AppGateView], now: Timestamp) -> FleetSummary {

@@ -1,8 +1,12 @@
 //! Unit tests of `gate`: kept apart from the code they test so that
 //! the module reads in one sitting.
 
+use std::time::Duration;
+
+use super::view::next_when_blocked;
 use super::*;
-use crate::crd::DatabaseSchemaStatus;
+use crate::crd::{App, ConditionReason, DatabaseSchemaStatus};
+use crate::operator::decide::{Blocker, refusal_advice, stalled_advice};
 
 fn target() -> SchemaTarget {
     SchemaTarget {
