@@ -20,7 +20,7 @@ use rcgen::{
 };
 use time::{Duration, OffsetDateTime};
 
-use crate::components::olm_v1;
+use crate::components::olm_v1_names as olm_v1;
 use crate::layout::REGISTRY_NAME;
 
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 
 use kube::Client;
 
-use super::{ClusterContext, ProbeError};
+use super::context::{ClusterContext, ProbeError};
 use crate::layout::APISERVER_PORT;
 use crate::process::ProcessSpec;
 
@@ -25,7 +25,7 @@ impl KubeApiserver<'_> {
         self.cluster
             .spec(Self::NAME, self.cluster.tool("kube-apiserver"))
             .args([
-                format!("--etcd-servers={}", super::Etcd::client_url()),
+                format!("--etcd-servers={}", super::etcd::Etcd::client_url()),
                 "--bind-address=0.0.0.0".into(),
                 format!("--secure-port={APISERVER_PORT}"),
                 format!("--advertise-address={}", layout.node_ip()),

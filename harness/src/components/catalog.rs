@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use super::context::{ClusterContext, HealthProbe, ProbeError};
 use super::olm::OLM_NAMESPACE;
-use super::{ClusterContext, HealthProbe, ProbeError};
 use crate::layout::CATALOG_HEALTH_PORT;
 use crate::process::ProcessSpec;
 

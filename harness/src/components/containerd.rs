@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::{ClusterContext, ComponentError, ProbeError, write_file};
+use super::context::{ClusterContext, ComponentError, ProbeError, write_file};
 use crate::process::ProcessSpec;
 
 /// The sandbox image; nothing can be pulled, so it is imported at start.

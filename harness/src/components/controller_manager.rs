@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::{Api, Client};
 
-use super::{ClusterContext, ProbeError};
+use super::context::{ClusterContext, ProbeError};
 use crate::process::ProcessSpec;
 
 pub struct ControllerManager<'a> {

@@ -2,7 +2,7 @@
 //! health endpoint is on the metrics listener at the node IP so the host can
 //! ask it.
 
-use super::{ClusterContext, HealthProbe, ProbeError};
+use super::context::{ClusterContext, HealthProbe, ProbeError};
 use crate::layout::{ETCD_CLIENT_PORT, ETCD_METRICS_PORT, ETCD_PEER_PORT};
 use crate::process::ProcessSpec;
 

@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use super::{ClusterContext, HealthProbe, ProbeError};
+use super::context::{ClusterContext, HealthProbe, ProbeError};
 use crate::layout::FLUX_HEALTH_PORT;
 use crate::process::ProcessSpec;
 

@@ -1,7 +1,7 @@
 //! kube-proxy in iptables mode: its rules live in the cluster's netns only;
 //! the healthz endpoint on the node IP tells when the first sync is done.
 
-use super::{ClusterContext, HealthProbe, ProbeError};
+use super::context::{ClusterContext, HealthProbe, ProbeError};
 use crate::layout::KUBE_PROXY_HEALTHZ_PORT;
 use crate::process::ProcessSpec;
 

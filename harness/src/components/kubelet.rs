@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
 
-use super::{ClusterContext, ComponentError, ProbeError, write_file};
+use super::context::{ClusterContext, ComponentError, ProbeError, write_file};
 use crate::process::ProcessSpec;
 
 pub struct Kubelet<'a> {

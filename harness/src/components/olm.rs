@@ -2,7 +2,7 @@
 //! its kubeconfig from `KUBECONFIG` only; given a certificate its health
 //! server moves to :8443, which keeps :8080 free for `catalog`.
 
-use super::{ClusterContext, HealthProbe, ProbeError};
+use super::context::{ClusterContext, HealthProbe, ProbeError};
 use crate::layout::OLM_HEALTH_PORT;
 use crate::process::ProcessSpec;
 

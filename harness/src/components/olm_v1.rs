@@ -26,7 +26,11 @@ use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ClusterContext, HealthProbe, ProbeError};
+use super::context::{ClusterContext, HealthProbe, ProbeError};
+pub use super::olm_v1_names::{
+    CATALOGD_CERT, CATALOGD_SERVICE, NAMESPACE, OPERATOR_CONTROLLER_CERT,
+    OPERATOR_CONTROLLER_SERVICE, REGISTRY_CERT, service_dns_names,
+};
 use crate::api::FIELD_MANAGER;
 use crate::layout::{REGISTRY_NAME, REGISTRY_PORT};
 use crate::process::ProcessSpec;
@@ -34,21 +38,13 @@ use crate::process::ProcessSpec;
 /// The operator-controller release `tools/olm-v1/go.mod` pins: the tag of
 /// the images `tools/image.sh olm-v1` builds (a unit test compares them).
 pub const VERSION: &str = "v1.5.1";
-/// The namespace the manifest installs OLM v1 into.
-pub const NAMESPACE: &str = "olmv1-system";
 pub const CATALOGD_DEPLOYMENT: &str = "catalogd-controller-manager";
 pub const OPERATOR_CONTROLLER_DEPLOYMENT: &str = "operator-controller-controller-manager";
-pub const CATALOGD_SERVICE: &str = "catalogd-service";
-pub const OPERATOR_CONTROLLER_SERVICE: &str = "operator-controller-service";
 /// The Secrets the Deployments mount, named as in the manifest (a release
 /// would call catalogd's `catalogd-service-cert-<version>`; the module's
 /// manifest keeps the placeholder).
 pub const CATALOGD_SECRET: &str = "catalogd-service-cert-git-version";
 pub const OPERATOR_CONTROLLER_SECRET: &str = "olmv1-cert";
-/// The harness PKI's files (`<name>.crt`, `<name>.key`) behind them.
-pub const CATALOGD_CERT: &str = "olm-v1-catalogd";
-pub const OPERATOR_CONTROLLER_CERT: &str = "olm-v1-operator-controller";
-pub const REGISTRY_CERT: &str = "olm-v1-registry";
 /// The container of both Deployments that runs the command.
 const MANAGER_CONTAINER: &str = "manager";
 /// How often the kubelet asks both pods whether they are ready.
@@ -63,14 +59,6 @@ pub const READINESS_PERIOD_SECONDS: i64 = 1;
 /// cluster. Without the annotation nothing changes.
 pub const OPERATOR_CONTROLLER_FEATURE_GATE: &str =
     "--feature-gates=SingleOwnNamespaceInstallSupport=true";
-
-/// The DNS names of a Service of OLM v1, as its certificate lists them.
-pub fn service_dns_names(service: &str) -> Vec<String> {
-    vec![
-        format!("{service}.{NAMESPACE}.svc"),
-        format!("{service}.{NAMESPACE}.svc.cluster.local"),
-    ]
-}
 
 /// `localhost/<command>:<VERSION>`, as `tools/image.sh olm-v1` tags it.
 pub fn image(command: &str) -> String {

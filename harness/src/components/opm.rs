@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{ClusterContext, ProbeError};
+use super::context::{ClusterContext, ProbeError};
 use crate::process::ProcessSpec;
 
 pub struct OpmServe<'a> {

@@ -1,7 +1,7 @@
 //! kube-scheduler: serves its health endpoint with the cluster's components
 //! certificate, so the host checks it against the cluster CA.
 
-use super::{ClusterContext, HealthProbe, ProbeError};
+use super::context::{ClusterContext, HealthProbe, ProbeError};
 use crate::layout::SCHEDULER_PORT;
 use crate::process::ProcessSpec;
 
