@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
-use crate::api::{self, ApiError, FIELD_MANAGER};
+use crate::api::{self, FIELD_MANAGER};
 use crate::components::flux::FLUX_NAMESPACE;
 use crate::components::olm_v1::{self, OlmV1Error, Registry};
 use crate::components::{
@@ -24,107 +24,22 @@ use crate::components::{
     KubeApiserver, KubeProxy, Kubelet, KustomizeController, Olm, OpmServe, ProbeError, Scheduler,
 };
 use crate::layout::{ClusterName, Layout, POSTGRES_PORT, free_index};
-use crate::machine::{self, MachineError};
-use crate::pki::{Pki, PkiError, PkiSubjects};
-use crate::postgres::{PostgresError, TempPostgres};
-use crate::process::{ProcessError, ProcessSpec, StartedProcess};
+use crate::machine;
+use crate::pki::{Pki, PkiSubjects};
+use crate::postgres::TempPostgres;
+use crate::process::{ProcessSpec, StartedProcess};
 use crate::progress::{Progress, StepStatus};
-use crate::state::{ClusterState, StateError, taken_indexes};
+use crate::state::{ClusterState, taken_indexes};
 
 mod restart;
+mod types;
 
 pub use restart::Restarted;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterError {
-    #[error("cluster {0} is already running; `cluster down {0}` first")]
-    AlreadyRunning(ClusterName),
-    #[error("no free cluster index: every one of 10.231.1-250.0/30 is taken")]
-    NoFreeIndex,
-    #[error("no cluster named {0} (no state file)")]
-    NotFound(ClusterName),
-    #[error("{step}: {source}")]
-    Process {
-        step: String,
-        source: Box<ProcessError>,
-    },
-    #[error(transparent)]
-    Component(#[from] ComponentError),
-    #[error(transparent)]
-    Pki(#[from] PkiError),
-    #[error(transparent)]
-    Machine(#[from] MachineError),
-    #[error(transparent)]
-    State(#[from] StateError),
-    #[error(transparent)]
-    Api(#[from] ApiError),
-    #[error("{0}")]
-    Probe(#[from] ProbeError),
-    #[error("PostgreSQL: {0}")]
-    Postgres(#[from] PostgresError),
-    #[error("PostgreSQL started but could not be handed over to the cluster's teardown")]
-    PostgresDetach,
-    #[error("cluster {name} has no recorded {component} process")]
-    NoComponent {
-        name: ClusterName,
-        component: &'static str,
-    },
-    #[error("importing {archive}: {detail}")]
-    Import { archive: PathBuf, detail: String },
-    #[error("leftovers of an earlier cluster {name} could not be cleared:\n{details}")]
-    Leftovers { name: ClusterName, details: String },
-    #[error("OLM v1: {0}")]
-    OlmV1(#[from] OlmV1Error),
-}
-
-/// What `up` needs.
-#[derive(Debug, Clone)]
-pub struct ClusterConfig {
-    pub name: ClusterName,
-    /// The directory `tools/bin-dir.sh` prints.
-    pub tools: PathBuf,
-    /// The OCI archive of `localhost/pause:3.10`.
-    pub pause_archive: PathBuf,
-    /// More OCI archives to import once the node runs.
-    pub images: Vec<PathBuf>,
-    /// Run OLM v1 (catalogd, operator-controller) and its registry beside
-    /// OLM v0.
-    pub olm_v1: bool,
-    /// OCI archives imported before `images`: those of OLM v1's images
-    /// ([`olm_v1::images`], `tools/image.sh olm-v1`), so it starts while
-    /// the others load.
-    pub olm_v1_images: Vec<PathBuf>,
-    /// Run Flux's kustomize-controller (`components::flux`) once OLM runs.
-    pub flux: bool,
-    /// Print each step to stderr as it finishes.
-    pub quiet: bool,
-}
-
-/// Deadlines of the readiness checks; generous, as a loaded 2-core machine
-/// is slower than the figures in local-cluster.md.
-const ETCD_READY: Duration = Duration::from_secs(30);
-const APISERVER_READY: Duration = Duration::from_secs(90);
-const CONTROLLERS_READY: Duration = Duration::from_secs(60);
-const CONTAINERD_READY: Duration = Duration::from_secs(30);
-const NODE_READY: Duration = Duration::from_secs(90);
-const OLM_READY: Duration = Duration::from_secs(60);
-const CRDS_ESTABLISHED: Duration = Duration::from_secs(60);
-/// From applying OLM v1's manifest to both Deployments ready.
-const OLM_V1_READY: Duration = Duration::from_secs(180);
-/// From starting kustomize-controller to its readiness (its caches synced).
-const FLUX_READY: Duration = Duration::from_secs(60);
-
-/// Namespaces OLM's own manifests create.
-const OLM_NAMESPACES: [&str; 2] = ["olm", "operators"];
-
-/// A cluster this process started or found running; tears it down on drop
-/// unless detached.
-#[derive(Debug)]
-pub struct Cluster {
-    state: ClusterState,
-    progress: Option<Progress>,
-    teardown_on_drop: bool,
-}
+use types::{
+    APISERVER_READY, CONTAINERD_READY, CONTROLLERS_READY, CRDS_ESTABLISHED, ETCD_READY, FLUX_READY,
+    NODE_READY, OLM_NAMESPACES, OLM_READY, OLM_V1_READY, start_and_wait,
+};
+pub use types::{Cluster, ClusterConfig, ClusterError};
 
 impl Cluster {
     /// Starts cluster `config.name`, clearing first what a dead cluster of
@@ -608,28 +523,6 @@ where
             step: name.to_owned(),
             source: Box::new(source),
         })
-}
-
-async fn start_and_wait<F, Fut>(
-    spec: &ProcessSpec,
-    step: &str,
-    deadline: Duration,
-    check: F,
-) -> Result<StartedProcess, ClusterError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), ProbeError>>,
-{
-    let wrap = |source| ClusterError::Process {
-        step: step.to_owned(),
-        source: Box::new(source),
-    };
-    let record = spec.start().map_err(wrap)?;
-    if let Err(error) = record.wait_ready(deadline, check).await {
-        record.stop(Duration::from_secs(3));
-        return Err(wrap(error));
-    }
-    Ok(record)
 }
 
 /// Refuses a running cluster of the same name, clears what a dead one left,

@@ -8,6 +8,7 @@ pub mod components;
 pub mod layout;
 pub mod leftovers;
 pub mod machine;
+pub mod olm_v1_names;
 pub mod olm_wake;
 pub mod pki;
 pub mod postgres;

@@ -20,8 +20,8 @@ use rcgen::{
 };
 use time::{Duration, OffsetDateTime};
 
-use crate::components::olm_v1_names as olm_v1;
 use crate::layout::REGISTRY_NAME;
+use crate::olm_v1_names as olm_v1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {

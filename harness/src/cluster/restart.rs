@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{
+use super::types::{
     APISERVER_READY, CONTAINERD_READY, Cluster, ClusterError, NODE_READY, OLM_READY, start_and_wait,
 };
 use crate::components::{Containerd, HealthProbe, KubeApiserver, Kubelet, Olm, ProbeError};

@@ -14,7 +14,6 @@ mod kube_proxy;
 mod kubelet;
 mod olm;
 pub mod olm_v1;
-pub(crate) mod olm_v1_names;
 mod opm;
 mod scheduler;
 

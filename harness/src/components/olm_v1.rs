@@ -27,12 +27,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::context::{ClusterContext, HealthProbe, ProbeError};
-pub use super::olm_v1_names::{
+use crate::api::FIELD_MANAGER;
+use crate::layout::{REGISTRY_NAME, REGISTRY_PORT};
+pub use crate::olm_v1_names::{
     CATALOGD_CERT, CATALOGD_SERVICE, NAMESPACE, OPERATOR_CONTROLLER_CERT,
     OPERATOR_CONTROLLER_SERVICE, REGISTRY_CERT, service_dns_names,
 };
-use crate::api::FIELD_MANAGER;
-use crate::layout::{REGISTRY_NAME, REGISTRY_PORT};
 use crate::process::ProcessSpec;
 
 /// The operator-controller release `tools/olm-v1/go.mod` pins: the tag of

@@ -3,7 +3,7 @@
 //! certificates, with the DNS names each certificate lists.
 //!
 //! Owns: these names (the PKI reads them to issue the certificates; the
-//! component, `olm_v1`, re-exports them). Must not touch: anything that
+//! component, `components::olm_v1`, re-exports them). Must not touch: anything that
 //! starts or reads the cluster.
 
 /// The namespace the manifest installs OLM v1 into.
