@@ -2,8 +2,8 @@
 //! [`open_after_recorded`] hands an open verdict on only once the record
 //! shows it complete, and while the record refuses the completion, a closed
 //! entry in the refusal's words ([`AfterRecord::Refused`]). The choice is
-//! pure ([`after_record`]). Must not touch: the record (the recorder
-//! writes it).
+//! pure ([`after_record`], its cases named by [`Handover`]). Must not
+//! touch: the record (the recorder writes it).
 
 use tokio::sync::watch;
 
@@ -60,31 +60,52 @@ impl<V: Verdict> Verdict for AfterRecord<V> {
     }
 }
 
-/// What to hand the keeper for `verdict` given what the recorder shows
-/// (`None`: nothing new, the keeper keeps what it has). A closed verdict
-/// passes at once; an open one once `complete` is recorded, or as a closed
-/// [`AfterRecord::Refused`] while the record refuses it.
+/// What [`after_record`] gives the keeper for one verdict of the operator
+/// and what the recorder shows: each case of the choice by its meaning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handover<V> {
+    /// The operator has judged nothing (yet): the keeper is handed no
+    /// verdict, and keeps the gate as it finds it.
+    NoVerdict,
+    /// The keeper is handed this verdict: the operator's as judged (a
+    /// closed one at once, an open one once the record shows it complete),
+    /// or a closed one in the words of the record that refuses it.
+    Hand(AfterRecord<V>),
+    /// An open verdict the record shows neither complete nor refused (or
+    /// whose refusal makes no valid entry): nothing new reaches the keeper,
+    /// which keeps what it was handed last.
+    AwaitRecord,
+}
+
+/// What to hand the keeper for `verdict` given what the recorder shows.
+/// A closed verdict passes at once; an open one once `complete` is
+/// recorded, or as a closed [`AfterRecord::Refused`] while the record
+/// refuses it; until then, [`Handover::AwaitRecord`].
 pub fn after_record<V: Verdict>(
     verdict: Option<V>,
     status: &RecorderStatus,
     complete: &UpgradeClaim,
-) -> Option<Option<AfterRecord<V>>> {
+) -> Handover<V> {
     let Some(verdict) = verdict else {
-        return Some(None);
+        return Handover::NoVerdict;
     };
     if verdict.entry().state() == GateState::Closed || status.recorded.as_ref() == Some(complete) {
-        return Some(Some(AfterRecord::Judged(verdict)));
+        return Handover::Hand(AfterRecord::Judged(verdict));
     }
-    let why = status.held_back.as_deref()?;
+    let Some(why) = status.held_back.as_deref() else {
+        return Handover::AwaitRecord;
+    };
     let reason = Reason::new(COMPLETION_REFUSED_REASON).expect("a valid reason");
     let message = format!(
         "the upgrade is done by its operator's judgement, but the admission record refused to call it complete: {why}"
     );
-    let entry = UpgradeableEntry::closed(reason, message).ok()?;
-    Some(Some(AfterRecord::Refused {
-        entry,
-        judged: verdict,
-    }))
+    match UpgradeableEntry::closed(reason, message) {
+        Ok(entry) => Handover::Hand(AfterRecord::Refused {
+            entry,
+            judged: verdict,
+        }),
+        Err(_) => Handover::AwaitRecord,
+    }
 }
 
 /// The verdicts to hand the keeper when a [`Recorder`](super::Recorder) records the same
@@ -118,9 +139,14 @@ async fn forward_after_record<V: Verdict>(
 ) {
     loop {
         let verdict = verdicts.borrow_and_update().clone();
-        let forward = after_record(verdict, &recorder.borrow_and_update(), &complete);
-        if let Some(verdict) = forward {
-            out.send_replace(verdict);
+        match after_record(verdict, &recorder.borrow_and_update(), &complete) {
+            Handover::NoVerdict => {
+                out.send_replace(None);
+            }
+            Handover::Hand(verdict) => {
+                out.send_replace(Some(verdict));
+            }
+            Handover::AwaitRecord => {}
         }
         tokio::select! {
             changed = verdicts.changed() => if changed.is_err() { return },

@@ -40,7 +40,9 @@ mod health_tests;
 #[cfg(test)]
 mod policy_tests;
 
-pub use after_record::{AfterRecord, COMPLETION_REFUSED_REASON, after_record, open_after_recorded};
+pub use after_record::{
+    AfterRecord, COMPLETION_REFUSED_REASON, Handover, after_record, open_after_recorded,
+};
 pub use claim::{
     MAX_PROGRESS_BYTES, STATE_CONFIGMAP, UpgradeClaim, completed_key, data_patch, initial_data,
     override_key, progress_key,

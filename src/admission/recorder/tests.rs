@@ -3,7 +3,9 @@
 //! keeper from the verdict and the record.
 
 use super::*;
-use crate::admission::{AfterRecord, COMPLETION_REFUSED_REASON, after_record, open_after_recorded};
+use crate::admission::{
+    AfterRecord, COMPLETION_REFUSED_REASON, Handover, after_record, open_after_recorded,
+};
 use crate::operator_condition::{Reason, UpgradeableEntry};
 
 fn open() -> UpgradeableEntry {
@@ -191,37 +193,42 @@ fn what_reaches_the_keeper_from_the_verdict_and_the_record() {
         ..RecorderStatus::default()
     };
     let gone = "release 7.10.0's upgrade was in progress with 1 object(s) to judge, and its operator now judges none";
-    // (verdict, recorder shows, reaches the keeper: None = keeps its own)
+    use Handover::{AwaitRecord, Hand, NoVerdict};
+    let judged = |entry| Hand(AfterRecord::Judged(entry));
+    // (verdict, recorder shows, what reaches the keeper)
     let table: [(
         Option<UpgradeableEntry>,
         RecorderStatus,
-        Option<Option<UpgradeableEntry>>,
+        Handover<UpgradeableEntry>,
     ); 7] = [
-        (None, status(None, None), Some(None)),
+        (None, status(None, None), NoVerdict),
         (
             Some(closed("Job running")),
             status(None, None),
-            Some(Some(closed("Job running"))),
+            judged(closed("Job running")),
         ),
         (
             Some(closed("a new App")),
             status(Some(complete.clone()), None),
-            Some(Some(closed("a new App"))),
+            judged(closed("a new App")),
         ),
         (
             Some(open()),
             status(Some(in_progress("Job running")), None),
-            None,
+            AwaitRecord,
         ),
         (
             Some(open()),
             status(Some(complete.clone()), None),
-            Some(Some(open())),
+            judged(open()),
         ),
         (
             Some(open()),
             status(Some(in_progress(gone)), Some(gone)),
-            Some(Some(refused(gone))),
+            Hand(AfterRecord::Refused {
+                entry: refused(gone),
+                judged: open(),
+            }),
         ),
         (
             Some(open()),
@@ -231,12 +238,11 @@ fn what_reaches_the_keeper_from_the_verdict_and_the_record() {
                 }),
                 None,
             ),
-            None,
+            AwaitRecord,
         ),
     ];
     for (verdict, shows, expected) in table {
-        let reached = after_record(verdict.clone(), &shows, &complete)
-            .map(|kept| kept.as_ref().map(Verdict::entry).cloned());
+        let reached = after_record(verdict.clone(), &shows, &complete);
         assert_eq!(reached, expected, "{verdict:?} with {shows:?}");
     }
 }
