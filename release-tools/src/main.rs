@@ -30,7 +30,7 @@ mod catalog;
 mod chart;
 mod csv;
 mod descriptors;
-mod gate;
+mod factor;
 mod install;
 mod kustomize_bundle;
 mod releases;

@@ -24,34 +24,12 @@
 //! Owns: what each factor changes. Must not touch: files, or anything of
 //! the published rendering.
 
-use clap::ValueEnum;
 use k8s_openapi::api::core::v1::PodSpec;
 
 use crate::csv::ClusterServiceVersion;
 use crate::install::{GATE_CONTAINER, OPERATOR_CONTAINER};
 
-pub use crate::gate::Gate;
-
-/// How the operator starts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Start {
-    /// Ours: ready after its first reconcile, the Lease released on stop.
-    #[default]
-    Fast,
-    /// A typical controller-runtime operator: ready once it serves its
-    /// probes, the Lease kept on stop.
-    Slow,
-}
-
-/// What a release's upgrade assumes of its predecessor's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Successor {
-    /// Ours: every pending migration from any older schema.
-    #[default]
-    Cumulative,
-    /// A model of the feature request's operator: only its own migrations.
-    Naive,
-}
+pub use crate::factor::{Gate, Start, Successor};
 
 /// One combination of the factors.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

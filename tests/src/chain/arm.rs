@@ -16,39 +16,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use clap::ValueEnum;
-use serde::Serialize;
-
 use super::cluster::local_catalog;
 use super::judge::RunFinding;
 
-/// Whether the gate's init container is in the operator's pod: release-tools'
-/// own definition, so that an arm passes `release --gate` what it parses.
-#[path = "../../../release-tools/src/gate.rs"]
-mod gate;
-pub use gate::Gate;
-
-/// How the operator starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Start {
-    /// A typical controller-runtime operator: ready once it serves its
-    /// probes, its leader Lease kept on stop (its successor waits it out).
-    Slow,
-    /// Ours: ready after its first reconcile wrote the gate's answer, the
-    /// Lease released on stop.
-    Fast,
-}
-
-/// What a release's upgrade assumes of its predecessor's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Successor {
-    /// Ours: every pending migration, from any older schema.
-    Cumulative,
-    /// A model of the feature request's operator: only its own migrations.
-    Naive,
-}
+/// The three factors: release-tools' own definitions, so that an arm
+/// passes `release --gate`, `--start` and `--successor` what they parse.
+#[path = "../../../release-tools/src/factor.rs"]
+mod factor;
+pub use factor::{Gate, Start, Successor};
 
 impl Gate {
     pub fn name(self) -> &'static str {
