@@ -209,3 +209,45 @@ fn no_type_name_uses_a_glossary_word_outside_its_meaning() {
         "docs/architecture.md, {HEADING}: no type or constant is named {stale:?}"
     );
 }
+
+/// The chain's own words for its watches: `FactWatches` in the code, so
+/// "fact watches" in its prose and narration. "Recorder" is the glossary's
+/// admission recorder, which the chain never runs, so a file of
+/// `tests/src/chain/` or docs/race.md that says "recorder" speaks of its
+/// watches by the old name.
+#[test]
+fn the_chain_calls_its_watches_fact_watches_not_recorders() {
+    let root = crate::repository_root();
+    let text = std::fs::read_to_string(root.join("docs/architecture.md")).expect("the page");
+    let recorder = glossary(&text)
+        .into_iter()
+        .find(|term| term.word == "recorder")
+        .expect("the glossary has the word recorder");
+    assert!(
+        recorder
+            .names
+            .iter()
+            .all(|name| name.starts_with("Recorder")),
+        "the glossary's recorder row: {:?}",
+        recorder.names
+    );
+    let mut files = Vec::new();
+    sources(&root.join("tests/src/chain"), &mut files);
+    files.push(root.join("docs/race.md"));
+    let mut wrong = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("a source");
+        for (at, line) in text.lines().enumerate() {
+            if line.to_lowercase().contains("recorder") {
+                let shown = file.strip_prefix(&root).unwrap_or(file).display();
+                wrong.push(format!("{shown}:{}: {}", at + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        files.len() > 20 && wrong.is_empty(),
+        "the chain's watches are its FactWatches (\"fact watches\"); \"recorder\" is the admission recorder's word (docs/architecture.md, {HEADING}), read in {} files:\n{}",
+        files.len(),
+        wrong.join("\n")
+    );
+}

@@ -46,13 +46,13 @@ use upgrade_gate_tests::chain::catalog::{
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster, local_catalog};
 use upgrade_gate_tests::chain::judge::{AfterRestore, RunFinding, after_restore, race_of};
 use upgrade_gate_tests::chain::predicates::closed_again_by;
-use upgrade_gate_tests::chain::record::{dynamic_api, read_history};
 use upgrade_gate_tests::chain::run::{
     ChainRun, Data, RunOptions, RunReport, Start, chain, connect,
 };
 use upgrade_gate_tests::chain::timeline::{
     self, Event, Fact, JobChange, PodChange, PodKind, first_after, seconds_between,
 };
+use upgrade_gate_tests::chain::watches::{dynamic_api, read_history};
 use upgrade_gate_tests::chain::writer;
 use upgrade_gate_tests::cluster_database::HeldUpgradeLock;
 use upgrade_gate_tests::gate_process::run_gate;

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use harness::postgres::TempPostgres;
 use tokio_postgres::{Client, NoTls};
-use upgrade_gate_tests::chain::record::HistoryPoll;
 use upgrade_gate_tests::chain::timeline::{Fact, Timeline};
+use upgrade_gate_tests::chain::watches::HistoryPoll;
 use upgrade_gate_tests::cluster_database::TestDatabase;
 use upgrade_gate_tests::wait::{self, Look};
 

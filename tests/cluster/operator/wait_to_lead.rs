@@ -36,11 +36,11 @@ use serde_json::json;
 use upgrade_gate::keeper::WAITING_REASON;
 use upgrade_gate::leader::RELEASE_ANNOTATION;
 use upgrade_gate_tests::chain::cluster::{ProvidedCluster, local_catalog};
-use upgrade_gate_tests::chain::record::dynamic_api;
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, Start};
 use upgrade_gate_tests::chain::timeline::{
     Event, Fact, PodChange, PodKind, first_after, seconds_between,
 };
+use upgrade_gate_tests::chain::watches::dynamic_api;
 use upgrade_gate_tests::wait::{self, Look};
 
 /// The catalog's port (distinct from every other test's).

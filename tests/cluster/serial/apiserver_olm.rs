@@ -1,11 +1,11 @@
 //! The cluster's API server restarted (SIGTERM, the same spec started
 //! again) while 7.10.1 waits `Pending` under OLM v0 for 7.10.0's upgrade:
-//! every watch cut (OLM's, the operator's, the recorders'), OLM's caches
+//! every watch cut (OLM's, the operator's, the fact watches'), OLM's caches
 //! listed again. The run starts at 7.10.0 as `faults.rs`'s do; the test
 //! holds the upgrade lock from before the restart until 7.10.1's CSV has
 //! waited the load margin.
 //!
-//! The recorders' watches lose their place during the restart (the new
+//! The fact watches lose their place during the restart (the new
 //! server's caches start anew, and tell each watch so, some only seconds
 //! after it answers): the test waits until every one has listed again
 //! after its last failure, then answers for
@@ -35,9 +35,9 @@ use kube::{Api, ResourceExt};
 use upgrade_gate_tests::chain::cluster::{LocalCluster, local_catalog};
 use upgrade_gate_tests::chain::judge::AnsweredGap;
 use upgrade_gate_tests::chain::predicates::watches_listed_again;
-use upgrade_gate_tests::chain::record::{csv_api, dynamic_api};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, Start};
 use upgrade_gate_tests::chain::timeline::{self, Fact, seconds_between};
+use upgrade_gate_tests::chain::watches::{csv_api, dynamic_api};
 
 const ROWS: u64 = 2_000;
 const PORT: u16 = 50123;

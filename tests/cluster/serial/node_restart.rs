@@ -43,11 +43,11 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use upgrade_gate_tests::chain::cluster::{LocalCluster, local_catalog};
 use upgrade_gate_tests::chain::facts::GATE_CONTAINER;
-use upgrade_gate_tests::chain::record::read_history;
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions, Start, connect};
 use upgrade_gate_tests::chain::timeline::{
     self, Event, Fact, PodChange, PodKind, first_after, seconds_between,
 };
+use upgrade_gate_tests::chain::watches::read_history;
 use upgrade_gate_tests::wait::{self, Look};
 
 /// Executions seeded: the lock, not the data, stretches the Job.

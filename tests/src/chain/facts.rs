@@ -1,5 +1,5 @@
 //! From two successive versions of a watched object to the facts that
-//! changed between them: the pure half of the recorders.
+//! changed between them: the pure half of the fact watches (`watches`).
 //!
 //! Owns: what counts as a change worth a fact for CSVs, OperatorConditions,
 //! Jobs, pods, Apps and OLM v1's Helm releases, and how an object names its

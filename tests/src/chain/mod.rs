@@ -19,7 +19,7 @@
 //! | [`run`] | one run: set-up (a file a deployer), switch, end checks, verdict |
 //! | [`timeline`] | the facts and the shared, time-ordered event list |
 //! | [`facts`] | object versions → facts (pure) |
-//! | [`record`] | the watches and the migration history poll |
+//! | [`watches`] | the fact watches: a watch per kind of object and the migration history poll |
 //! | [`writer`] | the application's clients writing through the upgrade |
 //! | [`write_failures`] | why a write failed, and the failed writes counted by cause |
 //! | [`digest`] | what a row means, in each schema layout |
@@ -44,12 +44,12 @@ pub mod narrate;
 pub mod picture;
 pub mod pipeline;
 pub mod predicates;
-pub mod record;
 pub mod refusal;
 pub mod report;
 pub mod run;
 pub mod runner;
 pub mod scale;
 pub mod timeline;
+pub mod watches;
 pub mod write_failures;
 pub mod writer;

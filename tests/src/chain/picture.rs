@@ -354,7 +354,7 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
                 Shape::Dot,
                 if entry["ready"] == true { GREEN } else { AMBER },
             ),
-            _ => (lane("the recorders".to_owned()), Shape::Cross, GREY),
+            _ => (lane("the fact watches".to_owned()), Shape::Cross, GREY),
         };
         marks.push(Mark {
             event: index,

@@ -192,7 +192,7 @@ pub fn pending_message_after(
 }
 
 /// When every one of `watches` had listed again after `since`, and after
-/// its last failure: from then on the recorders miss nothing again. What
+/// its last failure: from then on the fact watches miss nothing again. What
 /// a caller waits for after restarting the API server, which ends every
 /// watch's place (its caches start anew): a watch resumed without a relist
 /// may still be told later that its place expired. `None` while one has

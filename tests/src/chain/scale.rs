@@ -36,9 +36,9 @@ use serde_json::{Value, json};
 
 use super::cluster::OlmCluster;
 use super::facts::{CSV_PREFIX, PACKAGE};
-use super::record::dynamic_api;
 use super::report::Outcome;
 use super::run::SeedTemplate;
+use super::watches::dynamic_api;
 use crate::cluster_database::TestDatabase;
 use crate::{jobs_at_once, olm_v0};
 

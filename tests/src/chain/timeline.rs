@@ -2,10 +2,10 @@
 //! watches, the migration history, the writer) or caused (the channel
 //! switch, a fault), each with the time this process saw it.
 //!
-//! Owns: the fact vocabulary, the shared, append-only event list the
-//! recorders push to, waiting on it with a deadline, and how a fact reads
-//! to a person. Must not touch: the cluster or the database (the recorders
-//! in `record` and `writer` do the observing).
+//! Owns: the fact vocabulary, the shared, append-only event list the fact
+//! watches and the writer push to, waiting on it with a deadline, and how
+//! a fact reads to a person. Must not touch: the cluster or the database
+//! (the fact watches in `watches` and the writer in `writer` observe).
 
 use std::fmt;
 use std::sync::Arc;
@@ -238,13 +238,13 @@ pub enum Fact {
     WriterMissing {
         id: i64,
     },
-    /// A watch of the recorders failed (it retries, resuming where it was):
+    /// A fact watch failed (it retries, resuming where it was):
     /// what changed meanwhile may have been missed.
     WatchError {
         watch: String,
         error: String,
     },
-    /// A watch of the recorders listed its objects again: a deletion (and
+    /// A fact watch listed its objects again: a deletion (and
     /// any version) between its last event and the new list was missed.
     WatchRelisted {
         watch: String,
@@ -504,15 +504,15 @@ impl fmt::Display for Fact {
                 "writer: execution {id}, acknowledged before, is gone (its update found no row)"
             ),
             Fact::WatchError { watch, error } => {
-                write!(f, "recorder: the watch of {watch} failed ({error})")
+                write!(f, "fact watches: the watch of {watch} failed ({error})")
             }
             Fact::WatchRelisted { watch } => {
-                write!(f, "recorder: the watch of {watch} listed again")
+                write!(f, "fact watches: the watch of {watch} listed again")
             }
             Fact::HistoryReadFailed { error } => {
                 write!(
                     f,
-                    "recorder: reading the migration history failed ({error})"
+                    "fact watches: reading the migration history failed ({error})"
                 )
             }
         }
@@ -526,7 +526,7 @@ fn pod_label(kind: PodKind, release: &str) -> String {
     }
 }
 
-/// The shared event list of one run: recorders push, anyone may read or
+/// The shared event list of one run: the fact watches push, anyone may read or
 /// wait. Cheap to clone.
 #[derive(Clone)]
 pub struct Timeline {

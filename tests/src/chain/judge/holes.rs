@@ -1,5 +1,5 @@
 //! The holes in a run's record that could hide a race or damage: a
-//! recorder's gap, a Job pod's unreadable outcome, a release installed
+//! fact watch's gap, a Job pod's unreadable outcome, a release installed
 //! without its operator pod seen, a writer error of an unexpected kind, a
 //! schema layout without an acknowledged write. Any one makes the run
 //! inconclusive.

@@ -12,7 +12,7 @@
 //! - **The verdict** ([`RunFinding`]): `raced`, `held`, `stuck`, `jumped`
 //!   or `inconclusive`, each named the same in the JSON and the picture.
 //!   A run is inconclusive when its evidence has a hole that could hide a
-//!   race or damage: a recorder's gap (a failed or relisted watch, a failed
+//!   race or damage: a fact watch's gap (a failed or relisted watch, a failed
 //!   history read; a watch that failed during the set-up and listed again
 //!   before time zero is whole again and no hole, and so is a watch's gap
 //!   inside a span the caller answered for: [`AnsweredGap`]), a Job pod's
@@ -206,7 +206,7 @@ pub struct EndChecks {
     pub answered: Vec<AnsweredGap>,
 }
 
-/// A span of a run in which the recorders' watches lost their place (the
+/// A span of a run in which the fact watches lost their place (the
 /// API server restarted under them) and for which the caller answers with
 /// evidence of its own, read once every watch had listed again: a watch's
 /// failure or relist inside the span is no hole, and the evidence joins
@@ -342,7 +342,7 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
     }
     for gap in &checks.answered {
         evidence.push(format!(
-            "{} to {}: the recorders' watches lost their place; the run answers for the span: {}",
+            "{} to {}: the fact watches lost their place; the run answers for the span: {}",
             super::timeline::offset(zero, gap.from),
             super::timeline::offset(zero, gap.until),
             gap.evidence.join("; ")

@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 use super::{SetUp, bundle_examples, middle_release, object};
 use crate::chain::cluster::{BackupClaim, OlmCluster};
 use crate::chain::judge::Chain;
-use crate::chain::record::{FactWatches, dynamic_api};
 use crate::chain::timeline::{Fact, Timeline, first};
+use crate::chain::watches::{FactWatches, dynamic_api};
 use crate::helm::Helm;
 
 /// The name of the run's Kustomization and of its source.
@@ -151,12 +151,12 @@ impl FluxRun {
     /// once moves it to the next.
     pub(super) async fn start_upgrade(
         &self,
-        recorders: &mut FactWatches,
+        fact_watches: &mut FactWatches,
         timeline: &Timeline,
         chain: &Chain,
         at: Timestamp,
     ) {
-        recorders
+        fact_watches
             .watch_flux_kustomization(&self.admin, &self.namespace, NAME, timeline)
             .await;
         let middle = middle_release(chain);

@@ -17,7 +17,7 @@
 //!
 //! Owns: the run's namespace, database, backup claim, served catalog (or
 //! Helm and its charts, or OLM v1's catalog, installer and extension, or
-//! Flux's source and Kustomization), recorders and writer (all removed
+//! Flux's source and Kustomization), fact watches and writer (all removed
 //! when the run drops); under OLM v0 the watch of its InstallPlans that
 //! runs again one OLM failed only by losing the race to update the App CRD
 //! (`crate::install_plan`, each a fact of the run). Must not touch:
@@ -49,8 +49,8 @@ use super::digest::{DataDigest, ExecutionsLayout, data_digest, executions_layout
 use super::judge::{self, AnsweredGap, Chain, Deployer, EndChecks, Judgement};
 use super::pipeline::Pipeline;
 use super::predicates::{app_ready_at, held_while_job_runs, load_margin_left, no_watch_gap_open};
-use super::record::{FactWatches, HistoryPaused, app_api, read_history};
 use super::timeline::{Event, Fact, Timeline};
+use super::watches::{FactWatches, HistoryPaused, app_api, read_history};
 use super::writer::{self, RunningWriter, WriterCheck};
 use crate::cluster_database::{HeldUpgradeLock, TestDatabase};
 
@@ -184,12 +184,12 @@ pub fn timeline_entry(event: &Event, zero: Timestamp) -> Value {
 }
 
 /// What a deployer's set-up (a file each) works with: the cluster, the
-/// run's namespace and database, its recorders and timeline.
+/// run's namespace and database, its fact watches and timeline.
 struct SetUp<'a, C> {
     cluster: &'a C,
     namespace: &'a TestNamespace,
     database_url: &'a str,
-    recorders: &'a mut FactWatches,
+    fact_watches: &'a mut FactWatches,
     timeline: &'a Timeline,
 }
 
@@ -197,7 +197,7 @@ impl<C: OlmCluster> SetUp<'_, C> {
     /// Records the namespace's Apps from now on.
     async fn watch_apps(&mut self) {
         let client = self.namespace.client();
-        self.recorders
+        self.fact_watches
             .watch_apps(&client, &self.namespace.name, self.timeline)
             .await;
     }
@@ -252,7 +252,7 @@ impl<C: OlmCluster> SetUp<'_, C> {
 
 /// A chain run set up at its first release.
 pub struct ChainRun {
-    recorders: FactWatches,
+    fact_watches: FactWatches,
     /// Under OLM v1: before the namespace, which its uninstall needs.
     olm_v1: Option<OlmV1Run>,
     /// Under Flux: its source served and moved.
@@ -332,7 +332,7 @@ impl ChainRun {
                 TestDatabase::create_from_template(server, &database_name, database).await
             }
         };
-        let mut recorders = FactWatches::start(&client, &ns, &database.url, &timeline).await;
+        let mut fact_watches = FactWatches::start(&client, &ns, &database.url, &timeline).await;
         let mut policy = None;
         if options.chain.deployer.admitted() {
             // The record's CRD and the policies; the binding only with
@@ -343,7 +343,7 @@ impl ChainRun {
             if options.bind_policy {
                 policy = Some(bind_in_force(cluster, &admin, &ns, &timeline).await);
             }
-            recorders
+            fact_watches
                 .watch_admission_record(&client, &ns, &timeline)
                 .await;
         } else {
@@ -358,7 +358,7 @@ impl ChainRun {
             cluster,
             namespace: &namespace,
             database_url: &database.url,
-            recorders: &mut recorders,
+            fact_watches: &mut fact_watches,
             timeline: &timeline,
         };
         let (app, claim) = match (options.start, &pipeline) {
@@ -402,7 +402,7 @@ impl ChainRun {
             .unwrap_or_else(|error| panic!("reading the executions layout: {error}"));
         let writer = RunningWriter::start(&database.url, timeline.clone());
         Self {
-            recorders,
+            fact_watches,
             olm_v1,
             flux,
             writer: Some(writer),
@@ -435,15 +435,15 @@ impl ChainRun {
     /// ([`FactWatches::pause_history`]: for a caller that takes the
     /// database's server down, and answers for the window).
     pub async fn pause_history(&self) -> HistoryPaused {
-        self.recorders.pause_history().await
+        self.fact_watches.pause_history().await
     }
 
-    /// The names of the recorders' watches (as their gap facts name them).
+    /// The names of the fact watches (as their gap facts name them).
     pub fn watches(&self) -> Vec<String> {
-        self.recorders.watches()
+        self.fact_watches.watches()
     }
 
-    /// Answers for the recorders' watch gaps from `gap.from` to
+    /// Answers for the fact watches' gaps from `gap.from` to
     /// `gap.until` (a caller that restarted the API server under them),
     /// with what it read after every watch had listed again: the judge
     /// counts no gap inside the span as a hole and shows the evidence.
@@ -464,7 +464,7 @@ impl ChainRun {
     /// watch has a gap open ([`no_watch_gap_open`]): a gap healed before
     /// zero is no hole in the record, one that heals after it is.
     pub async fn start_upgrade(&mut self) {
-        let watches = self.recorders.watches();
+        let watches = self.fact_watches.watches();
         self.wait_for(
             "every watch listed again after its last failure, before time zero",
             Duration::from_secs(60),
@@ -479,12 +479,12 @@ impl ChainRun {
         }
         if let Some(olm_v1) = &self.olm_v1 {
             olm_v1
-                .switch(&mut self.recorders, &self.timeline, &self.to_channel, at)
+                .switch(&mut self.fact_watches, &self.timeline, &self.to_channel, at)
                 .await;
             return;
         }
         if let Some(flux) = &self.flux {
-            flux.start_upgrade(&mut self.recorders, &self.timeline, &self.chain, at)
+            flux.start_upgrade(&mut self.fact_watches, &self.timeline, &self.chain, at)
                 .await;
             return;
         }
@@ -698,7 +698,7 @@ const POLICY_IN_FORCE_WITHIN: Duration = Duration::from_secs(120);
 /// Binds the admission policy to `ns` and waits until it is in force there
 /// (a server-side dry-run of a move refused by it,
 /// [`crate::policy_in_force::Probe`], set up before the binding), before
-/// the first release and the recorders' watch of the record: no run starts
+/// the first release and the fact watch of the record: no run starts
 /// its clock before its brake holds. Panics naming the wait when it is not
 /// in force within [`POLICY_IN_FORCE_WITHIN`]. The proof, with the moves
 /// admitted after the binding was written, is a fact of the timeline.

@@ -22,8 +22,8 @@ use crate::chain::cluster::{BackupClaim, OlmCluster, ServedCatalog};
 use crate::chain::facts::{CSV_PREFIX, GATE_CONTAINER, PACKAGE};
 use crate::chain::judge::{self, Chain};
 use crate::chain::predicates::pending_message_after;
-use crate::chain::record::{csv_api, dynamic_api};
 use crate::chain::timeline::{self, Fact, PodKind, Timeline};
+use crate::chain::watches::{csv_api, dynamic_api};
 use crate::olm_v0;
 
 /// What the gate's init container logs once OLM confirmed it.

@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use super::{RunOptions, SetUp, Start, bundle_examples};
 use crate::chain::cluster::{BackupClaim, OlmCluster};
-use crate::chain::record::FactWatches;
 use crate::chain::timeline::{Fact, Timeline};
+use crate::chain::watches::FactWatches;
 use crate::olm_v1::{
     CatalogGuard, Extension, ExtensionGuard, Installer, cluster_extensions, installer_rights,
 };
@@ -40,13 +40,13 @@ impl OlmV1Run {
     /// switches the ClusterExtension to `channel`.
     pub(super) async fn switch(
         &self,
-        recorders: &mut FactWatches,
+        fact_watches: &mut FactWatches,
         timeline: &Timeline,
         channel: &str,
         at: Timestamp,
     ) {
         let extension = self.extension.name.clone();
-        recorders
+        fact_watches
             .watch_olm_v1_releases(&self.admin, OLM_V1_NAMESPACE, &extension, timeline)
             .await;
         kube::Api::<DynamicObject>::all_with(self.admin.clone(), &cluster_extensions())

@@ -11,7 +11,7 @@ use kube::api::DynamicObject;
 use super::{ChainRun, connect};
 use crate::chain::facts::CSV_PREFIX;
 use crate::chain::judge::Deployer;
-use crate::chain::record::{app_api, csv_api, read_history};
+use crate::chain::watches::{app_api, csv_api, read_history};
 
 impl ChainRun {
     /// The operator's entry in the namespace's UpgradeRecord, the

@@ -1,4 +1,4 @@
-//! The recorders of a chain run: a watch per kind of object in the run's
+//! The fact watches of a chain run: a watch per kind of object in the run's
 //! namespace (CSVs, OperatorConditions, Jobs, pods, Apps; under OLM v1 its
 //! Helm release's revisions too, under Flux its Kustomization), each version
 //! turned into facts by `facts` as it arrives, and a poll of the database's
@@ -155,7 +155,7 @@ impl FactWatches {
         database_url: &str,
         timeline: &Timeline,
     ) -> Self {
-        let mut recorders = FactWatches {
+        let mut fact_watches = FactWatches {
             _histories: Vec::new(),
             tasks: Vec::new(),
             history: HistoryPoll::start(database_url, timeline),
@@ -166,7 +166,7 @@ impl FactWatches {
                 derive(previous, current, deleted)
             }
         };
-        recorders
+        fact_watches
             .watch(
                 "CSVs",
                 csv_api(client, namespace),
@@ -174,7 +174,7 @@ impl FactWatches {
                 as_json(facts::csv_facts),
             )
             .await;
-        recorders
+        fact_watches
             .watch(
                 "Jobs",
                 Api::<Job>::namespaced(client.clone(), namespace),
@@ -182,7 +182,7 @@ impl FactWatches {
                 as_json(facts::job_facts),
             )
             .await;
-        recorders
+        fact_watches
             .watch(
                 "pods",
                 Api::<Pod>::namespaced(client.clone(), namespace),
@@ -196,17 +196,17 @@ impl FactWatches {
             watcher::Config::default(),
         )
         .await;
-        recorders.tasks.push(tokio::spawn(follow_typed(
+        fact_watches.tasks.push(tokio::spawn(follow_typed(
             history.follow(),
             timeline.clone(),
         )));
-        recorders.tasks.push(tokio::spawn(follow_gaps(
+        fact_watches.tasks.push(tokio::spawn(follow_gaps(
             "OperatorConditions",
             history.gaps(),
             timeline.clone(),
         )));
-        recorders._histories.push(Box::new(history));
-        recorders
+        fact_watches._histories.push(Box::new(history));
+        fact_watches
     }
 
     /// The names of the watches running, as their gap facts
