@@ -14,7 +14,9 @@
 //! (`doc_tables`), every table of README.md and docs/ tested, measured or
 //! listed (`doc_table_inventory`), the listed tables' comparisons with
 //! the code (`doc_table_checks`, and the reference tables'
-//! `doc_table_reference`), and the user path's word counts
+//! `doc_table_reference`), the lists that name the code's facts
+//! (`doc_lists`: a release's files, the rendered paths, the plugin's
+//! ClusterExtension columns), and the user path's word counts
 //! (`doc_user_path`). Must not touch: anything but reading the repository.
 
 mod doc_check;
@@ -28,6 +30,8 @@ mod doc_ci;
 mod doc_figures;
 #[cfg(test)]
 mod doc_glossary;
+#[cfg(test)]
+mod doc_lists;
 #[cfg(test)]
 mod doc_operate;
 #[cfg(test)]
