@@ -47,11 +47,14 @@ const MIDDLE: &str = "7.10.0";
 const NEXT: &str = "7.10.1";
 
 /// How far off OLM v1's next try by its backoff alone must be before the
-/// run with the policy lets 7.10.0's upgrade finish: more than completion
-/// and one Helm upgrade take on a loaded machine (a `helm upgrade` took
-/// up to 12 s in a full `just test`), so a retry before it is the
-/// wake-up's.
-const BACKOFF_AT_LEAST: Duration = Duration::from_secs(60);
+/// run with the policy lets 7.10.0's upgrade finish: more than the rest of
+/// 7.10.0's Job, its verification, the record's completion and one Helm
+/// upgrade take on a loaded machine (a `helm upgrade` took up to 12 s in a
+/// full `just test`; the Job's backup, migrations and verification after
+/// the lock tens of seconds more), so a retry before it is the wake-up's.
+/// 60 s left too little of that margin in a full `just test` under CI; 120
+/// s costs one more refused revision.
+const BACKOFF_AT_LEAST: Duration = Duration::from_secs(120);
 /// How long the test may take to bring that backoff about.
 const BACKOFF_GROWN_WITHIN: Duration = Duration::from_secs(300);
 /// How long one update of an object the release applied may take to
@@ -61,8 +64,9 @@ const REQUEUED_WITHIN: Duration = Duration::from_secs(60);
 /// on a loaded machine: a poke is required to beat the backoff only when
 /// the backoff was due later than this after it (seen: 3.3 s in a run
 /// beside other cluster tests, where the backoff was due 2.2 s after the
-/// poke).
-const REQUEUE_SEEN_WITHIN: Duration = Duration::from_secs(10);
+/// poke; a whole Helm upgrade, which each refused revision is, took up to
+/// 12 s in a full `just test`: 30 s leaves that a margin).
+const REQUEUE_SEEN_WITHIN: Duration = Duration::from_secs(30);
 
 /// What the API server says when our policy refuses an apply.
 const POLICY_DENIAL: &str = "ValidatingAdmissionPolicy 'upgrade-gate.dev'";
