@@ -31,78 +31,36 @@
 #                    container (default localhost/upgrade-gate:<app version>, `tools/image.sh app`)
 #   CARGO_TARGET_DIR where the workspace's binaries are built
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-repo=$(cd "$tools_src/.." && pwd)
-out=${1:-$repo/target/adopt-ansible-stand-in}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+# shellcheck source=tools/adopt-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/adopt-lib.sh"
+out=$(output_dir "${1:-$repo/target/adopt-ansible-stand-in}")
 
 package=widget-ansible-operator
 group=ansible.example.com
 crd=widgets.$group
-versions=(0.1.0 0.2.0)
-gate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n1)
-hold_image=${HOLD_IMAGE:-localhost/upgrade-gate-hold:$gate_version}
 app_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/app/Cargo.toml" | head -n1)
 operator_image=${SLEEP_IMAGE:-localhost/upgrade-gate:$app_version}
+csv_display_name="Widget (Ansible, stand-in)"
+csv_description="An Ansible-based operator's bundle whose reconciler is a stand-in for ansible-operator, with the upgrade gate as configuration only."
+widget_description="A widget whose data a playbook migrates on each release"
 started=$(now)
 
-(cd "$repo" && cargo build --quiet --bin upgrade-gate)
-upgrade_gate="${CARGO_TARGET_DIR:-$repo/target}/debug/upgrade-gate"
+build_upgrade_gate
 rm -rf "$out/bundles" "$out/manifests"
 
-# The CRD as operator-sdk's ansible plugin scaffolds it (spec and status
-# open, the status subresource ansible-operator writes), with the field the
+# The CRD as operator-sdk's ansible plugin scaffolds it, with the field the
 # playbook sets declared, as lint-bundle asks.
-write_crd() {
-  cat >"$1" <<EOF
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: $crd
-spec:
-  group: $group
-  names:
-    kind: Widget
-    listKind: WidgetList
-    plural: widgets
-    singular: widget
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-    schema:
-      openAPIV3Schema:
-        description: Widget is the Schema for the widgets API
-        type: object
-        properties:
-          apiVersion:
-            type: string
-          kind:
-            type: string
-          metadata:
-            type: object
-          spec:
-            description: Spec defines the desired state of Widget
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-          status:
-            description: Status defines the observed state of Widget
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-            properties:
-              upgradedRelease:
-                description: The release whose upgrade the playbook completed (k8s_status).
-                type: string
-EOF
+done_field_schema='upgradedRelease:
+  description: The release whose upgrade the playbook completed (k8s_status).
+  type: string'
+widget_crd() {
+  write_crd "$1" "Spec defines the desired state of Widget" \
+    "Status defines the observed state of Widget" "$done_field_schema"
 }
 
 # The operator's rights: ansible-operator's (its Widgets, the playbook's
 # Jobs, leader election, events) and the gate's; $1: "olm" adds this
-# release's OperatorCondition, "record" the admission record's.
+# release's OperatorCondition $2, "record" the admission record's.
 rules() {
   cat <<EOF
 - apiGroups: [$group]
@@ -117,38 +75,12 @@ rules() {
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, list, watch, create, update, patch, delete]
-- apiGroups: [""]
-  resources: [pods]
-  verbs: [get]
-- apiGroups: [apps]
-  resources: [replicasets]
-  verbs: [get]
-- apiGroups: [apps]
-  resources: [deployments]
-  resourceNames: [$package]
-  verbs: [get]
 EOF
+  owner_rules
   if [[ $1 == olm ]]; then
-    cat <<EOF
-- apiGroups: [operators.coreos.com]
-  resources: [operatorconditions]
-  resourceNames: [$2]
-  verbs: [get, list, watch, update, patch]
-EOF
+    operator_condition_rules "$2"
   else
-    cat <<EOF
-- apiGroups: [upgrade-gate.dev]
-  resources: [upgraderecords]
-  verbs: [create]
-- apiGroups: [upgrade-gate.dev]
-  resources: [upgraderecords]
-  resourceNames: [upgrade-gate]
-  verbs: [get, patch]
-- apiGroups: [upgrade-gate.dev]
-  resources: [upgraderecords]
-  resourceNames: [$package]
-  verbs: [record]
-EOF
+    record_rules
   fi
 }
 
@@ -214,90 +146,17 @@ $(if [[ $mode == record ]]; then printf '    - name: UPGRADE_GATE_RECORD\n      
 EOF
 }
 
-indent() { sed "s/^/$(printf '%*s' "$1" '')/"; }
+# What the CSV of tools/adopt-lib.sh's write_csv runs.
+csv_rules() { rules olm "$1"; }
+csv_pod_template() { pod_template "$1" olm; }
 
-write_csv() {
-  local version=$1 previous=$2 file=$3 name=$package.v$1
-  cat >"$file" <<EOF
-apiVersion: operators.coreos.com/v1alpha1
-kind: ClusterServiceVersion
-metadata:
-  name: $name
-  annotations:
-    capabilities: Basic Install
-    alm-examples: '[{"apiVersion": "$group/v1alpha1", "kind": "Widget", "metadata": {"name": "widget-sample"}, "spec": {"holdMigration": false}}]'
-spec:
-  displayName: Widget (Ansible, stand-in)
-  description: An Ansible-based operator's bundle whose reconciler is a stand-in for ansible-operator, with the upgrade gate as configuration only.
-  version: $version
-${previous:+  replaces: $package.v$previous
-}  maturity: alpha
-  provider:
-    name: Example
-  maintainers:
-  - email: maintainers@example.com
-    name: Widget Maintainers
-  minKubeVersion: 1.29.0
-  installModes:
-  - {supported: true, type: OwnNamespace}
-  - {supported: true, type: SingleNamespace}
-  - {supported: false, type: MultiNamespace}
-  - {supported: false, type: AllNamespaces}
-  customresourcedefinitions:
-    owned:
-    - name: $crd
-      kind: Widget
-      version: v1alpha1
-      displayName: Widget
-      description: A widget whose data a playbook migrates on each release
-  install:
-    strategy: deployment
-    spec:
-      permissions:
-      - serviceAccountName: $package
-        rules:
-$(rules olm "$name" | indent 8)
-      deployments:
-      - name: $package
-        label:
-          app.kubernetes.io/name: $package
-        spec:
-          replicas: 1
-          strategy: {type: Recreate}
-          selector:
-            matchLabels:
-              app.kubernetes.io/name: $package
-          template:
-$(pod_template "$version" olm | indent 12)
-EOF
-}
-
+# The plain manifests of release $1 into $2: the operator's rights and its
+# Deployment, opted in to the admission policy.
 write_manifests() {
   local version=$1 file=$2
-  cat >"$file" <<EOF
-apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: $package
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: $package
-rules:
-$(rules record)
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: $package
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: $package
-subjects:
-- kind: ServiceAccount
-  name: $package
+  {
+    rules record | rbac_objects
+    cat <<EOF
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -309,34 +168,17 @@ metadata:
     upgrade-gate.dev/release: "$version"
     upgrade-gate.dev/operator: $package
 spec:
-  replicas: 1
-  strategy: {type: Recreate}
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: $package
-  template:
-$(pod_template "$version" record | indent 4)
+$(pod_template "$version" record | deployment_spec | indent 2)
 EOF
+  } >"$file"
 }
 
 mkdir -p "$out/manifests"
-write_crd "$out/manifests/crd.yaml"
+widget_crd "$out/manifests/crd.yaml"
 previous=""
 for version in "${versions[@]}"; do
-  bundle="$out/bundles/$version"
-  mkdir -p "$bundle/manifests" "$bundle/metadata" "$out/manifests/$version"
-  write_crd "$bundle/manifests/$crd.crd.yaml"
-  write_csv "$version" "$previous" "$bundle/manifests/$package.clusterserviceversion.yaml"
-  cat >"$bundle/metadata/annotations.yaml" <<EOF
-annotations:
-  operators.operatorframework.io.bundle.channel.default.v1: alpha
-  operators.operatorframework.io.bundle.channels.v1: alpha
-  operators.operatorframework.io.bundle.manifests.v1: manifests/
-  operators.operatorframework.io.bundle.mediatype.v1: registry+v1
-  operators.operatorframework.io.bundle.metadata.v1: metadata/
-  operators.operatorframework.io.bundle.package.v1: $package
-EOF
-  "$upgrade_gate" lint-bundle --strict "$bundle"
+  write_bundle "$version" "$previous"
+  mkdir -p "$out/manifests/$version"
   write_manifests "$version" "$out/manifests/$version/operator.yaml"
   previous=$version
 done

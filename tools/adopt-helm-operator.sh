@@ -42,29 +42,26 @@
 #                   tagged with the release (default localhost/widget-helm-operator)
 #   CARGO_TARGET_DIR where the workspace's binaries are built (as `just validate`)
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-repo=$(cd "$tools_src/.." && pwd)
+# shellcheck source=tools/adopt-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/adopt-lib.sh"
 image=0
 if [[ ${1:-} == --image ]]; then
   image=1
   shift
 fi
-out=${1:-$repo/target/adopt-helm-operator}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+out=$(output_dir "${1:-$repo/target/adopt-helm-operator}")
 
 package=widget-helm-operator
 group=charts.example.com
 crd=widgets.$group
-versions=(0.1.0 0.2.0)
-gate_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n1)
-hold_image=${HOLD_IMAGE:-localhost/upgrade-gate-hold:$gate_version}
 operator_image=${OPERATOR_IMAGE:-localhost/$package}
+csv_display_name="Widget (Helm)"
+csv_description="A Helm-based operator (helm-operator-plugins' Helm operator and the chart widget) with the upgrade gate as configuration only."
+widget_description="A widget, installed as a release of the chart widget"
 started=$(now)
 
 helm_operator_bin=$("$tools_src/build.sh" helm-operator | tail -n1)
-(cd "$repo" && cargo build --quiet --bin upgrade-gate)
-upgrade_gate="${CARGO_TARGET_DIR:-$repo/target}/debug/upgrade-gate"
+build_upgrade_gate
 
 rm -rf "$out/charts" "$out/bundles" "$out/operator-charts" "$out/images"
 
@@ -163,246 +160,24 @@ spec:
 EOF
 }
 
-# The CRD, as operator-sdk's helm plugin scaffolds it (spec and status
-# open, the status subresource the Helm operator writes).
-write_crd() {
-  cat >"$1" <<EOF
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: $crd
-spec:
-  group: $group
-  names:
-    kind: Widget
-    listKind: WidgetList
-    plural: widgets
-    singular: widget
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources:
-      status: {}
-    schema:
-      openAPIV3Schema:
-        description: Widget is the Schema for the widgets API
-        type: object
-        properties:
-          apiVersion:
-            type: string
-          kind:
-            type: string
-          metadata:
-            type: object
-          spec:
-            description: Spec defines the desired state of Widget (the chart's values)
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-          status:
-            description: Status defines the observed state of Widget (the Helm operator's)
-            type: object
-            x-kubernetes-preserve-unknown-fields: true
-EOF
+# The CRD, as operator-sdk's helm plugin scaffolds it.
+widget_crd() {
+  write_crd "$1" "Spec defines the desired state of Widget (the chart's values)" \
+    "Status defines the observed state of Widget (the Helm operator's)"
 }
 
-# The CSV of release $1 (replacing $2, if any) into $3.
-write_csv() {
-  local version=$1 previous=$2 file=$3
-  local name=$package.v$version
-  # What keep reads: the Helm operator writes the release's rendered
-  # manifest into status.deployedRelease only after Helm recorded it
-  # deployed, its hooks (the migration) completed. Its post-renderer (the
-  # owner references) writes every object out again as YAML, so the
-  # chart's quoted label is unquoted there (`app.kubernetes.io/version:
-  # 0.1.0`): the line, to its end, is what is matched.
-  local done_when="self.status.deployedRelease.manifest.contains('app.kubernetes.io/version: ' + release + '\\n')"
-  cat >"$file" <<EOF
-apiVersion: operators.coreos.com/v1alpha1
-kind: ClusterServiceVersion
-metadata:
-  name: $name
-  annotations:
-    capabilities: Basic Install
-    alm-examples: '[{"apiVersion": "$group/v1alpha1", "kind": "Widget", "metadata": {"name": "widget-sample"}, "spec": {"holdMigration": false}}]'
-spec:
-  displayName: Widget (Helm)
-  description: A Helm-based operator (helm-operator-plugins' Helm operator and the chart widget) with the upgrade gate as configuration only.
-  version: $version
-${previous:+  replaces: $package.v$previous
-}  maturity: alpha
-  provider:
-    name: Example
-  maintainers:
-  - email: maintainers@example.com
-    name: Widget Maintainers
-  minKubeVersion: 1.29.0
-  installModes:
-  - {supported: true, type: OwnNamespace}
-  - {supported: true, type: SingleNamespace}
-  - {supported: false, type: MultiNamespace}
-  - {supported: false, type: AllNamespaces}
-  customresourcedefinitions:
-    owned:
-    - name: $crd
-      kind: Widget
-      version: v1alpha1
-      displayName: Widget
-      description: A widget, installed as a release of the chart widget
-  install:
-    strategy: deployment
-    spec:
-      permissions:
-      - serviceAccountName: $package
-        rules:
-        # The Helm operator's: its Widgets, the release's objects, Helm's
-        # release Secrets, its leader election and events.
-        - apiGroups: [$group]
-          resources: [widgets, widgets/status, widgets/finalizers]
-          verbs: [get, list, watch, create, update, patch, delete]
-        - apiGroups: [""]
-          resources: [configmaps, secrets]
-          verbs: [get, list, watch, create, update, patch, delete]
-        - apiGroups: [batch]
-          resources: [jobs]
-          verbs: [get, list, watch, create, update, patch, delete]
-        - apiGroups: [""]
-          resources: [events]
-          verbs: [create, patch]
-        # Leader election: the Helm operator's and keep's Leases.
-        - apiGroups: [coordination.k8s.io]
-          resources: [leases]
-          verbs: [get, list, watch, create, update, patch, delete]
-        # The gate: this release's OperatorCondition only (hold, keep).
-        - apiGroups: [operators.coreos.com]
-          resources: [operatorconditions]
-          resourceNames: [$name]
-          verbs: [get, list, watch, update, patch]
-        # hold and keep confirm the name through the pod's owners.
-        - apiGroups: [""]
-          resources: [pods]
-          verbs: [get]
-        - apiGroups: [apps]
-          resources: [replicasets]
-          verbs: [get]
-        - apiGroups: [apps]
-          resources: [deployments]
-          resourceNames: [$package]
-          verbs: [get]
-      deployments:
-      - name: $package
-        label:
-          app.kubernetes.io/name: $package
-        spec:
-          replicas: 1
-          strategy: {type: Recreate}
-          selector:
-            matchLabels:
-              app.kubernetes.io/name: $package
-          template:
-            metadata:
-              labels:
-                app.kubernetes.io/name: $package
-            spec:
-              serviceAccountName: $package
-              securityContext:
-                runAsNonRoot: true
-                seccompProfile: {type: RuntimeDefault}
-              terminationGracePeriodSeconds: 10
-              initContainers:
-              - name: upgrade-gate
-                image: $hold_image
-                args: [hold]
-                env:
-                - name: OPERATOR_CONDITION_NAME
-                  value: $name
-                - name: POD_NAME
-                  valueFrom: {fieldRef: {fieldPath: metadata.name}}
-                securityContext: &restricted
-                  allowPrivilegeEscalation: false
-                  readOnlyRootFilesystem: true
-                  runAsNonRoot: true
-                  capabilities: {drop: [ALL]}
-              containers:
-              - name: manager
-                image: $operator_image:$version
-                args: [--leader-elect, --leader-election-id=$package, --health-probe-bind-address=:8081]
-                env:
-                - name: WATCH_NAMESPACE
-                  valueFrom: {fieldRef: {fieldPath: "metadata.annotations['olm.targetNamespaces']"}}
-                readinessProbe:
-                  httpGet: {path: /readyz, port: 8081}
-                  periodSeconds: 2
-                livenessProbe:
-                  httpGet: {path: /healthz, port: 8081}
-                  initialDelaySeconds: 15
-                  periodSeconds: 20
-                securityContext:
-                  allowPrivilegeEscalation: false
-                  runAsNonRoot: true
-                  capabilities: {drop: [ALL]}
-              - name: upgrade-gate-keep
-                image: $hold_image
-                args: [keep]
-                env:
-                - name: UPGRADE_GATE_RESOURCES
-                  value: $crd
-                - name: UPGRADE_GATE_DONE_WHEN
-                  value: >-
-                    $done_when
-                - name: UPGRADE_GATE_RELEASE
-                  value: "$version"
-                - name: UPGRADE_GATE_DEPLOYMENT
-                  value: $package
-                - name: WATCH_NAMESPACE
-                  valueFrom: {fieldRef: {fieldPath: "metadata.annotations['olm.targetNamespaces']"}}
-                - name: POD_NAME
-                  valueFrom: {fieldRef: {fieldPath: metadata.name}}
-                securityContext: *restricted
-EOF
-}
+# What keep reads: the Helm operator writes the release's rendered manifest
+# into status.deployedRelease only after Helm recorded it deployed, its
+# hooks (the migration) completed. Its post-renderer (the owner references)
+# writes every object out again as YAML, so the chart's quoted label is
+# unquoted there (`app.kubernetes.io/version: 0.1.0`): the line, to its
+# end, is what is matched.
+done_when="self.status.deployedRelease.manifest.contains('app.kubernetes.io/version: ' + release + '\\n')"
 
-# The chart of the operator itself for release $1 into $2: what the CSV
-# installs, for `helm install` where no OLM installs it. The gate is the
-# same configuration; what differs is what Helm needs: no
-# OPERATOR_CONDITION_NAME (nothing makes an OperatorCondition here, and
-# `hold`, given none, sees through the pod's owners a Deployment OLM did not
-# install and exits 0 saying so), the namespace watched is the release's,
-# and `keep` also keeps the admission record (UPGRADE_GATE_RECORD), under
-# the Deployment's name, which the policy reads because the Deployment
-# opts in with its release label (docs/admission.md).
-write_operator_chart() {
-  local version=$1 dir=$2
-  local done_when="self.status.deployedRelease.manifest.contains('app.kubernetes.io/version: ' + release + '\\n')"
-  mkdir -p "$dir/templates" "$dir/crds"
-  write_crd "$dir/crds/$crd.yaml"
-  cat >"$dir/Chart.yaml" <<EOF
-apiVersion: v2
-name: $package
-description: A Helm-based operator (helm-operator-plugins' Helm operator and the chart widget) with the upgrade gate as configuration only.
-type: application
-version: $version
-appVersion: "$version"
-EOF
-  cat >"$dir/values.yaml" <<EOF
-# The operator's image (its tag is the chart's appVersion) and the gate-only image.
-image: $operator_image
-gateImage: $hold_image
-EOF
-  cat >"$dir/templates/rbac.yaml" <<EOF
-apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: $package
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: $package
-rules:
-# The Helm operator's, as in the CSV: its Widgets, the release's objects,
-# Helm's release Secrets, its leader election and events.
+# The Helm operator's rights: its Widgets, the release's objects, Helm's
+# release Secrets, its leader election and events.
+helm_operator_rules() {
+  cat <<EOF
 - apiGroups: [$group]
   resources: [widgets, widgets/status, widgets/finalizers]
   verbs: [get, list, watch, create, update, patch, delete]
@@ -419,43 +194,139 @@ rules:
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, list, watch, create, update, patch, delete]
-# hold and keep read the pod's owners: a Deployment OLM did not install.
-- apiGroups: [""]
-  resources: [pods]
-  verbs: [get]
-- apiGroups: [apps]
-  resources: [replicasets]
-  verbs: [get]
-- apiGroups: [apps]
-  resources: [deployments]
-  resourceNames: [$package]
-  verbs: [get]
-# keep's admission record (docs/admission.md): the namespace's
-# UpgradeRecord, and the verb its guard asks for to write this entry.
-- apiGroups: [upgrade-gate.dev]
-  resources: [upgraderecords]
-  verbs: [create]
-- apiGroups: [upgrade-gate.dev]
-  resources: [upgraderecords]
-  resourceNames: [upgrade-gate]
-  verbs: [get, patch]
-- apiGroups: [upgrade-gate.dev]
-  resources: [upgraderecords]
-  resourceNames: [$package]
-  verbs: [record]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: $package
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: $package
-subjects:
-- kind: ServiceAccount
-  name: $package
 EOF
+}
+
+# The CSV's rules (tools/adopt-lib.sh's write_csv), $1 the CSV's name.
+csv_rules() {
+  echo "# The Helm operator's: its Widgets, the release's objects, Helm's"
+  echo "# release Secrets, its leader election and events."
+  helm_operator_rules
+  echo "# The gate: this release's OperatorCondition only (hold, keep)."
+  operator_condition_rules "$1"
+  echo "# hold and keep confirm the name through the pod's owners."
+  owner_rules
+}
+
+# The operator's pod template of release $1; $2: "olm", the CSV's (the
+# images, the OperatorCondition, OLM's target namespaces), or "chart", the
+# operator chart's (the images from its values, the release its
+# appVersion, no OperatorCondition, the release's namespace, keep also
+# keeping the admission record).
+pod_template() {
+  local version=$1 mode=$2
+  local gate_image=$hold_image manager_image=$operator_image:$version release=\"$version\"
+  local watch_field="\"metadata.annotations['olm.targetNamespaces']\""
+  # The env entries of one mode only, each line ending in a newline.
+  local condition_env record_env=""
+  printf -v condition_env '    - name: OPERATOR_CONDITION_NAME\n      value: %s.v%s\n' "$package" "$version"
+  if [[ $mode == chart ]]; then
+    condition_env=""
+    record_env=$'    - name: UPGRADE_GATE_RECORD\n      value: "true"\n'
+    gate_image="{{ .Values.gateImage }}"
+    manager_image="\"{{ .Values.image }}:{{ .Chart.AppVersion }}\""
+    release="{{ .Chart.AppVersion | quote }}"
+    watch_field=metadata.namespace
+  fi
+  cat <<EOF
+metadata:
+  labels:
+    app.kubernetes.io/name: $package
+spec:
+  serviceAccountName: $package
+  securityContext:
+    runAsNonRoot: true
+    seccompProfile: {type: RuntimeDefault}
+  terminationGracePeriodSeconds: 10
+  initContainers:
+  - name: upgrade-gate
+    image: $gate_image
+    args: [hold]
+    env:
+${condition_env}    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    securityContext: &restricted
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      runAsNonRoot: true
+      capabilities: {drop: [ALL]}
+  containers:
+  - name: manager
+    image: $manager_image
+    args: [--leader-elect, --leader-election-id=$package, --health-probe-bind-address=:8081]
+    env:
+    - name: WATCH_NAMESPACE
+      valueFrom: {fieldRef: {fieldPath: $watch_field}}
+    readinessProbe:
+      httpGet: {path: /readyz, port: 8081}
+      periodSeconds: 2
+    livenessProbe:
+      httpGet: {path: /healthz, port: 8081}
+      initialDelaySeconds: 15
+      periodSeconds: 20
+    securityContext:
+      allowPrivilegeEscalation: false
+      runAsNonRoot: true
+      capabilities: {drop: [ALL]}
+  - name: upgrade-gate-keep
+    image: $gate_image
+    args: [keep]
+    env:
+    - name: UPGRADE_GATE_RESOURCES
+      value: $crd
+    - name: UPGRADE_GATE_DONE_WHEN
+      value: >-
+        $done_when
+    - name: UPGRADE_GATE_RELEASE
+      value: $release
+    - name: UPGRADE_GATE_DEPLOYMENT
+      value: $package
+${record_env}    - name: WATCH_NAMESPACE
+      valueFrom: {fieldRef: {fieldPath: $watch_field}}
+    - name: POD_NAME
+      valueFrom: {fieldRef: {fieldPath: metadata.name}}
+    securityContext: *restricted
+EOF
+}
+
+csv_pod_template() { pod_template "$1" olm; }
+
+# The chart of the operator itself for release $1 into $2: what the CSV
+# installs, for `helm install` where no OLM installs it. The gate is the
+# same configuration; what differs is what Helm needs: no
+# OPERATOR_CONDITION_NAME (nothing makes an OperatorCondition here, and
+# `hold`, given none, sees through the pod's owners a Deployment OLM did not
+# install and exits 0 saying so), the namespace watched is the release's,
+# and `keep` also keeps the admission record (UPGRADE_GATE_RECORD), under
+# the Deployment's name, which the policy reads because the Deployment
+# opts in with its release label (docs/admission.md).
+write_operator_chart() {
+  local version=$1 dir=$2
+  mkdir -p "$dir/templates" "$dir/crds"
+  widget_crd "$dir/crds/$crd.yaml"
+  cat >"$dir/Chart.yaml" <<EOF
+apiVersion: v2
+name: $package
+description: $csv_description
+type: application
+version: $version
+appVersion: "$version"
+EOF
+  cat >"$dir/values.yaml" <<EOF
+# The operator's image (its tag is the chart's appVersion) and the gate-only image.
+image: $operator_image
+gateImage: $hold_image
+EOF
+  {
+    echo "# The Helm operator's, as in the CSV: its Widgets, the release's objects,"
+    echo "# Helm's release Secrets, its leader election and events."
+    helm_operator_rules
+    echo "# hold and keep read the pod's owners: a Deployment OLM did not install."
+    owner_rules
+    echo "# keep's admission record (docs/admission.md): the namespace's"
+    echo "# UpgradeRecord, and the verb its guard asks for to write this entry."
+    record_rules
+  } | rbac_objects >"$dir/templates/rbac.yaml"
   cat >"$dir/templates/deployment.yaml" <<EOF
 apiVersion: apps/v1
 kind: Deployment
@@ -472,91 +343,14 @@ metadata:
     # renamed this Deployment would still be held as the same operator.
     upgrade-gate.dev/operator: $package
 spec:
-  replicas: 1
-  strategy: {type: Recreate}
-  selector:
-    matchLabels:
-      app.kubernetes.io/name: $package
-  template:
-    metadata:
-      labels:
-        app.kubernetes.io/name: $package
-    spec:
-      serviceAccountName: $package
-      securityContext:
-        runAsNonRoot: true
-        seccompProfile: {type: RuntimeDefault}
-      terminationGracePeriodSeconds: 10
-      initContainers:
-      - name: upgrade-gate
-        image: {{ .Values.gateImage }}
-        args: [hold]
-        env:
-        - name: POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        securityContext: &restricted
-          allowPrivilegeEscalation: false
-          readOnlyRootFilesystem: true
-          runAsNonRoot: true
-          capabilities: {drop: [ALL]}
-      containers:
-      - name: manager
-        image: "{{ .Values.image }}:{{ .Chart.AppVersion }}"
-        args: [--leader-elect, --leader-election-id=$package, --health-probe-bind-address=:8081]
-        env:
-        - name: WATCH_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        readinessProbe:
-          httpGet: {path: /readyz, port: 8081}
-          periodSeconds: 2
-        livenessProbe:
-          httpGet: {path: /healthz, port: 8081}
-          initialDelaySeconds: 15
-          periodSeconds: 20
-        securityContext:
-          allowPrivilegeEscalation: false
-          runAsNonRoot: true
-          capabilities: {drop: [ALL]}
-      - name: upgrade-gate-keep
-        image: {{ .Values.gateImage }}
-        args: [keep]
-        env:
-        - name: UPGRADE_GATE_RESOURCES
-          value: $crd
-        - name: UPGRADE_GATE_DONE_WHEN
-          value: >-
-            $done_when
-        - name: UPGRADE_GATE_RELEASE
-          value: {{ .Chart.AppVersion | quote }}
-        - name: UPGRADE_GATE_DEPLOYMENT
-          value: $package
-        - name: UPGRADE_GATE_RECORD
-          value: "true"
-        - name: WATCH_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        - name: POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        securityContext: *restricted
+$(pod_template "$version" chart | deployment_spec | indent 2)
 EOF
 }
 
 previous=""
 for version in "${versions[@]}"; do
   write_chart "$version" "$out/charts/$version/widget"
-  bundle="$out/bundles/$version"
-  mkdir -p "$bundle/manifests" "$bundle/metadata"
-  write_crd "$bundle/manifests/$crd.crd.yaml"
-  write_csv "$version" "$previous" "$bundle/manifests/$package.clusterserviceversion.yaml"
-  cat >"$bundle/metadata/annotations.yaml" <<EOF
-annotations:
-  operators.operatorframework.io.bundle.channel.default.v1: alpha
-  operators.operatorframework.io.bundle.channels.v1: alpha
-  operators.operatorframework.io.bundle.manifests.v1: manifests/
-  operators.operatorframework.io.bundle.mediatype.v1: registry+v1
-  operators.operatorframework.io.bundle.metadata.v1: metadata/
-  operators.operatorframework.io.bundle.package.v1: $package
-EOF
-  "$upgrade_gate" lint-bundle --strict "$bundle"
+  write_bundle "$version" "$previous"
   write_operator_chart "$version" "$out/operator-charts/$version/$package"
   previous=$version
 done
