@@ -27,7 +27,15 @@ use serde_json::json;
 
 use upgrade_gate_tests::bundle_catalog::bundle_objects;
 
-use super::adopt_helm::{PACKAGE, VERSIONS, WIDGET, WidgetCrd, bundles_dir, csv_name};
+use super::adopt_helm::{OPERATOR, bundles_dir};
+use super::adopt_widget_steps::{VERSIONS, WIDGET, WidgetCrd};
+
+/// The Helm-based operator's package (tools/adopt-helm-operator.sh).
+const PACKAGE: &str = OPERATOR.package;
+
+fn csv_name(version: &str) -> String {
+    OPERATOR.csv_name(version)
+}
 
 /// An `opm serve` port no other test uses.
 const CATALOG_PORT: u16 = 50096;
@@ -88,7 +96,7 @@ async fn the_ci_recipes_script_sees_the_next_release_wait_for_the_migration() {
         .serve_catalog(catalog_dir.path(), CATALOG_PORT)
         .await;
     let namespace = cluster.namespace("ci-recipe").await;
-    let crd = WidgetCrd::claim(&cluster.kubeconfig, &namespace.name).await;
+    let crd = WidgetCrd::claim(&cluster.kubeconfig, OPERATOR, &namespace.name).await;
 
     let tools = std::env::var("UPGRADE_GATE_TOOLS").unwrap_or_else(|_| {
         panic!(

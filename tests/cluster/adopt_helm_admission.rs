@@ -24,31 +24,30 @@
 //!
 //! Creates namespaced objects in its own namespace, bindings of the policy
 //! named after it (deleted by their guard), a temp dir for Helm's own
-//! files; shares the Widget CRD's guard with adopt_helm.
+//! files; shares the Widget CRD's guard (adopt_widget_steps) with
+//! adopt_helm.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use harness::testing::{TestCluster, TestNamespace};
-use k8s_openapi::api::apps::v1::Deployment;
+use harness::testing::TestCluster;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::Api;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use upgrade_gate::admission::{OPERATOR_LABEL, RECORD_NAME, RELEASE_LABEL, record_resource};
-use upgrade_gate_tests::admission_policy::Policy;
+use upgrade_gate::admission::{OPERATOR_LABEL, RECORD_NAME, RELEASE_LABEL};
+use upgrade_gate_tests::bundle_catalog::bundle_objects;
+use upgrade_gate_tests::helm;
 use upgrade_gate_tests::wait::{self, Look};
 
-use upgrade_gate_tests::bundle_catalog::bundle_objects;
-
-use super::adopt_helm::{
-    GROUP, PACKAGE, VERSIONS, WIDGET, WidgetCrd, bundles_dir, let_go, migration_job, suspended,
-    widget_resource,
+use super::adopt_helm::{OPERATOR, bundles_dir};
+use super::adopt_widget_steps::{
+    STEP, VERSIONS, WIDGET, WidgetCrd, bind_policy, held_migration_job, let_go,
 };
 
-/// How long one step (a pod start, a record, a Helm hook) may take.
-const STEP: Duration = Duration::from_secs(120);
+/// The operator's package: its chart's release, its Deployment, keep's entry.
+const PACKAGE: &str = OPERATOR.package;
 /// How often the deployer retries the refused `helm upgrade`.
 const RETRY: Duration = Duration::from_millis(250);
 
@@ -74,17 +73,8 @@ struct Helm {
 
 impl Helm {
     fn new(kubeconfig: &Path, namespace: &str) -> Helm {
-        let tools = std::env::var("UPGRADE_GATE_TOOLS").unwrap_or_else(|_| {
-            panic!("UPGRADE_GATE_TOOLS is not set: run through `just test-cluster`")
-        });
-        let helm = PathBuf::from(tools).join("bin/helm");
-        assert!(
-            helm.is_file(),
-            "{} is missing: `just cluster-bins` builds it",
-            helm.display()
-        );
         Helm {
-            helm,
+            helm: helm::binary(),
             kubeconfig: kubeconfig.to_owned(),
             namespace: namespace.to_owned(),
             home: tempfile::tempdir().unwrap_or_else(|error| panic!("a temp dir: {error}")),
@@ -209,58 +199,6 @@ fn assert_the_chart_runs_the_bundles_operator(helm: &Helm, version: &str) {
     );
 }
 
-/// The operator's entry of the namespace's UpgradeRecord (`Null` while
-/// there is none).
-async fn entry(namespace: &TestNamespace) -> Value {
-    Api::<DynamicObject>::namespaced_with(namespace.client(), &namespace.name, &record_resource())
-        .get_opt(RECORD_NAME)
-        .await
-        .unwrap_or_else(|error| panic!("reading the UpgradeRecord: {error}"))
-        .map_or(Value::Null, |record| {
-            record.data["spec"]["operators"][PACKAGE].clone()
-        })
-}
-
-/// Waits until the entry says `state` for `release` with a message that
-/// `says`; returns when it was first seen (polled every 100 ms).
-async fn recorded(
-    namespace: &TestNamespace,
-    release: &str,
-    state: &str,
-    says: impl Fn(&str) -> bool,
-) -> (Instant, Value) {
-    wait::poll(
-        &format!("keep's record: {release} {state}"),
-        STEP,
-        Duration::from_millis(100),
-        || async {
-            let entry = entry(namespace).await;
-            let message = entry["message"].as_str().unwrap_or_default();
-            if entry["release"] == release && entry["state"] == state && says(message) {
-                Look::Done((Instant::now(), entry))
-            } else {
-                Look::NotYet(entry.to_string())
-            }
-        },
-    )
-    .await
-}
-
-/// The release label of the operator's Deployment.
-async fn running_release(namespace: &TestNamespace) -> String {
-    namespace
-        .api::<Deployment>()
-        .get(PACKAGE)
-        .await
-        .unwrap_or_else(|error| panic!("the Deployment: {error}"))
-        .metadata
-        .labels
-        .unwrap_or_default()
-        .get(RELEASE_LABEL)
-        .cloned()
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_upgrade_of_the_helm_operator_waits_for_keeps_record_of_its_migration() {
     let started = Instant::now();
@@ -268,14 +206,8 @@ async fn helm_upgrade_of_the_helm_operator_waits_for_keeps_record_of_its_migrati
     let client = cluster.admin_client().await;
     let namespace = cluster.namespace("helm-admit").await;
     let ns = namespace.name.clone();
-    let crd = WidgetCrd::claim(&cluster.kubeconfig, &ns).await;
-    let policy = Policy::apply(
-        &client,
-        &cluster.kubeconfig,
-        &format!("upgrade-gate.dev-{ns}"),
-        &[&ns],
-    )
-    .await;
+    let crd = WidgetCrd::claim(&cluster.kubeconfig, OPERATOR, &ns).await;
+    let policy = bind_policy(&cluster, &ns).await;
     let helm = Helm::new(&cluster.kubeconfig, &ns);
     let [running, next] = VERSIONS;
     for version in VERSIONS {
@@ -286,32 +218,19 @@ async fn helm_upgrade_of_the_helm_operator_waits_for_keeps_record_of_its_migrati
     // keep records the release complete.
     let (ok, said) = helm.upgrade(running);
     assert!(ok, "helm install of {running}:\n{said}");
-    recorded(&namespace, running, "Complete", |_| true).await;
+    OPERATOR.recorded_complete(&namespace, running).await;
     eprintln!(
         "{running} installed by Helm, recorded complete after {:.1} s",
         started.elapsed().as_secs_f64()
     );
 
     // A Widget whose migration is held: keep records the upgrade in progress.
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &widget_resource());
-    let widget: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": format!("{GROUP}/v1alpha1"),
-        "kind": "Widget",
-        "metadata": {"name": WIDGET},
-        "spec": {"holdMigration": true}
-    }))
-    .unwrap_or_else(|error| panic!("the Widget: {error}"));
-    widgets
-        .create(&PostParams::default(), &widget)
-        .await
-        .unwrap_or_else(|error| panic!("creating the Widget: {error}"));
+    OPERATOR
+        .create_held_widget(&OPERATOR.widgets(client.clone(), &ns))
+        .await;
     let jobs: Api<Job> = namespace.api();
-    let job = migration_job(&jobs, running).await;
-    assert!(suspended(&job), "{running}'s migration is held: {job:?}");
-    let (_, progress) = recorded(&namespace, running, "InProgress", |message| {
-        message.contains(WIDGET)
-    })
-    .await;
+    let job = held_migration_job(&jobs, running).await;
+    let progress = OPERATOR.recorded_in_progress(&namespace, running).await;
     eprintln!("{running}'s record while its migration is held: {progress}");
 
     // The deployer pushes 0.2.0 meanwhile: refused, in the policy's words.
@@ -335,14 +254,13 @@ async fn helm_upgrade_of_the_helm_operator_waits_for_keeps_record_of_its_migrati
             "helm's output says {words:?}:\n{refused}"
         );
     }
-    assert_eq!(running_release(&namespace).await, running);
+    assert_eq!(OPERATOR.running_release(&namespace).await, running);
 
     // The migration let go: the Helm operator records the release deployed,
     // keep records it complete, the deployer's retry goes through.
-    let job_name = job.metadata.name.clone().unwrap_or_default();
     let let_go_at = Instant::now();
-    let_go(&jobs, &job_name).await;
-    let (completed_at, _) = recorded(&namespace, running, "Complete", |_| true).await;
+    let_go(&jobs, &job).await;
+    let completed_at = OPERATOR.recorded_complete(&namespace, running).await;
     let mut attempts = 0;
     let upgraded_at = wait::poll(
         &format!("helm upgrade to {next} to go through"),
@@ -361,7 +279,7 @@ async fn helm_upgrade_of_the_helm_operator_waits_for_keeps_record_of_its_migrati
         },
     )
     .await;
-    assert_eq!(running_release(&namespace).await, next);
+    assert_eq!(OPERATOR.running_release(&namespace).await, next);
     eprintln!(
         "{running}'s migration let go -> recorded complete {:.2} s later -> helm upgrade to {next} through {:.2} s after the record ({attempts} attempt(s), every {RETRY:?})",
         completed_at.duration_since(let_go_at).as_secs_f64(),
@@ -369,10 +287,7 @@ async fn helm_upgrade_of_the_helm_operator_waits_for_keeps_record_of_its_migrati
     );
 
     // 0.2.0's keep records its own upgrade, held by its pre-upgrade hook.
-    let (_, progress) = recorded(&namespace, next, "InProgress", |message| {
-        message.contains(WIDGET)
-    })
-    .await;
+    let progress = OPERATOR.recorded_in_progress(&namespace, next).await;
     eprintln!(
         "{next}'s record: {progress} (test {:.1} s)",
         started.elapsed().as_secs_f64()

@@ -12,6 +12,7 @@ mod adopt_ci;
 mod adopt_helm;
 mod adopt_helm_admission;
 mod adopt_kubebuilder;
+mod adopt_widget_steps;
 mod apiserver_restart;
 mod database_restart;
 mod faults;

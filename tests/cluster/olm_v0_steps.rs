@@ -1,8 +1,9 @@
 //! The OLM v0 steps the cluster tests share: a namespace subscribed to the
 //! gate-probe catalog or to a package (its InstallPlans watched), the
 //! Subscription moved to another channel, the first version installed,
-//! and what the CSVs' recorded history says (a CSV's phase, its newest
-//! version, a version held by the gate).
+//! the namespace's CSVs and OperatorConditions, and what the CSVs'
+//! recorded history says (a CSV's phase, its newest version, a version
+//! succeeded or held by the gate).
 //!
 //! Owns those steps; the tests own their catalogs, namespaces and
 //! assertions.
@@ -70,6 +71,15 @@ pub(crate) fn csv_api(namespace: &TestNamespace) -> Api<DynamicObject> {
     )
 }
 
+/// The namespace's OperatorConditions.
+pub(crate) fn condition_api(namespace: &TestNamespace) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        namespace.client(),
+        &namespace.name,
+        &olm_resource("v2", "OperatorCondition", "operatorconditions"),
+    )
+}
+
 /// Phase and the reason/message of the newest status of a CSV.
 pub(crate) fn csv_phase(csv: &DynamicObject) -> (String, String, String) {
     let status = &csv.data["status"];
@@ -88,6 +98,13 @@ pub(crate) fn latest<'a, K: kube::Resource>(
         .find(|record| record.object.meta().name.as_deref() == Some(name))
         .filter(|record| !record.deleted)
         .map(|record| &record.object)
+}
+
+/// `Some` once the newest recorded version of the CSV `name` is `Succeeded`.
+pub(crate) fn succeeded(records: &[Observed<DynamicObject>], name: &str) -> Option<()> {
+    latest(records, name)
+        .filter(|csv| csv_phase(csv).0 == "Succeeded")
+        .map(drop)
 }
 
 /// A CatalogSource for `address`, an OperatorGroup for the namespace and a
@@ -179,9 +196,7 @@ pub(crate) async fn install_first(
     let csvs = ObjectHistory::record("CSVs", csv_api(namespace), watcher::Config::default()).await;
     let plans = subscribe(namespace, address, &channel_until(version)).await;
     csvs.wait_for(&format!("CSV {csv} to succeed"), OLM_STEP, |records| {
-        latest(records, &csv)
-            .filter(|csv| csv_phase(csv).0 == "Succeeded")
-            .map(drop)
+        succeeded(records, &csv)
     })
     .await;
     (csvs, plans)

@@ -22,6 +22,21 @@ pub const RELEASE_NAME: &str = "shop-operator";
 /// The chart's cluster-scoped RBAC objects, before the namespace suffix.
 const CLUSTER_RBAC: &str = "upgrade-gate-app-operator";
 
+/// The `helm` CLI of the cluster's tools (`UPGRADE_GATE_TOOLS`); panics,
+/// saying how to get it, when it is missing.
+pub fn binary() -> PathBuf {
+    let tools = std::env::var("UPGRADE_GATE_TOOLS").unwrap_or_else(|_| {
+        panic!("UPGRADE_GATE_TOOLS is not set: run through `just test-cluster`")
+    });
+    let helm = PathBuf::from(tools).join("bin/helm");
+    assert!(
+        helm.is_file(),
+        "{} is missing: `just cluster-bins` builds it",
+        helm.display()
+    );
+    helm
+}
+
 /// What one `helm` command said.
 #[derive(Debug)]
 pub struct HelmRun {
@@ -55,17 +70,8 @@ impl Helm {
     /// Helm of the cluster's tools (`UPGRADE_GATE_TOOLS`) for `namespace`,
     /// its charts running `image`.
     pub fn new(kubeconfig: &Path, namespace: &str, image: &str) -> Helm {
-        let tools = std::env::var("UPGRADE_GATE_TOOLS").unwrap_or_else(|_| {
-            panic!("UPGRADE_GATE_TOOLS is not set: run through `just test-cluster`")
-        });
-        let helm = PathBuf::from(tools).join("bin/helm");
-        assert!(
-            helm.is_file(),
-            "{} is missing: `just cluster-bins` builds it",
-            helm.display()
-        );
         Helm {
-            helm,
+            helm: binary(),
             kubeconfig: kubeconfig.to_owned(),
             namespace: namespace.to_owned(),
             image: image.to_owned(),
