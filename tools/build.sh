@@ -17,6 +17,8 @@
 #
 # Output (outside the work tree, see docs/local-cluster-tools.md):
 #   $UPGRADE_GATE_CACHE/tools/<module>-<sha256(go.sum)[:12]>/bin/<binary>
+#     (kubernetes-<hash>/bin/kube-apiserver and the other servers: links to
+#     kube-servers beside them, the servers in one binary)
 #   $UPGRADE_GATE_CACHE/tools/olm-<hash>/crds/*.yaml   (OLM's CRDs)
 #   $UPGRADE_GATE_CACHE/tools/olm-v1-<hash>/{crds,manifests}/ (OLM v1's CRDs and manifests)
 #   $UPGRADE_GATE_CACHE/tools/flux-<hash>/crds/*.yaml  (Kustomization, the source kinds)
@@ -106,13 +108,22 @@ in_set() {
   done
 }
 
-# The servers a cluster runs, and kubectl where the set has it (the tests
-# run it; the demo does not, and its packages are a fair part of the build).
+# The servers a cluster runs are one binary, kube-servers
+# (tools/kubernetes/cmd/kube-servers), which runs the server it is started
+# as: each server's name is a link to it. On two cores five links of a
+# binary this size were a fair part of the cold build. kubectl, where the
+# set has it (the tests run it; the demo does not, and its packages are a
+# fair part of the build), is upstream's own binary, built in the same
+# `go build`.
+kube_servers=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+
 build_kubernetes() {
-  local names
-  mapfile -t names < <(in_set kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
-  all_present kubernetes "${names[@]}" || download_modules kubernetes
-  local version major minor ldflags="" package name
+  local kubectl out
+  kubectl=$(in_set kubectl)
+  out="$(module_dir kubernetes)/bin"
+  # shellcheck disable=SC2086 # $kubectl: empty, or the one name
+  all_present kubernetes kube-servers "${kube_servers[@]}" $kubectl || download_modules kubernetes
+  local version major minor ldflags="" package
   version=$(required_version kubernetes k8s.io/kubernetes)
   major=${version#v}
   major=${major%%.*}
@@ -122,11 +133,43 @@ build_kubernetes() {
   for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $package.gitVersion=$version -X $package.gitMajor=$major -X $package.gitMinor=$minor"
   done
-  local pairs=()
-  for name in "${names[@]}"; do
-    pairs+=("$name=k8s.io/kubernetes/cmd/$name")
-  done
+  local pairs=(kube-servers=./cmd/kube-servers)
+  [[ -z $kubectl ]] || pairs+=(kubectl=k8s.io/kubernetes/cmd/kubectl)
   build_binaries kubernetes "" "$ldflags" "${pairs[@]}"
+  all_present kubernetes "${kube_servers[@]}" && return
+  link_kube_servers "$out"
+  check_kube_servers "$out" "$version" || {
+    # Without the links the next run checks again (and fails again).
+    (cd "$out" && rm -f "${kube_servers[@]}")
+    return 1
+  }
+}
+
+# Links each server's name to kube-servers in its directory $1 (relative
+# links: the name a server is started under is what picks it), each made
+# under a temporary name and renamed, as a binary is.
+link_kube_servers() {
+  local out=$1 name
+  for name in "${kube_servers[@]}"; do
+    ln -sfn kube-servers "$out/.link.$$.$name"
+    mv -T "$out/.link.$$.$name" "$out/$name"
+  done
+  log "kubernetes: linked ${kube_servers[*]} to kube-servers"
+}
+
+# Each server, started by its link, says the stamped version $2: a server
+# that cannot start at all in the one binary (a panic in a package's
+# init, such as a global flag registered twice) fails the build here, not
+# the cluster's start.
+check_kube_servers() {
+  local out=$1 version=$2 name said
+  for name in "${kube_servers[@]}"; do
+    if ! said=$("$out/$name" --version 2>&1) || [[ $said != "Kubernetes $version" ]]; then
+      log "kubernetes: \`$name --version\` said \"$said\", not \"Kubernetes $version\""
+      return 1
+    fi
+  done
+  log "kubernetes: each of ${kube_servers[*]} says Kubernetes $version"
 }
 
 build_etcd() {

@@ -1,15 +1,12 @@
 //go:build tools
 
-// Package tools pins the Kubernetes commands the local test cluster runs.
-// It is never compiled into anything: tools/build.sh builds each imported
-// command with `go build` from this module, so go.mod/go.sum fix their versions.
+// Package tools pins the one Kubernetes command the local cluster's tools
+// build from upstream's own main, kubectl. It is never compiled into
+// anything: tools/build.sh builds it with `go build` from this module, so
+// go.mod/go.sum fix its version. The servers are cmd/kube-servers, which
+// imports their packages.
 package tools
 
 import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-proxy"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
-	_ "k8s.io/kubernetes/cmd/kubelet"
 )
