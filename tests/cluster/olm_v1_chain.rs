@@ -50,13 +50,19 @@ const NEXT: &str = "7.10.1";
 /// run with the policy lets 7.10.0's upgrade finish: more than the rest of
 /// 7.10.0's Job, its verification, the record's completion and one Helm
 /// upgrade take on a loaded machine (a `helm upgrade` took up to 12 s in a
-/// full `just test`; the Job's backup, migrations and verification after
-/// the lock tens of seconds more), so a retry before it is the wake-up's.
-/// 60 s left too little of that margin in a full `just test` under CI; 120
-/// s costs one more refused revision.
-const BACKOFF_AT_LEAST: Duration = Duration::from_secs(120);
-/// How long the test may take to bring that backoff about.
-const BACKOFF_GROWN_WITHIN: Duration = Duration::from_secs(300);
+/// full `just test`, a refused revision up to 28 s under CI's heaviest
+/// load), so a retry before it is the wake-up's. The backoff after the
+/// n-th failure is 5 ms × 2^(n-1): any bound from 41 s to 82 s costs the
+/// same refused revisions (the 15th failure's 82 s backoff), so take one
+/// near its top, leaving the check a few seconds after that failure; 120 s
+/// cost a whole 82 s backoff more in a full `just test` (2026-12-07: the
+/// growth took 246 s where 75 s would have taken 163 s).
+const BACKOFF_AT_LEAST: Duration = Duration::from_secs(75);
+/// How long the test may take to bring that backoff about: each refused
+/// revision is a whole Helm upgrade, 15–28 s apart while the full `just
+/// test` loads the machine most, so 15 of them and the last backoff's wait
+/// (82 s) can pass 300 s (seen: 246 s with a 120 s bound).
+const BACKOFF_GROWN_WITHIN: Duration = Duration::from_secs(480);
 /// How long one update of an object the release applied may take to
 /// bring a reconcile (a refused revision) about.
 const REQUEUED_WITHIN: Duration = Duration::from_secs(60);
