@@ -58,11 +58,12 @@ finish() {
   exit "$status"
 }
 trap finish EXIT
-UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="$cache_root" "$tools_src/bin-dir.sh")" \
+tools_dir=$("$tools_src/bin-dir.sh")
+UPGRADE_GATE_TOOLS="$tools_dir" \
   UPGRADE_GATE_PAUSE_ARCHIVE="$cache_root/images/pause-3.10.oci.tar" \
   "$cluster_bin" up "$name" >&2
 eval "$("$cluster_bin" env "$name")"
-kubectl=$(UPGRADE_GATE_CACHE="$cache_root" "$tools_src/bin-dir.sh")/bin/kubectl
+kubectl=$tools_dir/bin/kubectl
 ns=bench-keep
 
 "$kubectl" create namespace "$ns" >&2

@@ -92,10 +92,12 @@ download_modules() {
 }
 
 all_present() {
-  local module=$1 name
+  local dir name
+  # module_dir hashes the module's sources: once, not once per name.
+  dir=$(module_dir "$1")
   shift
   for name in "$@"; do
-    [[ -x "$(module_dir "$module")/bin/$name" ]] || return 1
+    [[ -x "$dir/bin/$name" ]] || return 1
   done
 }
 
