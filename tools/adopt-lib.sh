@@ -17,7 +17,7 @@
 # and defines:
 #   widget_crd FILE                 writes the CRD (write_crd with its words)
 #   csv_rules NAME                  the CSV's rules (NAME: the CSV's name)
-#   csv_pod_template VERSION NAME   the CSV's pod template of release VERSION
+#   csv_pod_template VERSION        the CSV's pod template of release VERSION
 # the last two printed at the left margin (write_csv indents them).
 # shellcheck disable=SC2034,SC2154 # versions and hold_image are the scripts'; the variables above are set by them
 
@@ -236,7 +236,7 @@ $(csv_rules "$name" | indent 8)
         label:
           app.kubernetes.io/name: $package
         spec:
-$(csv_pod_template "$version" "$name" | deployment_spec | indent 10)
+$(csv_pod_template "$version" | deployment_spec | indent 10)
 EOF
 }
 
