@@ -27,8 +27,9 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::discovery::ApiResource;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use upgrade_gate::admission::{RECORD_NAME, RELEASE_LABEL, record_resource};
+use upgrade_gate::admission::{RECORD_NAME, RELEASE_LABEL};
 use upgrade_gate_tests::admission_policy::Policy;
+use upgrade_gate_tests::admission_record;
 use upgrade_gate_tests::bundle_catalog::{self, BundledReleases, channel_until};
 use upgrade_gate_tests::install_plan;
 use upgrade_gate_tests::object_history::ObjectHistory;
@@ -44,8 +45,8 @@ pub(crate) const VERSIONS: [&str; 2] = ["0.1.0", "0.2.0"];
 /// The Widget whose migration the tests hold and let go.
 pub(crate) const WIDGET: &str = "gizmo";
 /// How long one OLM step (an install, an upgrade, a gate confirmed) may
-/// take, and a migration Job to appear.
-pub(crate) const OLM_STEP: Duration = Duration::from_secs(240);
+/// take, and a migration Job to appear: the OLM v0 steps' own.
+pub(crate) use super::olm_v0_steps::OLM_STEP;
 /// How long one step under the admission policy (a pod start, a record)
 /// may take.
 pub(crate) const STEP: Duration = Duration::from_secs(120);
@@ -98,17 +99,13 @@ impl WidgetOperator {
     /// The operator's entry of the namespace's UpgradeRecord (`Null` while
     /// there is none).
     async fn entry(self, namespace: &TestNamespace) -> Value {
-        Api::<DynamicObject>::namespaced_with(
-            namespace.client(),
-            &namespace.name,
-            &record_resource(),
-        )
-        .get_opt(RECORD_NAME)
-        .await
-        .unwrap_or_else(|error| panic!("reading the UpgradeRecord: {error}"))
-        .map_or(Value::Null, |record| {
-            record.data["spec"]["operators"][self.package].clone()
-        })
+        admission_record::records(&namespace.client(), &namespace.name)
+            .get_opt(RECORD_NAME)
+            .await
+            .unwrap_or_else(|error| panic!("reading the UpgradeRecord: {error}"))
+            .map_or(Value::Null, |record| {
+                record.data["spec"]["operators"][self.package].clone()
+            })
     }
 
     /// Waits until the operator's entry says `state` for `release` with a

@@ -158,7 +158,7 @@ pub(crate) fn held_by_the_gate(
 
 /// How long one OLM step (an install, an upgrade) may take: generous, OLM
 /// installs on a loaded 2-core machine.
-const OLM_STEP: Duration = Duration::from_secs(240);
+pub(crate) const OLM_STEP: Duration = Duration::from_secs(240);
 
 /// The gate-probe catalog of `versions` (the gate from the hold image, the
 /// operator from the cluster's image) written to a temporary directory and
