@@ -225,9 +225,12 @@ impl Keeper {
         let leadership = elector.lead_unless_stopped(standing, stop).await;
         let mut found = None;
         if let Some((_verdicts, keeper)) = waiting {
-            let place = keeper.status().borrow().place.clone();
+            let status = keeper.status();
             // Stopped before the leader's keeper starts: one writer at a time.
             keeper.stop().await;
+            // Read once it has ended: a search that ended during the stop
+            // (and logged what it found) is not made again.
+            let place = status.borrow().place.clone();
             found = match place {
                 Place::Keeping { name } => Some(Ok(name)),
                 Place::Idle { why } => Some(Err(why)),
