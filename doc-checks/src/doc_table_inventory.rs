@@ -95,6 +95,7 @@ const TABLES: &[(&str, &str, &str, Kept)] = &[
     ("docs/race.md", "## Latest results", "arm", Measured),
     ("docs/race.md", "## Every deployer", "arm", Measured),
     ("docs/race.md", "### Flux, 10 runs an arm", "arm", Measured),
+    ("docs/race.md", "### Flux, the whole matrix, 10 runs an arm", "arm", Measured),
     ("docs/race.md", "## Complete → next release applied, every deployer", "deployer", Measured),
     ("docs/releases.md", "## The dry run", "run", Measured),
     ("docs/testing.md", "## What the two commands need", "needs", Measured),
