@@ -6,7 +6,7 @@
 //! evidence lines for the race (or for a chain that jumped over the middle
 //! release). Must not touch: anything but the timeline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 
@@ -61,13 +61,29 @@ pub(super) fn completion(
 }
 
 /// When each operator pod of `release` was created and when it stopped.
+/// A pod stops when its deletion is asked for (or it is gone), or when its
+/// operator container exits and does not run again in the same pod: an
+/// exit the kubelet restarts (the leader stepping down when it could not
+/// renew its Lease exits 3) is a restart, not a stop.
 pub(super) fn operator_pods(
     events: &[Event],
     release: &str,
 ) -> BTreeMap<String, (Timestamp, Option<(Timestamp, String)>)> {
+    /// What an event says of a pod's life.
+    enum Mark {
+        /// Deletion asked for, or gone: final.
+        Stopping,
+        /// The operator container exited: a stop unless it runs again.
+        Exited,
+        /// The operator container runs (again).
+        Running,
+        Other,
+    }
     let mut pods: BTreeMap<String, (Timestamp, Option<(Timestamp, String)>)> = BTreeMap::new();
+    // Pods whose recorded stop is an exit the container may come back from.
+    let mut exited: BTreeSet<String> = BTreeSet::new();
     for event in events {
-        let (pod, stop) = match &event.fact {
+        let (pod, mark) = match &event.fact {
             Fact::Pod {
                 pod,
                 kind: PodKind::Operator,
@@ -75,7 +91,11 @@ pub(super) fn operator_pods(
                 change,
             } if of == release => (
                 pod,
-                matches!(change, PodChange::Stopping | PodChange::Deleted),
+                match change {
+                    PodChange::Stopping | PodChange::Deleted => Mark::Stopping,
+                    PodChange::Started => Mark::Running,
+                    PodChange::Created | PodChange::Ready => Mark::Other,
+                },
             ),
             Fact::PodExited {
                 pod,
@@ -84,16 +104,61 @@ pub(super) fn operator_pods(
                 container,
                 ..
             } if of == release && container == crate::chain::facts::OPERATOR_CONTAINER => {
-                (pod, true)
+                (pod, Mark::Exited)
             }
             _ => continue,
         };
         let entry = pods.entry(pod.clone()).or_insert((event.at, None));
-        if stop && entry.1.is_none() {
-            entry.1 = Some((event.at, event.fact.to_string()));
+        match mark {
+            Mark::Stopping => {
+                if entry.1.is_none() {
+                    entry.1 = Some((event.at, event.fact.to_string()));
+                }
+                exited.remove(pod);
+            }
+            Mark::Exited => {
+                if entry.1.is_none() {
+                    entry.1 = Some((event.at, event.fact.to_string()));
+                    exited.insert(pod.clone());
+                }
+            }
+            Mark::Running => {
+                if exited.remove(pod) {
+                    entry.1 = None;
+                }
+            }
+            Mark::Other => {}
         }
     }
     pods
+}
+
+/// Each exit of `release`'s operator container that ran again in the same
+/// pod, with the event of its running again.
+fn restarts_in_place<'a>(events: &'a [Event], release: &str) -> Vec<(&'a Event, &'a Event)> {
+    let mut restarts = Vec::new();
+    for (index, exit) in events.iter().enumerate() {
+        let Fact::PodExited {
+            pod,
+            kind: PodKind::Operator,
+            release: of,
+            container,
+            ..
+        } = &exit.fact
+        else {
+            continue;
+        };
+        if of != release || container != crate::chain::facts::OPERATOR_CONTAINER {
+            continue;
+        }
+        let again = events[index + 1..].iter().find(|event| {
+            matches!(&event.fact, Fact::Pod { pod: p, kind: PodKind::Operator, change: PodChange::Started, .. } if p == pod)
+        });
+        if let Some(again) = again {
+            restarts.push((exit, again));
+        }
+    }
+    restarts
 }
 
 pub(super) fn race(
@@ -134,6 +199,14 @@ pub(super) fn race(
         evidence.push(format!(
             "{middle} ran {} operator pods; only the last one's stop ends {middle}'s operator",
             middle_pods.len()
+        ));
+    }
+    for (exit, again) in restarts_in_place(events, middle) {
+        evidence.push(format!(
+            "{}: {}, and ran again in the same pod at {}: a restart, not a stop",
+            offset(zero, exit.at),
+            exit.fact,
+            offset(zero, again.at)
         ));
     }
     let next_pod = after(events, zero).find(|event| {

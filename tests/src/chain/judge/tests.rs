@@ -194,6 +194,79 @@ fn gated() -> Vec<(i64, Fact)> {
     ]
 }
 
+/// The middle release's operator container exiting (3: it could not renew
+/// its Lease while the API server was away) at +20 s, then, as the case
+/// says, running again in the same pod, its pod deleted, or nothing more.
+fn operator_exit(then: Option<PodChange>) -> Vec<(i64, Fact)> {
+    let mut facts = gated();
+    facts.push((
+        200,
+        Fact::PodExited {
+            pod: "op-b".into(),
+            kind: PodKind::Operator,
+            release: "7.10.0".into(),
+            container: crate::chain::facts::OPERATOR_CONTAINER.into(),
+            exit_code: 3,
+            reason: "Error".into(),
+            message: String::new(),
+        },
+    ));
+    if let Some(change) = then {
+        facts.push((230, pod("op-b", "7.10.0", change)));
+    }
+    facts
+}
+
+#[test]
+fn an_operator_container_restarted_in_its_pod_is_no_stop() {
+    // (what followed the exit, raced, evidence line expected)
+    let cases = [
+        (
+            Some(PodChange::Started),
+            false,
+            "+20.0 s: 7.10.0's operator pod op-b: container",
+        ),
+        (
+            Some(PodChange::Stopping),
+            true,
+            "RACED: 7.10.0's operator stopped for good: 7.10.0's operator pod op-b: container",
+        ),
+        (
+            None,
+            true,
+            "RACED: 7.10.0's operator stopped for good: 7.10.0's operator pod op-b: container",
+        ),
+    ];
+    for (then, raced, line) in cases {
+        let verdict = judge(&events(operator_exit(then)), &chain(), &checks());
+        assert_eq!(verdict.raced, raced, "{then:?}: {:#?}", verdict.evidence);
+        assert!(
+            verdict.evidence.iter().any(|l| l.starts_with(line)),
+            "{then:?}: no line starting {line:?} in {:#?}",
+            verdict.evidence
+        );
+    }
+    let restarted = judge(
+        &events(operator_exit(Some(PodChange::Started))),
+        &chain(),
+        &checks(),
+    );
+    assert_eq!(
+        restarted.verdict,
+        RunFinding::Held,
+        "{:#?}",
+        restarted.evidence
+    );
+    assert!(
+        restarted
+            .evidence
+            .iter()
+            .any(|l| l.ends_with("ran again in the same pod at +23.0 s: a restart, not a stop")),
+        "{:#?}",
+        restarted.evidence
+    );
+}
+
 #[test]
 fn a_gated_chain_is_neither_raced_nor_damaged() {
     let verdict = judge(&events(gated()), &chain(), &checks());
