@@ -112,11 +112,27 @@ async fn every_way_to_move_the_code_is_held_while_the_upgrade_runs() {
     // The same release with the images it recorded, re-created while in
     // progress, is admitted (a restart, not a move); it proves the policy
     // is in force once a move is refused below.
+    // The API server's policy reads the record from its own cache, which
+    // may not have the record just written yet: fail closed, it refuses
+    // then. Such a refusal is said and the create tried again.
     let first = idle(&ns, "op", "1.0", pause, None);
-    assert!(
-        kubectl.run(&["create"], Some(&first)).accepted,
-        "creating 1.0"
-    );
+    let ran = kubectl.run(&["create"], Some(&first));
+    if !ran.accepted {
+        println!(
+            "{ns}: creating 1.0 refused at first, trying again until admitted:\n{}",
+            ran.output
+        );
+        kubectl
+            .until_with(
+                "creating 1.0 admitted",
+                IN_FORCE,
+                wait::POLL_INTERVAL,
+                &["create"],
+                Some(&first),
+                Answer::Accepted,
+            )
+            .await;
+    }
     let set_image_dry = [
         "-n",
         &ns,
