@@ -569,6 +569,39 @@ fn flux_try_facts(previous: &Value, current: &Value, deleted: bool) -> Vec<Fact>
     }
 }
 
+/// What the watch of the Kustomizations of Flux's health check is called
+/// in a gap's fact.
+pub const FLUX_HEALTH_KUSTOMIZATIONS: &str = "Flux's health-check Kustomizations";
+
+/// Facts of a Kustomization of Flux's health check: one
+/// [`Fact::KustomizationReady`] each time its `Ready` condition's status
+/// or reason changed (its first version included: a Kustomization created
+/// with a status is no try, but what it says counts). Deleted: nothing.
+pub fn kustomization_ready_facts(
+    previous: Option<&Value>,
+    current: &Value,
+    deleted: bool,
+) -> Vec<Fact> {
+    if deleted {
+        return Vec::new();
+    }
+    let ready = |object: &Value| {
+        flux_condition(object, "Ready")
+            .map(|(status, reason, _)| (status.to_owned(), reason.to_owned()))
+    };
+    let now = ready(current);
+    if now.is_none() || previous.and_then(ready) == now {
+        return Vec::new();
+    }
+    let (status, reason, message) = flux_condition(current, "Ready").unwrap_or_default();
+    vec![Fact::KustomizationReady {
+        kustomization: name(current),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+    }]
+}
+
 /// What a watch of the admission record is called in a gap's fact.
 pub const ADMISSION_RECORD: &str = "the admission record";
 

@@ -164,8 +164,26 @@ fn layout(timeline: &[Value]) -> (Vec<String>, Vec<Mark>, Vec<Span>) {
         let release = text_of(entry, "release");
         let text = text_of(entry, "text");
         let (lane_name, shape, colour) = match fact.as_str() {
-            "channel_switched" | "subscribed" | "extension_switched" | "source_moved"
-            | "injected" => (lane("the runner".to_owned()), Shape::Diamond, PURPLE),
+            "channel_switched"
+            | "subscribed"
+            | "extension_switched"
+            | "source_moved"
+            | "injected"
+            | "health_check_set_up" => (lane("the runner".to_owned()), Shape::Diamond, PURPLE),
+            // Flux's health check: a Kustomization's Ready turned True
+            // (green) or not (grey while in progress, red when False).
+            "kustomization_ready" => {
+                let colour = match text_of(entry, "status").as_str() {
+                    "True" => GREEN,
+                    "False" => RED,
+                    _ => GREY,
+                };
+                (
+                    lane(format!("Kustomization {}", text_of(entry, "kustomization"))),
+                    Shape::Tick,
+                    colour,
+                )
+            }
             // A reconcile of Flux's Kustomization requested (the wake-up).
             "reconcile_requested" => (lane("the wake-up".to_owned()), Shape::Diamond, BLUE),
             // Accepted: a green diamond; refused by the admission policy

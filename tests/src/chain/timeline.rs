@@ -89,6 +89,25 @@ pub enum Fact {
         kustomization: String,
         token: String,
     },
+    /// The runner set up, under Flux, the check of upgrade-gate's shipped
+    /// Flux health check (`manifests/gitops/flux-health.yaml`): Kustomization
+    /// `kustomization` carries its `healthChecks` and `healthCheckExprs` on
+    /// the namespace's UpgradeRecord, Kustomization `dependent` `dependsOn`
+    /// it; both are created once the record says the middle release's
+    /// upgrade is in progress (`run::flux`).
+    HealthCheckSetUp {
+        kustomization: String,
+        dependent: String,
+    },
+    /// The `Ready` condition of a Kustomization of the health check
+    /// changed (status or reason): kustomize-controller's verdict, its
+    /// message included.
+    KustomizationReady {
+        kustomization: String,
+        status: String,
+        reason: String,
+        message: String,
+    },
     /// The runner did something to the chain (a fault, holding the lock...).
     Injected {
         what: String,
@@ -330,6 +349,22 @@ impl fmt::Display for Fact {
             } => write!(
                 f,
                 "Kustomization {kustomization}: a reconcile requested (reconcile.fluxcd.io/requestedAt: {token})"
+            ),
+            Fact::HealthCheckSetUp {
+                kustomization,
+                dependent,
+            } => write!(
+                f,
+                "runner: Flux's health check set up: Kustomization {kustomization} (the shipped healthCheckExprs on the UpgradeRecord), Kustomization {dependent} dependsOn it"
+            ),
+            Fact::KustomizationReady {
+                kustomization,
+                status,
+                reason,
+                message,
+            } => write!(
+                f,
+                "Kustomization {kustomization}: Ready={status} ({reason}): {message}"
             ),
             Fact::Injected { what } => write!(f, "runner: {what}"),
             Fact::Deployed {

@@ -309,6 +309,26 @@ impl FactWatches {
         .await;
     }
 
+    /// Records from now on the `Ready` condition of the Kustomizations in
+    /// `namespace` labelled `label` (`key=value`): Flux's health check of a
+    /// run ([`facts::kustomization_ready_facts`]).
+    pub async fn watch_flux_health(
+        &mut self,
+        admin: &Client,
+        namespace: &str,
+        label: &str,
+        timeline: &Timeline,
+    ) {
+        self.watch_with(
+            facts::FLUX_HEALTH_KUSTOMIZATIONS,
+            super::run::flux::kustomizations(admin, namespace),
+            watcher::Config::default().labels(label),
+            timeline,
+            facts::kustomization_ready_facts,
+        )
+        .await;
+    }
+
     async fn watch<K>(
         &mut self,
         what: &'static str,

@@ -629,3 +629,62 @@ fn a_flux_try_of_a_revision_not_the_runners_is_a_hole() {
         assert_eq!(release_of_flux_revision(revision), release, "{revision}");
     }
 }
+
+#[test]
+fn a_health_check_kustomization_reports_each_change_of_its_ready_condition() {
+    let kustomization = |ready: Option<(&str, &str, &str)>| {
+        let conditions: Vec<Value> = ready
+            .map(|(status, reason, message)| {
+                json!({"type": "Ready", "status": status, "reason": reason, "message": message})
+            })
+            .into_iter()
+            .collect();
+        json!({"metadata": {"name": "app-operator-health"}, "status": {"conditions": conditions}})
+    };
+    let fact = |status: &str, reason: &str, message: &str| Fact::KustomizationReady {
+        kustomization: "app-operator-health".into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+    };
+    let created = kustomization(None);
+    assert_eq!(kustomization_ready_facts(None, &created, false), []);
+    let trying = kustomization(Some((
+        "Unknown",
+        "Progressing",
+        "Reconciliation in progress",
+    )));
+    assert_eq!(
+        kustomization_ready_facts(Some(&created), &trying, false),
+        [fact("Unknown", "Progressing", "Reconciliation in progress")]
+    );
+    // A new message alone (the health check's own words) is no change.
+    let checking = kustomization(Some(("Unknown", "Progressing", "Running health checks")));
+    assert_eq!(
+        kustomization_ready_facts(Some(&trying), &checking, false),
+        []
+    );
+    let ready = kustomization(Some((
+        "True",
+        "ReconciliationSucceeded",
+        "Applied revision: r",
+    )));
+    assert_eq!(
+        kustomization_ready_facts(Some(&checking), &ready, false),
+        [fact(
+            "True",
+            "ReconciliationSucceeded",
+            "Applied revision: r"
+        )]
+    );
+    // First seen already with a condition: what it says counts.
+    assert_eq!(
+        kustomization_ready_facts(None, &ready, false),
+        [fact(
+            "True",
+            "ReconciliationSucceeded",
+            "Applied revision: r"
+        )]
+    );
+    assert_eq!(kustomization_ready_facts(Some(&ready), &ready, true), []);
+}
