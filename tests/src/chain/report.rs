@@ -92,6 +92,9 @@ impl ArmReport {
         let mut inconclusive = Vec::new();
         for (index, run) in self.runs.iter().enumerate() {
             let name = format!("run {} ({})", index + 1, run.namespace);
+            for failed in &run.judgement.failed_checks {
+                not_met.push(format!("{name}: {failed}"));
+            }
             if run.judgement.verdict == RunFinding::Inconclusive {
                 inconclusive.push(format!("{name}: {}", run.judgement.inconclusive.join("; ")));
             } else if let Err(why) = self.arm.check(run.judgement.verdict, run.judgement.damaged) {
@@ -317,6 +320,7 @@ mod tests {
                 } else {
                     Vec::new()
                 },
+                failed_checks: Vec::new(),
                 evidence: Vec::new(),
                 pending_seconds: Some(20.0),
                 load_margin_seconds: Some(15.0),
@@ -361,6 +365,25 @@ mod tests {
                 .nth(1)
                 .is_some_and(|row| row.starts_with("gate-on-slow-cumulative")),
             "{table}"
+        );
+    }
+
+    /// A held run whose Flux health check broke a rule misses the arm's
+    /// expectation (exit 1), in the check's words.
+    #[test]
+    fn a_failed_check_fails_a_held_run() {
+        let mut failed = run(RunFinding::Held, false);
+        failed.judgement.failed_checks =
+            vec!["Flux's health check: Kustomization h was never applied".into()];
+        let report = ArmReport {
+            arm: Arm::default(),
+            runs: vec![run(RunFinding::Held, false), failed],
+        };
+        assert_eq!(
+            report.outcome(),
+            Outcome::NotMet(vec![
+                "run 2 (race-1): Flux's health check: Kustomization h was never applied".into()
+            ])
         );
     }
 

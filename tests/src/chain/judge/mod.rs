@@ -62,6 +62,7 @@
 //! | `applies.rs` | a deployer's applies: accepted, refused by the policy, failed otherwise (by cause) |
 //! | `timing.rs` | how long the next release waited, how soon OLM or the deployer moved |
 //! | `holes.rs` | the holes that make a run inconclusive |
+//! | `health.rs` | Flux's health check of the record, under Flux: its three rules |
 //! | `end.rs` | the end state; whether the chain ended or stopped for good |
 //! | `damage.rs` | migrations, the data present before, the writer's writes |
 //! | `tests.rs` | the table tests |
@@ -76,6 +77,7 @@ use super::writer::WriterCheck;
 mod applies;
 mod damage;
 mod end;
+mod health;
 mod holes;
 mod load;
 mod race;
@@ -84,6 +86,7 @@ mod tests;
 mod timing;
 
 pub use end::{chain_ended, chain_stopped};
+pub use health::settled as health_check_settled;
 pub use race::race_of;
 pub use timing::{AfterRestore, after_restore};
 
@@ -274,6 +277,10 @@ pub struct Judgement {
     pub pending_seconds: Option<f64>,
     /// Middle Job's success minus the next CSV's creation.
     pub load_margin_seconds: Option<f64>,
+    /// The checks of the run that failed besides the verdict, in the
+    /// user's words (Flux's health check: `health.rs`): any makes the run
+    /// miss its arm's expectation.
+    pub failed_checks: Vec<String>,
     /// Whether the load check held (`None`: not measurable, said in evidence).
     pub load_ok: Option<bool>,
     /// How soon OLM let the next release through once its status copy of
@@ -348,6 +355,7 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
             gap.evidence.join("; ")
         ));
     }
+    let failed_checks = health::flux_health(events, zero, &mut evidence);
     let mut inconclusive = holes(events, chain, checks, zero);
     let moved = moved_on(events, chain, zero);
     let verdict = if !inconclusive.is_empty() {
@@ -396,6 +404,7 @@ pub fn judge(events: &[Event], chain: &Chain, checks: &EndChecks) -> Judgement {
         raced,
         damaged,
         inconclusive,
+        failed_checks,
         evidence,
         pending_seconds,
         load_margin_seconds,

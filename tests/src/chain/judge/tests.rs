@@ -8,6 +8,7 @@ use crate::chain::write_failures::WriteFailures;
 use crate::chain::writer::Damage as WriteDamage;
 
 mod deployers;
+mod health;
 mod holes;
 
 fn at(tenths: i64) -> Timestamp {

@@ -143,6 +143,7 @@ impl RunReport {
             "raced": self.judgement.raced,
             "damaged": self.judgement.damaged,
             "inconclusive": self.judgement.inconclusive,
+            "failed_checks": self.judgement.failed_checks,
             "evidence": self.judgement.evidence,
             "timeline": self.events.iter().map(|event| timeline_entry(event, self.zero)).collect::<Vec<_>>(),
             "namespace": self.namespace,
