@@ -12,10 +12,28 @@
 //! of Flux's tries is a [`Fact::Deployed`], read from the Kustomization's
 //! status (`facts::flux_kustomization_facts`).
 //!
-//! Owns: the run's `ExternalArtifact` and Kustomization (in its namespace,
-//! gone with it: kustomize-controller prunes what it applied), the
-//! artifact server and the renderer (the chart's cluster-scoped RBAC goes
-//! when it drops). Must not touch: kustomize-controller itself.
+//! Beside it, the run exercises upgrade-gate's shipped Flux health check
+//! (`manifests/gitops/flux-health.yaml`, read and parsed, not copied):
+//! once the record says an upgrade is in progress after time zero, the
+//! runner creates Kustomization [`HEALTH`], which applies one ConfigMap
+//! from an `ExternalArtifact` of its own and carries the file's
+//! `healthChecks` (the record's namespace set to the run's) and
+//! `healthCheckExprs`, and Kustomization [`AFTER`], which `dependsOn` it
+//! and applies another ConfigMap. Their `Ready` conditions are facts
+//! (`facts::kustomization_ready_facts`); the judge's `health` rules say
+//! whether what depends on the operator waited for its upgrade. Why not at
+//! time zero itself: the record then still says the first release's
+//! upgrade `Complete` for about a second (until the middle release's init
+//! container records it in progress), and the expressions read states,
+//! not releases: a check that ran in that second would be `Ready` at
+//! once. The operator's own Kustomization is left exactly as it was.
+//!
+//! Owns: the run's `ExternalArtifact`s and Kustomizations (in its
+//! namespace, gone with it: kustomize-controller prunes what it applied),
+//! the artifact server and the renderer (the chart's cluster-scoped RBAC
+//! goes when it drops), the task that creates the health check's
+//! Kustomizations (stopped when the run drops). Must not touch:
+//! kustomize-controller itself.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -29,7 +47,7 @@ use serde_json::{Value, json};
 use super::{SetUp, bundle_examples, middle_release, object};
 use crate::chain::cluster::{BackupClaim, OlmCluster};
 use crate::chain::judge::Chain;
-use crate::chain::timeline::{Fact, Timeline, first};
+use crate::chain::timeline::{Fact, Timeline, first, first_after};
 use crate::chain::watches::{FactWatches, dynamic_api};
 use crate::helm::Helm;
 
@@ -46,6 +64,25 @@ pub const RETRY_INTERVAL: &str = "2m";
 const MIDDLE_APPLIED_WITHIN: Duration = Duration::from_secs(300);
 /// The file of each release's tarball.
 const MANIFESTS: &str = "manifests.yaml";
+
+/// The Kustomization (and its source) carrying the shipped health check.
+pub const HEALTH: &str = "app-operator-health";
+/// The Kustomization (and its source) that `dependsOn` [`HEALTH`].
+pub const AFTER: &str = "app-after-upgrade";
+/// The label of both, which their fact watch selects.
+pub const HEALTH_LABEL: (&str, &str) = ("upgrade-gate.dev/test-part", "flux-health");
+/// The shipped check, relative to the repository's root.
+pub const HEALTH_FILE: &str = "manifests/gitops/flux-health.yaml";
+/// How long one try of [`HEALTH`] polls the record (every 5 s:
+/// kustomize-controller's `checkHealth` waits with `Interval: 5 *
+/// time.Second`) before it gives up: a run's whole chain deadline (600
+/// s), so one try spans any upgrade of the run and `Ready` follows the
+/// record's `Complete` by at most one poll, never by a `retryInterval`.
+pub const HEALTH_TIMEOUT: &str = "10m";
+/// How long the record may take to say an upgrade is in progress once
+/// the source moved (its operator pod's init container
+/// records it; +1.1 s in the runs of 2026-12-07).
+const IN_PROGRESS_WITHIN: Duration = Duration::from_secs(300);
 
 /// Flux's Kustomizations in `namespace`.
 pub fn kustomizations(client: &Client, namespace: &str) -> Api<DynamicObject> {
@@ -97,6 +134,86 @@ pub fn kustomization(namespace: &str) -> Value {
     })
 }
 
+/// The shipped check's `healthChecks` (each entry's namespace set to
+/// `namespace`: the record is the operator's namespace's) and its
+/// `healthCheckExprs`, as they are, from the text of [`HEALTH_FILE`].
+pub fn shipped_health(text: &str, namespace: &str) -> Result<(Value, Value), String> {
+    let file: Value =
+        serde_yaml::from_str(text).map_err(|error| format!("{HEALTH_FILE}: {error}"))?;
+    let mut checks = file["spec"]["healthChecks"].clone();
+    let entries = checks
+        .as_array_mut()
+        .filter(|entries| !entries.is_empty())
+        .ok_or_else(|| format!("{HEALTH_FILE}: no spec.healthChecks"))?;
+    for entry in entries {
+        entry["namespace"] = json!(namespace);
+    }
+    let exprs = file["spec"]["healthCheckExprs"].clone();
+    if exprs.as_array().is_none_or(Vec::is_empty) {
+        return Err(format!("{HEALTH_FILE}: no spec.healthCheckExprs"));
+    }
+    Ok((checks, exprs))
+}
+
+/// A Kustomization of the health check: `name`'s ConfigMap from source
+/// `name` into `namespace`, tried again after a minute when a try failed,
+/// labelled [`HEALTH_LABEL`]; `extra` merged into its `spec`.
+fn health_part(namespace: &str, name: &str, timeout: &str, extra: Value) -> Value {
+    let mut kustomization = json!({
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "kind": "Kustomization",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {HEALTH_LABEL.0: HEALTH_LABEL.1},
+        },
+        "spec": {
+            "interval": INTERVAL,
+            "retryInterval": "1m",
+            "timeout": timeout,
+            "path": "./",
+            "prune": true,
+            "wait": false,
+            "targetNamespace": namespace,
+            "sourceRef": {"kind": "ExternalArtifact", "name": name},
+        },
+    });
+    if let (Some(spec), Value::Object(extra)) = (kustomization["spec"].as_object_mut(), extra) {
+        spec.extend(extra);
+    }
+    kustomization
+}
+
+/// Kustomization [`HEALTH`]: one ConfigMap, and the shipped check
+/// (`checks`, `exprs`: [`shipped_health`]). `wait: false`, so that it
+/// waits for the checks' objects alone (the record), not for the
+/// ConfigMap; [`HEALTH_TIMEOUT`].
+pub fn health_kustomization(namespace: &str, checks: &Value, exprs: &Value) -> Value {
+    health_part(
+        namespace,
+        HEALTH,
+        HEALTH_TIMEOUT,
+        json!({"healthChecks": checks, "healthCheckExprs": exprs}),
+    )
+}
+
+/// Kustomization [`AFTER`]: another ConfigMap, once [`HEALTH`] is Ready
+/// (kustomize-controller checks a dependency when it reconciles, and again
+/// after `--requeue-dependency` while it is not Ready: no event wakes it).
+pub fn after_kustomization(namespace: &str) -> Value {
+    health_part(
+        namespace,
+        AFTER,
+        "2m",
+        json!({"dependsOn": [{"name": HEALTH}]}),
+    )
+}
+
+/// The harmless object each health-check Kustomization applies.
+fn config_map(name: &str, what: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  what: {what}\n")
+}
+
 /// The `status` of an `ExternalArtifact` serving `artifact` as `revision`.
 pub fn artifact_status(artifact: &Artifact, revision: &str, at: Timestamp) -> Value {
     json!({"status": {"artifact": {
@@ -118,6 +235,24 @@ pub(super) struct FluxRun {
     namespace: String,
     /// Renders the manifests; its drop removes the chart's cluster RBAC.
     _helm: Helm,
+    /// The shipped check ([`shipped_health`]), read at the set-up.
+    health: (Value, Value),
+    /// Creates the health check's Kustomizations once the record says
+    /// an upgrade is in progress after time zero; aborted on drop.
+    health_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for FluxRun {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .health_task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
 }
 
 impl FluxRun {
@@ -179,6 +314,111 @@ impl FluxRun {
         let next = &chain.next;
         self.point_source_at(next).await;
         timeline.push(source_moved(next));
+        self.start_health_check(timeline, at);
+    }
+
+    /// In the background: waits until the record says an upgrade is in
+    /// progress after time zero (`zero`: the middle release's, or with no
+    /// brake the next one's when it overtook it), then creates
+    /// Kustomizations [`HEALTH`] and [`AFTER`] (a failure is a fact of the
+    /// run: the judge then finds no `Ready` of theirs).
+    fn start_health_check(&self, timeline: &Timeline, zero: Timestamp) {
+        let (admin, ns, timeline) = (self.admin.clone(), self.namespace.clone(), timeline.clone());
+        let (checks, exprs) = self.health.clone();
+        let task = tokio::spawn(async move {
+            let in_progress = timeline
+                .wait_for(IN_PROGRESS_WITHIN, |events| {
+                    first_after(events, zero, |fact| {
+                        matches!(fact, Fact::AdmissionRecord { state, .. } if state == "InProgress")
+                    })
+                    .map(|_| ())
+                })
+                .await;
+            if let Err(error) = in_progress {
+                timeline.push(Fact::Injected {
+                    what: format!(
+                        "Flux's health check not created: the record did not say an upgrade InProgress within {IN_PROGRESS_WITHIN:?} of time zero: {error}"
+                    ),
+                });
+                return;
+            }
+            let api = kustomizations(&admin, &ns);
+            for (name, kustomization) in [
+                (HEALTH, health_kustomization(&ns, &checks, &exprs)),
+                (AFTER, after_kustomization(&ns)),
+            ] {
+                let what = match api
+                    .create(&PostParams::default(), &object(kustomization))
+                    .await
+                {
+                    Ok(_) => format!("Kustomization {name} created (Flux's health check)"),
+                    Err(error) => format!("creating Kustomization {name} failed: {error}"),
+                };
+                timeline.push(Fact::Injected { what });
+            }
+        });
+        *self
+            .health_task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
+    }
+}
+
+/// How long after the chain's end the run waits for the health check's
+/// dependent to be applied: its check polls every 5 s, the dependent
+/// looks again every `--requeue-dependency` (5 s on the local cluster).
+const HEALTH_SETTLED_WITHIN: Duration = Duration::from_secs(120);
+
+impl FluxRun {
+    /// Waits (at most [`HEALTH_SETTLED_WITHIN`]) until the health check's
+    /// dependent was applied, so that the judge sees the check through;
+    /// says so when it was not (the judge then says which rule broke).
+    pub(super) async fn wait_health_settled(&self, timeline: &Timeline, namespace: &str) {
+        let settled = timeline
+            .wait_for(HEALTH_SETTLED_WITHIN, |events| {
+                crate::chain::judge::health_check_settled(events).then_some(())
+            })
+            .await;
+        if let Err(error) = settled {
+            println!(
+                "{namespace}: Kustomization {AFTER} was not applied within {HEALTH_SETTLED_WITHIN:?} of the chain's end: {error}"
+            );
+        }
+    }
+}
+
+/// Publishes the health check's two sources (a ConfigMap each) and
+/// creates their `ExternalArtifact`s, ready before any Kustomization
+/// reads them.
+async fn publish_health_sources(server: &ArtifactServer, admin: &Client, ns: &str) {
+    let api = external_artifacts(admin, ns);
+    for (name, what) in [
+        (HEALTH, "applied-with-the-health-check"),
+        (AFTER, "applied-once-the-operator-upgraded"),
+    ] {
+        let manifests = config_map(name, what);
+        let artifact = server.publish(&format!("{ns}/{name}"), &[(MANIFESTS, &manifests)]);
+        let revision = format!("{name}@{}", artifact.digest);
+        api.create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "source.toolkit.fluxcd.io/v1",
+                "kind": "ExternalArtifact",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {},
+            })),
+        )
+        .await
+        .unwrap_or_else(|error| panic!("creating ExternalArtifact {name}: {error}"));
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(artifact_status(&artifact, &revision, Timestamp::now())),
+        )
+        .await
+        .unwrap_or_else(|error| {
+            panic!("pointing ExternalArtifact {name} at its ConfigMap: {error}")
+        });
     }
 }
 
@@ -229,12 +469,19 @@ pub(super) async fn install_first_release(
     let server = ArtifactServer::start(flux.artifacts_ip)
         .await
         .unwrap_or_else(|error| panic!("the artifact server: {error}"));
+    let health_file = crate::repository_root().join(HEALTH_FILE);
+    let health = std::fs::read_to_string(&health_file)
+        .map_err(|error| format!("reading {}: {error}", health_file.display()))
+        .and_then(|text| shipped_health(&text, &ns))
+        .unwrap_or_else(|error| panic!("Flux's health check: {error}"));
     let run = FluxRun {
         server,
         manifests,
         admin: admin.clone(),
         namespace: ns.clone(),
         _helm: helm,
+        health,
+        health_task: std::sync::Mutex::new(None),
     };
     crate::operator_install::install_app_crd(&admin).await;
     set_up.watch_apps().await;
@@ -264,6 +511,20 @@ pub(super) async fn install_first_release(
         ),
     });
     let created = set_up.create_app_ready(&bundle_examples(from), from).await;
+    publish_health_sources(&run.server, &admin, &ns).await;
+    set_up
+        .fact_watches
+        .watch_flux_health(
+            &admin,
+            &ns,
+            &format!("{}={}", HEALTH_LABEL.0, HEALTH_LABEL.1),
+            set_up.timeline,
+        )
+        .await;
+    set_up.timeline.push(Fact::HealthCheckSetUp {
+        kustomization: HEALTH.to_owned(),
+        dependent: AFTER.to_owned(),
+    });
     println!(
         "{ns}: {from} applied by Flux, its App Ready, {:.1} s after the Kustomization's creation",
         started.elapsed().as_secs_f64()
@@ -331,5 +592,36 @@ mod tests {
             json!({"kind": "ExternalArtifact", "name": NAME})
         );
         assert_eq!(kustomization["spec"]["wait"], false);
+    }
+
+    #[test]
+    fn the_health_check_carries_the_shipped_file_with_the_runs_namespace() {
+        let text = std::fs::read_to_string(crate::repository_root().join(HEALTH_FILE))
+            .expect("the shipped check");
+        let file: Value = serde_yaml::from_str(&text).expect("YAML");
+        let (checks, exprs) = shipped_health(&text, "shop").expect("the shipped check");
+        assert_eq!(
+            checks,
+            json!([{"apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "UpgradeRecord",
+                    "name": "upgrade-gate", "namespace": "shop"}])
+        );
+        // The expressions as shipped, not a copy.
+        assert_eq!(exprs, file["spec"]["healthCheckExprs"]);
+        let health = health_kustomization("shop", &checks, &exprs);
+        assert_eq!(health["metadata"]["name"], HEALTH);
+        assert_eq!(health["metadata"]["labels"][HEALTH_LABEL.0], HEALTH_LABEL.1);
+        assert_eq!(health["spec"]["healthChecks"], checks);
+        assert_eq!(health["spec"]["healthCheckExprs"], exprs);
+        assert_eq!(health["spec"]["timeout"], HEALTH_TIMEOUT);
+        assert_eq!(health["spec"]["wait"], false);
+        assert_eq!(health["spec"]["sourceRef"]["name"], HEALTH);
+        let after = after_kustomization("shop");
+        assert_eq!(after["spec"]["dependsOn"], json!([{"name": HEALTH}]));
+        assert_eq!(after["spec"]["sourceRef"]["name"], AFTER);
+        assert!(after["spec"]["healthChecks"].is_null());
+        // The operator's own Kustomization carries neither.
+        assert!(kustomization("shop")["spec"]["healthChecks"].is_null());
+        assert!(kustomization("shop")["spec"]["dependsOn"].is_null());
+        assert!(shipped_health("spec: {}", "shop").is_err());
     }
 }

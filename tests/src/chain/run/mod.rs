@@ -642,6 +642,10 @@ impl ChainRun {
         let chain_seconds = self
             .switched
             .map_or(0.0, |switched| switched.elapsed().as_secs_f64());
+        if let Some(flux) = &self.flux {
+            flux.wait_health_settled(&self.timeline, &self.namespace.name)
+                .await;
+        }
         let writes = match self.writer.take() {
             Some(writer) => writer.stop().await,
             None => Vec::new(),
