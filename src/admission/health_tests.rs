@@ -7,7 +7,9 @@
 //! Both must tell the same story: Healthy/current when every entry is
 //! Complete, Progressing/inProgress while one runs (or none recorded),
 //! Degraded/failed when one reports a failure — with the failure's words.
-//! No Argo CD or Flux controller runs these here (docs/gitops.md).
+//! No Argo CD controller runs these here; Flux's kustomize-controller runs
+//! the expressions in every Flux run of the chain (docs/gitops.md, "Flux
+//! health, run here").
 
 use cel::{Context, Program, Value as Cel};
 use mlua::{Lua, LuaOptions, StdLib, Value as LuaValue};
