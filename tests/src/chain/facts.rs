@@ -585,15 +585,13 @@ pub fn kustomization_ready_facts(
     if deleted {
         return Vec::new();
     }
-    let ready = |object: &Value| {
-        flux_condition(object, "Ready")
-            .map(|(status, reason, _)| (status.to_owned(), reason.to_owned()))
+    let Some((status, reason, message)) = flux_condition(current, "Ready") else {
+        return Vec::new();
     };
-    let now = ready(current);
-    if now.is_none() || previous.and_then(ready) == now {
+    let before = previous.and_then(|previous| flux_condition(previous, "Ready"));
+    if before.is_some_and(|(was, why, _)| (was, why) == (status, reason)) {
         return Vec::new();
     }
-    let (status, reason, message) = flux_condition(current, "Ready").unwrap_or_default();
     vec![Fact::KustomizationReady {
         kustomization: name(current),
         status: status.to_owned(),

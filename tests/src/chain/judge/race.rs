@@ -6,7 +6,7 @@
 //! evidence lines for the race (or for a chain that jumped over the middle
 //! release). Must not touch: anything but the timeline.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 
@@ -60,43 +60,32 @@ pub(super) fn completion(
     ))
 }
 
-/// When each operator pod of `release` was created and when it stopped.
-/// A pod stops when its deletion is asked for (or it is gone), or when its
-/// operator container exits and does not run again in the same pod: an
-/// exit the kubelet restarts (the leader stepping down when it could not
-/// renew its Lease exits 3) is a restart, not a stop.
-pub(super) fn operator_pods(
-    events: &[Event],
-    release: &str,
-) -> BTreeMap<String, (Timestamp, Option<(Timestamp, String)>)> {
-    /// What an event says of a pod's life.
-    enum Mark {
-        /// Deletion asked for, or gone: final.
-        Stopping,
-        /// The operator container exited: a stop unless it runs again.
-        Exited,
-        /// The operator container runs (again).
-        Running,
-        Other,
-    }
-    let mut pods: BTreeMap<String, (Timestamp, Option<(Timestamp, String)>)> = BTreeMap::new();
-    // Pods whose recorded stop is an exit the container may come back from.
-    let mut exited: BTreeSet<String> = BTreeSet::new();
+/// The operator pods of a release: when each was created and when it
+/// stopped, and each exit of its operator container the kubelet ran again
+/// in the same pod (the exit's event, the event of its running again).
+pub(super) struct OperatorPods<'a> {
+    pub(super) lives: BTreeMap<String, (Timestamp, Option<(Timestamp, String)>)>,
+    pub(super) restarts: Vec<(&'a Event, &'a Event)>,
+}
+
+/// [`OperatorPods`] of `release`. A pod stops when its deletion is asked
+/// for (or it is gone), or when its operator container exits and does not
+/// run again in the same pod: an exit the kubelet restarts (the leader
+/// stepping down when it could not renew its Lease exits 3) is a restart,
+/// not a stop.
+pub(super) fn operator_pods<'a>(events: &'a [Event], release: &str) -> OperatorPods<'a> {
+    let mut lives: BTreeMap<String, (Timestamp, Option<(Timestamp, String)>)> = BTreeMap::new();
+    let mut restarts = Vec::new();
+    // The exit each pod's recorded stop is, while it may still come back.
+    let mut exited: BTreeMap<String, &Event> = BTreeMap::new();
     for event in events {
-        let (pod, mark) = match &event.fact {
+        let (pod, change) = match &event.fact {
             Fact::Pod {
                 pod,
                 kind: PodKind::Operator,
                 release: of,
                 change,
-            } if of == release => (
-                pod,
-                match change {
-                    PodChange::Stopping | PodChange::Deleted => Mark::Stopping,
-                    PodChange::Started => Mark::Running,
-                    PodChange::Created | PodChange::Ready => Mark::Other,
-                },
-            ),
+            } if of == release => (pod, Some(*change)),
             Fact::PodExited {
                 pod,
                 kind: PodKind::Operator,
@@ -104,61 +93,33 @@ pub(super) fn operator_pods(
                 container,
                 ..
             } if of == release && container == crate::chain::facts::OPERATOR_CONTAINER => {
-                (pod, Mark::Exited)
+                (pod, None)
             }
             _ => continue,
         };
-        let entry = pods.entry(pod.clone()).or_insert((event.at, None));
-        match mark {
-            Mark::Stopping => {
-                if entry.1.is_none() {
-                    entry.1 = Some((event.at, event.fact.to_string()));
-                }
+        let life = lives.entry(pod.clone()).or_insert((event.at, None));
+        match change {
+            Some(PodChange::Stopping | PodChange::Deleted) => {
+                life.1
+                    .get_or_insert_with(|| (event.at, event.fact.to_string()));
                 exited.remove(pod);
             }
-            Mark::Exited => {
-                if entry.1.is_none() {
-                    entry.1 = Some((event.at, event.fact.to_string()));
-                    exited.insert(pod.clone());
+            Some(PodChange::Started) => {
+                if let Some(exit) = exited.remove(pod) {
+                    life.1 = None;
+                    restarts.push((exit, event));
                 }
             }
-            Mark::Running => {
-                if exited.remove(pod) {
-                    entry.1 = None;
+            Some(PodChange::Created | PodChange::Ready) => {}
+            None => {
+                if life.1.is_none() {
+                    life.1 = Some((event.at, event.fact.to_string()));
+                    exited.insert(pod.clone(), event);
                 }
             }
-            Mark::Other => {}
         }
     }
-    pods
-}
-
-/// Each exit of `release`'s operator container that ran again in the same
-/// pod, with the event of its running again.
-fn restarts_in_place<'a>(events: &'a [Event], release: &str) -> Vec<(&'a Event, &'a Event)> {
-    let mut restarts = Vec::new();
-    for (index, exit) in events.iter().enumerate() {
-        let Fact::PodExited {
-            pod,
-            kind: PodKind::Operator,
-            release: of,
-            container,
-            ..
-        } = &exit.fact
-        else {
-            continue;
-        };
-        if of != release || container != crate::chain::facts::OPERATOR_CONTAINER {
-            continue;
-        }
-        let again = events[index + 1..].iter().find(|event| {
-            matches!(&event.fact, Fact::Pod { pod: p, kind: PodKind::Operator, change: PodChange::Started, .. } if p == pod)
-        });
-        if let Some(again) = again {
-            restarts.push((exit, again));
-        }
-    }
-    restarts
+    OperatorPods { lives, restarts }
 }
 
 pub(super) fn race(
@@ -193,15 +154,18 @@ pub(super) fn race(
         }
     }
     let middle_pods = operator_pods(events, middle);
-    let last_middle = middle_pods.iter().max_by_key(|(_, (created, _))| *created);
+    let last_middle = middle_pods
+        .lives
+        .iter()
+        .max_by_key(|(_, (created, _))| *created);
     let stopped = last_middle.and_then(|(_, (_, stop))| stop.clone());
-    if middle_pods.len() > 1 {
+    if middle_pods.lives.len() > 1 {
         evidence.push(format!(
             "{middle} ran {} operator pods; only the last one's stop ends {middle}'s operator",
-            middle_pods.len()
+            middle_pods.lives.len()
         ));
     }
-    for (exit, again) in restarts_in_place(events, middle) {
+    for (exit, again) in &middle_pods.restarts {
         evidence.push(format!(
             "{}: {}, and ran again in the same pod at {}: a restart, not a stop",
             offset(zero, exit.at),

@@ -79,6 +79,10 @@ pub const HEALTH_FILE: &str = "manifests/gitops/flux-health.yaml";
 /// s), so one try spans any upgrade of the run and `Ready` follows the
 /// record's `Complete` by at most one poll, never by a `retryInterval`.
 pub const HEALTH_TIMEOUT: &str = "10m";
+/// How long after the chain's end the run waits for the health check's
+/// dependent to be applied: its check polls every 5 s, the dependent
+/// looks again every `--requeue-dependency` (5 s on the local cluster).
+const HEALTH_SETTLED_WITHIN: Duration = Duration::from_secs(120);
 /// How long the record may take to say an upgrade is in progress once
 /// the source moved (its operator pod's init container
 /// records it; +1.1 s in the runs of 2026-12-07).
@@ -239,17 +243,12 @@ pub(super) struct FluxRun {
     health: (Value, Value),
     /// Creates the health check's Kustomizations once the record says
     /// an upgrade is in progress after time zero; aborted on drop.
-    health_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    health_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for FluxRun {
     fn drop(&mut self) {
-        if let Some(task) = self
-            .health_task
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-        {
+        if let Some(task) = self.health_task.take() {
             task.abort();
         }
     }
@@ -268,16 +267,7 @@ impl FluxRun {
             &[(MANIFESTS, manifests)],
         );
         let revision = revision(release, &artifact);
-        external_artifacts(&self.admin, &self.namespace)
-            .patch_status(
-                NAME,
-                &PatchParams::default(),
-                &Patch::Merge(artifact_status(&artifact, &revision, Timestamp::now())),
-            )
-            .await
-            .unwrap_or_else(|error| {
-                panic!("pointing ExternalArtifact {NAME} at {release}: {error}")
-            });
+        point_external_artifact(&self.admin, &self.namespace, NAME, &artifact, &revision).await;
         revision
     }
 
@@ -285,7 +275,7 @@ impl FluxRun {
     /// source to the middle release, waits until Flux applied it, then at
     /// once moves it to the next.
     pub(super) async fn start_upgrade(
-        &self,
+        &mut self,
         fact_watches: &mut FactWatches,
         timeline: &Timeline,
         chain: &Chain,
@@ -322,7 +312,7 @@ impl FluxRun {
     /// brake the next one's when it overtook it), then creates
     /// Kustomizations [`HEALTH`] and [`AFTER`] (a failure is a fact of the
     /// run: the judge then finds no `Ready` of theirs).
-    fn start_health_check(&self, timeline: &Timeline, zero: Timestamp) {
+    fn start_health_check(&mut self, timeline: &Timeline, zero: Timestamp) {
         let (admin, ns, timeline) = (self.admin.clone(), self.namespace.clone(), timeline.clone());
         let (checks, exprs) = self.health.clone();
         let task = tokio::spawn(async move {
@@ -357,19 +347,9 @@ impl FluxRun {
                 timeline.push(Fact::Injected { what });
             }
         });
-        *self
-            .health_task
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(task);
+        self.health_task = Some(task);
     }
-}
 
-/// How long after the chain's end the run waits for the health check's
-/// dependent to be applied: its check polls every 5 s, the dependent
-/// looks again every `--requeue-dependency` (5 s on the local cluster).
-const HEALTH_SETTLED_WITHIN: Duration = Duration::from_secs(120);
-
-impl FluxRun {
     /// Waits (at most [`HEALTH_SETTLED_WITHIN`]) until the health check's
     /// dependent was applied, so that the judge sees the check through;
     /// says so when it was not (the judge then says which rule broke).
@@ -391,35 +371,50 @@ impl FluxRun {
 /// creates their `ExternalArtifact`s, ready before any Kustomization
 /// reads them.
 async fn publish_health_sources(server: &ArtifactServer, admin: &Client, ns: &str) {
-    let api = external_artifacts(admin, ns);
     for (name, what) in [
         (HEALTH, "applied-with-the-health-check"),
         (AFTER, "applied-once-the-operator-upgraded"),
     ] {
         let manifests = config_map(name, what);
         let artifact = server.publish(&format!("{ns}/{name}"), &[(MANIFESTS, &manifests)]);
-        let revision = format!("{name}@{}", artifact.digest);
-        api.create(
+        create_external_artifact(admin, ns, name).await;
+        point_external_artifact(admin, ns, name, &artifact, &revision(name, &artifact)).await;
+    }
+}
+
+/// Creates `ExternalArtifact` `name` in `namespace`, with no status: the
+/// runner sets it ([`point_external_artifact`]).
+async fn create_external_artifact(admin: &Client, namespace: &str, name: &str) {
+    external_artifacts(admin, namespace)
+        .create(
             &PostParams::default(),
             &object(json!({
                 "apiVersion": "source.toolkit.fluxcd.io/v1",
                 "kind": "ExternalArtifact",
-                "metadata": {"name": name, "namespace": ns},
+                "metadata": {"name": name, "namespace": namespace},
                 "spec": {},
             })),
         )
         .await
         .unwrap_or_else(|error| panic!("creating ExternalArtifact {name}: {error}"));
-        api.patch_status(
+}
+
+/// Points `ExternalArtifact` `name` at `artifact`, published as `revision`.
+async fn point_external_artifact(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+    artifact: &Artifact,
+    revision: &str,
+) {
+    external_artifacts(admin, namespace)
+        .patch_status(
             name,
             &PatchParams::default(),
-            &Patch::Merge(artifact_status(&artifact, &revision, Timestamp::now())),
+            &Patch::Merge(artifact_status(artifact, revision, Timestamp::now())),
         )
         .await
-        .unwrap_or_else(|error| {
-            panic!("pointing ExternalArtifact {name} at its ConfigMap: {error}")
-        });
-    }
+        .unwrap_or_else(|error| panic!("pointing ExternalArtifact {name} at {revision}: {error}"));
 }
 
 fn source_moved(release: &str) -> Fact {
@@ -481,22 +476,11 @@ pub(super) async fn install_first_release(
         namespace: ns.clone(),
         _helm: helm,
         health,
-        health_task: std::sync::Mutex::new(None),
+        health_task: None,
     };
     crate::operator_install::install_app_crd(&admin).await;
     set_up.watch_apps().await;
-    external_artifacts(&admin, &ns)
-        .create(
-            &PostParams::default(),
-            &object(json!({
-                "apiVersion": "source.toolkit.fluxcd.io/v1",
-                "kind": "ExternalArtifact",
-                "metadata": {"name": NAME, "namespace": ns},
-                "spec": {},
-            })),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("creating ExternalArtifact {NAME}: {error}"));
+    create_external_artifact(&admin, &ns, NAME).await;
     let from = &chain.from;
     let started = Instant::now();
     let revision = run.point_source_at(from).await;

@@ -484,7 +484,7 @@ impl ChainRun {
                 .await;
             return;
         }
-        if let Some(flux) = &self.flux {
+        if let Some(flux) = &mut self.flux {
             flux.start_upgrade(&mut self.fact_watches, &self.timeline, &self.chain, at)
                 .await;
             return;
