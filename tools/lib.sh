@@ -103,16 +103,19 @@ module_dir() {
 
 # The directory handed to the harness (UPGRADE_GATE_TOOLS) for tool set $1
 # (default all): bin/ links every binary of the set, crds/ holds OLM's CRDs
-# (and olm-v1/ OLM v1's, for all). Keyed by the set's modules' dirs, so a
-# bump of any go.sum gives a new directory and old ones stay valid. The all
-# set's is current-<hash>, as before the sets.
+# (and olm-v1/ OLM v1's, for all). Keyed by the set's modules' dirs and its
+# binaries' names, so a bump of any go.sum, or a binary added to the set,
+# gives a new directory and old ones stay valid. The all set's is
+# current-<hash>, as before the sets.
 current_dir() {
-  local set=${1:-all} module modules
+  local set=${1:-all} module modules binaries
   modules=$(set_modules "$set") || return 2
+  binaries=$(set_binaries "$set") || return 2
   local key=""
   for module in $modules; do
     key+="$(basename "$(module_dir "$module")")"$'\n'
   done
+  key+=$binaries
   local prefix=current
   [[ $set == all ]] || prefix=$set
   printf '%s/tools/%s-%s\n' "$cache_root" "$prefix" "$(printf '%s' "$key" | short_hash)"
