@@ -38,8 +38,8 @@ set_binaries() {
   )
   case $1 in
     olm-v0) printf '%s\n' "${olm_v0[@]}" ;;
-    helm) printf '%s\n' "${olm_v0[@]}" helm ;;
-    kubectl) printf '%s\n' "${olm_v0[@]}" kubectl helm ;;
+    # kubectl in both: the pipeline waits on the record with `kubectl wait`.
+    helm | kubectl) printf '%s\n' "${olm_v0[@]}" kubectl helm ;;
     olm-v1) printf '%s\n' "${olm_v0[@]}" operator-controller catalogd registry ;;
     flux) printf '%s\n' "${olm_v0[@]}" helm kustomize-controller ;;
     all) printf '%s\n' "${olm_v0[@]}" kubectl operator-verify validate-bundle \

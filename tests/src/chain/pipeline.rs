@@ -5,11 +5,18 @@
 //! `helm template` renders it — what a GitOps pipeline applies). OLM v1
 //! and Flux move on by themselves and are not among them.
 //!
+//! After a refusal the pipeline waits as docs/deploy-helm.md tells a
+//! pipeline to: `kubectl wait` until the namespace's UpgradeRecord says the
+//! operator's upgrade is Complete, then it tries again.
+//!
 //! Owns: the [`Helm`] it renders with (its charts, manifests and the
 //! cluster-scoped RBAC a release creates, removed when it drops) and the
 //! commands it runs. Must not touch: anything but what the commands apply.
 
 use std::path::Path;
+use std::time::Duration;
+
+use upgrade_gate::admission::{COMPLETE, RECORD_GROUP, RECORD_NAME, RECORD_PLURAL};
 
 use super::judge::Deployer;
 use crate::helm::Helm;
@@ -17,6 +24,10 @@ use crate::kubectl::Kubectl;
 
 /// The field manager of the kubectl pipeline's applies.
 const FIELD_MANAGER: &str = "upgrade-gate-pipeline";
+
+/// The operator's Deployment in the sample's chart: its entry in the
+/// namespace's UpgradeRecord is named after it.
+const OPERATOR_DEPLOYMENT: &str = "app-operator";
 
 /// What one push said.
 #[derive(Debug)]
@@ -27,10 +38,21 @@ pub struct Pushed {
     pub output: String,
 }
 
-/// Helm, or kubectl with Helm rendering the manifests.
+/// How a pipeline pushes a release.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Push {
+    /// `helm upgrade --install` of the release's chart.
+    HelmUpgrade,
+    /// `kubectl apply --server-side` of the chart as Helm renders it.
+    KubectlApply,
+}
+
+/// Helm, or kubectl with Helm rendering the manifests; kubectl waits on
+/// the record for both.
 pub struct Pipeline {
     helm: Helm,
-    kubectl: Option<Kubectl>,
+    kubectl: Kubectl,
+    push: Push,
     namespace: String,
 }
 
@@ -46,44 +68,41 @@ impl Pipeline {
         image: &str,
         variant: &[&str],
     ) -> Option<Pipeline> {
-        let helm = || Helm::new(kubeconfig, namespace, image).with_variant(variant);
-        match deployer {
-            Deployer::Olm | Deployer::OlmV1 | Deployer::Flux => None,
-            Deployer::Helm => Some(Pipeline {
-                helm: helm(),
-                kubectl: None,
-                namespace: namespace.to_owned(),
-            }),
-            Deployer::Kubectl => Some(Pipeline {
-                helm: helm(),
-                kubectl: Some(Kubectl::new(kubeconfig)),
-                namespace: namespace.to_owned(),
-            }),
-        }
+        let push = match deployer {
+            Deployer::Olm | Deployer::OlmV1 | Deployer::Flux => return None,
+            Deployer::Helm => Push::HelmUpgrade,
+            Deployer::Kubectl => Push::KubectlApply,
+        };
+        Some(Pipeline {
+            helm: Helm::new(kubeconfig, namespace, image).with_variant(variant),
+            kubectl: Kubectl::new(kubeconfig),
+            push,
+            namespace: namespace.to_owned(),
+        })
     }
 
     /// The command, as the narration names it.
     pub fn command(&self) -> &'static str {
-        match self.kubectl {
-            None => "helm upgrade --install",
-            Some(_) => "kubectl apply --server-side",
+        match self.push {
+            Push::HelmUpgrade => "helm upgrade --install",
+            Push::KubectlApply => "kubectl apply --server-side",
         }
     }
 
     /// Pushes `release` once (blocking: call it off the async threads).
     pub fn push(&self, release: &str) -> Pushed {
-        match &self.kubectl {
-            None => {
+        match self.push {
+            Push::HelmUpgrade => {
                 let ran = self.helm.upgrade(release, &[]);
                 Pushed {
                     accepted: ran.success,
                     output: ran.output,
                 }
             }
-            Some(kubectl) => {
+            Push::KubectlApply => {
                 let manifests = self.helm.manifests(release);
                 let manifests = manifests.to_str().expect("a UTF-8 path");
-                let ran = kubectl.run(
+                let ran = self.kubectl.run(
                     &[
                         "apply",
                         "--server-side",
@@ -103,5 +122,63 @@ impl Pipeline {
                 }
             }
         }
+    }
+
+    /// Waits, at most `timeout`, until the namespace's UpgradeRecord says
+    /// the operator's upgrade is Complete: the `kubectl wait` of
+    /// docs/deploy-helm.md (blocking: call it off the async threads).
+    /// True when it said so; false when the time ran out or kubectl failed
+    /// (the caller tries again either way).
+    pub fn wait_for_complete(&self, timeout: Duration) -> bool {
+        let record = format!("{RECORD_PLURAL}.{RECORD_GROUP}/{RECORD_NAME}");
+        let condition = wait_condition(OPERATOR_DEPLOYMENT);
+        let timeout = format!("--timeout={}s", timeout.as_secs().max(1));
+        self.kubectl
+            .run(
+                &[
+                    "wait",
+                    &record,
+                    "--namespace",
+                    &self.namespace,
+                    &condition,
+                    &timeout,
+                ],
+                None,
+            )
+            .accepted
+    }
+}
+
+/// `kubectl wait`'s condition: the record's entry of `operator` says Complete.
+fn wait_condition(operator: &str) -> String {
+    format!("--for=jsonpath={{.spec.operators.{operator}.state}}={COMPLETE}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_is_the_one_the_helm_page_gives() {
+        let condition = wait_condition(OPERATOR_DEPLOYMENT);
+        assert_eq!(
+            condition,
+            "--for=jsonpath={.spec.operators.app-operator.state}=Complete"
+        );
+        let page = std::fs::read_to_string(crate::repository_root().join("docs/deploy-helm.md"))
+            .unwrap_or_else(|error| panic!("reading docs/deploy-helm.md: {error}"));
+        // The page's, for an operator named my-operator, quoted for the shell.
+        let quoted = wait_condition("my-operator")
+            .replacen("={", "='{", 1)
+            .replacen("}=", "}'=", 1);
+        assert_eq!(
+            quoted,
+            "--for=jsonpath='{.spec.operators.my-operator.state}'=Complete"
+        );
+        assert!(
+            page.contains(&quoted)
+                && page.contains(&format!("{RECORD_PLURAL}.{RECORD_GROUP}/{RECORD_NAME}")),
+            "docs/deploy-helm.md no longer gives the pipeline's wait ({quoted})"
+        );
     }
 }

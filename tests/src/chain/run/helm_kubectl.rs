@@ -42,7 +42,7 @@ pub(super) async fn install_first_release(
 }
 
 /// Time zero: the first apply of the middle release (the first release
-/// may not have recorded completion yet: retried every [`PUSH_RETRY`]).
+/// may not have recorded completion yet: tried again as [`push`] does).
 pub(super) async fn start_upgrade(pipeline: &Arc<Pipeline>, timeline: &Timeline, chain: &Chain) {
     let middle = middle_release(chain);
     push(
@@ -55,12 +55,14 @@ pub(super) async fn start_upgrade(pipeline: &Arc<Pipeline>, timeline: &Timeline,
     .await;
 }
 
-/// How often [`start_upgrade`] applies the middle release again
-/// under Helm until it is accepted.
+/// How often at most [`start_upgrade`] applies the middle release until
+/// it is accepted.
 const PUSH_RETRY: Duration = Duration::from_secs(1);
 
-/// Applies `release` every `retry` until accepted (each apply a fact);
-/// panics after `timeout`.
+/// Applies `release` until accepted (each apply a fact): after a refusal,
+/// waits until the record says the running release's upgrade Complete
+/// (`kubectl wait`), then tries again, at most once a `retry`; panics
+/// after `timeout`.
 pub(super) async fn push(
     pipeline: &Arc<Pipeline>,
     timeline: &Timeline,
@@ -77,14 +79,32 @@ pub(super) async fn push(
         if ran.accepted {
             return;
         }
+        let refused_at = tokio::time::Instant::now();
+        let left = deadline.saturating_duration_since(Instant::now());
         assert!(
-            Instant::now() < deadline,
+            !left.is_zero(),
             "{} of {release} still refused after {timeout:?}:\n{}",
             pipeline.command(),
             ran.output
         );
-        tokio::time::sleep(retry).await;
+        // As docs/deploy-helm.md's pipeline: wait for the record to say
+        // Complete, then try again, at most once a `retry` (a refusal the
+        // record's Complete does not lift would otherwise loop at once).
+        pipeline_wait(pipeline, left.min(WAIT_AT_MOST)).await;
+        tokio::time::sleep_until(refused_at + retry).await;
     }
+}
+
+/// The longest one `kubectl wait` of the pipeline lasts before it tries
+/// again anyway.
+const WAIT_AT_MOST: Duration = Duration::from_secs(60);
+
+/// One wait for the record's Complete, off the async threads.
+async fn pipeline_wait(pipeline: &Arc<Pipeline>, timeout: Duration) {
+    let pipeline = Arc::clone(pipeline);
+    tokio::task::spawn_blocking(move || pipeline.wait_for_complete(timeout))
+        .await
+        .unwrap_or_else(|error| panic!("waiting on the record: {error}"));
 }
 
 /// One push of `release`, off the async threads.

@@ -160,13 +160,13 @@ pub(super) fn admitted_story(deployer: Deployer) -> (&'static str, String) {
         Deployer::Helm => (
             "`helm install` (the chart of release 7.9.3)",
             format!(
-                "`helm upgrade` to 7.10.0, then at once to 7.10.1, retried every {PIPELINE_RETRY:?} until accepted, as a pipeline would (times from the first upgrade)"
+                "`helm upgrade` to 7.10.0, then at once to 7.10.1; refused, the pipeline waits for the record to say Complete (`kubectl wait`) and tries again, at most once every {PIPELINE_RETRY:?} (times from the first upgrade)"
             ),
         ),
         Deployer::Kubectl => (
             "`kubectl apply --server-side` of release 7.9.3's manifests (its chart as `helm template` renders it)",
             format!(
-                "`kubectl apply` of 7.10.0's manifests, then at once of 7.10.1's, retried every {PIPELINE_RETRY:?} until accepted, as a pipeline would (times from the first apply)"
+                "`kubectl apply` of 7.10.0's manifests, then at once of 7.10.1's; refused, the pipeline waits for the record to say Complete (`kubectl wait`) and tries again, at most once every {PIPELINE_RETRY:?} (times from the first apply)"
             ),
         ),
         Deployer::Flux => (

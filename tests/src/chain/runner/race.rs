@@ -267,7 +267,8 @@ pub(super) fn admitted_arms() -> Vec<Arm> {
     arms
 }
 
-/// How often the demo's pipeline retries a refused push.
+/// How often at most the pipeline tries a refused push again (it waits for
+/// the record to say Complete between tries).
 pub(super) const PIPELINE_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How long the pipeline keeps retrying.
 pub(super) const PIPELINE_FOR: std::time::Duration = std::time::Duration::from_secs(900);
