@@ -81,6 +81,11 @@ impl Pipeline {
         })
     }
 
+    /// The namespace it pushes to.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// The command, as the narration names it.
     pub fn command(&self) -> &'static str {
         match self.push {
@@ -127,25 +132,28 @@ impl Pipeline {
     /// Waits, at most `timeout`, until the namespace's UpgradeRecord says
     /// the operator's upgrade is Complete: the `kubectl wait` of
     /// docs/deploy-helm.md (blocking: call it off the async threads).
-    /// True when it said so; false when the time ran out or kubectl failed
+    /// Err with kubectl's output when the time ran out or kubectl failed
     /// (the caller tries again either way).
-    pub fn wait_for_complete(&self, timeout: Duration) -> bool {
+    pub fn wait_for_complete(&self, timeout: Duration) -> Result<(), String> {
         let record = format!("{RECORD_PLURAL}.{RECORD_GROUP}/{RECORD_NAME}");
         let condition = wait_condition(OPERATOR_DEPLOYMENT);
         let timeout = format!("--timeout={}s", timeout.as_secs().max(1));
-        self.kubectl
-            .run(
-                &[
-                    "wait",
-                    &record,
-                    "--namespace",
-                    &self.namespace,
-                    &condition,
-                    &timeout,
-                ],
-                None,
-            )
-            .accepted
+        let ran = self.kubectl.run(
+            &[
+                "wait",
+                &record,
+                "--namespace",
+                &self.namespace,
+                &condition,
+                &timeout,
+            ],
+            None,
+        );
+        if ran.accepted {
+            Ok(())
+        } else {
+            Err(ran.output.trim().to_owned())
+        }
     }
 }
 

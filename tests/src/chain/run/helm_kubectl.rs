@@ -101,10 +101,16 @@ const WAIT_AT_MOST: Duration = Duration::from_secs(60);
 
 /// One wait for the record's Complete, off the async threads.
 async fn pipeline_wait(pipeline: &Arc<Pipeline>, timeout: Duration) {
-    let pipeline = Arc::clone(pipeline);
-    tokio::task::spawn_blocking(move || pipeline.wait_for_complete(timeout))
+    let waiting = Arc::clone(pipeline);
+    let waited = tokio::task::spawn_blocking(move || waiting.wait_for_complete(timeout))
         .await
         .unwrap_or_else(|error| panic!("waiting on the record: {error}"));
+    if let Err(said) = waited {
+        println!(
+            "{}: the pipeline's kubectl wait for the record's Complete ended without it ({said}); trying again",
+            pipeline.namespace()
+        );
+    }
 }
 
 /// One push of `release`, off the async threads.
