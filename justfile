@@ -270,11 +270,11 @@ olm_v1_up := "--olm-v1 --olm-v1-image " + cache / "images/catalogd-" + olm_v1_ve
 # 298 s with 6 threads).
 cluster_test_threads := env_var_or_default("UPGRADE_GATE_CLUSTER_TEST_THREADS", "32")
 
-# Start local cluster NAME, OLM v1 beside OLM v0 as in the tests (builds the tools and images first), and load our image.
+# Start local cluster NAME, OLM v1 beside OLM v0 and Flux's kustomize-controller as in the tests (builds the tools and images first), and load our image.
 cluster-up NAME="dev": cluster-bins pause-image image olm-v1-images
     UPGRADE_GATE_TOOLS="$(UPGRADE_GATE_CACHE="{{cache}}" tools/bin-dir.sh)" \
     UPGRADE_GATE_PAUSE_ARCHIVE="{{pause_archive}}" \
-      {{cluster}} up {{NAME}} --image "$(just image-archive)" --image "$(just gate-image-archive)" {{olm_v1_up}}
+      {{cluster}} up {{NAME}} --image "$(just image-archive)" --image "$(just gate-image-archive)" {{olm_v1_up}} --flux
 
 # Print `export` lines (KUBECONFIG, DATABASE_URL, ...) for: eval "$(just cluster-env NAME)"
 cluster-env NAME="dev":
@@ -443,7 +443,7 @@ bench-scale *SETTINGS: _chain-prerequisites
 # an unchanged one in seconds) with podman's OCI runtime made unusable
 # (tools/image-any-runtime.sh, which fails when one of them was not built):
 # none needs one, as on a machine where it cannot run.
-# The cluster tests on a fresh local cluster with OLM v0 and v1, torn down and checked after.
+# The cluster tests on a fresh local cluster with OLM v0 and v1 and Flux's kustomize-controller, torn down and checked after.
 test-cluster FILTER="": cluster-bins
     #!/usr/bin/env bash
     set -euo pipefail
@@ -513,7 +513,7 @@ test-cluster FILTER="": cluster-bins
     "$cluster_bin" up "$name" --image "$(just image-archive)" --image "$(just gate-image-archive)" \
       --image "{{cache}}/images/opm-{{opm_version}}.oci.tar" --image "$adopt_dir/widget-operator-0.1.0.oci.tar" --image "$adopt_dir/widget-operator-0.2.0.oci.tar" \
       --image "$helm_dir/widget-helm-operator-0.1.0.oci.tar" --image "$helm_dir/widget-helm-operator-0.2.0.oci.tar" \
-      {{olm_v1_up}}
+      {{olm_v1_up}} --flux
     ( while "$cluster_bin" memory "$name" >>"$samples"; do sleep 1; done ) &
     sampler=$!
     eval "$("$cluster_bin" env "$name")"

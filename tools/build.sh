@@ -10,7 +10,8 @@
 #                          (`just adopt-tools`: kubebuilder, controller-gen,
 #                          kustomize); prints their bin/ directory
 #   tools/build.sh flux    olm-v0's, Helm and Flux's kustomize-controller with
-#                          its CRDs (`just demo DEPLOYER=flux`)
+#                          its CRDs (`just demo DEPLOYER=flux`; all has them
+#                          too, for the test cluster)
 #   tools/build.sh helm-operator  only helm-operator-plugins' Helm operator
 #                          (tools/adopt-helm-operator.sh); prints its bin/
 #                          directory
@@ -22,7 +23,7 @@
 #   $UPGRADE_GATE_CACHE/tools/olm-<hash>/crds/*.yaml   (OLM's CRDs)
 #   $UPGRADE_GATE_CACHE/tools/olm-v1-<hash>/{crds,manifests}/ (OLM v1's CRDs and manifests)
 #   $UPGRADE_GATE_CACHE/tools/flux-<hash>/crds/*.yaml  (Kustomization, the source kinds)
-#   $UPGRADE_GATE_CACHE/tools/current-<hash>/{bin,crds,olm-v1} (all: links to all of the above)
+#   $UPGRADE_GATE_CACHE/tools/current-<hash>/{bin,crds,olm-v1,flux} (all: links to all of the above)
 #   $UPGRADE_GATE_CACHE/tools/olm-v0-<hash>/{bin,crds}  (olm-v0: links to its part)
 # A binary that already exists is not built again; a module's missing ones
 # are built in one `go build` into a staging directory and renamed, so an
@@ -477,11 +478,12 @@ main() {
     return 1
   }
   assemble_current "$set"
-  # all holds olm-v0's and helm's binaries too: their directories cost a
-  # few links.
+  # all holds olm-v0's, helm's and flux's binaries too: their directories
+  # cost a few links.
   if [[ $set == all ]]; then
     assemble_current olm-v0
     assemble_current helm
+    assemble_current flux
   fi
   log "cluster tools ($set) ready in $(elapsed_since "$start") s"
   current_dir "$set"

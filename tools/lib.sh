@@ -14,7 +14,8 @@ wrapper_modules=(kubernetes etcd olm olm-v1 lint helm flux)
 #   olm-v0  a cluster with OLM v0: `just demo`, `just race`, `just
 #           bench-scale` (Kubernetes' servers, etcd, OLM's olm, catalog
 #           and opm)
-#   helm    olm-v0's and Helm: `just demo DEPLOYER=helm`
+#   helm    olm-v0's, Helm and kubectl (the pipeline's `kubectl wait` on
+#           the record): `just demo DEPLOYER=helm`
 #   kubectl olm-v0's, kubectl and Helm (`helm template` renders each
 #           release's manifests): `just demo DEPLOYER=kubectl`
 #   olm-v1  olm-v0's and OLM v1 (operator-controller, catalogd, the
@@ -24,8 +25,9 @@ wrapper_modules=(kubernetes etcd olm olm-v1 lint helm flux)
 #           manifests) and Flux's kustomize-controller with its CRDs
 #           (Kustomization, ExternalArtifact): `just demo DEPLOYER=flux`
 #   all     what `just test` needs besides: kubectl, OLM v1, Helm,
-#           actionlint and the bundle validators (operator-verify,
-#           validate-bundle); not Flux, which no test runs
+#           actionlint, the bundle validators (operator-verify,
+#           validate-bundle) and Flux's kustomize-controller with its
+#           CRDs (the shared test cluster runs it: tests/cluster/flux_chain.rs)
 tool_sets=(olm-v0 helm kubectl olm-v1 flux all)
 
 # The binaries of set $1 the harness expects in "$(tools/bin-dir.sh SET)/bin",
@@ -43,7 +45,7 @@ set_binaries() {
     olm-v1) printf '%s\n' "${olm_v0[@]}" operator-controller catalogd registry ;;
     flux) printf '%s\n' "${olm_v0[@]}" helm kustomize-controller ;;
     all) printf '%s\n' "${olm_v0[@]}" kubectl operator-verify validate-bundle \
-      operator-controller catalogd registry actionlint helm ;;
+      operator-controller catalogd registry actionlint helm kustomize-controller ;;
     *)
       echo "unknown tool set '$1' (${tool_sets[*]})" >&2
       return 2
@@ -58,7 +60,7 @@ set_modules() {
     helm | kubectl) printf '%s\n' kubernetes etcd olm helm ;;
     olm-v1) printf '%s\n' kubernetes etcd olm olm-v1 ;;
     flux) printf '%s\n' kubernetes etcd olm helm flux ;;
-    all) printf '%s\n' kubernetes etcd olm olm-v1 lint helm ;;
+    all) printf '%s\n' kubernetes etcd olm olm-v1 lint helm flux ;;
     *)
       echo "unknown tool set '$1' (${tool_sets[*]})" >&2
       return 2
@@ -103,10 +105,10 @@ module_dir() {
 
 # The directory handed to the harness (UPGRADE_GATE_TOOLS) for tool set $1
 # (default all): bin/ links every binary of the set, crds/ holds OLM's CRDs
-# (and olm-v1/ OLM v1's, for all). Keyed by the set's modules' dirs and its
-# binaries' names, so a bump of any go.sum, or a binary added to the set,
-# gives a new directory and old ones stay valid. The all set's is
-# current-<hash>, as before the sets.
+# (and olm-v1/ OLM v1's, flux/ Flux's, for the sets that have them). Keyed
+# by the set's modules' dirs and its binaries' names, so a bump of any
+# go.sum, or a binary added to the set, gives a new directory and old ones
+# stay valid. The all set's is current-<hash>, as before the sets.
 current_dir() {
   local set=${1:-all} module modules binaries
   modules=$(set_modules "$set") || return 2
