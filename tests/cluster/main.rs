@@ -16,6 +16,7 @@ mod adopt_widget_steps;
 mod apiserver_restart;
 mod database_restart;
 mod faults;
+mod flux_chain;
 mod gate;
 mod install_plan;
 mod keep;

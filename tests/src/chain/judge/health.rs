@@ -244,6 +244,17 @@ pub(super) fn dependent_after(
     }
 }
 
+/// The three rules on `events` (time zero `zero`), in order: each one's
+/// line, or why it broke; `None` when the run did not set the check up.
+pub fn rules(events: &[Event], zero: Timestamp) -> Option<[Result<String, String>; 3]> {
+    let (health, dependent) = set_up(events)?;
+    Some([
+        held_while_in_progress(events, zero, health),
+        ready_after_complete(events, zero, health),
+        dependent_after(events, zero, health, dependent),
+    ])
+}
+
 /// The three rules, when the run set the check up: each one's line in
 /// `evidence` ("FAILED: …" when broken); returns the broken ones' words.
 pub(super) fn flux_health(
@@ -251,15 +262,11 @@ pub(super) fn flux_health(
     zero: Timestamp,
     evidence: &mut Vec<String>,
 ) -> Vec<String> {
-    let Some((health, dependent)) = set_up(events) else {
+    let Some(results) = rules(events, zero) else {
         return Vec::new();
     };
     let mut failed = Vec::new();
-    for result in [
-        held_while_in_progress(events, zero, health),
-        ready_after_complete(events, zero, health),
-        dependent_after(events, zero, health, dependent),
-    ] {
+    for result in results {
         match result {
             Ok(line) => evidence.push(format!("Flux's health check: {line}")),
             Err(why) => {

@@ -86,7 +86,7 @@ mod tests;
 mod timing;
 
 pub use end::{chain_ended, chain_stopped};
-pub use health::settled as health_check_settled;
+pub use health::{rules as health_check_rules, settled as health_check_settled};
 pub use race::race_of;
 pub use timing::{AfterRestore, after_restore};
 

@@ -121,10 +121,15 @@ fn a_check_that_waits_for_the_upgrade_keeps_every_rule_with_its_figures() {
 
 #[test]
 fn a_run_without_the_check_is_not_judged_by_it() {
-    let events = events(kept().into_iter().skip(1).collect());
+    let without = events(kept().into_iter().skip(1).collect());
     let mut evidence = Vec::new();
-    assert!(flux_health(&events, zero(), &mut evidence).is_empty());
+    assert!(flux_health(&without, zero(), &mut evidence).is_empty());
     assert!(evidence.is_empty());
+    // What a test asserts the rules with says so, rather than passing.
+    assert!(crate::chain::judge::health_check_rules(&without, zero()).is_none());
+    let with = events(kept());
+    let rules = crate::chain::judge::health_check_rules(&with, zero()).expect("set up");
+    assert!(rules.iter().all(Result::is_ok), "{rules:?}");
 }
 
 /// A rule's case: its name, the facts added to [`kept`], the words.
