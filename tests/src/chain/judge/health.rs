@@ -6,8 +6,10 @@
 //!
 //! 1. **Held while in progress**: from the record's first entry
 //!    `InProgress` after time zero until every entry said `Complete`
-//!    again, `H` was seen checking (its `Ready` not `True`) and never
-//!    `Ready`.
+//!    again, `H` was seen checking (its `Ready` not `True`, a change
+//!    inside the span or the last one before it) and never `Ready`; nor
+//!    `Ready` after time zero before the span (the second after an
+//!    apply, before the operator recorded anything).
 //! 2. **Ready after Complete**: `H` turned `Ready` after time zero, and
 //!    only after the record said `Complete` again.
 //! 3. **The dependent after it**: `D` was applied (`Ready`, "Applied
@@ -102,7 +104,9 @@ fn quoted(message: &str) -> String {
 }
 
 /// Rule 1: `health` was seen not `Ready` while the record said an
-/// upgrade in progress after `zero`, and never `Ready` then.
+/// upgrade in progress after `zero`, and never `Ready` then, nor after
+/// `zero` before it. A `Ready` fact is a change: the last one before the
+/// span is in force in it until the next.
 pub(super) fn held_while_in_progress(
     events: &[Event],
     zero: Timestamp,
@@ -119,14 +123,17 @@ pub(super) fn held_while_in_progress(
         None => format!("from {} on, never Complete again", offset(zero, from)),
     };
     let inside = |at: Timestamp| at >= from && until_at.is_none_or(|until| at < until);
-    if let Some((at, ..)) = readiness(events, health)
+    let before: Vec<_> = readiness(events, health)
         .filter(|(at, ..)| *at < from)
-        .last()
-        .filter(|(_, status, ..)| *status == "True")
+        .collect();
+    if let Some((at, ..)) = before
+        .iter()
+        .find(|(at, status, ..)| *at >= zero && *status == "True")
+        .or(before.last().filter(|(_, status, ..)| *status == "True"))
     {
         return Err(format!(
             "Kustomization {health} was Ready at {} already, before the record said the operator's upgrade InProgress ({span}): what dependsOn it could go ahead during the upgrade",
-            offset(zero, at)
+            offset(zero, *at)
         ));
     }
     if let Some((at, _, _, message)) =
@@ -138,12 +145,16 @@ pub(super) fn held_while_in_progress(
             quoted(message)
         ));
     }
-    match readiness(events, health)
+    let seen = readiness(events, health)
         .filter(|(at, ..)| inside(*at))
         .last()
-    {
-        Some((at, status, reason, message)) => Ok(format!(
-            "Kustomization {health} not Ready while the record said the operator's upgrade InProgress ({span}); at {}: Ready={status} ({reason}) {}",
+        .map(|seen| (seen, ""))
+        .or(before
+            .last()
+            .map(|seen| (*seen, ", in force from before the span")));
+    match seen {
+        Some(((at, status, reason, message), since)) => Ok(format!(
+            "Kustomization {health} not Ready while the record said the operator's upgrade InProgress ({span}); at {}{since}: Ready={status} ({reason}) {}",
             offset(zero, at),
             quoted(message)
         )),

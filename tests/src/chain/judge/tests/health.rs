@@ -159,6 +159,20 @@ fn rule_1_a_check_ready_while_the_record_says_in_progress_fails() {
             )],
             "Kustomization app-operator-health was Ready at +0.5 s already, before the record said the operator's upgrade InProgress (+1.1 s to +23.8 s): what dependsOn it could go ahead during the upgrade",
         ),
+        (
+            "Ready in the second after the apply, checking again before the span",
+            vec![
+                (
+                    5,
+                    ready(H, "True", "ReconciliationSucceeded", "Applied revision: x"),
+                ),
+                (
+                    8,
+                    ready(H, "Unknown", "Progressing", "Reconciliation in progress"),
+                ),
+            ],
+            "Kustomization app-operator-health was Ready at +0.5 s already, before the record said the operator's upgrade InProgress (+1.1 s to +23.8 s): what dependsOn it could go ahead during the upgrade",
+        ),
     ];
     for (case, extra, words) in cases {
         let mut facts = kept();
@@ -181,6 +195,24 @@ fn rule_1_a_check_ready_while_the_record_says_in_progress_fails() {
         Err("Kustomization app-operator-health was never seen checking while the record said the operator's upgrade InProgress (+1.1 s to +23.8 s): the check was not put to the test".to_owned())
     );
     assert!(held_while_in_progress(&events(kept()), zero(), H).is_ok());
+    // Checking since before the span, no change inside it: a Ready fact
+    // is a change, so the last one before the span holds through it.
+    let mut early: Vec<_> = kept()
+        .into_iter()
+        .filter(|(tenths, fact)| {
+            !(matches!(fact, Fact::KustomizationReady { kustomization, .. } if kustomization == H)
+                && *tenths < 100)
+        })
+        .collect();
+    early.push((
+        8,
+        ready(H, "Unknown", "Progressing", "Reconciliation in progress"),
+    ));
+    early.sort_by_key(|(tenths, _)| *tenths);
+    assert_eq!(
+        held_while_in_progress(&events(early), zero(), H),
+        Ok("Kustomization app-operator-health not Ready while the record said the operator's upgrade InProgress (+1.1 s to +23.8 s); at +0.8 s, in force from before the span: Ready=Unknown (Progressing) \"Reconciliation in progress\"".to_owned())
+    );
 }
 
 #[test]
