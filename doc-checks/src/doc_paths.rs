@@ -63,6 +63,8 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ("docs/olm-v1.md", "docs/draft/concepts/clusterobjectsets.md"),
     ("docs/olm-v1.md", "docs/howto/derive-service-account.md"),
     ("docs/harness-olm-v1.md", "manifests/standard.yaml"),
+    // fluxcd/kustomize-controller's documentation.
+    ("docs/gitops.md", "docs/spec/v1/kustomizations.md"),
 ];
 
 fn root() -> PathBuf {

@@ -14,10 +14,13 @@
 //! words, 7.10.0 its last applied revision; Flux applied 7.10.1 only after
 //! the record said 7.10.0's upgrade `Complete`; and the shipped health
 //! check (`manifests/gitops/flux-health.yaml` on Kustomization
-//! `app-operator-health`, `app-after-upgrade` depending on it) passed the
-//! judge's three rules on the run's facts: not `Ready` while the record
-//! said `InProgress`, `Ready` only after `Complete`, the dependent applied
-//! only after that.
+//! `app-operator-health`, `app-after-upgrade` depending on it, both
+//! created as soon as Flux applied 7.10.0, while the record still says
+//! 7.9.3 `Complete`) passed the judge's three rules on the run's facts:
+//! not `Ready` before or while the record said `InProgress`, `Ready` only
+//! after `Complete`, the dependent applied only after that. With the
+//! record the file's only entry it failed the first rule here (Ready at
+//! +2.4 s, the record InProgress at +2.5 s, 2026-12-07).
 //!
 //! Panics — never skips — without the cluster or its Flux
 //! (`OlmCluster::flux`: the harness's state says whether it runs).
@@ -30,7 +33,7 @@ use std::time::Duration;
 
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
 use upgrade_gate_tests::chain::judge::{self, Deployer, RunFinding};
-use upgrade_gate_tests::chain::run::flux::{NAME, kustomizations};
+use upgrade_gate_tests::chain::run::flux::{HEALTH, NAME, kustomizations};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions};
 use upgrade_gate_tests::chain::timeline::{self, Event, Fact};
 use upgrade_gate_tests::wait::{self, Look};
@@ -181,6 +184,24 @@ async fn with_the_policy_flux_applies_7_10_1_only_after_7_10_0s_upgrade() {
     );
 
     // The shipped health check, by the judge's rules on the run's facts.
+    // Whether its first try began before the record said 7.10.0
+    // InProgress (its first poll follows the try's apply of one
+    // ConfigMap; the record alone would then be current): a figure, not
+    // an assertion, as on a loaded machine the check may start later.
+    let checking = timeline::first(events, |fact| {
+        matches!(fact, Fact::KustomizationReady { kustomization, .. } if kustomization == HEALTH)
+    })
+    .map(|event| timeline::offset(report.zero, event.at));
+    let in_progress = timeline::first_after(events, report.zero, |fact| {
+        matches!(fact, Fact::AdmissionRecord { release, state, .. }
+            if release == MIDDLE && state == "InProgress")
+    })
+    .map(|at| timeline::offset(report.zero, at));
+    println!(
+        "figure: {HEALTH} first seen reconciling at {}; the record said {MIDDLE} InProgress at {}",
+        checking.as_deref().unwrap_or("(never seen)"),
+        in_progress.as_deref().unwrap_or("(never)")
+    );
     let rules = judge::health_check_rules(events, report.zero)
         .unwrap_or_else(|| panic!("the run did not set Flux's health check up:\n{evidence}"));
     for rule in rules {

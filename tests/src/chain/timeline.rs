@@ -91,10 +91,10 @@ pub enum Fact {
     },
     /// The runner set up, under Flux, the check of upgrade-gate's shipped
     /// Flux health check (`manifests/gitops/flux-health.yaml`): Kustomization
-    /// `kustomization` carries its `healthChecks` and `healthCheckExprs` on
-    /// the namespace's UpgradeRecord, Kustomization `dependent` `dependsOn`
-    /// it; both are created once the record says the middle release's
-    /// upgrade is in progress (`run::flux`).
+    /// `kustomization` carries its `healthChecks` (the namespace's
+    /// UpgradeRecord and the operator's Deployment) and
+    /// `healthCheckExprs`, Kustomization `dependent` `dependsOn` it; both
+    /// are created as soon as Flux applied the middle release (`run::flux`).
     HealthCheckSetUp {
         kustomization: String,
         dependent: String,

@@ -14,25 +14,28 @@
 //!
 //! Beside it, the run exercises upgrade-gate's shipped Flux health check
 //! (`manifests/gitops/flux-health.yaml`, read and parsed, not copied):
-//! once the record says an upgrade is in progress after time zero, the
-//! runner creates Kustomization [`HEALTH`], which applies one ConfigMap
-//! from an `ExternalArtifact` of its own and carries the file's
-//! `healthChecks` (the record's namespace set to the run's) and
-//! `healthCheckExprs`, and Kustomization [`AFTER`], which `dependsOn` it
-//! and applies another ConfigMap. Their `Ready` conditions are facts
-//! (`facts::kustomization_ready_facts`); the judge's `health` rules say
-//! whether what depends on the operator waited for its upgrade. Why not at
-//! time zero itself: the record then still says the first release's
-//! upgrade `Complete` for about a second (until the middle release's init
-//! container records it in progress), and the expressions read states,
-//! not releases: a check that ran in that second would be `Ready` at
-//! once. The operator's own Kustomization is left exactly as it was.
+//! as soon as Flux applied the middle release, the runner creates
+//! Kustomization [`HEALTH`], which applies one ConfigMap from an
+//! `ExternalArtifact` of its own and carries the file's `healthChecks`
+//! (the record and the operator's Deployment, each entry's namespace set
+//! to the run's) and `healthCheckExprs`, and Kustomization [`AFTER`],
+//! which `dependsOn` it and applies another ConfigMap. Their `Ready`
+//! conditions are facts (`facts::kustomization_ready_facts`); the judge's
+//! `health` rules say whether what depends on the operator waited for its
+//! upgrade. Created then, [`HEALTH`]'s first polls come while the record
+//! still says the first release's upgrade `Complete` (for about a second,
+//! until the middle release's init container records it in progress), as
+//! a check on the operator's own Kustomization polls right after its
+//! apply: the expressions read states, not releases, so the record alone
+//! would be current then; the Deployment, not rolled out until the new
+//! pod's init container recorded, is what holds the check (docs/gitops.md,
+//! "Flux health, run here"). The operator's own Kustomization is left
+//! exactly as it was.
 //!
 //! Owns: the run's `ExternalArtifact`s and Kustomizations (in its
 //! namespace, gone with it: kustomize-controller prunes what it applied),
 //! the artifact server and the renderer (the chart's cluster-scoped RBAC
-//! goes when it drops), the task that creates the health check's
-//! Kustomizations (stopped when the run drops). Must not touch:
+//! goes when it drops). Must not touch:
 //! kustomize-controller itself.
 
 use std::collections::BTreeMap;
@@ -47,7 +50,7 @@ use serde_json::{Value, json};
 use super::{SetUp, bundle_examples, middle_release, object};
 use crate::chain::cluster::{BackupClaim, OlmCluster};
 use crate::chain::judge::Chain;
-use crate::chain::timeline::{Fact, Timeline, first, first_after};
+use crate::chain::timeline::{Fact, Timeline, first};
 use crate::chain::watches::{FactWatches, dynamic_api};
 use crate::helm::Helm;
 
@@ -83,10 +86,6 @@ pub const HEALTH_TIMEOUT: &str = "10m";
 /// dependent to be applied: its check polls every 5 s, the dependent
 /// looks again every `--requeue-dependency` (5 s on the local cluster).
 const HEALTH_SETTLED_WITHIN: Duration = Duration::from_secs(120);
-/// How long the record may take to say an upgrade is in progress once
-/// the source moved (its operator pod's init container
-/// records it; +1.1 s in the runs of 2026-12-07).
-const IN_PROGRESS_WITHIN: Duration = Duration::from_secs(300);
 
 /// Flux's Kustomizations in `namespace`.
 pub fn kustomizations(client: &Client, namespace: &str) -> Api<DynamicObject> {
@@ -241,17 +240,6 @@ pub(super) struct FluxRun {
     _helm: Helm,
     /// The shipped check ([`shipped_health`]), read at the set-up.
     health: (Value, Value),
-    /// Creates the health check's Kustomizations once the record says
-    /// an upgrade is in progress after time zero; aborted on drop.
-    health_task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Drop for FluxRun {
-    fn drop(&mut self) {
-        if let Some(task) = self.health_task.take() {
-            task.abort();
-        }
-    }
 }
 
 impl FluxRun {
@@ -301,53 +289,35 @@ impl FluxRun {
                     self.namespace
                 )
             });
+        self.create_health_check(timeline).await;
         let next = &chain.next;
         self.point_source_at(next).await;
         timeline.push(source_moved(next));
-        self.start_health_check(timeline, at);
     }
 
-    /// In the background: waits until the record says an upgrade is in
-    /// progress after time zero (`zero`: the middle release's, or with no
-    /// brake the next one's when it overtook it), then creates
-    /// Kustomizations [`HEALTH`] and [`AFTER`] (a failure is a fact of the
-    /// run: the judge then finds no `Ready` of theirs).
-    fn start_health_check(&mut self, timeline: &Timeline, zero: Timestamp) {
-        let (admin, ns, timeline) = (self.admin.clone(), self.namespace.clone(), timeline.clone());
-        let (checks, exprs) = self.health.clone();
-        let task = tokio::spawn(async move {
-            let in_progress = timeline
-                .wait_for(IN_PROGRESS_WITHIN, |events| {
-                    first_after(events, zero, |fact| {
-                        matches!(fact, Fact::AdmissionRecord { state, .. } if state == "InProgress")
-                    })
-                    .map(|_| ())
-                })
-                .await;
-            if let Err(error) = in_progress {
-                timeline.push(Fact::Injected {
-                    what: format!(
-                        "Flux's health check not created: the record did not say an upgrade InProgress within {IN_PROGRESS_WITHIN:?} of time zero: {error}"
-                    ),
-                });
-                return;
-            }
-            let api = kustomizations(&admin, &ns);
-            for (name, kustomization) in [
-                (HEALTH, health_kustomization(&ns, &checks, &exprs)),
-                (AFTER, after_kustomization(&ns)),
-            ] {
-                let what = match api
-                    .create(&PostParams::default(), &object(kustomization))
-                    .await
-                {
-                    Ok(_) => format!("Kustomization {name} created (Flux's health check)"),
-                    Err(error) => format!("creating Kustomization {name} failed: {error}"),
-                };
-                timeline.push(Fact::Injected { what });
-            }
-        });
-        self.health_task = Some(task);
+    /// Creates Kustomizations [`HEALTH`] and [`AFTER`] at once (a failure
+    /// is a fact of the run: the judge then finds no `Ready` of theirs).
+    /// Called as soon as Flux applied the middle release: the first try of
+    /// [`HEALTH`] then polls while the record still says the first
+    /// release `Complete`, as a check on the operator's own Kustomization
+    /// would right after its apply.
+    async fn create_health_check(&self, timeline: &Timeline) {
+        let (checks, exprs) = &self.health;
+        let ns = &self.namespace;
+        let api = kustomizations(&self.admin, ns);
+        for (name, kustomization) in [
+            (HEALTH, health_kustomization(ns, checks, exprs)),
+            (AFTER, after_kustomization(ns)),
+        ] {
+            let what = match api
+                .create(&PostParams::default(), &object(kustomization))
+                .await
+            {
+                Ok(_) => format!("Kustomization {name} created (Flux's health check)"),
+                Err(error) => format!("creating Kustomization {name} failed: {error}"),
+            };
+            timeline.push(Fact::Injected { what });
+        }
     }
 
     /// Waits (at most [`HEALTH_SETTLED_WITHIN`]) until the health check's
@@ -476,7 +446,6 @@ pub(super) async fn install_first_release(
         namespace: ns.clone(),
         _helm: helm,
         health,
-        health_task: None,
     };
     crate::operator_install::install_app_crd(&admin).await;
     set_up.watch_apps().await;
@@ -587,7 +556,9 @@ mod tests {
         assert_eq!(
             checks,
             json!([{"apiVersion": "upgrade-gate.dev/v1alpha1", "kind": "UpgradeRecord",
-                    "name": "upgrade-gate", "namespace": "shop"}])
+                    "name": "upgrade-gate", "namespace": "shop"},
+                   {"apiVersion": "apps/v1", "kind": "Deployment",
+                    "name": "app-operator", "namespace": "shop"}])
         );
         // The expressions as shipped, not a copy.
         assert_eq!(exprs, file["spec"]["healthCheckExprs"]);
