@@ -32,6 +32,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use upgrade_gate_tests::chain::cluster::{OlmCluster, ProvidedCluster};
+use upgrade_gate_tests::chain::facts::flux_condition;
 use upgrade_gate_tests::chain::judge::{self, Deployer, RunFinding};
 use upgrade_gate_tests::chain::run::flux::{HEALTH, NAME, kustomizations};
 use upgrade_gate_tests::chain::run::{ChainRun, Data, RunOptions};
@@ -80,29 +81,16 @@ async fn status_shows_the_refusal(run: &ChainRun) {
                 Err(error) => return Look::NotYet(error.to_string()),
             };
             let status = found.data["status"].clone();
-            let ready = status["conditions"]
-                .as_array()
-                .and_then(|all| all.iter().find(|c| c["type"] == "Ready"))
-                .cloned()
-                .unwrap_or_default();
-            if ready["status"] == "False" {
-                Look::Done(status)
-            } else {
-                Look::NotYet(status.to_string())
+            match flux_condition(&found.data, "Ready") {
+                Some(("False", ..)) => Look::Done(status),
+                _ => Look::NotYet(status.to_string()),
             }
         },
     )
     .await;
-    let ready = status["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == "Ready"))
-        .cloned()
-        .unwrap_or_default();
-    let message = ready["message"].as_str().unwrap_or_default();
-    println!(
-        "Kustomization {NAME} while held: Ready=False ({}) {message}",
-        ready["reason"]
-    );
+    let object = serde_json::json!({ "status": status });
+    let (_, reason, message) = flux_condition(&object, "Ready").unwrap_or_default();
+    println!("Kustomization {NAME} while held: Ready=False ({reason}) {message}");
     assert!(
         message.contains(POLICY_DENIAL),
         "Kustomization {NAME}'s Ready=False does not carry the admission policy's words: {status}"

@@ -463,7 +463,7 @@ pub fn release_of_flux_revision(revision: &str) -> Option<&str> {
 }
 
 /// A condition of a Flux object's status by type: (status, reason, message).
-fn flux_condition<'a>(object: &'a Value, kind: &str) -> Option<(&'a str, &'a str, &'a str)> {
+pub fn flux_condition<'a>(object: &'a Value, kind: &str) -> Option<(&'a str, &'a str, &'a str)> {
     object["status"]["conditions"]
         .as_array()?
         .iter()

@@ -189,8 +189,8 @@ fn health_part(namespace: &str, name: &str, timeout: &str, extra: Value) -> Valu
 
 /// Kustomization [`HEALTH`]: one ConfigMap, and the shipped check
 /// (`checks`, `exprs`: [`shipped_health`]). `wait: false`, so that it
-/// waits for the checks' objects alone (the record), not for the
-/// ConfigMap; [`HEALTH_TIMEOUT`].
+/// waits for the checks' objects alone (the record and the operator's
+/// Deployment), not for the ConfigMap; [`HEALTH_TIMEOUT`].
 pub fn health_kustomization(namespace: &str, checks: &Value, exprs: &Value) -> Value {
     health_part(
         namespace,
