@@ -63,12 +63,13 @@ build_binaries() {
   log "$module: building ${names[*]}${tags:+ (tags $tags)}"
   (
     cd "$tools_src/$module"
-    # -w drops the DWARF at the link; -dwarf=false spares the compiler
-    # making it (a fifth less CPU here, the same binaries otherwise).
-    # GOGC=400 (unless set): the compiler collects less often; etcd's cold
+    # -w drops the DWARF at the link; the module's compiler flags
+    # (go_gcflags, tools/lib.sh) spare the compiler making it (a fifth less
+    # CPU here, the same binaries otherwise), and for the demo's servers
+    # skip inlining. GOGC=400 (unless set): the compiler collects less often; etcd's cold
     # build took 10-25 % less CPU, Kubernetes' 4 %, at up to 2 GB (the link)
     # instead of 1.8 (docs/local-cluster-tools.md). The binaries are the same.
-    GOGC=${GOGC:-400} CGO_ENABLED=0 go build -mod=readonly -trimpath -tags "$tags" -gcflags=all=-dwarf=false \
+    GOGC=${GOGC:-400} CGO_ENABLED=0 go build -mod=readonly -trimpath -tags "$tags" -gcflags="$(go_gcflags "$module")" \
       -ldflags "-s -w $ldflags" -o "$target" "${packages[@]}"
   )
   for name in "${names[@]}"; do

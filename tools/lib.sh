@@ -82,6 +82,24 @@ olm_v1_version() {
   awk '$1 == "github.com/operator-framework/operator-controller" { print $2 }' "$tools_src/olm-v1/go.mod"
 }
 
+# The compiler flags (go build -gcflags) module $1 is built with. Every
+# module: no DWARF (-w drops it at the link anyway; -dwarf=false spares the
+# compiler making it), and one backend thread a compile (-c=1: `go build`
+# already runs a compile a core; OLM's cold build took 7 % less CPU and
+# time, the binaries are the same). The servers of the demo's set
+# (Kubernetes, etcd, OLM v0), also no inlining (-l): they are the long path
+# of a first `just demo`, and inlining is about a sixth of their compile.
+# Measured on 2 cores (docs/local-cluster-tools.md, "Compiler flags"):
+# Kubernetes' servers 390 CPU-seconds to build instead of 462; the
+# servers' CPU through a demo chain about 8 % more (7 CPU-seconds).
+gcflags_default='all=-dwarf=false -c=1'
+go_gcflags() {
+  case $1 in
+    kubernetes | etcd | olm) printf '%s\n' "$gcflags_default -l" ;;
+    *) printf '%s\n' "$gcflags_default" ;;
+  esac
+}
+
 # First 12 hex digits of the sha256 of stdin.
 short_hash() { sha256sum | cut -c1-12; }
 
@@ -98,6 +116,12 @@ module_dir() {
       if [[ -d cmd ]]; then
         find cmd -name '*.go' -print0 | LC_ALL=C sort -z | xargs -0 -r cat
       fi
+      # Other compile flags than every module's give other binaries: their
+      # own directory (the default's give the binaries the keys had before
+      # the flags were in them, and add nothing).
+      local gcflags
+      gcflags=$(go_gcflags "$module")
+      [[ $gcflags == "$gcflags_default" ]] || printf 'gcflags %s\n' "$gcflags"
     } | short_hash
   )
   printf '%s/tools/%s-%s\n' "$cache_root" "$module" "$hash"

@@ -72,6 +72,8 @@ const TABLES: &[(&str, &str, &str, Kept)] = &[
     ("docs/local-cluster-tools.md", "## Measured here", "what", Measured),
     ("docs/local-cluster-tools.md", "## Measured here", "layout", Measured),
     ("docs/local-cluster-tools.md", "## One binary for the Kubernetes servers", "build", Measured),
+    ("docs/local-cluster-tools.md", "### Compiler flags", "build", Measured),
+    ("docs/local-cluster-tools.md", "### Compiler flags", "servers", Measured),
     ("docs/olm-v1.md", "## The feature request's chain through OLM v1, measured", "", Measured),
     ("docs/olm-v1.md", "## One catalog, two resolvers: `upgrade-gate lint-catalog`", "rule", Tested("the_lint_catalog_rules_table_names_every_rule")),
     ("docs/olm.md", "## Channels and the upgrade graph", "channel", Tested("the_channel_table_is_the_catalogs")),
