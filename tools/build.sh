@@ -69,7 +69,7 @@ build_binaries() {
     # skip inlining. GOGC=400 (unless set): the compiler collects less often; etcd's cold
     # build took 10-25 % less CPU, Kubernetes' 4 %, at up to 2 GB (the link)
     # instead of 1.8 (docs/local-cluster-tools.md). The binaries are the same.
-    GOGC=${GOGC:-400} CGO_ENABLED=0 go build -mod=readonly -trimpath -tags "$tags" -gcflags="$(go_gcflags "$module")" \
+    GOGC=${GOGC:-400} CGO_ENABLED=0 go build -mod=readonly -trimpath -tags "$tags" -gcflags="$(go_gcflags "$module" "$set")" \
       -ldflags "-s -w $ldflags" -o "$target" "${packages[@]}"
   )
   for name in "${names[@]}"; do
@@ -487,14 +487,9 @@ main() {
     log "a module's build failed (its output is above)"
     return 1
   }
+  # all does not assemble the demo's sets: their servers are built without
+  # inlining (go_gcflags, tools/lib.sh), all's with it.
   assemble_current "$set"
-  # all holds olm-v0's, helm's and flux's binaries too: their directories
-  # cost a few links.
-  if [[ $set == all ]]; then
-    assemble_current olm-v0
-    assemble_current helm
-    assemble_current flux
-  fi
   log "cluster tools ($set) ready in $(elapsed_since "$start") s"
   current_dir "$set"
 }

@@ -82,32 +82,42 @@ olm_v1_version() {
   awk '$1 == "github.com/operator-framework/operator-controller" { print $2 }' "$tools_src/olm-v1/go.mod"
 }
 
-# The compiler flags (go build -gcflags) module $1 is built with. Every
-# module: no DWARF (-w drops it at the link anyway; -dwarf=false spares the
-# compiler making it), and one backend thread a compile (-c=1: `go build`
-# already runs a compile a core; OLM's cold build took 7 % less CPU and
-# time, the binaries are the same). The servers of the demo's set
-# (Kubernetes, etcd, OLM v0), also no inlining (-l): they are the long path
-# of a first `just demo`, and inlining is about a sixth of their compile.
-# Measured on 2 cores (docs/local-cluster-tools.md, "Compiler flags"):
-# Kubernetes' servers 390 CPU-seconds to build instead of 462; the
-# servers' CPU through a demo chain about 8 % more (7 CPU-seconds).
+# The compiler flags (go build -gcflags) module $1 is built with for tool
+# set $2 (default: the caller's $set, else all). Every module: no DWARF
+# (-w drops it at the link anyway; -dwarf=false spares the compiler making
+# it), and one backend thread a compile (-c=1: `go build` already runs a
+# compile a core; OLM's cold build took 7 % less CPU and time, the binaries
+# are the same). The cluster's servers (Kubernetes, etcd, OLM v0) of every
+# set but all, also no inlining (-l): those sets are the demo's and the
+# race's, a first `just demo` waits for their build, and inlining is about
+# a sixth of it (Kubernetes' servers 390 CPU-seconds instead of 462). The
+# tests' set (all) keeps inlining: under the concurrent cluster tests the
+# servers built without it made that stage 445 s instead of about 350
+# (docs/local-cluster-tools.md, "Compiler flags").
 gcflags_default='all=-dwarf=false -c=1'
 go_gcflags() {
-  case $1 in
-    kubernetes | etcd | olm) printf '%s\n' "$gcflags_default -l" ;;
-    *) printf '%s\n' "$gcflags_default" ;;
+  local module=$1 tool_set=${2:-${set:-all}}
+  case $module in
+    kubernetes | etcd | olm)
+      if [[ $tool_set != all ]]; then
+        printf '%s\n' "$gcflags_default -l"
+        return
+      fi
+      ;;
   esac
+  printf '%s\n' "$gcflags_default"
 }
 
 # First 12 hex digits of the sha256 of stdin.
 short_hash() { sha256sum | cut -c1-12; }
 
-# Where one wrapper module's build output lives: tools/<module>-<hash>, the hash
-# of its go.sum, followed by the module's own commands (cmd/**/*.go) if it has
-# any, so an edit to those rebuilds them too.
+# Where one wrapper module's build output lives for tool set $2 (default: the
+# caller's $set, else all): tools/<module>-<hash>, the hash of its go.sum,
+# followed by the module's own commands (cmd/**/*.go) if it has any, so an
+# edit to those rebuilds them too, and by the set's compile flags for it
+# when they are not every module's (go_gcflags).
 module_dir() {
-  local module=$1
+  local module=$1 tool_set=${2:-${set:-all}}
   local hash
   hash=$(
     cd "$tools_src/$module" || exit 1
@@ -120,7 +130,7 @@ module_dir() {
       # own directory (the default's give the binaries the keys had before
       # the flags were in them, and add nothing).
       local gcflags
-      gcflags=$(go_gcflags "$module")
+      gcflags=$(go_gcflags "$module" "$tool_set")
       [[ $gcflags == "$gcflags_default" ]] || printf 'gcflags %s\n' "$gcflags"
     } | short_hash
   )
