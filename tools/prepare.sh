@@ -11,7 +11,7 @@
 #                                   the sample's image from cargo's dev build
 #
 # The usual times are cold ones on 2 cores with the stages at once (`just
-# measure-demo cold`, 2026-12-07: Go tools 556 s, cargo and image 381 s);
+# measure-demo cold`, 2026-12-07 16:24: Go tools 479 s, cargo and image 366 s);
 # a stage whose output is already built takes seconds.
 # Owns: the demo's build stages and their progress lines; the builds
 # themselves are tools/build.sh's and tools/image.sh's.
@@ -104,9 +104,9 @@ say "logs: $log_dir (one file a stage; \`tail -f\` one to watch it)"
 # `image.sh app`): fetched beside the builds, mmdebstrap took 145 s instead
 # of 44 and the Go modules' download twice as long, and the cold demo was
 # a minute slower (`just measure-demo cold`, docs/demo.md).
-start tools 560 "Go tools" "the cluster tools (Kubernetes, etcd, OLM v0; Go)" -- \
+start tools 480 "Go tools" "the cluster tools (Kubernetes, etcd, OLM v0; Go)" -- \
   "$tools_src/build.sh" olm-v0
-start images 390 "cargo and image" "the pause image, the workspace (cargo, dev), then the sample's image" -- \
+start images 370 "cargo and image" "the pause image, the workspace (cargo, dev), then the sample's image" -- \
   bash -c "'$tools_src/image.sh' pause && '$tools_src/image.sh' app dev"
 wait_all
 say "ready: the cluster tools and the sample's image"
