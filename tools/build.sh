@@ -65,10 +65,11 @@ build_binaries() {
     cd "$tools_src/$module"
     # -w drops the DWARF at the link; the module's compiler flags
     # (go_gcflags, tools/lib.sh) spare the compiler making it (a fifth less
-    # CPU here, the same binaries otherwise), and for the demo's servers
-    # skip inlining. GOGC=400 (unless set): the compiler collects less often; etcd's cold
-    # build took 10-25 % less CPU, Kubernetes' 4 %, at up to 2 GB (the link)
-    # instead of 1.8 (docs/local-cluster-tools.md). The binaries are the same.
+    # CPU here, the same binaries otherwise) and, for the demo's servers,
+    # skip inlining. GOGC=400 (unless set): the compiler collects less
+    # often; etcd's cold build took 10-25 % less CPU, Kubernetes' 4 %, at up
+    # to 2 GB (the link) instead of 1.8 (docs/local-cluster-tools.md). The
+    # binaries are the same.
     GOGC=${GOGC:-400} CGO_ENABLED=0 go build -mod=readonly -trimpath -tags "$tags" -gcflags="$(go_gcflags "$module" "$set")" \
       -ldflags "-s -w $ldflags" -o "$target" "${packages[@]}"
   )
